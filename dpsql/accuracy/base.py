@@ -1,0 +1,101 @@
+"""The error-model contract shared by every mechanism, the release file and the planner.
+
+An error model is a pure function of *public* parameters (noise scales, tree shape,
+budget split). A mechanism builds one; the release stores ``to_params()`` as JSON in
+``dpsql_views``; the planner rebuilds it with :func:`dpsql.accuracy.load` and evaluates
+it per output row. It never draws noise and never sees data.
+
+Levels are numbered as in the release: level 0 is the root, level ``depth`` the leaves.
+Node ids at a level are those of the view's public tree (``dpsql.domains``) or, for
+range mechanisms, positions in the level's left-to-right order.
+
+Two families of answer:
+
+* **variance** (Gaussian, Laplace, Cascade, b-ary trees): ``sum_variance`` gives the
+  variance of the sum of released counts over a set of nodes, exact where the model can
+  say so (``exact`` is then True in the returned :class:`Variance`), otherwise a stated
+  upper bound. Confidence intervals use the normal approximation of that variance.
+* **bound** (InfTDA): ``sum_bound`` gives a value B with P[|error| ≤ B] ≥ 1 − β.
+  ``sum_variance`` returns ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, ClassVar
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Variance:
+    """The variance of a released sum; ``exact`` says whether it is exact or an upper bound."""
+
+    value: float
+    exact: bool
+
+    @property
+    def stderr(self) -> float:
+        return math.sqrt(self.value)
+
+
+class ErrorModel(ABC):
+    """Base class of every error model. Subclasses set ``kind`` and register with
+    :func:`register`."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def to_params(self) -> dict[str, Any]:
+        """JSON-serialisable public parameters; ``load(to_params())`` rebuilds the model.
+        The dict must contain ``"kind": self.kind``."""
+
+    @classmethod
+    @abstractmethod
+    def from_params(cls, params: dict[str, Any]) -> "ErrorModel":
+        """Inverse of :meth:`to_params`."""
+
+    @property
+    @abstractmethod
+    def depth(self) -> int:
+        """Number of noisy levels (the leaves are level ``depth``)."""
+
+    @abstractmethod
+    def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance | None:
+        """Variance of the sum of the released counts of ``node_ids`` at ``level``;
+        ``None`` if this model gives bounds, not variances."""
+
+    def sum_bound(self, level: int, node_ids: np.ndarray, beta: float) -> float:
+        """B with P[|released sum − true sum| ≤ B] ≥ 1 − β for the nodes at ``level``.
+
+        The default uses the normal approximation of :meth:`sum_variance` (two-sided)."""
+        v = self.sum_variance(level, node_ids)
+        if v is None:
+            raise NotImplementedError(f"{type(self).__name__} must override sum_bound")
+        return NormalDist().inv_cdf(1.0 - beta / 2.0) * v.stderr
+
+    def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+        """Range views only: variance of the released count of leaf bins [lo, hi) for each
+        pair (vectorised, O(log K) each). ``None`` for non-range models."""
+        return None
+
+    @abstractmethod
+    def level_summary(self) -> list[dict[str, Any]]:
+        """One dict per noisy level k = 1..depth for CLI and reports: ``level``,
+        ``stderr`` (one node, or None) and ``bound95`` (one node at β = 0.05, or None)."""
+
+
+_REGISTRY: dict[str, type[ErrorModel]] = {}
+
+
+def register(cls: type[ErrorModel]) -> type[ErrorModel]:
+    """Class decorator: make ``load`` able to rebuild models of this kind."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def registered(kind: str) -> type[ErrorModel] | None:
+    return _REGISTRY.get(kind)

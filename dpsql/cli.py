@@ -1,0 +1,30 @@
+"""The ``dpsql`` command line: release, inspect, query, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dpsql import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dpsql",
+        description="Differentially private releases of tables, queried with plain SQL.")
+    parser.add_argument("--version", action="version", version=f"dpsql {__version__}")
+    parser.add_subparsers(dest="command", metavar="COMMAND")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
