@@ -31,12 +31,9 @@ Number = Union[int, float, Fraction, str]
 def _to_fraction(name: str, value: Number) -> Fraction:
     if isinstance(value, bool):
         raise InvalidPrivacyParameterError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise InvalidPrivacyParameterError(f"{name} must be a finite number, got {value!r}")
     try:
-        if isinstance(value, float):
-            if math.isnan(value) or math.isinf(value):
-                raise InvalidPrivacyParameterError(
-                    f"{name} must be a finite number, got {value!r}")
-            return Fraction(value)
         return Fraction(value)
     except (TypeError, ValueError, ZeroDivisionError) as err:
         raise InvalidPrivacyParameterError(

@@ -58,10 +58,12 @@ def _bernoulli_exp_le1(gamma: np.ndarray, rng: np.random.Generator) -> np.ndarra
     Round k draws A ~ Bernoulli(γ/k) for every element still going; an element stops at
     the first A = 0 and its output is 1 iff it stopped at an odd k. All elements still
     going share the same k, so a round is one uniform draw and one compaction."""
-    out = np.zeros(gamma.shape, dtype=bool)
-    active = np.arange(gamma.size)
     g = np.asarray(gamma, dtype=np.float64).ravel()
-    k = 1
+    coin = rng.random(g.size) < g  # round k = 1 on the whole array
+    out = ~coin
+    active = np.flatnonzero(coin)
+    g = g[active]
+    k = 2
     while active.size:
         coin = rng.random(active.size) * k < g
         if k % 2 == 1:
@@ -92,24 +94,32 @@ def bernoulli_exp(gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return alive
 
 
-def _dlap(scale: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n draws of the discrete Laplace, P[x] ∝ q^|x| with q = exp(−1/scale).
+def _dlap_magnitudes(scale: float, m: int, rng: np.random.Generator
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """m proposals of the discrete Laplace as (magnitude as float64, negative-sign mask),
+    with the (negative, 0) outcomes still in: callers must reject them.
 
-    A magnitude G ~ Geometric(1 − q) on {0, 1, …} and a random sign, rejecting
-    (negative sign, G = 0) so that 0 is not counted twice (CKS Algorithm 2)."""
+    The magnitude G = ⌊ln(1 − U)/ln q⌋ ~ Geometric(1 − q) on {0, 1, …}, since
+    P[G ≥ g] = q^g; with a fair random sign and (−, 0) rejected, P[x] ∝ q^|x|
+    (CKS 2020, Algorithm 2)."""
+    u = rng.random(m)
+    mag = np.floor(np.log1p(-u) * -scale)
+    neg = rng.integers(0, 2, size=m, dtype=np.uint8).view(bool)
+    return mag, neg
+
+
+def _dlap(scale: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws of the discrete Laplace, P[x] ∝ exp(−|x|/scale)."""
     if n == 0 or scale == 0.0:
         return np.zeros(n, dtype=np.int64)
-    log_q = -1.0 / scale
     out = np.empty(n, dtype=np.int64)
     filled = 0
     while filled < n:
         m = int((n - filled) * 1.02) + 64
-        u = rng.random(m)
-        # G = floor(log(U') / log q) with U' = 1 − U in (0, 1]: P[G ≥ g] = q^g.
-        mag = np.floor(np.log1p(-u) / log_q)
-        neg = rng.integers(0, 2, size=m, dtype=np.int8).astype(bool)
+        mag, neg = _dlap_magnitudes(scale, m, rng)
         ok = ~(neg & (mag == 0))
-        y = np.where(neg, -mag, mag)[ok].astype(np.int64)
+        np.negative(mag, out=mag, where=neg)
+        y = mag[ok].astype(np.int64)
         take = min(y.size, n - filled)
         out[filled:filled + take] = y[:take]
         filled += take
@@ -151,12 +161,16 @@ def discrete_gaussian(sigma2: float, size: Size, rng: np.random.Generator) -> np
     while filled < n:
         need = n - filled
         m = int(need / rate * 1.05) + 64
-        y = _dlap(t, m, rng)
-        gamma = (np.abs(y) - shift) ** 2 / (2.0 * s2)
-        keep = y[bernoulli_exp(gamma, rng)]
-        rate = max(keep.size / m, 0.05)
-        take = min(keep.size, need)
-        out[filled:filled + take] = keep[:take]
+        mag, neg = _dlap_magnitudes(t, m, rng)
+        gamma = mag - shift
+        gamma *= gamma
+        gamma *= 1.0 / (2.0 * s2)
+        keep = bernoulli_exp(gamma, rng) & ~(neg & (mag == 0))
+        np.negative(mag, out=mag, where=neg)
+        y = mag[keep].astype(np.int64)
+        rate = max(y.size / m, 0.05)
+        take = min(y.size, need)
+        out[filled:filled + take] = y[:take]
         filled += take
     return out.reshape(size)
 

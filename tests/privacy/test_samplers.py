@@ -1,0 +1,125 @@
+"""The samplers against their exact distributions (chi-square with a power check)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dpsql
+from dpsql.privacy import discrete_gaussian, discrete_laplace, gaussian, laplace, rng
+from dpsql.privacy.samplers import bernoulli_exp, discrete_gaussian_pmf, discrete_laplace_pmf
+
+ALPHA = 1e-6  # false-positive rate of every goodness-of-fit test
+
+
+def _chi2_pvalue(samples, pmf, min_expected=20.0):
+    """Chi-square p-value of integer samples against a pmf, pooling sparse tails."""
+    lo, hi = int(samples.min()), int(samples.max())
+    support = np.arange(lo, hi + 1)
+    observed = np.bincount(samples - lo, minlength=support.size).astype(float)
+    expected = pmf(support) * samples.size
+    # Mass outside the observed support goes to the two end cells.
+    outside = samples.size - expected.sum()
+    expected[0] += outside / 2
+    expected[-1] += outside / 2
+    # Pool cells from the outside in until every cell expects >= min_expected.
+    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
+    order = np.argsort(np.abs(support - 0))[::-1]
+    for i in order:
+        acc_o += observed[i]
+        acc_e += expected[i]
+        if acc_e >= min_expected:
+            obs.append(acc_o)
+            exp.append(acc_e)
+            acc_o = acc_e = 0.0
+    if acc_e:
+        obs[-1] += acc_o
+        exp[-1] += acc_e
+    obs, exp = np.array(obs), np.array(exp)
+    exp *= obs.sum() / exp.sum()
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [0.25, 1.0, 20.0, 1e4])
+def test_discrete_gaussian_fits_exact_pmf(sigma2):
+    x = discrete_gaussian(sigma2, 400_000, rng(11))
+    assert x.dtype == np.int64
+    assert _chi2_pvalue(x, lambda s: discrete_gaussian_pmf(sigma2, s)) > ALPHA
+    # Power: the same test rejects the wrong noise scale (x0.7 and x1.3 in sigma).
+    for factor in (0.7, 1.3):
+        wrong = sigma2 * factor ** 2
+        assert _chi2_pvalue(x, lambda s: discrete_gaussian_pmf(wrong, s)) < ALPHA
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("scale", [0.5, 3.0, 50.0])
+def test_discrete_laplace_fits_exact_pmf(scale):
+    x = discrete_laplace(scale, 400_000, rng(12))
+    assert _chi2_pvalue(x, lambda s: discrete_laplace_pmf(scale, s)) > ALPHA
+    for factor in (0.7, 1.3):
+        assert _chi2_pvalue(x, lambda s: discrete_laplace_pmf(scale * factor, s)) < ALPHA
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [1e2, 1e6, 1e8, 1e12])
+def test_discrete_gaussian_mean_and_variance(sigma2):
+    n = 200_000
+    x = discrete_gaussian(sigma2, n, rng(13)).astype(np.float64)
+    se_mean = math.sqrt(sigma2 / n)
+    assert abs(x.mean()) < 6 * se_mean
+    # Var of the sample variance of a near-Gaussian: 2 sigma^4 / n.
+    se_var = sigma2 * math.sqrt(2.0 / n)
+    assert abs(x.var() - sigma2) < 6 * se_var
+
+
+def test_tiny_variance_is_almost_always_zero():
+    x = discrete_gaussian(1e-4, 10_000, rng(1))
+    assert np.count_nonzero(x) == 0  # P[x != 0] ~ 2 e^-5000
+
+
+@pytest.mark.parametrize("size", [0, (0,), (3, 0)])
+def test_size_zero(size):
+    assert discrete_gaussian(4.0, size, rng(1)).size == 0
+    assert discrete_laplace(4.0, size, rng(1)).size == 0
+
+
+def test_shapes_are_kept():
+    assert discrete_gaussian(4.0, (3, 5), rng(1)).shape == (3, 5)
+    assert discrete_laplace(2.0, (2, 2), rng(1)).shape == (2, 2)
+
+
+def test_zero_scale_is_no_noise():
+    assert not discrete_gaussian(0.0, 5, rng(1)).any()
+    assert not discrete_laplace(0.0, 5, rng(1)).any()
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "a"])
+def test_bad_scale(bad):
+    with pytest.raises(dpsql.InvalidPrivacyParameterError):
+        discrete_gaussian(bad, 3, rng(1))
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("gamma", [0.0, 0.3, 1.0, 2.5, 7.2])
+def test_bernoulli_exp_rate(gamma):
+    n = 400_000
+    hits = bernoulli_exp(np.full(n, gamma), rng(5)).sum()
+    p = math.exp(-gamma)
+    assert abs(hits - n * p) <= 6 * math.sqrt(n * p * (1 - p)) + 1
+
+
+def test_seeded_generators_reproduce_and_unseeded_differ():
+    a = discrete_gaussian(100.0, 1000, rng(42))
+    b = discrete_gaussian(100.0, 1000, rng(42))
+    assert np.array_equal(a, b)
+    c = discrete_gaussian(100.0, 1000, rng())
+    d = discrete_gaussian(100.0, 1000, rng())
+    assert not np.array_equal(c, d)
+
+
+def test_continuous_samplers():
+    g = rng(3)
+    assert laplace(2.0, 100_000, g).var() == pytest.approx(8.0, rel=0.05)
+    assert gaussian(9.0, 100_000, g).var() == pytest.approx(9.0, rel=0.05)
