@@ -1,0 +1,197 @@
+"""IntOpt: the integer Chebyshev (ℓ∞) projection onto {y ∈ ℕ₀^m : Σy = c}.
+
+Three versions with identical output (the paper's tie-break, a *stable* ascending sort of
+x; ``reference/inftda.md`` §2.3, ``reference/od_topdown.md`` §2.3–2.4):
+
+* :func:`intopt_loop` — the paper's simple loop (Alg. 2), in Python integers. A test
+  oracle only: its pass count grows with the noise magnitude (inftda §2.3, the O(c)
+  claim is wrong).
+* :func:`intopt` — the digest's fast exact equivalent for one vector.
+* :func:`intopt_segmented` — the same for many vectors at once (one per parent of a
+  tree level), in one vectorised call: no Python loop over segments.
+
+The fast version (inftda §2.3 "A fast exact equivalent"), with T = c − Σx,
+a = ⌈T/m⌉ (integer ceil, ``-((-T)//m)``, correct for negative T), z⁰ᵢ = max(a, −xᵢ),
+t₀ = max|z⁰ᵢ| and Lᵢ(t) = max(−xᵢ, −t):
+
+1. t* = the smallest t ≥ t₀ with Σᵢ Lᵢ(t) ≤ T. The digest binary-searches t; here it is
+   found in closed form from the sorted x, which we need anyway for the greedy pass:
+   Σᵢ Lᵢ(t) ≤ T ⇔ g(t) := Σᵢ min(xᵢ, t) ≥ Σx − c, and g is piecewise linear with breaks
+   at the sorted values v₀ ≤ … ≤ v_{m−1}: on [v_{j−1}, v_j], g(t) = P_j + (m − j)·t with
+   P_j = v₀ + … + v_{j−1}. With j* the first j with g(v_j) ≥ Σx − c,
+   t = ⌈(Σx − c − P_{j*}) / (m − j*)⌉ and t* = max(t₀, t).
+2. base = z⁰ if t* = t₀, else Lᵢ(t* − 1) (the state after the failed passes).
+3. Δ = Σbase − T is removed greedily in stable ascending-x order, each entry going no
+   lower than Lᵢ(t*). Output y = x + base − removed.
+
+Guards: c = 0 returns zeros (the paper's Alg. 4 divides by zero there); an empty vector
+is only valid with c = 0; c < 0 is rejected. Everything is int64 (exact for |values| well
+below 2⁶²).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpsql.errors import InternalError, InvalidPrivacyParameterError
+
+
+def _ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer ⌈a/b⌉ for b > 0, exact for negative a."""
+    return -((-a) // b)
+
+
+def intopt_loop(x, c: int) -> list[int]:
+    """The paper's simple IntOpt loop (inftda.md §2.3), in Python integers (test oracle)."""
+    x = [int(v) for v in x]
+    c = int(c)
+    m = len(x)
+    if c < 0:
+        raise InvalidPrivacyParameterError(f"IntOpt needs c >= 0, got {c}")
+    if m == 0:
+        if c:
+            raise InvalidPrivacyParameterError("IntOpt of an empty vector needs c = 0")
+        return []
+    big_t = c - sum(x)
+    a = -((-big_t) // m)
+    z = [max(a, -xi) for xi in x]
+    t = max(abs(zi) for zi in z)
+    order = sorted(range(m), key=lambda i: (x[i], i))
+    j = 0
+    s = sum(z)
+    while s > big_t:
+        delta = s - big_t
+        i = order[j]
+        new = max(z[i] - delta, -x[i], -t)
+        s -= z[i] - new
+        z[i] = new
+        j = (j + 1) % m
+        if j == 0:
+            t += 1
+    return [xi + zi for xi, zi in zip(x, z)]
+
+
+def intopt(x, c: int) -> np.ndarray:
+    """IntOpt of one integer vector x onto {y ≥ 0 integer, Σy = c} (fast, exact).
+
+    >>> intopt([5, -3, 2, 10], 20).tolist()
+    [7, 0, 1, 12]
+    """
+    xa = np.asarray(x, dtype=np.int64).ravel()
+    return intopt_segmented(xa, np.array([0, xa.size], dtype=np.int64),
+                            np.array([int(c)], dtype=np.int64))
+
+
+def segment_offsets(seg_ids: np.ndarray, n_segments: int) -> np.ndarray:
+    """CSR offsets (length n_segments+1) from non-decreasing segment ids."""
+    seg_ids = np.asarray(seg_ids, dtype=np.int64)
+    if seg_ids.size and np.any(np.diff(seg_ids) < 0):
+        raise InternalError("segment ids must be non-decreasing")
+    off = np.zeros(n_segments + 1, dtype=np.int64)
+    np.cumsum(np.bincount(seg_ids, minlength=n_segments), out=off[1:])
+    return off
+
+
+def _segment_sort(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:
+    """A permutation sorting by (segment, x, original index) — i.e. a stable ascending
+    sort of x within each segment. One int64 key when it fits, else ``lexsort``."""
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = int(x.min()), int(x.max())
+    span = hi - lo + 1
+    bits = max(span - 1, 1).bit_length()
+    if (max(n_seg - 1, 1)).bit_length() + bits <= 62:
+        key = (seg << bits) | (x - lo)
+        return np.argsort(key, kind="stable")
+    return np.lexsort((x, seg))
+
+
+def intopt_segmented(x, seg_ptr, c) -> np.ndarray:
+    """IntOpt of every segment ``x[seg_ptr[i]:seg_ptr[i+1]]`` onto its own total ``c[i]``,
+    in one vectorised call. Equal, segment by segment, to :func:`intopt`.
+
+    ``seg_ptr`` are CSR offsets (length len(c)+1, see :func:`segment_offsets`)."""
+    x = np.asarray(x, dtype=np.int64)
+    ptr = np.asarray(seg_ptr, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    n_seg = c.size
+    if ptr.size != n_seg + 1 or ptr[0] != 0 or ptr[-1] != x.size or np.any(np.diff(ptr) < 0):
+        raise InternalError("seg_ptr must be CSR offsets of x with one segment per c")
+    if np.any(c < 0):
+        raise InvalidPrivacyParameterError(f"IntOpt needs totals c >= 0, got {int(c.min())}")
+    m = np.diff(ptr)
+    if np.any((m == 0) & (c > 0)):
+        raise InvalidPrivacyParameterError("IntOpt of an empty segment needs c = 0")
+    if x.size == 0:
+        return x.copy()
+    msafe = np.maximum(m, 1)
+    nonempty = m > 0
+    seg = np.repeat(np.arange(n_seg, dtype=np.int64), m)
+
+    def rep(a: np.ndarray) -> np.ndarray:
+        return np.repeat(a, m)
+
+    def segsum(cs: np.ndarray) -> np.ndarray:  # from an inclusive cumsum with leading 0
+        return cs[ptr[1:]] - cs[ptr[:-1]]
+
+    # sort once (stable ascending x within each segment) and work in sorted space
+    order = _segment_sort(x, seg, n_seg)
+    del seg
+    v = x[order]
+    cs = np.zeros(v.size + 1, dtype=np.int64)
+    np.cumsum(v, out=cs[1:])
+    sx = segsum(cs)
+    big_t = c - sx
+    a = _ceil_div(big_t, msafe)
+    first = np.minimum(ptr[:-1], v.size - 1)
+    last = np.maximum(ptr[1:] - 1, 0)
+    vmin, vmax = v[first], v[last]
+    # z0_i = max(a, -v_i): its largest entry sits at v_min, its smallest at v_max
+    t0 = np.maximum(np.maximum(a, -vmin), -np.maximum(a, -vmax))
+    t0 = np.where(nonempty, np.maximum(t0, 0), 0)
+
+    # j* = first j with g(v_j) = P_j + (m - j) v_j >= Σx − c (vectorised binary search
+    # per segment; g is non-decreasing in j and g(v_{m-1}) = Σx)
+    need = sx - c
+    lo = np.zeros(n_seg, dtype=np.int64)
+    hi = msafe - 1
+    while True:
+        act = lo < hi
+        if not act.any():
+            break
+        mid = (lo + hi) // 2
+        pos = ptr[:-1] + mid
+        g = cs[pos] - cs[ptr[:-1]] + (m - mid) * v[np.minimum(pos, v.size - 1)]
+        ok = g >= need
+        hi = np.where(act & ok, mid, hi)
+        lo = np.where(act & ~ok, mid + 1, lo)
+    jstar = lo
+    p_j = cs[ptr[:-1] + jstar] - cs[ptr[:-1]]
+    t_min = _ceil_div(need - p_j, np.maximum(m - jstar, 1))
+    tstar = np.maximum(t0, t_min)
+
+    # base = z0 (t* = t0) or L(t* − 1); both are max(b, −v) with a per-segment b
+    bseg = np.where(tstar > t0, 1 - tstar, a)
+    negv = -v
+    base = np.maximum(rep(bseg), negv)
+    cap = base - np.maximum(rep(-tstar), negv)
+    del negv
+    cb = np.zeros(v.size + 1, dtype=np.int64)
+    np.cumsum(base, out=cb[1:])
+    delta = segsum(cb) - big_t
+    if np.any(delta < 0):
+        raise InternalError("IntOpt start point below the required total")
+    np.cumsum(cap, out=cb[1:])
+    removed = rep(delta + cb[ptr[:-1]]) - cb[:-1]  # Δ − (capacity before this entry)
+    np.clip(removed, 0, cap, out=removed)
+    base += v
+    base -= removed
+    zero_c = (c == 0)
+    if np.any(zero_c):
+        base[rep(zero_c)] = 0
+    y = np.empty_like(base)
+    y[order] = base
+    return y
+
+
+__all__ = ["intopt", "intopt_loop", "intopt_segmented", "segment_offsets"]
