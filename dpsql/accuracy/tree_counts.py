@@ -1,0 +1,266 @@
+"""Error model of the per-node Laplace / Gaussian tree baselines (kind ``"tree_counts"``).
+
+The baselines (:mod:`dpsql.mechanisms.tree_counts`, ``reference/counting_on_trees.md``
+§2.2 B1/B2) add independent noise of variance σ²_k to every node of level k and then take
+the BLUE under the constraints parent = Σ children (:mod:`dpsql.mechanisms.least_squares`).
+The error of a released count is therefore a fixed linear function of the noise, and its
+variance depends only on public quantities: the per-level noise variances σ²_k and the
+shape of the tree.
+
+Parameters stored (``to_params``):
+
+* ``level_sizes``: nodes per level 0..d;
+* ``noise_variances``: σ²_k per level (the *exact* variance of the sampled noise — for the
+  discrete samplers this is computed from the pmf, not the nominal scale); 0 at a public
+  root (substitution);
+* ``fanouts``: the tree shape, as run-length-encoded child counts of each level 0..d−1
+  (``[[fanout, run], ...]``; one pair for a regular level). The exact posterior variance of
+  a node depends on the shape, which is public; run-length encoding keeps regular trees
+  tiny. ``fanouts`` may be ``None``: the model then answers with the upper bound below.
+
+Exact variances. Write ``z_v`` for the variance of the BLUE of node v from the measurements
+inside its own subtree (bottom-up: ``1/z_v = 1/σ²_v + 1/Z_v``, ``Z_v = Σ_children z_c``;
+a childless node is a leaf wherever it sits, as in the least-squares module), and ``P_v``
+for its posterior variance (top-down RTS smoother: ``P_c = z_c − g_c²(Z_v − P_v)``,
+``g_c = z_c/Z_v``). For a weighted sum Σ f_a x̂_a over nodes of one level, carry up the
+tree the coefficient ``A_v`` of the parent's value and the conditional variance ``V_v``:
+``A_v = Σ_c g_c A_c`` and ``V_v = Σ_c V_c + Σ_c A_c² z_c − (Σ_c A_c z_c)²/Z_v`` (the
+children's innovations have covariance diag(z) − z zᵀ/Z given the parent). At the root
+the variance is ``V_root + A_root² P_root``. This touches only the ancestors of the set:
+O(|S|·d) per call, exact (``Variance.exact = True``).
+
+Upper bound without the shape. BLUE has the least variance among linear unbiased
+estimators (Gauss–Markov), and Σ_a f_a y_a (the raw measurements) is one of them, so
+``Σ_a f_a² σ²_k`` never underestimates; it is returned with ``exact=False``.
+
+Bounds (``sum_bound``) use the normal approximation of the variance, as the base contract
+states. For Gaussian noise the BLUE error is exactly (discrete-)Gaussian; for Laplace noise
+it is a sum of Laplace variables and the normal quantile is an approximation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpsql.accuracy.base import ErrorModel, Variance, register
+from dpsql.errors import InvalidPrivacyParameterError
+
+__all__ = ["TreeCountsErrorModel", "encode_fanouts", "decode_fanouts", "posterior_variances"]
+
+
+def encode_fanouts(parents: Sequence[np.ndarray], level_sizes: Sequence[int]) -> list:
+    """Run-length encoding of the child counts of each level 0..d−1.
+
+    >>> encode_fanouts([np.array([0, 0, 0]), np.array([0, 0, 1, 2, 2])], [1, 3, 5])
+    [[[3, 1]], [[2, 1], [1, 1], [2, 1]]]
+    """
+    out = []
+    for k, p in enumerate(parents):
+        f = np.bincount(np.asarray(p, dtype=np.int64), minlength=int(level_sizes[k]))
+        if f.size == 0:
+            out.append([])
+            continue
+        starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+        runs = np.diff(np.r_[starts, f.size])
+        out.append([[int(v), int(r)] for v, r in zip(f[starts], runs)])
+    return out
+
+
+def decode_fanouts(encoded: Sequence[Sequence[Sequence[int]]],
+                   level_sizes: Sequence[int]) -> list[np.ndarray]:
+    """Inverse of :func:`encode_fanouts`: the parents arrays of levels 1..d."""
+    parents = []
+    for k, pairs in enumerate(encoded):
+        arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        fan = np.repeat(arr[:, 0], arr[:, 1])
+        if fan.size != int(level_sizes[k]) or np.any(fan < 0) \
+                or int(fan.sum()) != int(level_sizes[k + 1]):
+            raise InvalidPrivacyParameterError(
+                f"fanouts of level {k} do not match level sizes {list(level_sizes)}")
+        parents.append(np.repeat(np.arange(fan.size, dtype=np.int64), fan))
+    return parents
+
+
+class _Shape:
+    """Upward variances z, children sums Z, gains g and posterior variances P."""
+
+    def __init__(self, parents: list[np.ndarray], sizes: list[int],
+                 noise_variances: Sequence[float]) -> None:
+        d = len(parents)
+        self.parents = parents
+        z: list[np.ndarray] = [np.empty(0)] * (d + 1)
+        Z: list[np.ndarray] = [np.empty(0)] * (d + 1)
+        z[d] = np.full(sizes[d], float(noise_variances[d]))
+        Z[d] = np.full(sizes[d], np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for k in range(d - 1, -1, -1):
+                cnt = np.bincount(parents[k], minlength=sizes[k])
+                zs = np.bincount(parents[k], weights=z[k + 1], minlength=sizes[k])
+                Z[k] = np.where(cnt == 0, np.inf, zs)        # childless: a leaf
+                v = float(noise_variances[k])
+                if v == 0.0:
+                    z[k] = np.zeros(sizes[k])
+                else:
+                    z[k] = np.where(np.isinf(Z[k]), v,
+                                    np.where(Z[k] == 0.0, 0.0, v * Z[k] / (v + Z[k])))
+            g: list[np.ndarray] = [np.ones(1)] + [np.empty(0)] * d
+            P: list[np.ndarray] = [z[0].copy()] + [np.empty(0)] * d
+            for k in range(1, d + 1):
+                Zp = Z[k - 1][parents[k - 1]]
+                g[k] = np.where(Zp > 0.0, z[k] / Zp, 0.0)
+                P[k] = np.where(Zp > 0.0, z[k] - g[k] * g[k] * (Zp - P[k - 1][parents[k - 1]]),
+                                0.0)
+        self.z, self.Z, self.g, self.P = z, Z, g, P
+
+    def sum_variance(self, level: int, ids: np.ndarray, coef: np.ndarray) -> float:
+        A = coef.astype(np.float64)
+        V = np.zeros_like(A)
+        for k in range(level, 0, -1):
+            p = self.parents[k - 1][ids]
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            zz = self.z[k][ids]
+            Zp = self.Z[k - 1][p[starts]]
+            a_g = np.add.reduceat(A * self.g[k][ids], starts)
+            az = np.add.reduceat(A * zz, starts)
+            V = np.add.reduceat(V + A * A * zz, starts) - np.where(Zp > 0, az * az / Zp, 0.0)
+            ids, A = p[starts], a_g
+        return float(V[0] + A[0] * A[0] * self.P[0][0]) if ids.size else 0.0
+
+
+def posterior_variances(parents: Sequence[np.ndarray],
+                        noise_variances: Sequence[float]) -> list[np.ndarray]:
+    """Exact BLUE posterior variance of every node, from the shape and σ²_k alone.
+
+    >>> [v.round(4).tolist() for v in posterior_variances([np.array([0, 0])], [1.0, 1.0])]
+    [[0.6667], [0.6667, 0.6667]]
+    """
+    ps = [np.asarray(p, dtype=np.int64) for p in parents]
+    sizes = [1] + [p.size for p in ps]
+    return [p.copy() for p in _Shape(ps, sizes, noise_variances).P]
+
+
+@register
+class TreeCountsErrorModel(ErrorModel):
+    """Variances of the least-squares Laplace / Gaussian tree baselines.
+
+    >>> m = TreeCountsErrorModel([1, 2], [1.0, 1.0], fanouts=[[[2, 1]]])
+    >>> round(m.sum_variance(1, np.array([0])).value, 4), m.sum_variance(1, np.array([0, 1]))
+    (0.6667, Variance(value=0.6666666666666667, exact=True))
+    """
+
+    kind = "tree_counts"
+
+    def __init__(self, level_sizes: Sequence[int], noise_variances: Sequence[float],
+                 fanouts: Sequence | None = None, noise: str = "") -> None:
+        sizes = [int(s) for s in level_sizes]
+        if len(sizes) < 2 or sizes[0] != 1 or any(s < 1 for s in sizes):
+            raise InvalidPrivacyParameterError(
+                f"level_sizes must start with the root (1) and list >= 1 node per level, "
+                f"got {sizes}")
+        var = [float(v) for v in noise_variances]
+        if len(var) != len(sizes) or any(not (v >= 0.0) or math.isinf(v) for v in var):
+            raise InvalidPrivacyParameterError(
+                f"noise_variances must give one finite variance >= 0 per level "
+                f"({len(sizes)}), got {var}")
+        if any(v == 0.0 for v in var[1:]):
+            raise InvalidPrivacyParameterError(
+                "only the root may have noise variance 0 (a public total); every other level "
+                f"is noisy, got {var}")
+        self._sizes = sizes
+        self._var = var
+        self._noise = str(noise)
+        self._fanouts = None if fanouts is None else [
+            [[int(a), int(b)] for a, b in lvl] for lvl in fanouts]
+        self._shape: _Shape | None = None
+        if self._fanouts is not None:
+            if len(self._fanouts) != len(sizes) - 1:
+                raise InvalidPrivacyParameterError(
+                    f"fanouts must describe levels 0..{len(sizes) - 2}, got "
+                    f"{len(self._fanouts)} levels")
+            self._parents = decode_fanouts(self._fanouts, sizes)
+
+    @classmethod
+    def from_parents(cls, parents: Sequence[np.ndarray], noise_variances: Sequence[float],
+                     noise: str = "") -> "TreeCountsErrorModel":
+        """The model of a tree given by its parents arrays (its shape is stored)."""
+        sizes = [1] + [len(p) for p in parents]
+        return cls(sizes, noise_variances, encode_fanouts(parents, sizes), noise)
+
+    # ---------------------------------------------------------------- contract
+    def to_params(self) -> dict[str, Any]:
+        return {"kind": self.kind, "level_sizes": list(self._sizes),
+                "noise_variances": list(self._var), "fanouts": self._fanouts,
+                "noise": self._noise}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "TreeCountsErrorModel":
+        try:
+            return cls(params["level_sizes"], params["noise_variances"],
+                       params.get("fanouts"), params.get("noise", ""))
+        except (KeyError, TypeError, ValueError) as err:
+            if isinstance(err, InvalidPrivacyParameterError):
+                raise
+            raise InvalidPrivacyParameterError(
+                f"malformed tree_counts error-model parameters: {err}") from err
+
+    @property
+    def depth(self) -> int:
+        return len(self._sizes) - 1
+
+    @property
+    def noise_variances(self) -> list[float]:
+        return list(self._var)
+
+    def _get_shape(self) -> _Shape | None:
+        if self._fanouts is None:
+            return None
+        if self._shape is None:
+            self._shape = _Shape(self._parents, self._sizes, self._var)
+        return self._shape
+
+    def posterior(self, level: int) -> np.ndarray | None:
+        """Per-node posterior variances of ``level`` (None without the shape)."""
+        shape = self._get_shape()
+        return None if shape is None else shape.P[self._level(level)].copy()
+
+    def _level(self, level: int) -> int:
+        if isinstance(level, bool) or not 0 <= int(level) <= self.depth:
+            raise InvalidPrivacyParameterError(
+                f"level must be in 0..{self.depth}, got {level!r}")
+        return int(level)
+
+    def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
+        k = self._level(level)
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= self._sizes[k]):
+            raise InvalidPrivacyParameterError(
+                f"node ids at level {k} must lie in [0, {self._sizes[k]})")
+        uniq, coef = np.unique(ids, return_counts=True)
+        shape = self._get_shape()
+        if uniq.size == 0:
+            return Variance(0.0, True)
+        if shape is None:
+            return Variance(float((coef.astype(np.float64) ** 2).sum() * self._var[k]), False)
+        if uniq.size == 1:
+            return Variance(float(coef[0] ** 2 * shape.P[k][uniq[0]]), True)
+        return Variance(max(shape.sum_variance(k, uniq, coef), 0.0), True)
+
+    def level_summary(self) -> list[dict[str, Any]]:
+        """Per level: the worst node's posterior standard error (``stderr``), its 95 %
+        normal bound, the best node's, and the raw noise standard deviation."""
+        out = []
+        shape = self._get_shape()
+        for k in range(1, self.depth + 1):
+            noise_sd = math.sqrt(self._var[k])
+            if shape is None:
+                worst = best = noise_sd
+            else:
+                worst = math.sqrt(float(shape.P[k].max()))
+                best = math.sqrt(float(shape.P[k].min()))
+            out.append({"level": k, "nodes": self._sizes[k], "stderr": worst,
+                        "bound95": 1.959963984540054 * worst, "stderr_min": best,
+                        "noise_stderr": noise_sd, "exact": shape is not None})
+        return out
