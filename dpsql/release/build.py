@@ -1,0 +1,403 @@
+"""Build a release: ingest → true counts → mechanism → release file.
+
+This is the only code that reads raw data and draws noise (through
+:mod:`dpsql.mechanisms`). The steps, each with a progress bar:
+
+1. **Budgets.** The total is split across views by weight and converted to each
+   mechanism's native notion (:func:`view_budgets`): pure ε → ρ = ε²/2 for Gaussian
+   views is *refused* (a Gaussian cannot meet pure DP); a ρ share becomes ε = √(2ρ) for
+   a pure mechanism (ε-DP implies ε²/2-zCDP); an (ε, δ) total is converted once to the
+   largest ρ under the tight conversion and accounted in zCDP.
+2. **Ingest** (:mod:`dpsql.release.ingest`): checks, policies and contribution bounding
+   in SQL, with a salt drawn from the release RNG.
+3. **Count** (:mod:`dpsql.release.counts`): one GROUP BY per view.
+4. **Mechanism**: one call per view, on numpy arrays.
+5. **Write** (:mod:`dpsql.release.store`): level, prefix and domain tables, atomically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from dpsql import domains
+from dpsql.errors import DataError, SpecError
+from dpsql.mechanisms.base import PrivateTree
+from dpsql.privacy import ApproxDP, Budget, PureDP, ZCDP, describe_rng, rng as make_rng
+from dpsql.release import counts
+from dpsql.release.ingest import ingest
+from dpsql.release.store import (AttributeMeta, LevelMeta, Release, open_release,
+                                 write_release)
+from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
+                        View)
+
+DEFAULT_RANGE_FANOUT = 16  # b-ary split of range levels in categorical trees (tree_cdf.md §2.5)
+MAX_DENSE_NODES = 20_000_000  # real-valued mechanisms store every node of the public domain
+MAX_PREFIX_CELLS = 20_000_000
+
+
+# --------------------------------------------------------------------------------------
+# Budgets
+# --------------------------------------------------------------------------------------
+
+def total_rho(budget: Budget) -> ZCDP:
+    """The total as zCDP: ε²/2 for pure DP, the largest ρ for (ε, δ)."""
+    return budget.to_zcdp()
+
+
+def view_budgets(spec: ReleaseSpec) -> list[Budget]:
+    """Each view's share of the total, in its mechanism's native notion."""
+    weights = [v.weight for v in spec.views]
+    total = spec.budget
+    out: list[Budget] = []
+    if isinstance(total, PureDP):
+        for view, share in zip(spec.views, total.split(weights)):
+            if view.mechanism in GAUSSIAN_MECHANISMS:
+                raise SpecError(f"views: {view.name!r} uses {view.mechanism!r}, which adds "
+                                "Gaussian noise and cannot meet a pure ε-DP budget; use btree "
+                                "or laplace_tree, or give the budget as rho")
+            out.append(share)
+        return out
+    rho = total.to_zcdp()
+    for view, share in zip(spec.views, rho.split(weights)):
+        if view.mechanism in GAUSSIAN_MECHANISMS:
+            out.append(share)
+        else:
+            # ε-DP implies ε²/2-zCDP; round ε down so the share is never exceeded.
+            eps = math.nextafter(math.sqrt(2.0 * float(share.rho)), 0.0)
+            out.append(PureDP(Fraction(eps)))
+    return out
+
+
+def guarantee_row(spec: ReleaseSpec) -> dict[str, Any]:
+    """The total guarantee in every form, for ``dpsql_release``."""
+    b = spec.budget
+    if isinstance(b, PureDP):
+        return {"budget": b.to_json(), "rho": float(b.to_zcdp().rho),
+                "epsilon": float(b.epsilon), "delta": 0.0}
+    if isinstance(b, ApproxDP):
+        return {"budget": b.to_json(), "rho": float(b.to_zcdp().rho),
+                "epsilon": float(b.epsilon), "delta": float(b.delta)}
+    approx = b.to_approx(spec.report_delta)
+    return {"budget": b.to_json(), "rho": float(b.rho), "epsilon": float(approx.epsilon),
+            "delta": float(approx.delta)}
+
+
+# --------------------------------------------------------------------------------------
+# Public trees
+# --------------------------------------------------------------------------------------
+
+def range_fanout(attr: Range) -> int:
+    return DEFAULT_RANGE_FANOUT if attr.fanout == "auto" else int(attr.fanout)
+
+
+def attribute_tree(attr: Any) -> domains.DomainTree:
+    if isinstance(attr, Categorical):
+        return domains.categorical(attr.name, list(attr.values))
+    if isinstance(attr, Hierarchy):
+        return domains.hierarchy(list(attr.level_columns), list(attr.paths))
+    return domains.binned(attr.name, attr.bins, range_fanout(attr))
+
+
+def hierarchy_codes(attr: Hierarchy, tree: domains.DomainTree) -> np.ndarray:
+    """For each spine row, the code (node id) of its leaf in ``tree``."""
+    finest = attr.level_columns[-1]
+    labels = tree.values(finest)
+    position = {v: i for i, v in enumerate(labels.tolist())}
+    return np.array([position[p[-1]] for p in attr.paths], dtype=np.int64)
+
+
+# --------------------------------------------------------------------------------------
+# The build
+# --------------------------------------------------------------------------------------
+
+def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
+                  progress: bool = True) -> Release:
+    """Build the release described by ``spec`` into the DuckDB file ``out``.
+
+    ``seed`` makes the noise reproducible and marks the release ``seeded: not private``;
+    leave it ``None`` for a real release. The returned release's ``report`` says what the
+    ingest policies did; it is data-dependent, shown to the curator, never stored."""
+    budgets = view_budgets(spec)
+    generator = make_rng(seed)
+    trees = {name: attribute_tree(a) for name, a in spec.attributes.items()}
+    hcodes = {name: hierarchy_codes(a, trees[name]) for name, a in spec.attributes.items()
+              if isinstance(a, Hierarchy)}
+    bar = _Progress(progress)
+    with bar:
+        con = duckdb.connect()
+        try:
+            bar.stage("reading and checking the source")
+            salt = int(generator.integers(0, 2**62))
+            report = ingest(spec, con, salt, hierarchy_codes=hcodes)
+            if report.rows_used == 0:
+                raise DataError("no rows remain after the NULL, domain and bound policies; "
+                                "nothing can be released")
+            tables: dict[str, pa.Table] = {}
+            view_rows: list[dict[str, Any]] = []
+            for view, budget in zip(spec.views, budgets):
+                bar.stage(f"view {view.name}: counting")
+                leaf = counts.as_numpy(counts.leaf_counts(con, list(view.levels)))
+                bar.stage(f"view {view.name}: {view.mechanism}")
+                row, view_tables = _release_view(spec, view, budget, trees, leaf, generator)
+                tables.update(view_tables)
+                view_rows.append(row)
+        finally:
+            con.close()
+        tables.update(_domain_tables(spec, trees))
+        bar.stage("writing the release")
+        release_row = {
+            "name": spec.name,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "neighbouring": spec.neighbouring.value,
+            "privacy_unit": spec.unit.describe(),
+            "max_rows": spec.unit.max_rows,
+            "rng": describe_rng(seed),
+            "attributes": [m.to_json() for m in _attribute_metas(spec)],
+            "spec": spec.to_dict(),
+            **guarantee_row(spec),
+        }
+        write_release(out, release_row, view_rows, tables)
+    return replace(open_release(out), report=report)
+
+
+def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
+    metas = []
+    for a in spec.attributes.values():
+        if isinstance(a, Range):
+            metas.append(AttributeMeta(a.name, "range", (f"{a.name}_lo", f"{a.name}_hi"),
+                                       f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins))
+        else:
+            metas.append(AttributeMeta(a.name, a.kind, tuple(a.columns),
+                                       f"dpsql_domain__{a.name}"))
+    return metas
+
+
+def _domain_tables(spec: ReleaseSpec, trees: dict[str, domains.DomainTree]
+                   ) -> dict[str, pa.Table]:
+    out = {}
+    for name, a in spec.attributes.items():
+        if isinstance(a, Categorical):
+            out[f"dpsql_domain__{name}"] = pa.table({
+                "code": np.arange(len(a.values), dtype=np.int64),
+                name: pa.array(list(a.values))})
+        elif isinstance(a, Hierarchy):
+            cols: dict[str, Any] = {"code": hierarchy_codes(a, trees[name])}
+            for j, c in enumerate(a.level_columns):
+                cols[c] = pa.array([p[j] for p in a.paths], pa.string())
+            table = pa.table(cols)
+            out[f"dpsql_domain__{name}"] = table.sort_by("code")
+        else:
+            edges = np.array(a.edges())
+            out[f"dpsql_domain__{name}"] = pa.table({
+                "bin": np.arange(a.bins, dtype=np.int64),
+                f"{name}_lo": edges[:-1], f"{name}_hi": edges[1:]})
+    return out
+
+
+def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
+                  trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
+                  generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+    attrs = [spec.attributes[a] for a in view.levels]
+    common = dict(neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows, rng=generator)
+    if view.mechanism in ("cascade", "btree"):
+        attr = attrs[0]
+        hist = np.bincount(leaf[f"c_{attr.name}"], weights=leaf["n"],
+                           minlength=attr.bins).astype(np.int64)
+        if view.mechanism == "cascade":
+            from dpsql.mechanisms.cascade import cascade
+            tree = cascade(hist, budget, **common)
+        else:
+            from dpsql.mechanisms.btree import btree
+            fan = "auto" if attr.fanout == "auto" else int(attr.fanout)
+            tree = btree(hist, budget, fanouts=fan, **common)
+        levels, tables = _range_levels(view, attr, tree)
+        prefix = _prefix_table(view, attr, tree.leaves.ids, tree.leaves.counts, [], None)
+    else:
+        dtree = domains.DomainTree.concat(*(trees[a.name] for a in attrs))
+        leaf_ids = dtree.leaf_ids({a.name if not isinstance(a, Hierarchy)
+                                   else a.level_columns[-1]: leaf[f"c_{a.name}"]
+                                   for a in attrs})
+        order = np.argsort(leaf_ids, kind="stable")
+        leaf_ids, leaf_n = leaf_ids[order], leaf["n"][order]
+        lw = list(view.level_weights) if view.level_weights else None
+        if lw is not None and len(lw) != dtree.depth:
+            raise SpecError(f"views: {view.name!r} has {len(lw)} level_weights but its tree "
+                            f"has {dtree.depth} levels")
+        if view.mechanism == "inftda":
+            from dpsql.mechanisms.inftda import inftda
+            tree = inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, **common)
+        else:
+            n_nodes = sum(dtree.level_sizes)
+            if n_nodes > MAX_DENSE_NODES:
+                raise SpecError(f"views: {view.name!r} has {n_nodes:,} public nodes; "
+                                f"{view.mechanism} stores every node, which is too many. Use "
+                                "inftda (sparse) or coarser domains")
+            from dpsql.mechanisms.tree_counts import gaussian_tree, laplace_tree
+            parents = [dtree.parent_array(k) for k in range(1, dtree.depth + 1)]
+            dense = np.zeros(dtree.level_sizes[-1], dtype=np.int64)
+            np.add.at(dense, leaf_ids, leaf_n)
+            fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
+            tree = fn(parents, dense, budget, level_weights=lw, **common)
+        levels, tables = _tree_levels(view, spec, dtree, tree)
+        prefix = None
+        if isinstance(attrs[-1], Range):
+            prefix = _prefix_table(view, attrs[-1], tree.leaves.ids, tree.leaves.counts,
+                                   attrs[:-1], dtree)
+    if prefix is not None:
+        tables[f"{view.name}__prefix"] = prefix
+    row = {
+        "name": view.name, "mechanism": view.mechanism, "weight": str(view.weight),
+        "budget": budget.to_json(), "attributes": list(view.levels),
+        "levels": [lv.to_json() for lv in levels],
+        "error_model": tree.error_model.to_params(),
+        "prefix_table": f"{view.name}__prefix" if prefix is not None else None,
+        "info": {"sensitivity": tree.sensitivity, **_jsonable(tree.info)},
+    }
+    return row, tables
+
+
+def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
+        elif isinstance(v, (np.integer, np.floating)):
+            v = v.item()
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[k] = v
+    return out
+
+
+def _count_columns(level) -> dict[str, Any]:
+    cols: dict[str, Any] = {"dp_count": level.counts}
+    cols["dp_var"] = (level.variance.astype(np.float64) if level.variance is not None
+                      else pa.nulls(len(level.ids), pa.float64()))
+    return cols
+
+
+def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
+    w = attr.width
+    return {f"{attr.name}_lo": attr.lower + bin_lo * w,
+            f"{attr.name}_hi": np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w),
+            f"{attr.name}_bin_lo": bin_lo.astype(np.int64),
+            f"{attr.name}_bin_hi": bin_hi.astype(np.int64)}
+
+
+def _range_levels(view: View, attr: Range, tree: PrivateTree
+                  ) -> tuple[list[LevelMeta], dict[str, pa.Table]]:
+    levels, tables = [], {}
+    spans = tree.bin_spans or ()
+    for k in range(1, tree.depth + 1):
+        lv = tree.levels[k]
+        span = int(spans[k])
+        lo = lv.ids * span
+        hi = np.minimum(lo + span, attr.bins)
+        name = f"{view.name}__l{k}"
+        tables[name] = pa.table({**_range_columns(attr, lo, hi), **_count_columns(lv)})
+        levels.append(LevelMeta(k, name, attr.name, "range",
+                                (f"{attr.name}_lo", f"{attr.name}_hi"),
+                                int(math.ceil(attr.bins / span)), span))
+    return levels, tables
+
+
+def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree: PrivateTree
+                 ) -> tuple[list[LevelMeta], dict[str, pa.Table]]:
+    levels, tables = [], {}
+    for k in range(1, dtree.depth + 1):
+        info = dtree.level_info(k)
+        lv = tree.levels[k]
+        labels = dtree.labels(k, lv.ids)
+        cols: dict[str, Any] = {}
+        for a in view.levels:
+            attr = spec.attributes[a]
+            if isinstance(attr, Range):
+                if f"{a}_lo" in labels:
+                    cols.update(_range_columns(attr, labels[f"{a}_lo"], labels[f"{a}_hi"]))
+            else:
+                for c in attr.columns:
+                    if c in labels:
+                        values = dtree.values(c)
+                        cols[c] = pa.array(values[labels[c]].tolist())
+        cols.update(_count_columns(lv))
+        name = f"{view.name}__l{k}"
+        tables[name] = pa.table(cols)
+        attr = spec.attributes[info.attribute] if info.attribute in spec.attributes else None
+        if attr is None:  # a spine column: find its hierarchy
+            attr = next(x for x in spec.attributes.values()
+                        if isinstance(x, Hierarchy) and info.attribute in x.level_columns)
+        if isinstance(attr, Range):
+            level_cols: tuple[str, ...] = (f"{attr.name}_lo", f"{attr.name}_hi")
+        else:
+            level_cols = (info.attribute,)
+        levels.append(LevelMeta(k, name, attr.name, info.kind, level_cols,
+                                int(dtree.level_sizes[k]), info.bin_span))
+    return levels, tables
+
+
+def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
+                  leading: list[Any], dtree: domains.DomainTree | None) -> pa.Table | None:
+    """Cumulative sums of the leaves in bin order (per leading group), so that any range
+    of bins costs two lookups: count[lo, hi) = cum[hi] − cum[lo]."""
+    k_bins = attr.bins
+    if not leading:
+        dense = np.zeros(k_bins, dtype=np.float64)
+        dense[ids] = values
+        cum = np.concatenate([[0.0], np.cumsum(dense)])
+        return pa.table({"bin": np.arange(k_bins + 1, dtype=np.int64), "cum": cum})
+    if dtree is None:
+        return None
+    n_groups = dtree.level_sizes[-1] // k_bins if dtree.level_sizes[-1] % k_bins == 0 else 0
+    if not n_groups or n_groups * (k_bins + 1) > MAX_PREFIX_CELLS:
+        return None
+    dense = np.zeros(n_groups * k_bins, dtype=np.float64)
+    dense[ids] = values
+    dense = dense.reshape(n_groups, k_bins)
+    cum = np.concatenate([np.zeros((n_groups, 1)), np.cumsum(dense, axis=1)], axis=1)
+    group_ids = np.repeat(np.arange(n_groups, dtype=np.int64), k_bins + 1)
+    depth_group = dtree.depth - len(domains.binned(attr.name, k_bins, range_fanout(attr))
+                                    .level_sizes) + 1
+    labels = dtree.labels(depth_group, np.arange(n_groups, dtype=np.int64))
+    cols: dict[str, Any] = {}
+    for a in leading:
+        for c in a.columns:
+            if c in labels:
+                cols[c] = pa.array(dtree.values(c)[labels[c][group_ids]].tolist())
+    cols["bin"] = np.tile(np.arange(k_bins + 1, dtype=np.int64), n_groups)
+    cols["cum"] = cum.ravel()
+    return pa.table(cols)
+
+
+class _Progress:
+    """A rich progress display over the build's stages (silent when disabled)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> "_Progress":
+        if self.enabled:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                                      TimeElapsedColumn(), transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task("starting", total=None)
+        return self
+
+    def stage(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, description=text)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)

@@ -1,0 +1,505 @@
+"""The release spec: what the curator declares before any data is read.
+
+A spec names the source, the neighbouring relation, the privacy unit, the total budget,
+the public attributes (categorical lists, hierarchical spines, binned ranges) and the
+views (one private tree each). It is loaded from TOML (:meth:`ReleaseSpec.from_toml`)
+or built in Python, round-trips through JSON (:meth:`ReleaseSpec.to_json`), and is
+validated as a whole: every error names the key path and says what is allowed.
+
+Domains come from the spec (or files it names), never from the data: that is privacy
+rule 1. Reading a ``domain_file``/``spine_file`` reads a *public* file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Union
+
+from dpsql.errors import InvalidPrivacyParameterError, SpecError
+from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, ZCDP
+
+MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
+GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
+PURE_MECHANISMS = ("btree", "laplace_tree")
+RANGE_ONLY_MECHANISMS = ("cascade", "btree")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED = {"dp_count", "dp_var", "dp_stderr"}
+
+
+def _err(path: str, message: str) -> SpecError:
+    return SpecError(f"{path}: {message}")
+
+
+def _ident(path: str, value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise _err(path, f"{value!r} is not a valid name; use letters, digits and _ "
+                         "(not starting with a digit)")
+    if value.lower() in _RESERVED or value.lower().startswith("dpsql"):
+        raise _err(path, f"{value!r} is reserved by dpsql; choose another name")
+    return value
+
+
+def _policy(path: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise _err(path, f"unknown policy {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _read_first_column(path: str, file: Path) -> list[str]:
+    if not file.exists():
+        raise _err(path, f"file {str(file)!r} does not exist")
+    with file.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise _err(path, f"file {str(file)!r} is empty")
+    values = [r[0] for r in rows if r]
+    return values
+
+
+def _unique(path: str, values: list[Any]) -> list[Any]:
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            raise _err(path, f"duplicate domain value {v!r}; every public value must appear "
+                             "once")
+        seen.add(v)
+    return values
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """A categorical attribute with a public list of values."""
+
+    name: str
+    values: tuple[Any, ...]
+    on_out_of_domain: str = "error"  # error | drop
+    on_null: str = "error"  # error | drop
+
+    kind = "categorical"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "domain": list(self.values),
+                "on_out_of_domain": self.on_out_of_domain, "on_null": self.on_null}
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A public spine: one level per column; ``paths`` lists every valid leaf path."""
+
+    name: str
+    level_columns: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    on_out_of_domain: str = "error"
+    on_null: str = "error"
+
+    kind = "hierarchy"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.level_columns
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "columns": list(self.level_columns),
+                "spine": [list(p) for p in self.paths],
+                "on_out_of_domain": self.on_out_of_domain, "on_null": self.on_null}
+
+
+@dataclass(frozen=True)
+class Range:
+    """A numeric attribute binned into ``bins`` equal-width bins on [lower, upper)."""
+
+    name: str
+    lower: float
+    upper: float
+    bins: int
+    fanout: Union[str, int] = "auto"
+    on_out_of_bounds: str = "clamp"  # clamp | drop | error
+    on_null: str = "error"
+
+    kind = "range"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    @property
+    def width(self) -> float:
+        return (self.upper - self.lower) / self.bins
+
+    def edges(self) -> list[float]:
+        return [self.lower + i * self.width for i in range(self.bins)] + [self.upper]
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "lower": self.lower, "upper": self.upper,
+                "bins": self.bins, "fanout": self.fanout,
+                "on_out_of_bounds": self.on_out_of_bounds, "on_null": self.on_null}
+
+
+Attribute = Union[Categorical, Hierarchy, Range]
+
+
+@dataclass(frozen=True)
+class View:
+    """One private tree: attributes in tree order, a mechanism and a budget weight."""
+
+    name: str
+    levels: tuple[str, ...]
+    mechanism: str = "inftda"
+    weight: Fraction = Fraction(1)
+    level_weights: tuple[Fraction, ...] | None = None
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "levels": list(self.levels),
+                               "mechanism": self.mechanism, "weight": str(self.weight)}
+        if self.level_weights is not None:
+            out["level_weights"] = [str(w) for w in self.level_weights]
+        return out
+
+
+@dataclass(frozen=True)
+class ReleaseSpec:
+    """Everything a release needs besides the data."""
+
+    name: str
+    neighbouring: Neighbouring
+    budget: Budget
+    attributes: dict[str, Attribute]
+    views: tuple[View, ...]
+    source: str | None = None
+    sql: str | None = None
+    unit: PrivacyUnit = field(default_factory=PrivacyUnit)
+    report_delta: Fraction = Fraction(1, 10**9)
+    base_dir: str = "."
+
+    # ----------------------------------------------------------------------------------
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "ReleaseSpec":
+        """Load and validate a TOML spec; relative file names resolve next to it."""
+        p = Path(path)
+        if not p.exists():
+            raise SpecError(f"spec file {str(p)!r} does not exist")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise SpecError(f"{p}: malformed TOML: {err}; check quotes, brackets and "
+                            "'key = value' syntax") from err
+        return cls.from_dict(data, base_dir=p.resolve().parent)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ReleaseSpec":
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], base_dir: str | Path = ".") -> "ReleaseSpec":
+        base = Path(data.get("base_dir", base_dir))
+        known = {"name", "source", "sql", "neighbouring", "privacy_unit", "budget",
+                 "attributes", "views", "report_delta", "base_dir"}
+        for key in data:
+            if key not in known:
+                raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}")
+        name = _ident("name", data.get("name"))
+        source, sql = data.get("source"), data.get("sql")
+        if (source is None) == (sql is None):
+            raise _err("source", "give exactly one of 'source' (a .parquet/.csv/.json path or "
+                                 "'duckdb:<file>:<table>') or 'sql' (a SELECT query)")
+        if source is not None and not isinstance(source, str):
+            raise _err("source", f"must be a string, got {source!r}")
+        if "neighbouring" not in data:
+            raise _err("neighbouring", "missing; state 'add_remove' (the total is private) or "
+                                       "'substitute' (the total is public)")
+        try:
+            neighbouring = Neighbouring.parse(data["neighbouring"])
+        except InvalidPrivacyParameterError as err:
+            raise _err("neighbouring", str(err)) from err
+        unit = _parse_unit(data.get("privacy_unit"))
+        budget = _parse_budget(data.get("budget"))
+        attrs_raw = data.get("attributes")
+        if not isinstance(attrs_raw, dict) or not attrs_raw:
+            raise _err("attributes", "missing; declare at least one [attributes.<name>] table")
+        attributes = {k: _parse_attribute(f"attributes.{k}", k, v, base)
+                      for k, v in attrs_raw.items()}
+        _check_columns_unique(attributes)
+        views_raw = data.get("views")
+        if not isinstance(views_raw, list) or not views_raw:
+            raise _err("views", "missing; declare at least one [[views]] table")
+        views = tuple(_parse_view(f"views[{i}]", v, attributes, budget)
+                      for i, v in enumerate(views_raw))
+        names = [v.name for v in views]
+        for i, n in enumerate(names):
+            if n in names[:i] or n == name:
+                raise _err(f"views[{i}].name", f"duplicate table name {n!r}; views and the "
+                                               "release need distinct names")
+        report_delta = Fraction(str(data.get("report_delta", "1e-9")))
+        if isinstance(budget, ApproxDP):
+            report_delta = budget.delta
+        if not (0 < report_delta < 1):
+            raise _err("report_delta", f"must be in (0, 1), got {data.get('report_delta')!r}")
+        return cls(name=name, neighbouring=neighbouring, budget=budget, attributes=attributes,
+                   views=views, source=source, sql=sql, unit=unit,
+                   report_delta=report_delta, base_dir=str(base))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "neighbouring": self.neighbouring.value}
+        if self.source is not None:
+            out["source"] = self.source
+        if self.sql is not None:
+            out["sql"] = self.sql
+        if self.unit.column is not None:
+            out["privacy_unit"] = {"column": self.unit.column, "max_rows": self.unit.max_rows}
+        b = self.budget
+        if isinstance(b, ZCDP):
+            out["budget"] = {"rho": str(b.rho)}
+        elif isinstance(b, PureDP):
+            out["budget"] = {"epsilon": str(b.epsilon)}
+        else:
+            out["budget"] = {"epsilon": str(b.epsilon), "delta": str(b.delta)}
+        out["attributes"] = {k: a.to_json() for k, a in self.attributes.items()}
+        out["views"] = [v.to_json() for v in self.views]
+        out["report_delta"] = str(self.report_delta)
+        out["base_dir"] = self.base_dir
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def view(self, name: str) -> View:
+        for v in self.views:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+
+# --------------------------------------------------------------------------------------
+
+def _parse_unit(raw: Any) -> PrivacyUnit:
+    if raw is None:
+        return PrivacyUnit()
+    if not isinstance(raw, dict):
+        raise _err("privacy_unit", "must be a table with 'column' and 'max_rows'")
+    extra = set(raw) - {"column", "max_rows"}
+    if extra:
+        raise _err(f"privacy_unit.{sorted(extra)[0]}", "unknown key; allowed: column, max_rows")
+    column = raw.get("column")
+    if not isinstance(column, str) or not column:
+        raise _err("privacy_unit.column", "must name the column that identifies a person")
+    max_rows = raw.get("max_rows")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        raise _err("privacy_unit.max_rows", f"must be an integer >= 1, got {max_rows!r}; it "
+                                            "bounds how many rows one person contributes")
+    return PrivacyUnit(column=column, max_rows=max_rows)
+
+
+def _number(path: str, value: Any) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _err(path, f"must be a number, got {value!r}")
+    try:
+        f = Fraction(str(value)) if not isinstance(value, float) else Fraction(value)
+    except (ValueError, ZeroDivisionError) as err:
+        raise _err(path, f"must be a number, got {value!r}") from err
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(path, f"must be finite, got {value!r}")
+    return f
+
+
+def _parse_budget(raw: Any) -> Budget:
+    if not isinstance(raw, dict):
+        raise _err("budget", "missing; give exactly one of: rho = …, epsilon = … (pure DP), or "
+                             "epsilon = … with delta = …")
+    extra = set(raw) - {"rho", "epsilon", "delta"}
+    if extra:
+        raise _err(f"budget.{sorted(extra)[0]}", "unknown key; allowed: rho, epsilon, delta")
+    try:
+        if "rho" in raw:
+            if "epsilon" in raw or "delta" in raw:
+                raise _err("budget", "give rho alone, or epsilon (with an optional delta), "
+                                     "not both")
+            return ZCDP(_number("budget.rho", raw["rho"]))
+        if "epsilon" not in raw:
+            raise _err("budget", "give exactly one of: rho, epsilon, or epsilon with delta")
+        eps = _number("budget.epsilon", raw["epsilon"])
+        if "delta" in raw:
+            return ApproxDP(eps, _number("budget.delta", raw["delta"]))
+        return PureDP(eps)
+    except InvalidPrivacyParameterError as err:
+        if isinstance(err, SpecError):
+            raise
+        raise _err("budget", str(err)) from err
+
+
+def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
+    _ident(path, name)
+    if not isinstance(raw, dict):
+        raise _err(path, "must be a table with a 'kind'")
+    kind = raw.get("kind")
+    on_null = _policy(f"{path}.on_null", raw.get("on_null", "error"), ("error", "drop"))
+    if kind == "categorical":
+        _only(path, raw, {"kind", "domain", "domain_file", "on_out_of_domain", "on_null"})
+        if ("domain" in raw) == ("domain_file" in raw):
+            raise _err(path, "give exactly one of 'domain' (a list of values) or 'domain_file' "
+                             "(a CSV whose first column lists them)")
+        if "domain" in raw:
+            values = raw["domain"]
+            if not isinstance(values, list) or not values:
+                raise _err(f"{path}.domain", "must be a non-empty list of public values")
+        else:
+            values = _read_first_column(f"{path}.domain_file", base / raw["domain_file"])
+        for v in values:
+            if isinstance(v, (list, dict)) or v is None:
+                raise _err(f"{path}.domain", f"values must be strings or numbers, got {v!r}")
+        _unique(f"{path}.domain", values)
+        return Categorical(name, tuple(values),
+                           _policy(f"{path}.on_out_of_domain",
+                                   raw.get("on_out_of_domain", "error"), ("error", "drop")),
+                           on_null)
+    if kind == "hierarchy":
+        _only(path, raw, {"kind", "columns", "spine_file", "spine", "on_out_of_domain",
+                          "on_null"})
+        cols = raw.get("columns")
+        if not isinstance(cols, list) or not cols:
+            raise _err(f"{path}.columns", "must list the spine's columns, coarsest first")
+        cols = [_ident(f"{path}.columns", c) for c in cols]
+        if ("spine" in raw) == ("spine_file" in raw):
+            raise _err(path, "give exactly one of 'spine_file' (a CSV with a header row naming "
+                             "the columns) or 'spine' (a list of leaf paths)")
+        if "spine" in raw:
+            paths = [tuple(str(x) for x in p) for p in raw["spine"]]
+        else:
+            paths = _read_spine(f"{path}.spine_file", base / raw["spine_file"], cols)
+        if not paths:
+            raise _err(path, "the spine is empty")
+        for i, p in enumerate(paths):
+            if len(p) != len(cols):
+                raise _err(f"{path}.spine[{i}]", f"has {len(p)} values but there are "
+                                                 f"{len(cols)} columns")
+        _check_spine(path, cols, paths)
+        return Hierarchy(name, tuple(cols), tuple(paths),
+                         _policy(f"{path}.on_out_of_domain",
+                                 raw.get("on_out_of_domain", "error"), ("error", "drop")),
+                         on_null)
+    if kind == "range":
+        _only(path, raw, {"kind", "lower", "upper", "bins", "width", "fanout",
+                          "on_out_of_bounds", "on_null"})
+        lower = float(_number(f"{path}.lower", raw.get("lower")))
+        upper = float(_number(f"{path}.upper", raw.get("upper")))
+        if not lower < upper:
+            raise _err(path, f"lower ({lower:g}) must be < upper ({upper:g})")
+        if ("bins" in raw) == ("width" in raw):
+            raise _err(path, "give exactly one of 'bins' (how many) or 'width' (bin width)")
+        if "bins" in raw:
+            bins = raw["bins"]
+            if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
+                raise _err(f"{path}.bins", f"must be an integer >= 1, got {bins!r}")
+        else:
+            width = float(_number(f"{path}.width", raw["width"]))
+            if width <= 0:
+                raise _err(f"{path}.width", f"must be > 0, got {width:g}")
+            bins = math.ceil((upper - lower) / width - 1e-9)
+            upper = lower + bins * width
+        if bins > 1 << 26:
+            raise _err(f"{path}.bins", f"{bins} bins is more than dpsql supports (2^26)")
+        fanout = raw.get("fanout", "auto")
+        if fanout != "auto" and (isinstance(fanout, bool) or not isinstance(fanout, int)
+                                 or fanout < 2):
+            raise _err(f"{path}.fanout", f"must be 'auto' or an integer >= 2, got {fanout!r}")
+        return Range(name, lower, upper, bins, fanout,
+                     _policy(f"{path}.on_out_of_bounds", raw.get("on_out_of_bounds", "clamp"),
+                             ("clamp", "drop", "error")), on_null)
+    raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range")
+
+
+def _only(path: str, raw: dict, allowed: set[str]) -> None:
+    for key in raw:
+        if key not in allowed:
+            raise _err(f"{path}.{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+
+
+def _read_spine(path: str, file: Path, cols: list[str]) -> list[tuple[str, ...]]:
+    if not file.exists():
+        raise _err(path, f"file {str(file)!r} does not exist")
+    with file.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in cols if c not in (reader.fieldnames or [])]
+        if missing:
+            raise _err(path, f"the spine file has no column {missing[0]!r}; its header is "
+                             f"{reader.fieldnames}")
+        return [tuple(row[c] for c in cols) for row in reader]
+
+
+def _check_spine(path: str, cols: list[str], paths: list[tuple[str, ...]]) -> None:
+    parent_of: list[dict[str, tuple[str, ...]]] = [dict() for _ in cols]
+    seen: set[tuple[str, ...]] = set()
+    for p in paths:
+        if p in seen:
+            raise _err(path, f"duplicate leaf path {list(p)}")
+        seen.add(p)
+        for level in range(1, len(cols)):
+            child, parent = p[level], p[:level]
+            prev = parent_of[level].setdefault(child, parent)
+            if prev != parent:
+                raise _err(path, f"{cols[level]} {child!r} appears under two parents "
+                                 f"{list(prev)} and {list(parent)}; a spine is a tree, so give "
+                                 "each child one parent (rename one of them)")
+
+
+def _check_columns_unique(attributes: dict[str, Attribute]) -> None:
+    owner: dict[str, str] = {}
+    for name, attr in attributes.items():
+        for c in attr.columns:
+            if c in owner:
+                raise _err(f"attributes.{name}", f"column {c!r} is already used by attribute "
+                                                 f"{owner[c]!r}")
+            owner[c] = name
+
+
+def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: Budget) -> View:
+    if not isinstance(raw, dict):
+        raise _err(path, "must be a table with name, levels and mechanism")
+    _only(path, raw, {"name", "levels", "mechanism", "weight", "level_weights"})
+    name = _ident(f"{path}.name", raw.get("name"))
+    levels = raw.get("levels")
+    if not isinstance(levels, list) or not levels:
+        raise _err(f"{path}.levels", "must list the attribute names in tree order")
+    for i, lv in enumerate(levels):
+        if lv not in attributes:
+            raise _err(f"{path}.levels[{i}]", f"unknown attribute {lv!r}; declared attributes: "
+                                              f"{', '.join(attributes)}")
+        if lv in levels[:i]:
+            raise _err(f"{path}.levels[{i}]", f"attribute {lv!r} appears twice")
+    mech = raw.get("mechanism", "inftda")
+    if mech not in MECHANISMS:
+        raise _err(f"{path}.mechanism", f"unknown mechanism {mech!r}; allowed: "
+                                        f"{', '.join(MECHANISMS)}")
+    if mech in RANGE_ONLY_MECHANISMS:
+        if len(levels) != 1 or not isinstance(attributes[levels[0]], Range):
+            raise _err(f"{path}.levels", f"mechanism {mech!r} answers range queries over one "
+                                         "range attribute: give exactly one attribute of "
+                                         "kind 'range' (use inftda or gaussian_tree for "
+                                         "categorical levels)")
+    if isinstance(budget, PureDP) and mech in GAUSSIAN_MECHANISMS:
+        raise _err(f"{path}.mechanism", f"{mech!r} adds Gaussian noise, which cannot meet a "
+                                        "pure ε-DP budget; use btree or laplace_tree, or give "
+                                        "the budget as rho or as epsilon with delta")
+    weight = _number(f"{path}.weight", raw.get("weight", 1))
+    if weight <= 0:
+        raise _err(f"{path}.weight", f"must be > 0, got {raw.get('weight')!r}")
+    level_weights = raw.get("level_weights")
+    lw = None
+    if level_weights is not None:
+        if not isinstance(level_weights, list) or not level_weights:
+            raise _err(f"{path}.level_weights", "must be a list of positive numbers, one per "
+                                                "tree level")
+        lw = tuple(_number(f"{path}.level_weights[{i}]", w) for i, w in enumerate(level_weights))
+        if any(w <= 0 for w in lw):
+            raise _err(f"{path}.level_weights", "every weight must be > 0")
+    return View(name, tuple(levels), mech, weight, lw)
