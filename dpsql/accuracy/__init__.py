@@ -11,6 +11,8 @@ from dpsql.errors import IntegrityError
 # kind -> module that defines (and registers) it; imported on first use.
 _MODULES = {
     "inftda": "dpsql.accuracy.inftda",
+    "vanilla_gauss": "dpsql.accuracy.inftda",
+    "stability_histogram": "dpsql.accuracy.inftda",
     "cascade": "dpsql.accuracy.cascade",
     "cascade2d": "dpsql.accuracy.cascade",
     "btree": "dpsql.accuracy.btree",
