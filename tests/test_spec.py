@@ -1,0 +1,143 @@
+"""Spec loading and validation: every error names its key path and says what is allowed."""
+
+from fractions import Fraction
+
+import pytest
+
+import dpsql
+from dpsql.privacy import ApproxDP, Neighbouring, PureDP, ZCDP
+from dpsql.spec import ReleaseSpec
+
+BASE = {
+    "name": "flights",
+    "source": "flights.parquet",
+    "neighbouring": "add_remove",
+    "budget": {"rho": 1.0},
+    "attributes": {
+        "origin": {"kind": "categorical", "domain": ["EWR", "JFK", "LGA"]},
+        "distance": {"kind": "range", "lower": 0, "upper": 5000, "bins": 1024},
+    },
+    "views": [{"name": "route", "levels": ["origin"], "mechanism": "inftda", "weight": 2},
+              {"name": "dist", "levels": ["distance"], "mechanism": "cascade"}],
+}
+
+
+def spec(**changes):
+    data = {**BASE, **changes}
+    return ReleaseSpec.from_dict(data)
+
+
+def test_minimal_spec_parses():
+    s = spec()
+    assert s.neighbouring is Neighbouring.ADD_REMOVE
+    assert s.budget == ZCDP(1)
+    assert s.views[0].weight == 2
+    assert s.attributes["distance"].width == pytest.approx(5000 / 1024)
+
+
+def test_json_round_trip():
+    s = spec(privacy_unit={"column": "tailnum", "max_rows": 5})
+    again = ReleaseSpec.from_json(s.to_json())
+    assert again == s
+
+
+def test_toml_example_from_the_issue(tmp_path):
+    (tmp_path / "geo.csv").write_text("region,province,city\nN,N1,a\nN,N1,b\nS,S1,c\n")
+    (tmp_path / "spec.toml").write_text('''
+name = "flights"
+source = "flights.parquet"
+neighbouring = "add_remove"
+
+[privacy_unit]
+column = "tailnum"
+max_rows = 5
+
+[budget]
+rho = 1.0
+
+[attributes.origin]
+kind = "categorical"
+domain = ["EWR", "JFK", "LGA"]
+on_out_of_domain = "error"
+[attributes.geo]
+kind = "hierarchy"
+columns = ["region", "province", "city"]
+spine_file = "geo.csv"
+[attributes.distance]
+kind = "range"
+lower = 0
+upper = 5000
+bins = 1024
+on_out_of_bounds = "clamp"
+
+[[views]]
+name = "route"
+levels = ["origin", "geo"]
+mechanism = "inftda"
+weight = 2
+''')
+    s = ReleaseSpec.from_toml(tmp_path / "spec.toml")
+    assert s.unit.column == "tailnum" and s.unit.max_rows == 5
+    assert s.attributes["geo"].paths[0] == ("N", "N1", "a")
+
+
+@pytest.mark.parametrize("budget,expected", [
+    ({"rho": 0.5}, ZCDP(Fraction(1, 2))),
+    ({"epsilon": 1}, PureDP(1)),
+    ({"epsilon": 1, "delta": 1e-9}, ApproxDP(1, 1e-9)),
+])
+def test_budget_forms(budget, expected):
+    views = [{"name": "dist", "levels": ["distance"], "mechanism": "btree"}]
+    assert spec(budget=budget, views=views).budget == expected
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"views": [{"name": "v", "levels": ["dst"]}]},
+     r"views\[0\]\.levels\[0\]: unknown attribute 'dst'; declared attributes: origin, distance"),
+    ({"views": [{"name": "v", "levels": ["origin"], "mechanism": "magic"}]},
+     r"views\[0\]\.mechanism: unknown mechanism 'magic'; allowed: inftda, cascade"),
+    ({"budget": {"rho": 0}}, r"budget: rho must be > 0"),
+    ({"budget": {"rho": -1}}, r"budget: rho must be > 0"),
+    ({"budget": {"epsilon": 1, "delta": 2}}, r"budget: delta must be in \(0, 1\)"),
+    ({"budget": {"rho": 1, "epsilon": 1}}, r"budget: give rho alone"),
+    ({"budget": {"epsilon": 1}}, r"views\[0\]\.mechanism: 'inftda' adds Gaussian noise, which "
+                                 r"cannot meet a pure ε-DP budget"),
+    ({"neighbouring": "swap"}, r"neighbouring: neighbouring must be 'add_remove'"),
+    ({"attributes": {"origin": {"kind": "categorical", "domain": ["A", "A"]}}},
+     r"attributes\.origin\.domain: duplicate domain value 'A'"),
+    ({"attributes": {"origin": {"kind": "colour"}}}, r"attributes\.origin\.kind: unknown kind"),
+    ({"views": [{"name": "v", "levels": ["origin"], "mechanism": "cascade"}]},
+     r"views\[0\]\.levels: mechanism 'cascade' answers range queries over one range attribute"),
+    ({"privacy_unit": {"column": "t", "max_rows": 0}}, r"privacy_unit\.max_rows: must be an "
+                                                       r"integer >= 1"),
+    ({"surprise": 1}, r"surprise: unknown key"),
+])
+def test_validation_messages(changes, match):
+    with pytest.raises(dpsql.SpecError, match=match):
+        spec(**changes)
+
+
+def test_spine_child_under_two_parents():
+    attrs = {"geo": {"kind": "hierarchy", "columns": ["region", "city"],
+                     "spine": [["N", "x"], ["S", "x"]]}}
+    views = [{"name": "v", "levels": ["geo"]}]
+    with pytest.raises(dpsql.SpecError, match=r"city 'x' appears under two parents \['N'\] and "
+                                               r"\['S'\]"):
+        spec(attributes=attrs, views=views)
+
+
+def test_malformed_toml(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("name = 'x\n")
+    with pytest.raises(dpsql.SpecError, match="malformed TOML"):
+        ReleaseSpec.from_toml(p)
+
+
+def test_missing_spec_file(tmp_path):
+    with pytest.raises(dpsql.SpecError, match="does not exist"):
+        ReleaseSpec.from_toml(tmp_path / "nope.toml")
+
+
+def test_spec_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        spec(budget={"rho": "lots"})
