@@ -60,7 +60,7 @@ class BTreeErrorModel(ErrorModel):
 
     >>> m = BTreeErrorModel(bins=4, fanouts=(2, 2), variances=(2.0, 2.0), root_variance=0.0)
     >>> round(float(m.range_variance(np.array([0]), np.array([2]))[0]), 6)
-    1.0
+    0.666667
     """
 
     kind = "btree"
