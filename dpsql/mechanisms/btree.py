@@ -210,8 +210,8 @@ def range_cover(lo: np.ndarray, hi: np.ndarray, fanouts: Sequence[int], K: int
 
     Returns, per level i = 0..h, ``(l_start, l_stop, r_start, r_stop)``: the cover uses
     level-i nodes [l_start, l_stop) ∪ [r_start, r_stop). Nodes are disjoint, their union
-    is exactly [lo, hi), and each part has at most n_i − 1 nodes. A prefix (lo = 0) uses
-    only left parts, the digits d_i(p)."""
+    is exactly [lo, hi), and each part has at most n_i − 1 nodes. For a prefix (lo = 0)
+    level i contributes d_i(p) nodes, the digits of §2.3."""
     lo = np.asarray(lo, dtype=np.int64)
     hi = np.asarray(hi, dtype=np.int64)
     spans = bin_spans(fanouts)
@@ -219,18 +219,18 @@ def range_cover(lo: np.ndarray, hi: np.ndarray, fanouts: Sequence[int], K: int
     out = []
     prev_a = prev_b = None
     for i, L in enumerate(spans):
-        a = -(-lo // L)
-        b = np.where(hi >= K, sizes[i], hi // L)
-        b = np.maximum(b, a)
+        a = -(-lo // L)                                   # first node starting at or after lo
+        b = np.where(hi >= K, sizes[i], hi // L)          # nodes ending at or before hi
         if prev_a is None:
             z = np.zeros_like(a)
-            out.append((a, b, z, z))
+            out.append((a, np.maximum(a, b), z, z))
         else:
             n = fanouts[i - 1]
-            has_parent = prev_b > prev_a
-            l_stop = np.where(has_parent, np.minimum(n * prev_a, b), b)
-            r_start = np.where(has_parent, np.maximum(n * prev_b, l_stop), b)
-            out.append((a, np.maximum(l_stop, a), r_start, b))
+            # children of wholly covered parents, [n·prev_a, n·prev_b), are covered above
+            l_stop = np.clip(n * prev_a, a, np.maximum(a, b))
+            r_stop = np.maximum(b, l_stop)
+            r_start = np.clip(n * prev_b, l_stop, r_stop)
+            out.append((a, l_stop, r_start, r_stop))
         prev_a, prev_b = a, b
     return out
 
@@ -367,9 +367,12 @@ def project_cdf(est: np.ndarray, total: int, *, loss: str = "l2", method: str = 
 # ------------------------------------------------------------------------------------------
 
 def discrete_laplace_variance(scale: float) -> float:
-    """Variance of P[x] ∝ exp(−|x|/scale): 2q/(1−q)² with q = exp(−1/scale)."""
+    """Variance of P[x] ∝ exp(−|x|/scale): 2q/(1−q)² with q = exp(−1/scale).
+
+    Floored at 1e−100: for a tiny scale (a huge ε) the exact value underflows to 0, which
+    the least squares would read as "known exactly"; the floor is a harmless upper bound."""
     q = math.exp(-1.0 / scale)
-    return 2.0 * q / (1.0 - q) ** 2
+    return max(2.0 * q / (1.0 - q) ** 2, 1e-100)
 
 
 def btree(hist: np.ndarray, budget: PureDP, *, neighbouring: Neighbouring | str,
