@@ -1,0 +1,597 @@
+"""PEP 249 (DB-API 2.0) access to dpsql releases.
+
+``dpsql.connect(path)`` opens an in-memory DuckDB connection and attaches the release
+read-only through :func:`dpsql.duck.attach`; :meth:`Connection.attach` adds more releases
+to the same connection. Every statement goes through the SQL planner
+(:func:`dpsql.duck.plan`), which checks it, binds its parameters and rewrites it onto the
+release tables; DuckDB then runs the rewritten SQL. Answers are post-processing of the
+release: this module imports neither ``dpsql.mechanisms`` nor the RNG (DESIGN, layering).
+
+Decisions, and why:
+
+* ``paramstyle = "qmark"``: DuckDB's own style (STYLE §8). The planner binds parameters as
+  SQL literals in the AST *before* planning, so a parameter can never change the shape of
+  a query (no injection, and the view choice sees the real value).
+* ``threadsafety = 1``: threads may share the module but not a :class:`Connection`. The
+  planner caches a release catalog per DuckDB connection and a cursor keeps a streaming
+  DuckDB result; neither is guarded by a lock. Open one connection per thread.
+* The database is read-only. ``connect(read_only=False)`` raises
+  :class:`NotSupportedError` (a release is immutable: answers must stay consistent), DDL
+  and DML raise :class:`NotSupportedError` from the planner, ``commit()`` is a no-op
+  (PEP 249 requires the method) and so is ``rollback()``: a read-only connection never has
+  pending changes, so rolling them back is vacuously done; raising would only break
+  generic tools (ORMs, BI drivers) that roll back on cleanup.
+* One DuckDB cursor (``con.cursor()``, a child connection that shares the attached
+  releases and UDFs) per dpsql cursor, so that a partly fetched result of one cursor never
+  blocks another (DuckDB 2.0 raises ``ResourceInUseException`` otherwise).
+* ``rowcount`` is -1 while the size of the result is unknown; DuckDB streams results, so it
+  becomes the number of rows only once the result has been fetched to the end.
+* ``description`` type codes are DuckDB type names (``"BIGINT"``, ``"DECIMAL(18,3)"``),
+  which compare equal to the PEP 249 type objects :data:`NUMBER`, :data:`STRING`,
+  :data:`DATETIME`, :data:`BINARY` and :data:`ROWID`.
+* ``executemany`` plans every parameter set first (so a bad set fails before any runs);
+  each set gives one result set, the first is current and :meth:`Cursor.nextset` moves to
+  the next (PEP 249's optional extension, rather than silently dropping results).
+* ``fetch_arrow_table()``: DuckDB 2.0 gives Arrow without a copy only from relations, so
+  when nothing has been fetched yet the planned SQL is run once more as a relation (it is
+  an aggregate over small release tables); after a partial fetch the remaining rows are
+  converted with the result's Arrow schema.
+* A release built with a seed is reproducible and therefore NOT private (DESIGN privacy
+  rule 3). Attaching one emits :class:`SeededReleaseWarning` (a ``UserWarning``, so that
+  Python's warning filters apply; PEP 249's ``Warning`` is an exception, raised for
+  nothing here), and ``cursor.dp_info["seeded"]`` reads ``"seeded: not private"``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import time as _time
+import warnings
+from typing import Any, Iterator, Mapping, Sequence
+
+import duckdb
+
+from dpsql import duck
+from dpsql.errors import (
+    DatabaseError,
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    Warning,
+)
+
+__all__ = [
+    "apilevel", "threadsafety", "paramstyle", "connect", "Connection", "Cursor",
+    "SeededReleaseWarning", "Error", "Warning", "InterfaceError", "DatabaseError",
+    "DataError", "OperationalError", "IntegrityError", "InternalError", "ProgrammingError",
+    "NotSupportedError", "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time",
+    "Timestamp", "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary",
+]
+
+apilevel = "2.0"
+threadsafety = 1
+paramstyle = "qmark"
+
+_PRIVATE_RNG = "os-entropy AES-CTR"  # dpsql.release.store.Release.seeded compares to this
+SEEDED_NOTE = "seeded: not private"
+
+
+class SeededReleaseWarning(UserWarning):
+    """The attached release was built with a fixed seed: its noise can be reproduced, so
+    it is NOT differentially private. Use such releases for tests and demos only."""
+
+
+# --------------------------------------------------------------------------------------
+# PEP 249 type objects and constructors
+# --------------------------------------------------------------------------------------
+
+class _TypeObject:
+    """Compares equal to every DuckDB type name of one PEP 249 family."""
+
+    def __init__(self, name: str, *bases: str) -> None:
+        self.name = name
+        self.bases = frozenset(bases)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _TypeObject):
+            return self is other
+        if isinstance(other, str):
+            return _base_type(other) in self.bases
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __repr__(self) -> str:
+        return f"dpsql.dbapi.{self.name}"
+
+
+def _base_type(type_name: str) -> str:
+    """``"DECIMAL(18,3)"`` → ``"DECIMAL"``; ``"INTEGER[]"`` → ``"LIST"``."""
+    t = type_name.strip().upper()
+    if t.endswith("]"):
+        return "LIST"
+    return t.split("(", 1)[0].strip()
+
+
+STRING = _TypeObject("STRING", "VARCHAR", "CHAR", "BPCHAR", "TEXT", "STRING", "ENUM", "UUID",
+                     "JSON")
+BINARY = _TypeObject("BINARY", "BLOB", "BYTEA", "VARBINARY", "BIT", "BITSTRING")
+NUMBER = _TypeObject("NUMBER", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT",
+                     "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT", "FLOAT",
+                     "DOUBLE", "REAL", "DECIMAL", "NUMERIC", "BOOLEAN", "VARINT", "BIGNUM")
+DATETIME = _TypeObject("DATETIME", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE",
+                       "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIME WITH TIME ZONE",
+                       "TIMESTAMPTZ", "TIMETZ", "INTERVAL")
+ROWID = _TypeObject("ROWID")  # releases have no row ids: nothing compares equal
+
+Date = _dt.date
+Time = _dt.time
+Timestamp = _dt.datetime
+Binary = bytes
+
+
+def DateFromTicks(ticks: float) -> _dt.date:  # noqa: N802  (PEP 249 name)
+    """The local date of a POSIX timestamp (PEP 249)."""
+    return Date(*_time.localtime(ticks)[:3])
+
+
+def TimeFromTicks(ticks: float) -> _dt.time:  # noqa: N802
+    """The local time of day of a POSIX timestamp (PEP 249)."""
+    return Time(*_time.localtime(ticks)[3:6])
+
+
+def TimestampFromTicks(ticks: float) -> _dt.datetime:  # noqa: N802
+    """The local date and time of a POSIX timestamp (PEP 249)."""
+    return Timestamp(*_time.localtime(ticks)[:6])
+
+
+# --------------------------------------------------------------------------------------
+# DuckDB errors → dpsql errors
+# --------------------------------------------------------------------------------------
+
+_DUCK_TO_DPSQL: tuple[tuple[type, type], ...] = (
+    (duckdb.DataError, DataError),
+    (duckdb.IntegrityError, IntegrityError),
+    (duckdb.InternalError, InternalError),
+    (duckdb.NotSupportedError, NotSupportedError),
+    (duckdb.ProgrammingError, ProgrammingError),
+    (duckdb.OperationalError, OperationalError),
+)
+
+
+def _translate(err: duckdb.Error, sql: str | None = None) -> Error:
+    """The dpsql error for a DuckDB error (raise it ``from err``)."""
+    where = f" while running the planned SQL: {sql}" if sql else ""
+    for duck_cls, ours in _DUCK_TO_DPSQL:
+        if isinstance(err, duck_cls):
+            if ours is InternalError:
+                return InternalError(f"DuckDB internal error{where}: {err}")
+            return ours(f"{err}{where}")
+    return DatabaseError(f"{err}{where}")
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --------------------------------------------------------------------------------------
+# connect / Connection
+# --------------------------------------------------------------------------------------
+
+def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
+            duckdb_config: Mapping[str, Any] | None = None) -> "Connection":
+    """Open a DB-API connection to the release file ``path``.
+
+    An in-memory DuckDB database is created and the release is attached read-only under
+    ``name`` (default: the release's own name, which is also its logical table). Further
+    releases can be added with :meth:`Connection.attach`. ``duckdb_config`` is passed to
+    ``duckdb.connect`` (e.g. ``{"threads": 2}``). ``read_only=False`` is refused: a release
+    is immutable. A seeded (not private) release emits :class:`SeededReleaseWarning`.
+    """
+    if not read_only:
+        raise NotSupportedError(
+            "read_only=False: a dpsql release is immutable (its answers must stay "
+            "consistent); build a new release with `dpsql release` instead")
+    try:
+        con = duckdb.connect(":memory:", config=dict(duckdb_config or {}))
+    except duckdb.Error as err:
+        raise _translate(err) from err
+    conn = Connection(con)
+    try:
+        conn.attach(path, name=name, _stacklevel=3)  # warn at connect()'s caller
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class Connection:
+    """A PEP 249 connection over one in-memory DuckDB database with releases attached."""
+
+    Error = Error
+    Warning = Warning
+    InterfaceError = InterfaceError
+    DatabaseError = DatabaseError
+    DataError = DataError
+    OperationalError = OperationalError
+    IntegrityError = IntegrityError
+    InternalError = InternalError
+    ProgrammingError = ProgrammingError
+    NotSupportedError = NotSupportedError
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self._con: duckdb.DuckDBPyConnection | None = con
+        self._releases: dict[str, str] = {}
+        self._seeded: set[str] = set()
+        self._cursors: list[Cursor] = []
+
+    # -- dpsql extensions --------------------------------------------------------------
+
+    def attach(self, path: str | Any, name: str | None = None, *, _stacklevel: int = 2
+               ) -> str:
+        """Attach another release read-only; return its alias (its table name in SQL)."""
+        con = self._live()
+        alias = duck.attach(con, str(path), name)
+        self._releases[alias] = str(path)
+        try:
+            rng = con.execute(
+                f"SELECT rng FROM {_quote_ident(alias)}.dpsql_release").fetchall()
+        except duckdb.Error as err:
+            raise _translate(err) from err
+        if not rng or rng[0][0] != _PRIVATE_RNG:
+            self._seeded.add(alias)
+            warnings.warn(
+                f"release {alias!r} ({path}) was built with a fixed seed "
+                f"({rng[0][0] if rng else 'unknown RNG'}): its noise is reproducible, so it "
+                "is NOT private; use it for tests and demos only",
+                SeededReleaseWarning, stacklevel=_stacklevel)
+        return alias
+
+    @property
+    def releases(self) -> dict[str, str]:
+        """Attached releases: alias → path."""
+        return dict(self._releases)
+
+    @property
+    def seeded(self) -> frozenset[str]:
+        """Aliases of attached releases that are seeded, hence not private."""
+        return frozenset(self._seeded)
+
+    @property
+    def closed(self) -> bool:
+        return self._con is None
+
+    def execute(self, operation: str, parameters: Sequence[Any] | None = None) -> "Cursor":
+        """Shortcut (as in ``sqlite3``): a new cursor with ``operation`` executed."""
+        return self.cursor().execute(operation, parameters)
+
+    # -- PEP 249 -----------------------------------------------------------------------
+
+    def cursor(self) -> "Cursor":
+        """A new cursor with its own DuckDB result stream."""
+        con = self._live()
+        cur = Cursor(self, con.cursor())
+        self._cursors = [c for c in self._cursors if not c.closed]
+        self._cursors.append(cur)
+        return cur
+
+    def close(self) -> None:
+        """Close the connection and its cursors. Closing twice is harmless."""
+        if self._con is None:
+            return
+        for cur in self._cursors:
+            cur.close()
+        self._cursors.clear()
+        con, self._con = self._con, None
+        con.close()
+
+    def commit(self) -> None:
+        """No-op: a release is read-only, so there is never anything to commit."""
+        self._live()
+
+    def rollback(self) -> None:
+        """No-op: a read-only connection has no pending changes (see module docstring)."""
+        self._live()
+
+    def __enter__(self) -> "Connection":
+        self._live()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _live(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            raise InterfaceError("the connection is closed; open a new one with dpsql.connect()")
+        return self._con
+
+    def _note_seeded(self, info: dict[str, Any]) -> dict[str, Any]:
+        """Make sure ``dp_info`` says when the answer comes from a seeded release."""
+        if not self._seeded:
+            return info
+        used = info.get("release") or info.get("releases")
+        names = [used] if isinstance(used, str) else list(used or [])
+        if not names or any(n in self._seeded for n in names):
+            info["seeded"] = SEEDED_NOTE
+        return info
+
+
+# --------------------------------------------------------------------------------------
+# Cursor
+# --------------------------------------------------------------------------------------
+
+_DECIMAL = re.compile(r"^\s*DECIMAL\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*$", re.IGNORECASE)
+
+
+def _describe(duck_description: Sequence[tuple] | None) -> tuple[tuple, ...] | None:
+    """PEP 249 7-tuples with DuckDB type names as type codes (see module docstring)."""
+    if duck_description is None:
+        return None
+    out = []
+    for col in duck_description:
+        type_name = str(col[1])
+        precision = scale = None
+        m = _DECIMAL.match(type_name)
+        if m:
+            precision, scale = int(m.group(1)), int(m.group(2))
+        out.append((col[0], type_name, None, None, precision, scale, None))
+    return tuple(out)
+
+
+class Cursor:
+    """A PEP 249 cursor. Extras: :attr:`dp_info`, :meth:`fetch_arrow_table`,
+    :meth:`fetch_df`, :meth:`nextset`."""
+
+    def __init__(self, connection: Connection, duck_cursor: duckdb.DuckDBPyConnection) -> None:
+        self.connection = connection
+        self._dcur: duckdb.DuckDBPyConnection | None = duck_cursor
+        self.arraysize = 1
+        self.lastrowid = None
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pending: list[Any] = []  # planned queries of later result sets
+        self._sql: str | None = None
+        self._info: dict[str, Any] | None = None
+        self._description: tuple[tuple, ...] | None = None
+        self._has_result = False
+        self._fetched = 0  # rows handed out from the current result
+        self._exhausted = False
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._dcur is None
+
+    def _live(self) -> duckdb.DuckDBPyConnection:
+        if self._dcur is None:
+            raise InterfaceError("the cursor is closed; get a new one with connection.cursor()")
+        if self.connection.closed:
+            raise InterfaceError("the connection is closed; open a new one with dpsql.connect()")
+        return self._dcur
+
+    def _result(self) -> duckdb.DuckDBPyConnection:
+        dcur = self._live()
+        if not self._has_result:
+            raise InterfaceError("no result set to fetch from: call execute() first")
+        return dcur
+
+    @property
+    def description(self) -> tuple[tuple, ...] | None:
+        """One 7-tuple per column of the current result (None before execute)."""
+        return self._description
+
+    @property
+    def rowcount(self) -> int:
+        """-1 until the result has been fetched to its end, then its number of rows."""
+        return self._fetched if self._exhausted else -1
+
+    @property
+    def dp_info(self) -> dict[str, Any] | None:
+        """How the current answer was made: view, levels, mechanism, budget, error model,
+        interpolation policy, notes (from the planner); ``"seeded"`` when not private."""
+        return None if self._info is None else dict(self._info)
+
+    @property
+    def query(self) -> str | None:
+        """The DuckDB SQL that the planner produced for the current result."""
+        return self._sql
+
+    # -- execution -----------------------------------------------------------------------
+
+    def execute(self, operation: str, parameters: Sequence[Any] | None = None) -> "Cursor":
+        """Plan ``operation`` (parameters bound as literals first) and run it."""
+        self._live()
+        self._reset()
+        planned = self._plan(operation, parameters)
+        self._run(planned)
+        return self
+
+    def executemany(self, operation: str, seq_of_parameters: Sequence[Sequence[Any]]
+                    ) -> "Cursor":
+        """Plan ``operation`` for every parameter set, then run the first; the others are
+        further result sets, reached with :meth:`nextset`."""
+        self._live()
+        self._reset()
+        plans = [self._plan(operation, params) for params in seq_of_parameters]
+        if plans:
+            self._pending = plans[1:]
+            self._run(plans[0])
+        return self
+
+    def nextset(self) -> bool | None:
+        """Move to the next result set of :meth:`executemany`; None when there is none."""
+        self._live()
+        if not self._pending:
+            self._drop_result()
+            return None
+        planned, self._pending = self._pending[0], self._pending[1:]
+        self._run(planned)
+        return True
+
+    def _plan(self, operation: str, parameters: Sequence[Any] | None) -> Any:
+        if not isinstance(operation, str):
+            raise ProgrammingError(
+                f"the operation must be an SQL string, got {type(operation).__name__}")
+        if parameters is not None and (isinstance(parameters, (str, bytes, Mapping))
+                                       or not isinstance(parameters, Sequence)):
+            raise ProgrammingError(
+                "parameters must be a sequence (list or tuple) matching the '?' "
+                f"placeholders (paramstyle qmark), got {type(parameters).__name__}")
+        con = self.connection._live()
+        try:
+            return duck.plan(con, operation, list(parameters) if parameters is not None
+                             else None)
+        except Error:
+            raise
+        except duckdb.Error as err:
+            raise _translate(err) from err
+
+    def _run(self, planned: Any) -> None:
+        dcur = self._live()
+        sql = planned.sql
+        self._drop_result()
+        try:
+            dcur.execute(sql)
+            description = dcur.description
+        except duckdb.Error as err:
+            raise _translate(err, sql) from err
+        self._sql = sql
+        self._info = self.connection._note_seeded(dict(planned.info))
+        self._description = _describe(description)
+        self._has_result = description is not None
+        self._fetched = 0
+        self._exhausted = False
+
+    def _drop_result(self) -> None:
+        self._sql = None
+        self._info = None
+        self._description = None
+        self._has_result = False
+        self._fetched = 0
+        self._exhausted = False
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def _count(self, rows: list, requested: int | None) -> list:
+        self._fetched += len(rows)
+        if requested is None or len(rows) < requested:
+            self._exhausted = True
+        return rows
+
+    def fetchone(self) -> tuple | None:
+        dcur = self._result()
+        if self._exhausted:
+            return None
+        try:
+            row = dcur.fetchone()
+        except duckdb.Error as err:
+            raise _translate(err, self._sql) from err
+        if row is None:
+            self._exhausted = True
+            return None
+        self._fetched += 1
+        return row
+
+    def fetchmany(self, size: int | None = None) -> list[tuple]:
+        dcur = self._result()
+        n = self.arraysize if size is None else size
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ProgrammingError(f"fetchmany size must be a non-negative integer, got {n!r}")
+        if n == 0 or self._exhausted:
+            return []
+        try:
+            rows = dcur.fetchmany(n)
+        except duckdb.Error as err:
+            raise _translate(err, self._sql) from err
+        return self._count(rows, n)
+
+    def fetchall(self) -> list[tuple]:
+        dcur = self._result()
+        if self._exhausted:
+            return []
+        try:
+            rows = dcur.fetchall()
+        except duckdb.Error as err:
+            raise _translate(err, self._sql) from err
+        return self._count(rows, None)
+
+    def fetch_arrow_table(self) -> Any:
+        """The rest of the current result as a ``pyarrow.Table``."""
+        dcur = self._result()
+        try:
+            if self._fetched == 0 and not self._exhausted:  # the usual case: one Arrow run
+                dcur.abort()  # drop the unfetched row stream of execute()
+                table = dcur.sql(self._sql).to_arrow_table()
+            else:
+                import pyarrow as pa
+
+                rest = [] if self._exhausted else dcur.fetchall()
+                schema = dcur.sql(self._sql).limit(0).to_arrow_table().schema
+                table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rest],
+                                             schema=schema)
+        except duckdb.Error as err:
+            raise _translate(err, self._sql) from err
+        self._fetched += table.num_rows
+        self._exhausted = True
+        return table
+
+    def fetch_df(self) -> Any:
+        """The rest of the current result as a ``pandas.DataFrame`` (needs pandas)."""
+        dcur = self._result()
+        try:
+            import pandas  # noqa: F401  (only to give a clear error when it is missing)
+        except ImportError as err:
+            raise NotSupportedError(
+                "fetch_df() needs pandas, which is not installed: `pip install pandas`, "
+                "or use fetch_arrow_table() / fetchall()") from err
+        try:
+            df = dcur.df()
+        except duckdb.Error as err:
+            raise _translate(err, self._sql) from err
+        self._fetched += len(df)
+        self._exhausted = True
+        return df
+
+    # -- the rest of PEP 249 -------------------------------------------------------------
+
+    def setinputsizes(self, sizes: Any) -> None:
+        """No-op (PEP 249 allows it): parameters are bound as SQL literals."""
+        self._live()
+
+    def setoutputsize(self, size: Any, column: int | None = None) -> None:
+        """No-op (PEP 249 allows it): results have no large columns to pre-size."""
+        self._live()
+
+    def close(self) -> None:
+        """Close the cursor; closing twice is harmless."""
+        if self._dcur is None:
+            return
+        dcur, self._dcur = self._dcur, None
+        self._reset()
+        if not self.connection.closed:
+            dcur.close()
+
+    def __iter__(self) -> Iterator[tuple]:
+        return self
+
+    def __next__(self) -> tuple:
+        row = self.fetchone()
+        if row is None:
+            raise StopIteration
+        return row
+
+    def __enter__(self) -> "Cursor":
+        self._live()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
