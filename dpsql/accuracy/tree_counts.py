@@ -12,7 +12,8 @@ Parameters stored (``to_params``):
 * ``level_sizes``: nodes per level 0..d;
 * ``noise_variances``: σ²_k per level (the *exact* variance of the sampled noise — for the
   discrete samplers this is computed from the pmf, not the nominal scale); 0 at a public
-  root (substitution);
+  root (substitution), and 0 wherever a huge budget makes the discrete noise's variance
+  underflow (the noise is then zero with probability 1 − 10⁻³⁰⁰ or so);
 * ``fanouts``: the tree shape, as run-length-encoded child counts of each level 0..d−1
   (``[[fanout, run], ...]``; one pair for a regular level). The exact posterior variance of
   a node depends on the shape, which is public; run-length encoding keeps regular trees
@@ -125,7 +126,8 @@ class _Shape:
             Zp = self.Z[k - 1][p[starts]]
             a_g = np.add.reduceat(A * self.g[k][ids], starts)
             az = np.add.reduceat(A * zz, starts)
-            V = np.add.reduceat(V + A * A * zz, starts) - np.where(Zp > 0, az * az / Zp, 0.0)
+            corr = np.divide(az * az, Zp, out=np.zeros_like(az), where=Zp > 0)
+            V = np.add.reduceat(V + A * A * zz, starts) - corr
             ids, A = p[starts], a_g
         return float(V[0] + A[0] * A[0] * self.P[0][0]) if ids.size else 0.0
 
@@ -166,10 +168,6 @@ class TreeCountsErrorModel(ErrorModel):
             raise InvalidPrivacyParameterError(
                 f"noise_variances must give one finite variance >= 0 per level "
                 f"({len(sizes)}), got {var}")
-        if any(v == 0.0 for v in var[1:]):
-            raise InvalidPrivacyParameterError(
-                "only the root may have noise variance 0 (a public total); every other level "
-                f"is noisy, got {var}")
         self._sizes = sizes
         self._var = var
         self._noise = str(noise)

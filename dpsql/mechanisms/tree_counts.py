@@ -126,7 +126,10 @@ def _level_weights(weights: Sequence[float] | None, n_noisy: int, first: int) ->
         raise InvalidPrivacyParameterError(
             f"level_weights needs one weight per noisy level {first}..{first + n_noisy - 1} "
             f"({n_noisy}), got {len(w)}; under substitution the root is public and has none")
-    fr = [Fraction(x) if not isinstance(x, float) else Fraction(x) for x in w]
+    try:
+        fr = [Fraction(x) for x in w]
+    except (TypeError, ValueError) as err:
+        raise InvalidPrivacyParameterError(f"level_weights must be numbers, got {w}") from err
     if any(x <= 0 for x in fr):
         raise InvalidPrivacyParameterError(f"level_weights must be > 0, got {w}")
     s = sum(fr)
@@ -452,7 +455,7 @@ def alpha_schedule(depth: int, budget: ApproxDP, *, alpha: float,
         + math.log1p(-1e-9)
     eps = np.exp(math.log(float(rung_b.epsilon)) + log_w)
     log_delta = math.log(float(rung_b.delta)) + log_w
-    log_eta = math.log(e) - i * math.log(2.0)
+    log_eta = math.log(e) - i * math.log(2.0) + math.log1p(-1e-12)   # η_i = η/2^i
     threshold_scale = 4.0 * c * l1 / eps
     query_scale = 8.0 * c * l1 / eps
     node_scale = 2.0 * c * l1 / eps
