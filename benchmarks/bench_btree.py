@@ -82,7 +82,7 @@ def run(quick: bool = False) -> dict:
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
-    reps = 10 if quick else 50
+    reps = 10 if quick else 200
     hist = _histogram()
     lo, hi = _ranges()
     c_true = np.concatenate(([0], np.cumsum(hist)))

@@ -4,6 +4,7 @@ error model, the mechanism's privacy calibration, and the CDF projection."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from fractions import Fraction
 
@@ -257,6 +258,10 @@ def test_app_b_prop_b1_and_unbiased():
     est = refine_prefixes(levels, fans, K, float(counts.sum()), [1.0] * h)
     np.testing.assert_allclose(est, np.cumsum(counts))  # noiseless input is reproduced
     assert est[-1] == counts.sum()
+    # Prop B.1: the estimate from below at level i has variance V / Σ_{j=0}^{h-i} β^{-j}
+    V = BTreeErrorModel(K, fans, [8.0] * h, 0.0)._arrays()["V"]
+    for i in range(1, h + 1):
+        np.testing.assert_allclose(V[i], 8.0 / sum(4.0 ** -j for j in range(h - i + 1)))
 
 
 @pytest.mark.parametrize("fans,expected", [
@@ -365,6 +370,8 @@ def test_calibration_and_structure(nb, m, sens):
         np.testing.assert_allclose(up, t.levels[k - 1].counts, rtol=1e-12)
         assert t.levels[k].ids.dtype == np.int64
         np.testing.assert_allclose(t.levels[k].variance, t.error_model.node_variances(k))
+    json.dumps(t.info)
+    json.dumps(t.error_model.to_params())
     if nb == "substitute":
         assert t.levels[0].counts[0] == pytest.approx(counts.sum(), abs=1e-6)
         assert t.levels[0].variance[0] == 0.0 and t.info["total"] == counts.sum()
