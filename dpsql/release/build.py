@@ -229,9 +229,6 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
         order = np.argsort(leaf_ids, kind="stable")
         leaf_ids, leaf_n = leaf_ids[order], leaf["n"][order]
         lw = list(view.level_weights) if view.level_weights else None
-        if lw is not None and len(lw) != dtree.depth:
-            raise SpecError(f"views: {view.name!r} has {len(lw)} level_weights but its tree "
-                            f"has {dtree.depth} levels")
         if view.mechanism == "inftda":
             from dpsql.mechanisms.inftda import inftda
             tree = inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, **common)

@@ -27,5 +27,5 @@ def total_rows(con: duckdb.DuckDBPyConnection) -> int:
 
 def as_numpy(table: pa.Table) -> dict[str, np.ndarray]:
     """Columns of a counts table as int64 numpy arrays (zero-copy where possible)."""
-    return {name: table.column(name).to_numpy().astype(np.int64, copy=False)
+    return {name: np.asarray(table.column(name).combine_chunks(), dtype=np.int64)
             for name in table.column_names}

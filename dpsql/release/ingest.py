@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from dpsql.errors import DataError, SpecError
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
@@ -112,39 +113,73 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
             raise DataError(f"range attribute {attr.name!r} must be numeric, but the source "
                             f"column has type {types[attr.name]}; cast it in a 'sql' source "
                             "or declare it categorical")
-    report.rows_read = _count(con, "SELECT count(*) FROM dpsql_src")
+    used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
+    # Pass 1 (the only scan of the source): look every attribute up in its public domain
+    # and keep, per row, only what the policies need: the code (NULL if not found), a
+    # NULL flag, and for ranges the raw value (to bin, clamp or drop it below).
+    selects, joins = [], []
+    for attr in used:
+        sel, join = _lookup(con, attr, (hierarchy_codes or {}).get(attr.name))
+        selects.extend(sel)
+        if join:
+            joins.append(join)
+    if spec.unit.column is not None:
+        selects.append(f"dpsql_src.{quote_ident(spec.unit.column)} AS dpsql_unit")
+    try:
+        con.execute(f"CREATE TEMP TABLE dpsql_looked_up AS SELECT {', '.join(selects)} "
+                    f"FROM dpsql_src {' '.join(joins)}")
+    except duckdb.Error as err:
+        raise DataError(f"cannot read the source: {err}") from err
+    # Pass 2: every policy count in one aggregate over the in-memory table.
+    stats_sql, conditions, code_cols = [], [], []
+    for attr in used:
+        n = attr.name
+        stats_sql.append(f"count(*) FILTER (WHERE n_{n})")
+        if isinstance(attr, Range):
+            bad = f"(NOT n_{n} AND (v_{n} < {attr.lower!r} OR v_{n} >= {attr.upper!r} " \
+                  f"OR isnan(v_{n})))"
+            stats_sql.append(f"count(*) FILTER (WHERE {bad})")
+            stats_sql.append(f"count(*) FILTER (WHERE NOT n_{n} AND isnan(v_{n}))")
+        else:
+            stats_sql.append(f"count(*) FILTER (WHERE NOT n_{n} AND c_{n} IS NULL)")
+    stats = con.execute(f"SELECT count(*), {', '.join(stats_sql)} FROM dpsql_looked_up"
+                        ).fetchall()[0]
+    report.rows_read = int(stats[0])
     if report.rows_read == 0:
         raise DataError("the source has no rows; a release of an empty table is meaningless. "
                         "Check the source path or the query.")
-
-    used = {a.name: a for a in spec.attributes.values()
-            if any(a.name in v.levels for v in spec.views)}
-    conditions: list[str] = []  # WHERE clauses applied in order
-    selects: list[str] = []
-    joins: list[str] = []
-    for attr in used.values():
-        # NULL policy.
-        null_sql = " OR ".join(f"{quote_ident(c)} IS NULL" for c in attr.columns)
-        nulls = _count(con, f"SELECT count(*) FROM dpsql_src WHERE {null_sql}")
+    it = iter(stats[1:])
+    for attr in used:
+        n = attr.name
+        nulls = int(next(it))
         if nulls and attr.on_null == "error":
-            raise DataError(f"attribute {attr.name!r} has {nulls} NULL value(s); clean them, or "
-                            f"set on_null = \"drop\" for attributes.{attr.name}")
+            raise DataError(f"attribute {n!r} has {nulls} NULL value(s); clean them, or "
+                            f"set on_null = \"drop\" for attributes.{n}")
         if nulls:
-            report.add(attr.name, "dropped (NULL)", nulls)
-            conditions.append(f"NOT ({null_sql})")
-        selects.append(_code_expr(con, attr, report, conditions, joins,
-                                  (hierarchy_codes or {}).get(attr.name)))
+            report.add(n, "dropped (NULL)", nulls)
+            conditions.append(f"NOT n_{n}")
+        bad = int(next(it))
+        if isinstance(attr, Range):
+            nan = int(next(it))
+            code_cols.append(_range_code(attr, report, conditions, bad, nan))
+        else:
+            code_cols.append(f"c_{n}")
+            if bad:
+                _out_of_domain(con, attr, bad)
+                report.add(n, "dropped (out of domain)" if isinstance(attr, Categorical)
+                           else "dropped (not in spine)", bad)
+                conditions.append(f"c_{n} IS NOT NULL")
     where = " AND ".join(conditions) if conditions else "TRUE"
     unit = spec.unit
-    unit_select = f", {quote_ident(unit.column)} AS dpsql_unit" if unit.column else ""
-    con.execute(
-        f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(selects)}{unit_select} "
-        f"FROM dpsql_src {' '.join(joins)} WHERE {where}")
+    unit_select = ", dpsql_unit" if unit.column else ""
+    con.execute(f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(code_cols)}{unit_select} "
+                f"FROM dpsql_looked_up WHERE {where}")
+    con.execute("DROP TABLE dpsql_looked_up")
     kept = _count(con, "SELECT count(*) FROM dpsql_coded")
     if unit.column is not None:
         # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random
         # by a salted hash (the salt comes from the release RNG).
-        codes = ", ".join(f"c_{a}" for a in used)
+        codes = ", ".join(f"c_{a.name}" for a in used)
         con.execute(
             "CREATE TEMP TABLE dpsql_rows AS SELECT * EXCLUDE (dpsql_rank) FROM ("
             f"SELECT {codes}, row_number() OVER (PARTITION BY dpsql_unit ORDER BY "
@@ -160,79 +195,87 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
     return report
 
 
-def _code_expr(con: duckdb.DuckDBPyConnection, attr, report: IngestReport,
-               conditions: list[str], joins: list[str],
-               spine_codes: np.ndarray | None = None) -> str:
-    """SQL for the attribute's integer code; registers policy filters and joins."""
+def _lookup(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
+            ) -> tuple[list[str], str | None]:
+    """Pass-1 select items (and join) for one attribute: ``n_<a>`` (NULL flag) and
+    ``c_<a>`` (domain code, NULL when not in the domain) or ``v_<a>`` (range value)."""
     name = attr.name
+    nulls = " OR ".join(f"dpsql_src.{quote_ident(c)} IS NULL" for c in attr.columns)
+    flag = f"({nulls}) AS n_{name}"
     if isinstance(attr, Range):
-        col = f"CAST({quote_ident(name)} AS DOUBLE)"
-        out = f"({col} < {attr.lower!r} OR {col} >= {attr.upper!r} OR isnan({col}))"
-        bad = _count(con, f"SELECT count(*) FROM dpsql_src WHERE {out}")
-        if bad and attr.on_out_of_bounds == "error":
-            raise DataError(f"range attribute {name!r} has {bad} value(s) outside "
-                            f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
-                            f"on_out_of_bounds = \"clamp\" or \"drop\"")
-        if bad and attr.on_out_of_bounds == "drop":
-            report.add(name, "dropped (out of bounds)", bad)
-            conditions.append(f"NOT {out}")
-        elif bad:
-            nan = _count(con, f"SELECT count(*) FROM dpsql_src WHERE isnan({col})")
-            if nan:
-                raise DataError(f"range attribute {name!r} has {nan} NaN value(s); NaN cannot "
-                                "be clamped into a bin: drop them in a 'sql' source")
-            report.add(name, "clamped (out of bounds)", bad)
-        width = (attr.upper - attr.lower) / attr.bins
-        return (f"CAST(least(greatest(floor(({col} - {attr.lower!r}) / {width!r}), 0), "
-                f"{attr.bins - 1}) AS BIGINT) AS c_{name}")
+        return [flag, f"CAST(dpsql_src.{quote_ident(name)} AS DOUBLE) AS v_{name}"], None
+    table, alias = f"dpsql_dom_{name}", f"dpsql_j_{name}"
     if isinstance(attr, Categorical):
-        table = f"dpsql_dom_{name}"
         values = list(attr.values)
-        if all(isinstance(v, str) for v in values):
-            key, cast = "VARCHAR", f"CAST({quote_ident(name)} AS VARCHAR)"
-        elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-            key, cast = "BIGINT", f"TRY_CAST({quote_ident(name)} AS BIGINT)"
-        else:
-            key, cast = "DOUBLE", f"TRY_CAST({quote_ident(name)} AS DOUBLE)"
-        con.execute(f"CREATE TEMP TABLE {table} (v {key}, code BIGINT)")
-        con.executemany(f"INSERT INTO {table} VALUES (?, ?)",
-                        [(v, i) for i, v in enumerate(values)])
-        match = f"{cast} IN (SELECT v FROM {table})"
-        bad = _count(con, f"SELECT count(*) FROM dpsql_src WHERE {quote_ident(name)} IS NOT "
-                          f"NULL AND NOT ({match})")
-        if bad:
-            example = con.execute(
-                f"SELECT {quote_ident(name)} FROM dpsql_src WHERE {quote_ident(name)} IS NOT "
-                f"NULL AND NOT ({match}) LIMIT 1").fetchall()[0][0]
-            if attr.on_out_of_domain == "error":
-                raise DataError(f"attribute {name!r} has {bad} value(s) outside its public "
-                                f"domain, e.g. {example!r}; add them to the domain, or set "
-                                f"on_out_of_domain = \"drop\"")
-            report.add(name, "dropped (out of domain)", bad)
-        alias = f"dpsql_j_{name}"
-        joins.append(f"JOIN {table} AS {alias} ON {alias}.v = {cast}")
-        return f"{alias}.code AS c_{name}"
-    if isinstance(attr, Hierarchy):
-        table = f"dpsql_dom_{name}"
-        cols = ", ".join(f"{quote_ident(c)} VARCHAR" for c in attr.columns)
-        con.execute(f"CREATE TEMP TABLE {table} ({cols}, code BIGINT)")
-        con.executemany(
-            f"INSERT INTO {table} VALUES ({', '.join('?' for _ in attr.columns)}, ?)",
-            [(*p, int(spine_codes[i]) if spine_codes is not None else i)
-             for i, p in enumerate(attr.paths)])
-        alias = f"dpsql_j_{name}"
-        on = " AND ".join(f"{alias}.{quote_ident(c)} = CAST(dpsql_src.{quote_ident(c)} AS VARCHAR)"
-                          for c in attr.columns)
-        bad = _count(con, f"SELECT count(*) FROM dpsql_src LEFT JOIN {table} AS {alias} ON {on} "
-                          f"WHERE {alias}.code IS NULL AND " +
-                          " AND ".join(f"dpsql_src.{quote_ident(c)} IS NOT NULL"
-                                       for c in attr.columns))
-        if bad:
-            if attr.on_out_of_domain == "error":
-                raise DataError(f"hierarchy {name!r} has {bad} row(s) whose path "
-                                f"({', '.join(attr.columns)}) is not in the public spine; fix "
-                                f"the spine or set on_out_of_domain = \"drop\"")
-            report.add(name, "dropped (not in spine)", bad)
-        joins.append(f"JOIN {table} AS {alias} ON {on}")
-        return f"{alias}.code AS c_{name}"
-    raise SpecError(f"unknown attribute kind for {name!r}")  # pragma: no cover
+        key, cast = _key_type(values, f"dpsql_src.{quote_ident(name)}")
+        arrow_type = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}[key]
+        _create_from_arrow(con, table, pa.table({
+            "v": pa.array(values, arrow_type),
+            "code": pa.array(np.arange(len(values), dtype=np.int64))}))
+        join = f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
+    else:
+        columns = {c: pa.array([p[j] for p in attr.paths], pa.string())
+                   for j, c in enumerate(attr.columns)}
+        columns["code"] = pa.array(spine_codes if spine_codes is not None
+                                   else np.arange(len(attr.paths), dtype=np.int64))
+        _create_from_arrow(con, table, pa.table(columns))
+        on = " AND ".join(f"{alias}.{quote_ident(c)} = "
+                          f"CAST(dpsql_src.{quote_ident(c)} AS VARCHAR)" for c in attr.columns)
+        join = f"LEFT JOIN {table} AS {alias} ON {on}"
+    return [flag, f"{alias}.code AS c_{name}"], join
+
+
+def _key_type(values: list, column: str) -> tuple[str, str]:
+    if all(isinstance(v, str) for v in values):
+        return "VARCHAR", f"CAST({column} AS VARCHAR)"
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        return "BIGINT", f"TRY_CAST({column} AS BIGINT)"
+    return "DOUBLE", f"TRY_CAST({column} AS DOUBLE)"
+
+
+def _range_code(attr: Range, report: IngestReport, conditions: list[str], bad: int,
+                nan: int) -> str:
+    """The bin index of a range value after the out-of-bounds policy."""
+    n = attr.name
+    if bad and attr.on_out_of_bounds == "error":
+        raise DataError(f"range attribute {n!r} has {bad} value(s) outside "
+                        f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
+                        f"on_out_of_bounds = \"clamp\" or \"drop\"")
+    if bad and attr.on_out_of_bounds == "drop":
+        report.add(n, "dropped (out of bounds)", bad)
+        conditions.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
+    elif bad:
+        if nan:
+            raise DataError(f"range attribute {n!r} has {nan} NaN value(s); NaN cannot be "
+                            "clamped into a bin: drop them in a 'sql' source")
+        report.add(n, "clamped (out of bounds)", bad)
+    width = (attr.upper - attr.lower) / attr.bins
+    return (f"CAST(least(greatest(floor((v_{n} - {attr.lower!r}) / {width!r}), 0), "
+            f"{attr.bins - 1}) AS BIGINT) AS c_{n}")
+
+
+def _out_of_domain(con: duckdb.DuckDBPyConnection, attr, bad: int) -> None:
+    """Raise the policy error for values outside a categorical domain or a spine."""
+    if attr.on_out_of_domain != "error":
+        return
+    if isinstance(attr, Categorical):
+        key, cast = _key_type(list(attr.values), quote_ident(attr.name))
+        example = con.execute(
+            f"SELECT {quote_ident(attr.name)} FROM dpsql_src WHERE {quote_ident(attr.name)} "
+            f"IS NOT NULL AND {cast} NOT IN (SELECT v FROM dpsql_dom_{attr.name}) LIMIT 1"
+        ).fetchall()
+        shown = f", e.g. {example[0][0]!r}" if example else ""
+        raise DataError(f"attribute {attr.name!r} has {bad} value(s) outside its public "
+                        f"domain{shown}; add them to the domain, or set "
+                        f"on_out_of_domain = \"drop\"")
+    raise DataError(f"hierarchy {attr.name!r} has {bad} row(s) whose path "
+                    f"({', '.join(attr.columns)}) is not in the public spine; fix the spine "
+                    f"or set on_out_of_domain = \"drop\"")
+
+
+def _create_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register("dpsql_arrow_tmp", table)
+    try:
+        con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM dpsql_arrow_tmp")
+    finally:
+        con.unregister("dpsql_arrow_tmp")
