@@ -42,4 +42,19 @@ __all__ = [
     "SqlSyntaxError",
     "UnsupportedQueryError",
     "Warning",
+    "connect",
 ]
+
+# Query-side entry points, imported on first use so that `import dpsql` stays light.
+_LAZY = {"connect": ("dpsql.dbapi", "connect")}
+
+
+def __getattr__(name: str):  # PEP 562
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dpsql' has no attribute {name!r}")
