@@ -362,12 +362,16 @@ class ThresholdAccuracy:
     Not simultaneous over nodes, not additive (a parent is not the sum of its children),
     not unbiased, and not a variance: it does not fit the additive ErrorModel contract.
     ``mrmse_bound`` bounds E[max(|ŵ_u − w_u| − alpha·w_u, 0)²]^{1/2} for every node
-    (ClipWrapper, Lemma 3.3: √((alpha·tau_min)² + 4η R²)); None without the wrapper."""
+    (ClipWrapper, Lemma 3.3: √((alpha·tau_min)² + 4η R²)); ``additive_bound`` = 2R holds
+    for every node on every run (the clamp interval contains w). Both are None without
+    the wrapper. In practice 2R ≪ alpha·tau_min, so the clamp, not the multiplicative
+    bucket, decides the final accuracy of all but the largest counts."""
 
     alpha: float
     tau_min: float
     eta: float
     mrmse_bound: float | None
+    additive_bound: float | None = None
 
     def allowance(self, true_counts: np.ndarray) -> np.ndarray:
         """alpha·max(w, tau_min) for each true count w."""
@@ -628,7 +632,8 @@ def alpha_tree(parents: Sequence[np.ndarray], leaf_counts: np.ndarray, budget: A
     a_eff = sched.alpha / 2.0 if midpoint else sched.alpha
     mrmse = (math.sqrt((a_eff * sched.tau_min) ** 2 + 4.0 * sched.eta * sched.clip_radius ** 2)
              if clip else None)
-    acc = ThresholdAccuracy(alpha=a_eff, tau_min=sched.tau_min, eta=sched.eta, mrmse_bound=mrmse)
+    acc = ThresholdAccuracy(alpha=a_eff, tau_min=sched.tau_min, eta=sched.eta, mrmse_bound=mrmse,
+                            additive_bound=2.0 * sched.clip_radius if clip else None)
     info = {"root_bound": float(bound), "rungs": ell, "draws": draws,
             "svt_top_max": svt_top_max, "transitions_max": transitions_max,
             "spent": (str(total_e), str(total_d))}

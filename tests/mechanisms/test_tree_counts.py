@@ -492,6 +492,38 @@ def test_classification_and_forest_invariants(seed):
         tid = new
 
 
+@pytest.mark.statistical
+@pytest.mark.parametrize("case", ["heavy_leaf", "all_light"])
+def test_classification_misclassification_rate(case):
+    """§6.13: with w_root ≤ M_1 and the scheduled margins, a heavy node
+    (w ≥ (1+β)τ_1) labelled ⊥ or a light one (w < (1−β)τ_1) labelled ⊤ happens in at most
+    η_1 of the runs (+5 SE); a single heavy leaf and an all-light tree."""
+    parents = regular_tree(3, 3)
+    sizes = [1, 3, 9, 27]
+    s = alpha_schedule(3, ApproxDP(1, "1e-6"), alpha=0.5, neighbouring="add_remove")
+    tau, big_m = s.thresholds(1)
+    tau1 = float(tau[0])
+    x = np.zeros(27, dtype=np.int64)
+    if case == "heavy_leaf":
+        x[13] = int(math.ceil((1 + s.beta) * tau1))
+    else:
+        x[:] = int((1 - s.beta) * tau1 / 27) - 1
+    counts = tree_level_counts(parents, x)
+    assert counts[0][0] <= big_m[0]
+    g = rng(21)
+    bad_runs = 0
+    reps = 200
+    for _ in range(reps):
+        tid = [np.zeros(n, np.int64) for n in sizes]
+        top, _ = tc._classify(counts, parents, sizes, tid, tau1, float(s.margin[0]),
+                              float(s.radius[0]), s, 0, g)
+        wrong = any(np.any((counts[k] >= (1 + s.beta) * tau1) & ~top[k])
+                    or np.any((counts[k] < (1 - s.beta) * tau1) & top[k]) for k in range(4))
+        bad_runs += wrong
+    eta1 = math.exp(float(s.log_eta[0]))
+    assert bad_runs / reps <= eta1 + 5 * math.sqrt(eta1 * (1 - eta1) / reps)
+
+
 def _path_nonincreasing(values, parents):
     return all(np.all(values[k + 1] <= values[k][parents[k]] * (1 + 1e-12))
                for k in range(len(parents)))
@@ -524,7 +556,7 @@ def test_alpha_outputs_structure_and_ledger(nb, midpoint):
         assert np.all(np.isfinite(u)) and np.all(np.isin(u, grid))
         err_u = np.abs(u - counts[k])
         err = np.abs(out.estimates[k] - counts[k])
-        assert np.all(err <= err_u + 1e-9) and np.all(err <= 2 * s.clip_radius + 1e-9)
+        assert np.all(err <= err_u + 1e-9) and np.all(err <= out.accuracy.additive_bound + 1e-9)
     assert _path_nonincreasing(out.unclipped, parents)
     assert out.info["svt_top_max"] <= s.cutoff
     assert out.accuracy.alpha == (0.25 if midpoint else 0.5)
