@@ -413,6 +413,10 @@ def alpha_schedule(depth: int, budget: ApproxDP, *, alpha: float,
     Noise is the discrete Laplace (exact sampler) and its truncation to [−R, R]; margins and
     radii are computed for those distributions, and τ_min is the smallest value meeting the
     exact per-rung conditions (digest E16) rather than the looser closed form of Cor. 4.7.
+    The SVT margin is Δ_i = t_q + t_t, the smallest integers with
+    (d+1)·P[|ν| > t_q] ≤ η_i/2 over the at most d+1 query draws and
+    min(d+1, c)·P[|ρ| > t_t] ≤ η_i/2 over the thresholds compared against (exact discrete
+    Laplace tails), so with probability ≥ 1 − η_i: ⊤ ⇒ f ≥ τ − Δ and ⊥ ⇒ f < τ + Δ.
     Sensitivity Δ = L1 per level (m, or 2m under substitution) is used for every query:
     a unit's changes spread over the trees of a rung's forest sum to at most Δ, and every
     step's loss is linear in the change it sees (SVT, Laplace) or superadditive (the δ of
@@ -449,7 +453,8 @@ def alpha_schedule(depth: int, budget: ApproxDP, *, alpha: float,
     if clip_b is not None:
         noisy_levels = d if nb is Neighbouring.SUBSTITUTE else d + 1
         clip_scale = l1 * noisy_levels / float(clip_b.epsilon)
-        clip_radius = float(_tl_radius(clip_scale, l1, math.log(float(clip_b.delta) / noisy_levels)))
+        clip_radius = float(_tl_radius(clip_scale, l1,
+                                       math.log(float(clip_b.delta) / noisy_levels)))
     beta = a / (6.0 + 5.0 * a)
     r = 1.0 + 2.0 * a / 3.0
     c = math.ceil(1.0 + a)                                  # = M_i/((1−β)τ_i) rounded up
