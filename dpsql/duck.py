@@ -1,0 +1,307 @@
+"""Attach a release to any DuckDB connection and query it with dpsql's SQL surface.
+
+``attach`` ATTACHes the release file READ_ONLY under an alias (default: the release
+name), reads its catalog once, and registers dpsql's Python UDFs on the connection
+(once per connection: registration is idempotent). ``plan`` / ``sql`` / ``execute`` run
+the planner (:mod:`dpsql.planner`) and DuckDB.
+
+UDFs (Arrow-vectorised, deterministic, read-only; they evaluate public error models or
+the public prefix sums loaded at attach time and never touch the connection):
+
+* ``dp_error(what, 'alias.view', level, nodes BIGINT[], param)`` — the error columns the
+  planner emits: ``stderr``, ``half`` (CI half-width at confidence ``param``) or
+  ``bound`` (at failure probability ``param``), from the view's error model on exactly
+  the nodes of the output row;
+* ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
+  (negative counts clipped to 0, uniform within a bin);
+* ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
+  ``dp_quantile(view, attr, p)`` — over a range view's prefix table, with uniform
+  interpolation inside a bin. ``view`` is ``'view'`` or ``'alias.view'``.
+
+This module imports :mod:`dpsql.accuracy` (through the planner) but never
+:mod:`dpsql.mechanisms` or the RNG: answering queries is post-processing.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from dpsql.errors import OperationalError, ProgrammingError, UnsupportedQueryError
+from dpsql.planner import PlannedQuery, plan_query
+from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.release.store import read_catalog
+
+
+@dataclass
+class _State:
+    catalog: Catalog = field(default_factory=Catalog)
+    prefixes: dict[str, np.ndarray] = field(default_factory=dict)  # view key -> cum[K+1]
+    registered: bool = False
+
+
+_STATES: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _State]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _state(con: duckdb.DuckDBPyConnection) -> _State:
+    st = _STATES.get(con)
+    if st is None:
+        st = _State()
+        _STATES[con] = st
+    return st
+
+
+def catalog_of(con: duckdb.DuckDBPyConnection) -> Catalog:
+    """The catalog of every release attached to ``con`` through :func:`attach`."""
+    return _state(con).catalog
+
+
+def _lit(s: str) -> str:
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def _ident(s: str) -> str:
+    return '"' + str(s).replace('"', '""') + '"'
+
+
+def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None) -> str:
+    """ATTACH the release at ``path`` read-only under ``name`` (default: the release
+    name), register the UDFs and cache the catalog on ``con``; return the alias."""
+    p = Path(path)
+    if not p.exists():
+        raise OperationalError(f"release file {str(p)!r} does not exist")
+    st = _state(con)
+    if name is None:
+        probe = duckdb.connect()
+        try:
+            probe.execute(f"ATTACH {_lit(str(p))} AS dpsql_probe (READ_ONLY)")
+            name = probe.execute("SELECT name FROM dpsql_probe.dpsql_release").fetchall()[0][0]
+        except duckdb.Error as err:
+            raise OperationalError(f"cannot read {str(p)!r} as a dpsql release: {err}"
+                                   ) from err
+        finally:
+            probe.close()
+    attached = {r[0]: r[1] for r in con.execute(
+        "SELECT database_name, path FROM duckdb_databases()").fetchall()}
+    if name in attached:
+        if attached[name] is None or Path(attached[name]).resolve() != p.resolve():
+            raise ProgrammingError(f"the alias {name!r} is already used by another database; "
+                                   "pass name= to attach the release under another alias")
+    else:
+        try:
+            con.execute(f"ATTACH {_lit(str(p))} AS {_ident(name)} (READ_ONLY)")
+        except duckdb.Error as err:
+            raise OperationalError(f"cannot attach {str(p)!r}: {err}") from err
+    release = read_catalog(con, str(p), schema=name)
+    views = []
+    for vm in release.views.values():
+        dense = all(con.execute(f"SELECT COUNT(*) FROM {_ident(name)}.{_ident(lv.table)}"
+                                ).fetchall()[0][0] == lv.n_nodes for lv in vm.levels)
+        v = ViewInfo(name, vm, dense, vm.error_model)
+        views.append(v)
+        if vm.prefix_table:
+            cum = con.execute(f"SELECT SUM(cum) FROM {_ident(name)}.{_ident(vm.prefix_table)} "
+                              "GROUP BY bin ORDER BY bin").fetchall()
+            st.prefixes[v.key] = np.array([c[0] for c in cum], dtype=np.float64)
+    sizes = []
+    for a in release.attributes.values():
+        if a.kind == "range":
+            continue
+        for c in a.columns:
+            n = con.execute(f"SELECT COUNT(DISTINCT {_ident(c)}) FROM {_ident(name)}."
+                            f"{_ident(a.domain_table)}").fetchall()[0][0]
+            sizes.append((c, int(n)))
+    st.catalog = st.catalog.with_release(ReleaseInfo(name, release, tuple(views),
+                                                     tuple(sizes)))
+    register(con)
+    return name
+
+
+def plan(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
+         ) -> PlannedQuery:
+    """Plan ``query``: DuckDB SQL over the attached release tables, its info, columns."""
+    planned = plan_query(catalog_of(con), query, params)
+    try:
+        cols = tuple(con.sql(planned.sql).columns)
+    except duckdb.Error as err:
+        raise _translate(err, planned.sql) from err
+    return replace(planned, columns=cols)
+
+
+def sql(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
+        ) -> duckdb.DuckDBPyRelation:
+    """``con.sql`` over the planned query: a lazy DuckDB relation."""
+    planned = plan_query(catalog_of(con), query, params)
+    try:
+        return con.sql(planned.sql)
+    except duckdb.Error as err:
+        raise _translate(err, planned.sql) from err
+
+
+def execute(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
+            ) -> tuple[duckdb.DuckDBPyConnection, dict]:
+    """Run the planned query with ``con.execute``; return (result cursor, dp_info)."""
+    planned = plan_query(catalog_of(con), query, params)
+    try:
+        return con.execute(planned.sql), planned.info
+    except duckdb.Error as err:
+        raise _translate(err, planned.sql) from err
+
+
+def _translate(err: duckdb.Error, sql_text: str) -> Exception:
+    if isinstance(err, (duckdb.BinderException, duckdb.CatalogException,
+                        duckdb.ParserException)):
+        return ProgrammingError(f"DuckDB rejected the planned query: {err}")
+    return OperationalError(f"DuckDB failed on the planned query: {err}")
+
+
+# --------------------------------------------------------------------------------------
+# UDFs
+# --------------------------------------------------------------------------------------
+
+def register(con: duckdb.DuckDBPyConnection) -> None:
+    """Register dpsql's UDFs on ``con`` (once; later calls do nothing)."""
+    st = _state(con)
+    if st.registered:
+        return
+    ref = weakref.ref(st)
+    from duckdb import sqltypes as T
+    D, V, I, B = T.DOUBLE, T.VARCHAR, T.INTEGER, T.BIGINT
+
+    def dp_error(what, key, level, nodes, param):
+        return _dp_error(ref(), what, key, level, nodes, param)
+
+    def dp_range_count(view, attr, lo, hi):
+        return _dp_prefix(ref(), "range", view, attr, lo, hi)
+
+    def dp_cdf(view, attr, x):
+        return _dp_prefix(ref(), "cdf", view, attr, x)
+
+    def dp_quantile(view, attr, p):
+        return _dp_prefix(ref(), "quantile", view, attr, p)
+
+    fns = [
+        ("dp_error", dp_error, [V, V, I, duckdb.list_type(B), D]),
+        ("dp_hist_quantile", _dp_hist_quantile,
+         [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
+        ("dp_range_count", dp_range_count, [V, V, D, D]),
+        ("dp_cdf", dp_cdf, [V, V, D]),
+        ("dp_quantile", dp_quantile, [V, V, D]),
+    ]
+    for fname, fn, params in fns:
+        con.create_function(fname, fn, params, D, type="arrow", side_effects=False)
+    st.registered = True
+
+
+def _py(arr: Any) -> list:
+    return arr.to_pylist()
+
+
+def _view(st: _State | None, key: str) -> ViewInfo:
+    if st is None:  # pragma: no cover - the connection is gone
+        raise OperationalError("the connection's dpsql state is gone")
+    v = st.catalog.find_view(key)
+    if v is None:
+        raise ProgrammingError(f"no attached view {key!r} (or it is ambiguous: write "
+                               "'alias.view')")
+    return v
+
+
+def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
+    out = []
+    z_cache: dict[float, float] = {}
+    for w, k, lv, ids, p in zip(_py(what), _py(key), _py(level), _py(nodes), _py(param)):
+        v = _view(st, k)
+        ids_np = np.asarray(ids or [], dtype=np.int64)
+        var = v.model.sum_variance(lv, ids_np)
+        if w == "stderr":
+            out.append(None if var is None else math.sqrt(var.value))
+        elif w == "half":
+            if var is None:
+                out.append(float(v.model.sum_bound(lv, ids_np, 1.0 - p)))
+            else:
+                z = z_cache.setdefault(p, NormalDist().inv_cdf(0.5 + p / 2.0))
+                out.append(z * math.sqrt(var.value))
+        elif w == "bound":
+            out.append(float(v.model.sum_bound(lv, ids_np, p)))
+        else:
+            raise ProgrammingError(f"dp_error: unknown quantity {w!r}")
+    return pa.array(out, pa.float64())
+
+
+def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:
+    """The p-quantile of a histogram: bins merged by lower edge, negative counts clipped
+    to 0, uniform within a bin. None for an empty (all-zero) histogram."""
+    if counts.size == 0:
+        return None
+    edges, inv = np.unique(lo, return_inverse=True)
+    c = np.maximum(np.bincount(inv, weights=counts), 0.0)
+    tops = np.zeros(edges.size)
+    np.maximum.at(tops, inv, hi)
+    total = c.sum()
+    if total <= 0:
+        return None
+    cum = np.cumsum(c)
+    target = p * total
+    j = int(np.searchsorted(cum, target, side="left"))
+    j = min(j, c.size - 1)
+    while c[j] == 0 and j > 0 and cum[j - 1] >= target:
+        j -= 1
+    before = cum[j] - c[j]
+    frac = 0.0 if c[j] == 0 else min(max((target - before) / c[j], 0.0), 1.0)
+    return float(edges[j] + frac * (tops[j] - edges[j]))
+
+
+def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
+    out = [hist_quantile(np.asarray(c, float), np.asarray(a, float), np.asarray(b, float), q)
+           for c, a, b, q in zip(_py(counts), _py(lo), _py(hi), _py(p))]
+    return pa.array(out, pa.float64())
+
+
+def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
+    views, attrs, xs = _py(view), _py(attr), np.asarray(_py(x), dtype=np.float64)
+    ys = np.asarray(_py(y), dtype=np.float64) if y is not None else None
+    out = np.empty(xs.size)
+    keys = sorted(set(zip(views, attrs)))
+    vk = np.array([f"{a}\x00{b}" for a, b in zip(views, attrs)], dtype=object)
+    for vname, aname in keys:
+        sel = vk == f"{vname}\x00{aname}"
+        v = _view(st, vname)
+        if v.meta.attributes[-1] != aname or v.key not in st.prefixes:
+            raise ProgrammingError(
+                f"{what}: view {vname!r} has no prefix table over {aname!r}; use a view whose "
+                f"last attribute is {aname!r}")
+        a = v.meta.attributes and st.catalog.find_view(v.key)
+        meta = next(r for r in st.catalog.releases if r.alias == v.alias).attributes[aname]
+        cum = st.prefixes[v.key]
+        grid = np.arange(cum.size, dtype=np.float64)
+
+        def F(t: np.ndarray) -> np.ndarray:
+            return np.interp((t - meta.lower) / meta.width, grid, cum)
+
+        if what == "range":
+            out[sel] = F(ys[sel]) - F(xs[sel])
+        elif what == "cdf":
+            out[sel] = F(xs[sel]) / cum[-1] if cum[-1] > 0 else np.nan
+        else:
+            mono = np.maximum.accumulate(np.maximum(cum, 0.0))
+            target = np.clip(xs[sel], 0.0, 1.0) * mono[-1]
+            j = np.clip(np.searchsorted(mono, target, side="left"), 1, cum.size - 1)
+            step = mono[j] - mono[j - 1]
+            frac = np.where(step > 0, (target - mono[j - 1]) / np.where(step > 0, step, 1), 0)
+            out[sel] = meta.lower + (j - 1 + frac) * meta.width
+        del a
+    return pa.array(out, pa.float64())
+
+
+__all__ = ["attach", "catalog_of", "execute", "hist_quantile", "plan", "register", "sql"]

@@ -1,0 +1,124 @@
+"""The SQL planner: analyst SQL in, DuckDB SQL over the release tables out.
+
+An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3):
+
+1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries, bind
+   parameters as literals *before* planning;
+2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
+   that it is only used under supported aggregates;
+3. :mod:`~dpsql.planner.choose_view` — pick the covering view with the smallest
+   predicted error and the level to read;
+4. :mod:`~dpsql.planner.rewrite_query` — replace the reference by a subquery over that
+   level table and the aggregates by sums over its nodes.
+
+Everything else (joins with public tables, CTEs, windows over the aggregates, HAVING,
+ORDER BY, LIMIT, ROLLUP/CUBE/GROUPING SETS/GROUP BY ALL) is left for DuckDB to run as
+written. sqlglot types never cross this package's public functions: they take and return
+strings, dicts and frozen dataclasses. The planner does no I/O: it reads only the
+:class:`~dpsql.planner.catalog.Catalog` built at attach time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.planner.choose_view import Choice, choose_view
+from dpsql.planner.find_references import Reference, find_references
+from dpsql.planner.parse_sql import DIALECT, bind_params, parse_sql
+from dpsql.planner.rewrite_query import rewrite_reference
+
+INTERPOLATION = "uniform"
+
+
+@dataclass(frozen=True)
+class PlannedQuery:
+    """The result of planning: DuckDB SQL, the ``dp_info`` dict, the output columns."""
+
+    sql: str
+    info: dict[str, Any] = field(hash=False, compare=False)
+    columns: tuple[str, ...] = ()
+
+
+def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
+               ) -> PlannedQuery:
+    """Plan ``query`` against the attached releases in ``catalog``."""
+    tree = bind_params(parse_sql(query), params).copy()
+    refs = find_references(tree, catalog)
+    choices = [choose_view(r) for r in refs]
+    for ref, choice in zip(refs, choices):
+        rewrite_reference(ref, choice)
+    sql = tree.sql(dialect=DIALECT)
+    columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
+    return PlannedQuery(sql, describe(refs, choices), columns)
+
+
+def describe(refs: Sequence[Reference], choices: Sequence[Choice]) -> dict[str, Any]:
+    """The ``cursor.dp_info`` dict: one entry per reference, the first one also flat."""
+    entries = [_describe_one(r, c) for r, c in zip(refs, choices)]
+    info: dict[str, Any] = {"private": bool(entries), "references": entries}
+    if entries:
+        info.update({k: v for k, v in entries[0].items()})
+        info["seeded"] = any(e["seeded"] for e in entries)
+        info["notes"] = sorted({n for e in entries for n in e["notes"]})
+    else:
+        info["notes"] = ["the query reads no private table: it is run as written"]
+    return info
+
+
+def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
+    v = choice.view
+    model = v.model
+    bound_model = model.sum_variance(choice.level, _first(v)) is None
+    rel = ref.release.release
+    notes = []
+    approx = sorted({a.kind for a in ref.aggregates if a.kind in ("sum", "avg", "quantile")})
+    if approx:
+        notes.append("SUM/AVG/quantiles of binned attributes are approximate: computed from "
+                     "the released histogram (bin midpoints, uniform within a bin)")
+    if ref.ranges and not choice.aligned:
+        notes.append("a range bound falls inside a bin: uniform interpolation (the bin "
+                     "contributes the fraction of its width inside the range); error columns "
+                     "use the outer cover of whole bins and are approximate")
+    if ref.ranges:
+        notes.append("binned attributes are a continuous axis: < and <= (> and >=) are the "
+                     "same bound; values outside the domain were handled at build time by "
+                     "the spec's out-of-bounds policy")
+    if bound_model:
+        notes.append("this view's error model gives high-probability bounds, not variances: "
+                     "dp_stderr() is NULL and dp_ci_low/dp_ci_high use dp_bound(1 - conf)")
+    if rel.seeded:
+        notes.append("the release was built with a fixed seed: NOT PRIVATE (tests/demos only)")
+    return {
+        "table": ref.table.name,
+        "release": rel.name,
+        "alias": ref.release.alias,
+        "view": v.name,
+        "level": choice.level,
+        "level_table": v.level(choice.level).table,
+        "levels": [lv.table for lv in v.meta.levels],
+        "mechanism": v.meta.mechanism,
+        "budget": str(v.meta.budget),
+        "error_model": model.kind,
+        "error_family": "bound" if bound_model else "variance",
+        "interpolation": (INTERPOLATION if ref.ranges and not choice.aligned
+                          else "none (bounds on the bin grid)" if ref.ranges else "none"),
+        "ranges": [{"attribute": r.attribute, "lo": r.lo, "hi": r.hi} for r in ref.ranges],
+        "approximate": approx,
+        "predicted_error95": choice.predicted,
+        "candidates": [{"view": n, "level": k, "predicted_error95": p}
+                       for n, k, p in choice.candidates],
+        "seeded": rel.seeded,
+        "rng": rel.rng,
+        "notes": notes,
+    }
+
+
+def _first(v: ViewInfo):
+    import numpy as np
+    return np.zeros(1, dtype=np.int64)
+
+
+__all__ = ["Catalog", "PlannedQuery", "ReleaseInfo", "ViewInfo", "plan_query", "describe"]

@@ -1,0 +1,151 @@
+"""Pass 3: choose the view and the level that answer a reference.
+
+**Covering.** A view covers a reference when every attribute it uses (label columns,
+range filters, aggregated binned attributes) is one of the view's attributes.
+
+**Level.** The level read is the shallowest one at which every used label column is
+resolved: grouping by a prefix of the view's levels reads that level's table, any other
+subset reads the deepest level it needs (for a view ordered geo → mode, ``GROUP BY mode``
+reads the leaves). A binned attribute that is only filtered, with bounds on the bin grid
+of a coarser level, reads that coarser level (fewer nodes: the minimal cover for bound
+models); unaligned bounds and SUM/AVG/quantiles read the attribute's finest bins.
+
+**Predicted error.** Among covering views the planner picks the smallest predicted 95 %
+half-width of one output row, from each view's own error model (no data): for a range
+view queried without grouping, ``range_variance`` of the query's bin range; otherwise
+``m`` nodes of the chosen level, with ``m`` = level size / number of groups × filter
+selectivity, as ``sum_bound(level, m nodes, 0.05)`` for bound models and
+``1.96·sqrt(sum_variance(level, m sibling nodes))`` for variance models (a prediction to
+rank views; the error columns themselves use the row's actual nodes). Ties go to the
+shallower level, then to the view name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.catalog import ReleaseInfo, ViewInfo
+from dpsql.planner.find_references import RangeFilter, Reference
+
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The view and level that answer one reference."""
+
+    view: ViewInfo
+    level: int
+    aligned: bool  # every range filter falls on the bin grid of ``level`` (no weights)
+    predicted: float  # predicted 95 % half-width of one output row
+    candidates: tuple[tuple[str, int, float], ...]  # (view, level, predicted) per candidate
+
+
+def choose_view(ref: Reference) -> Choice:
+    needed = ref.needed_attributes()
+    covering = [v for v in ref.candidates if needed <= set(v.meta.attributes)]
+    if not covering:
+        missing = sorted(needed - set().union(*(set(v.meta.attributes)
+                                                for v in ref.candidates)))
+        names = ", ".join(f"{v.name} ({', '.join(v.meta.attributes)})" for v in ref.candidates)
+        what = (f"attribute(s) {', '.join(missing)} are in no view" if missing else
+                f"no single view covers {', '.join(sorted(needed))} together")
+        raise UnsupportedQueryError(
+            f"{what} of the table {ref.table.name!r}; the views are: {names}. Query "
+            "attributes that one view covers, or split the query")
+    scored = []
+    for v in covering:
+        level, aligned = _level_for(v, ref)
+        scored.append((_predict(v, level, ref), level, v.name, v, aligned))
+    scored.sort(key=lambda s: (s[0], s[1], s[2]))
+    best = scored[0]
+    return Choice(best[3], best[1], best[4], best[0],
+                  tuple((s[2], s[1], s[0]) for s in scored))
+
+
+def _level_for(v: ViewInfo, ref: Reference) -> tuple[int, bool]:
+    levels = v.meta.levels
+    k = 1
+    for c in ref.columns:
+        k = max(k, next(lv.k for lv in levels if c in lv.columns or
+                        (lv.kind != "range" and c == lv.attribute and lv.kind == "categorical")))
+    aligned = True
+    ranged = {r.attribute: r for r in ref.ranges}
+    for a in set(ranged) | ref.measured:
+        own = [lv for lv in levels if lv.attribute == a]
+        if a in ref.measured:
+            k = max(k, own[-1].k)
+            aligned = aligned and _aligned(ref.release, ranged.get(a), own[-1].span or 1)
+            continue
+        fit = next((lv for lv in own if _aligned(ref.release, ranged[a], lv.span or 1)), None)
+        if fit is None:
+            k, aligned = max(k, own[-1].k), False
+        else:
+            k = max(k, fit.k)
+    if not aligned:
+        return k, False
+    # a deeper level chosen for another attribute: check alignment there too
+    for a, r in ranged.items():
+        span = _span_at(v, a, k)
+        if not _aligned(ref.release, r, span):
+            return k, False
+    return k, True
+
+
+def _span_at(v: ViewInfo, attribute: str, k: int) -> int:
+    own = [lv for lv in v.meta.levels if lv.attribute == attribute and lv.k <= k]
+    return (own[-1].span or 1) if own else 1
+
+
+def _aligned(release: ReleaseInfo, r: RangeFilter | None, span: int) -> bool:
+    if r is None:
+        return True
+    a = release.attributes[r.attribute]
+    for x in (r.lo, r.hi):
+        if x is None or x <= a.lower or x >= a.upper:
+            continue
+        b = (x - a.lower) / a.width
+        if abs(b - round(b)) > 1e-9 or round(b) % span:
+            return False
+    return True
+
+
+def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
+    """The smallest range of leaf bins [b0, b1) that contains the filter's interval."""
+    a = release.attributes[r.attribute]
+    lo = a.lower if r.lo is None else min(max(r.lo, a.lower), a.upper)
+    hi = a.upper if r.hi is None else min(max(r.hi, a.lower), a.upper)
+    b0 = int(math.floor((lo - a.lower) / a.width + 1e-9))
+    b1 = int(math.ceil((hi - a.lower) / a.width - 1e-9))
+    return max(0, min(b0, a.bins)), max(0, min(b1, a.bins))
+
+
+def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
+    model = v.model
+    rel = ref.release
+    attrs = v.meta.attributes
+    if len(attrs) == 1 and rel.attributes[attrs[0]].kind == "range" and not ref.columns:
+        r = next((x for x in ref.ranges if x.attribute == attrs[0]),
+                 RangeFilter(attrs[0], None, None))
+        b0, b1 = bin_range(rel, r)
+        rv = model.range_variance(np.array([b0]), np.array([max(b1, b0 + 1)]))
+        if rv is not None:
+            return Z95 * math.sqrt(float(np.asarray(rv)[0]))
+    lv = v.meta.level(level)
+    m = float(lv.n_nodes)
+    groups = {rel.column_attribute(c).name: c for c in ref.columns}
+    for c in groups.values():
+        m /= max(1, rel.size(c))
+    for r in ref.ranges:
+        a = rel.attributes[r.attribute]
+        b0, b1 = bin_range(rel, r)
+        m *= max(b1 - b0, 1) / a.bins
+    m = max(1, int(round(m)))
+    var = model.sum_variance(level, np.arange(min(m, lv.n_nodes)))
+    if var is None:
+        return float(model.sum_bound(level, np.arange(m), 0.05))
+    return Z95 * math.sqrt(var.value)

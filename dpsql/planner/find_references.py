@@ -1,0 +1,385 @@
+"""Pass 2: find every reference to a logical table and check how it is used.
+
+For each SELECT whose FROM/JOIN names a logical table (the release name, or a view
+name), this pass collects:
+
+* the **label columns** it uses outside the aggregates (GROUP BY, SELECT, HAVING, ORDER
+  BY, JOIN ON, categorical WHERE predicates). Any deterministic predicate on
+  categorical/hierarchy labels is exact on the released nodes, so those predicates stay
+  where the analyst wrote them and DuckDB evaluates them on the node labels;
+* the **range filters** on binned attributes (``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``
+  with literals, combined by AND into one interval per attribute). They are removed
+  from the WHERE clause; the rewrite turns them into bin overlap weights;
+* the **aggregates**: counts (``COUNT(*)``, ``COUNT(1)``, ``COUNT(attr)``, ``SUM(1)``),
+  approximate ``SUM``/``AVG`` of a binned attribute, ``MEDIAN``/``QUANTILE_CONT``/
+  ``dp_quantile`` of a binned attribute, and the error pseudo-functions.
+
+Everything else that touches the private table raises :class:`UnsupportedQueryError`
+naming the construct and the supported form; nothing that could give a wrong number is
+let through.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+
+ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
+QUANTILE_FUNCTIONS = {"dp_quantile"}
+_SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
+              "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
+              "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta)")
+
+
+@dataclass(frozen=True)
+class RangeFilter:
+    """An interval [lo, hi] (None = unbounded) on one binned attribute; the axis is
+    continuous, so open and closed bounds coincide (DESIGN: interpolation policy)."""
+
+    attribute: str
+    lo: float | None
+    hi: float | None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate call to be rewritten: ``kind`` is count | sum | avg | quantile |
+    stderr | ci_low | ci_high | bound."""
+
+    node: exp.Expression
+    kind: str
+    attribute: str | None = None
+    param: float | None = None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One use of a logical table inside one SELECT."""
+
+    select: exp.Select
+    table: exp.Table
+    alias: str
+    release: ReleaseInfo
+    candidates: tuple[ViewInfo, ...]
+    columns: frozenset[str]  # label columns used outside aggregates
+    ranges: tuple[RangeFilter, ...]
+    aggregates: tuple[Aggregate, ...]
+    removed: tuple[exp.Expression, ...] = field(default=())  # WHERE conjuncts moved inside
+
+    @property
+    def measured(self) -> frozenset[str]:
+        """Binned attributes whose distribution an aggregate needs (leaf level)."""
+        return frozenset(a.attribute for a in self.aggregates
+                         if a.kind in ("sum", "avg", "quantile") and a.attribute)
+
+    def needed_attributes(self) -> frozenset[str]:
+        out = set(self.measured) | {r.attribute for r in self.ranges}
+        for c in self.columns:
+            a = self.release.column_attribute(c)
+            if a is not None:
+                out.add(a.name)
+        return frozenset(out)
+
+
+def find_references(tree: exp.Expression, catalog: Catalog) -> tuple[Reference, ...]:
+    """Every logical-table reference in ``tree``, checked; raises on unsupported use."""
+    cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    refs: list[Reference] = []
+    claimed: set[int] = set()
+    for select in tree.find_all(exp.Select):
+        tables = _scope_tables(select)
+        logical = []
+        for t in tables:
+            if not t.args.get("db") and t.name.lower() in cte_names:
+                continue
+            hit = catalog.resolve_table(t.args.get("db") and t.text("db") or "", t.name)
+            if hit is not None:
+                logical.append((t, hit))
+                claimed.add(id(t))
+        if len(logical) > 1:
+            raise UnsupportedQueryError(
+                "joining two private tables row by row is not supported; aggregate each "
+                "in its own CTE (WITH a AS (SELECT ..., COUNT(*) ... GROUP BY ...)) and join "
+                "the aggregated results")
+        if logical:
+            t, (release, views) = logical[0]
+            refs.append(_analyse(select, t, release, views))
+        else:
+            _refuse_orphan_error_functions(select)
+    for t in tree.find_all(exp.Table):
+        if id(t) in claimed:
+            continue
+        if not t.args.get("db") and t.name.lower() in cte_names:
+            continue
+        if catalog.resolve_table(t.args.get("db") and t.text("db") or "", t.name):
+            raise UnsupportedQueryError(
+                f"the private table {t.name!r} may only appear in the FROM or JOIN clause of "
+                "an aggregating SELECT (SELECT ..., COUNT(*) FROM "
+                f"{t.name} GROUP BY ...)")
+    units = {r.release.units_key() for r in refs}
+    if len(units) > 1:
+        raise UnsupportedQueryError(
+            "this query combines releases with different privacy units or neighbouring "
+            f"relations ({sorted(map(str, units))}); their counts are not comparable. Query "
+            "each release separately")
+    return tuple(refs)
+
+
+# --------------------------------------------------------------------------------------
+
+def _scope_tables(select: exp.Select) -> list[exp.Table]:
+    out = []
+    frm = select.args.get("from_") or select.args.get("from")
+    sources = [frm.this] if frm is not None else []
+    sources += [j.this for j in select.args.get("joins") or []]
+    for s in sources:
+        if isinstance(s, exp.Table):
+            out.append(s)
+    return out
+
+
+def _scope_nodes(select: exp.Select):
+    """Nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies)."""
+    stack = [v for k, v in select.args.items() if k != "with" for v in
+             (v if isinstance(v, list) else [v]) if isinstance(v, exp.Expression)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (exp.Select, exp.Subquery, exp.Union, exp.Intersect,
+                             exp.Except)):
+            continue
+        yield node
+        stack.extend(node.iter_expressions())
+
+
+def _fn_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__
+
+
+def _refuse_orphan_error_functions(select: exp.Select) -> None:
+    for node in _scope_nodes(select):
+        if isinstance(node, exp.Anonymous) and _fn_name(node) in ERROR_FUNCTIONS:
+            raise UnsupportedQueryError(
+                f"{_fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
+                "the release (it refers to that row's count)")
+
+
+def _number(node: exp.Expression, what: str) -> float:
+    v = node
+    neg = False
+    if isinstance(v, exp.Neg):
+        neg, v = True, v.this
+    if isinstance(v, exp.Paren):
+        v = v.this
+    if isinstance(v, exp.Literal) and not v.is_string:
+        x = float(v.this)
+        if math.isfinite(x):
+            return -x if neg else x
+    raise UnsupportedQueryError(
+        f"{what} must be a numeric literal (or a ? parameter), got {node.sql('duckdb')!r}")
+
+
+def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
+             views: tuple[ViewInfo, ...]) -> Reference:
+    alias = table.alias_or_name
+    attrs = release.attributes
+
+    def owned(col: exp.Column) -> bool:
+        q = col.table
+        if q:
+            return q.lower() == alias.lower()
+        return release.column_attribute(col.name) is not None
+
+    for e in select.expressions:
+        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
+                                       isinstance(e.this, exp.Star)
+                                       and (not e.table or e.table.lower() == alias.lower())):
+            raise UnsupportedQueryError(
+                f"SELECT * on the private table {table.name!r} is not supported: there are no "
+                "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
+                f"{table.name} GROUP BY <columns>")
+
+    # ---- WHERE: range predicates move inside, the rest stays
+    ranges: dict[str, list[float | None]] = {}
+    removed: list[exp.Expression] = []
+    where = select.args.get("where")
+    conjuncts = list(where.this.flatten()) if where is not None and isinstance(
+        where.this, exp.And) else ([where.this] if where is not None else [])
+    for c in conjuncts:
+        cols = [x for x in c.find_all(exp.Column) if owned(x)]
+        if not cols:
+            continue
+        col_attrs = {release.column_attribute(x.name).name if release.column_attribute(x.name)
+                     else x.name for x in cols}
+        if any(isinstance(x, exp.Or) for x in c.walk()) and len(col_attrs) > 1:
+            raise UnsupportedQueryError(
+                f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
+                "combine predicates with AND, use IN for several values of one attribute, or "
+                "UNION ALL two queries")
+        range_cols = [x for x in cols if x.name in attrs and attrs[x.name].kind == "range"]
+        if not range_cols:
+            continue
+        lo, hi = _range_bounds(c, range_cols[0].name, owned)
+        a = range_cols[0].name
+        cur = ranges.setdefault(a, [None, None])
+        if lo is not None:
+            cur[0] = lo if cur[0] is None else max(cur[0], lo)
+        if hi is not None:
+            cur[1] = hi if cur[1] is None else min(cur[1], hi)
+        removed.append(c)
+
+    # ---- aggregates
+    aggregates: list[Aggregate] = []
+    inside: set[int] = set()
+    has_group = select.args.get("group") is not None
+    for node in _scope_nodes(select):
+        agg = _classify(node, owned, release)
+        if agg is None:
+            continue
+        aggregates.append(agg)
+        for sub in agg.node.walk():
+            inside.add(id(sub))
+
+    if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
+                                 for a in aggregates):
+        raise UnsupportedQueryError(
+            f"row-level access to the private table {table.name!r} is not supported; "
+            f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
+
+    # ---- label columns used anywhere else in the scope
+    removed_ids = {id(x) for r in removed for x in r.walk()}
+    columns: set[str] = set()
+    for node in _scope_nodes(select):
+        if not isinstance(node, exp.Column) or id(node) in inside or id(node) in removed_ids:
+            continue
+        if not owned(node):
+            continue
+        a = release.column_attribute(node.name)
+        if a is None:
+            known = sorted(c for x in attrs.values() for c in
+                           ((x.name,) if x.kind == "range" else x.columns))
+            raise UnsupportedQueryError(
+                f"column {node.name!r} is not an attribute of the release "
+                f"{release.release.name!r}; its attributes are: {', '.join(known)}")
+        if a.kind == "range":
+            raise UnsupportedQueryError(
+                f"the binned attribute {a.name!r} can only be used in range predicates "
+                f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=) or inside SUM/AVG/MEDIAN/"
+                "dp_quantile; to list its bins, read the public table "
+                f"dpsql_domain__{a.name} or dp_level(view, k)")
+        columns.add(node.name)
+
+    if not any(a.kind == "count" for a in aggregates) and any(
+            a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
+            for a in aggregates):
+        raise UnsupportedQueryError(
+            "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
+            "COUNT(*): add COUNT(*) to the same SELECT")
+    return Reference(select, table, alias, release, views, frozenset(columns),
+                     tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items())),
+                     tuple(aggregates), tuple(removed))
+
+
+def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, float | None]:
+    def is_attr(x: exp.Expression) -> bool:
+        return isinstance(x, exp.Column) and owned(x) and x.name == attr
+
+    if isinstance(c, exp.Between) and is_attr(c.this):
+        return _number(c.args["low"], "a BETWEEN bound"), _number(c.args["high"],
+                                                                   "a BETWEEN bound")
+    flip = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+    if type(c) in flip:
+        left, right, kind = c.this, c.expression, type(c)
+        if is_attr(right) and not is_attr(left):
+            left, right, kind = right, left, flip[kind]
+        if is_attr(left) and not any(is_attr(x) for x in right.walk()):
+            v = _number(right, f"the bound of {attr}")
+            return (v, None) if kind in (exp.GT, exp.GTE) else (None, v)
+    raise UnsupportedQueryError(
+        f"predicate {c.sql('duckdb')!r} on the binned attribute {attr!r} is not supported; "
+        f"write {attr} BETWEEN lo AND hi, {attr} < x, {attr} <= x, {attr} > x or {attr} >= x "
+        "with numeric literals, combined with AND")
+
+
+def _classify(node: exp.Expression, owned, release: ReleaseInfo) -> Aggregate | None:
+    if isinstance(node, exp.Anonymous):
+        name = _fn_name(node)
+        if name in ERROR_FUNCTIONS:
+            args = node.expressions
+            if len(args) != ERROR_FUNCTIONS[name]:
+                raise UnsupportedQueryError(
+                    f"{name}() takes {ERROR_FUNCTIONS[name]} argument(s), got {len(args)}")
+            param = _number(args[0], f"the argument of {name}()") if args else None
+            if param is not None and not 0.0 < param < 1.0:
+                raise UnsupportedQueryError(
+                    f"the argument of {name}() must be in (0, 1), got {param}")
+            return Aggregate(node, name[3:], None, param)
+        if name in QUANTILE_FUNCTIONS:
+            args = node.expressions
+            if len(args) != 2:
+                raise UnsupportedQueryError("dp_quantile(attr, p) takes two arguments")
+            return _quantile(node, args[0], args[1], owned, release)
+        return None
+    if not isinstance(node, exp.AggFunc):
+        return None
+    if isinstance(node.parent, exp.Window):
+        return None  # a window over the aggregated rows: DuckDB runs it as written
+    name = type(node).__name__.upper()
+    arg = node.this
+    refs = [x for x in node.find_all(exp.Column) if owned(x)]
+    if isinstance(node, exp.Count):
+        if isinstance(arg, exp.Distinct):
+            raise UnsupportedQueryError(
+                "COUNT(DISTINCT ...) is not supported on a private table; count rows with "
+                "COUNT(*), or list groups with GROUP BY")
+        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal) and not arg.is_string
+                                         and arg.this == "1"):
+            return Aggregate(node, "count")
+        if isinstance(arg, exp.Column) and owned(arg):
+            return Aggregate(node, "count")  # attributes are never NULL in a release
+    if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
+            and not arg.is_string:
+        return Aggregate(node, "count")
+    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
+        a = release.column_attribute(arg.name)
+        if a is not None and a.kind == "range":
+            return Aggregate(node, "sum" if isinstance(node, exp.Sum) else "avg", a.name)
+        raise UnsupportedQueryError(
+            f"{name}({arg.name}) is not supported: {arg.name!r} is a categorical attribute; "
+            + _SUPPORTED)
+    if isinstance(node, exp.Median) and isinstance(arg, exp.Column) and owned(arg):
+        return _quantile(node, arg, exp.Literal.number(0.5), owned, release)
+    if isinstance(node, (exp.PercentileCont, exp.Quantile)) and isinstance(arg, exp.Column) \
+            and owned(arg):
+        p = node.args.get("expression") or node.args.get("quantile")
+        if p is None:
+            raise UnsupportedQueryError(f"{name} needs a probability argument")
+        return _quantile(node, arg, p, owned, release)
+    if refs or isinstance(node, exp.Count):
+        raise UnsupportedQueryError(f"{name}({arg.sql('duckdb') if arg else ''}) over the "
+                                    f"private table is not supported; " + _SUPPORTED)
+    if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):
+        return None  # an aggregate of aggregates: DuckDB checks it
+    raise UnsupportedQueryError(
+        f"{name} over a column joined to the private table is not supported (it would be "
+        "weighted by private rows); aggregate the release first in a CTE, then join")
+
+
+def _quantile(node, arg, p, owned, release) -> Aggregate:
+    if not (isinstance(arg, exp.Column) and owned(arg)):
+        raise UnsupportedQueryError("dp_quantile/MEDIAN take a binned attribute of the release")
+    a = release.column_attribute(arg.name)
+    if a is None or a.kind != "range":
+        raise UnsupportedQueryError(
+            f"quantiles of {arg.name!r} are not supported: it is not a binned attribute; "
+            + _SUPPORTED)
+    q = _number(p, "the quantile probability")
+    if not 0.0 <= q <= 1.0:
+        raise UnsupportedQueryError(f"the quantile probability must be in [0, 1], got {q}")
+    return Aggregate(node, "quantile", a.name, q)

@@ -1,0 +1,116 @@
+"""Pass 1: parse the analyst's SQL (DuckDB dialect) and bind its parameters.
+
+Syntax errors become :class:`dpsql.SqlSyntaxError` with the line and column sqlglot
+reports. Only queries (SELECT, set operations, VALUES, with CTEs) are accepted; anything
+that writes or changes the catalog is refused here, before planning. Parameters (qmark
+``?`` and DuckDB's ``$1``) are replaced by AST literals *before* any analysis, so a
+parameter value can never change the query's shape: it is always one literal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
+
+DIALECT = "duckdb"
+
+_QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)
+
+
+def parse_sql(sql: str) -> exp.Expression:
+    """Parse one statement; refuse several statements and anything but a query."""
+    if not isinstance(sql, str) or not sql.strip():
+        raise SqlSyntaxError("empty query: write a SELECT statement", 1, 1, "")
+    try:
+        trees = [t for t in sqlglot.parse(sql, dialect=DIALECT) if t is not None]
+    except ParseError as err:
+        first = err.errors[0] if err.errors else {}
+        raise SqlSyntaxError(
+            f"syntax error at line {first.get('line')}, column {first.get('col')} near "
+            f"{first.get('highlight')!r}: {first.get('description', err)}",
+            first.get("line"), first.get("col"), first.get("highlight")) from err
+    except TokenError as err:
+        raise SqlSyntaxError(f"syntax error: {err}") from err
+    if len(trees) != 1:
+        raise UnsupportedQueryError(
+            f"{len(trees)} statements given; run one SELECT statement at a time")
+    tree = trees[0]
+    if not isinstance(tree, _QUERY_TYPES):
+        what = type(tree).__name__.upper()
+        if isinstance(tree, exp.Command):
+            what = str(tree.this).upper()
+        raise UnsupportedQueryError(
+            f"{what} statements are not supported: a release is read-only and answers "
+            "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
+    _refuse_writes(tree)
+    return tree
+
+
+def _refuse_writes(tree: exp.Expression) -> None:
+    for node in tree.walk():
+        if isinstance(node, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop,
+                             exp.Alter, exp.Merge, exp.Command)):
+            raise UnsupportedQueryError(
+                f"{type(node).__name__.upper()} inside a query is not supported: a release "
+                "is read-only; write a plain SELECT")
+        if isinstance(node, exp.Into):
+            raise UnsupportedQueryError(
+                "SELECT ... INTO is not supported: a release is read-only; write a plain "
+                "SELECT and store the result yourself")
+
+
+def bind_params(tree: exp.Expression, params: Sequence[Any] | None) -> exp.Expression:
+    """Replace every ``?`` (in order) or ``$n`` by a literal built from ``params``."""
+    holders = [n for n in tree.walk() if isinstance(n, exp.Placeholder)]
+    params = list(params) if params is not None else []
+    if not holders:
+        if params:
+            raise ProgrammingError(f"{len(params)} parameters given but the query has no "
+                                   "'?' placeholder")
+        return tree
+    numbered = [h for h in holders if h.this and str(h.this).isdigit()]
+    if numbered and len(numbered) != len(holders):
+        raise ProgrammingError("mix of '?' and '$n' placeholders; use one style")
+    tree = tree.copy()
+    holders = [n for n in tree.walk() if isinstance(n, exp.Placeholder)]
+    if numbered:
+        wanted = max(int(str(h.this)) for h in holders)
+        if wanted != len(params):
+            raise ProgrammingError(f"the query uses ${wanted} but {len(params)} parameters "
+                                   "were given")
+        values = [params[int(str(h.this)) - 1] for h in holders]
+    else:
+        if len(holders) != len(params):
+            raise ProgrammingError(f"the query has {len(holders)} '?' placeholders but "
+                                   f"{len(params)} parameters were given")
+        values = params
+    for holder, value in zip(holders, values):
+        holder.replace(to_literal(value))
+    return tree
+
+
+def to_literal(value: Any) -> exp.Expression:
+    """A Python value as one SQL literal (strings are quoted by sqlglot, never spliced)."""
+    if value is None:
+        return exp.Null()
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, int):
+        return exp.Literal.number(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ProgrammingError(f"parameter {value!r} is not a finite number")
+        return exp.Literal.number(repr(value))
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return to_literal(value.item())
+    raise ProgrammingError(f"parameter of type {type(value).__name__} is not supported; "
+                           "pass None, bool, int, float or str")
