@@ -28,7 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dpsql.accuracy.cascade import CascadeErrorModel, optimal_relative_variance
+from dpsql.accuracy.cascade import (
+    CascadeErrorModel,
+    inverse_diagonal,
+    optimal_relative_variance,
+)
 from dpsql.mechanisms.cascade import cascade, cascade_noise
 from dpsql.privacy import ZCDP, gaussian, gaussian_sigma_zcdp, rng
 
@@ -138,11 +142,33 @@ def accuracy(reps: int, n_ranges: int = 5000, rho: str = "0.5") -> dict:
             "meets_target": {name: ratios_exp[name][">64"] <= 0.2 for name in methods}}
 
 
+def expected_ratio_by_bins(n_ranges: int = 5000) -> list[dict]:
+    """The exact expected RMSE ratio (cascade / i.i.d.) on ranges longer than 64 bins,
+    for 2^8..2^14 bins, from the error models alone: it depends only on the number of
+    bins, not on ρ or the data (σ² scales both sides alike)."""
+    rows = []
+    for k in range(8, 15):
+        n = 2 ** k
+        lo, hi = sample_ranges(n, n_ranges, np.random.default_rng(k))
+        sel = hi - lo > 64
+        const = 1.0 + k / 3.0  # σ² = const/(2ρ) against σ_iid² = 1/(2ρ)
+        model = CascadeErrorModel(2, k, n, (const,) * (k + 1))
+        shape = optimal_relative_variance(2, n, lo[sel], hi[sel])
+        opt = CascadeErrorModel(2, k, n, tuple(shape * inverse_diagonal(2, shape)))
+        iid = (hi - lo)[sel].mean()
+        rows.append({"bins": n,
+                     "ratio_gt64": float(np.sqrt(model.range_variance(lo, hi)[sel].mean() / iid)),
+                     "ratio_gt64_range_optimised":
+                         float(np.sqrt(opt.range_variance(lo, hi)[sel].mean() / iid))})
+    return rows
+
+
 def run(quick: bool = False) -> dict:
     """Run both parts; ``quick`` uses 2^20 leaves and fewer releases."""
     return {"benchmark": "bench_cascade", "machine": machine(), "quick": quick,
             "speed": speed(20 if quick else 25, 2 if quick else 4),
-            "accuracy": accuracy(20 if quick else 200)}
+            "accuracy": accuracy(20 if quick else 200),
+            "expected_ratio_by_bins": expected_ratio_by_bins()}
 
 
 if __name__ == "__main__":

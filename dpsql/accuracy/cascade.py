@@ -143,7 +143,12 @@ class CascadeErrorModel(ErrorModel):
     ``level_variance[d]`` is the (absolute) noise variance of every full node at depth
     d; ``bins`` = K leaf bins are released out of ``arity**depth`` (the rest is public
     padding). A node that straddles K holds the sum of its released leaves, so its
-    variance is that of the range it covers."""
+    variance is that of the range it covers.
+
+    >>> m = CascadeErrorModel(2, 10, 1024, (1.0,) * 11)
+    >>> round(float(m.range_variance(np.array([171]), np.array([853]))[0]), 6)  # worst
+    7.111111
+    """
 
     arity: int
     tree_depth: int

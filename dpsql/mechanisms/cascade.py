@@ -22,6 +22,9 @@ Decisions (digest section in brackets):
   ‖a‖₁ = ‖b‖₁ ≤ m, the convex hull of m(e_i − e_j) and 0, so
   Δ_C² = m²·max_{i≠j}(e_i − e_j)ᵀC⁻¹(e_i − e_j); the closed forms are in
   :mod:`dpsql.accuracy.cascade` and are checked against the dense inverse in tests.
+  The pair constant is never below the single-leaf one on a tree with two or more
+  leaves, so it also covers a substitution that changed the unit's row count. Padding
+  is conservative: the released K-marginal has a smaller constant (Schur complement).
 * **Calibration** [§3.6]. zCDP: ρ = Δ_C²/(2σ²). (ε, δ): the analytic Gaussian mechanism
   with sensitivity Δ_C (``calibration="tight"``), or the paper's Thm 3.8/3.9 formula
   σ² = 2Δ_C²·ln(2/δ)/ε², valid only for ε ≤ 1, δ ≤ 1/2 (``calibration="paper"``).
@@ -90,6 +93,11 @@ def cascade_transform(z: np.ndarray, arity: int, level_variance: Sequence[float]
     k = m ** depth if bins is None else int(bins)
     tau = np.sqrt(split_variances(m, v))
     z = np.asarray(z, dtype=np.float64)
+    need = normals_needed(m, depth, k)
+    if z.ndim < 1 or z.shape[-1] < need or not 1 <= k <= m ** depth:
+        raise InvalidPrivacyParameterError(
+            f"a cascade over {k} of {m ** depth} leaves needs {need} normals on the last "
+            f"axis, got shape {z.shape}")
     batch = z.shape[:-1]
     x = z[..., :1] * math.sqrt(v[0])
     levels, off = [x], 1
@@ -212,7 +220,16 @@ def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
     ``relative_variance`` (one positive value per level, root first; default all 1)
     sets the *shape* of the per-level node variances; the calibration scales it. Levels
     0..L of the padded tree are returned restricted to [0, K), with ``bin_spans``,
-    per-node ``variance`` and float64 counts (upper levels = sums of released leaves)."""
+    per-node ``variance`` and float64 counts (upper levels = sums of released leaves).
+
+    >>> from dpsql.privacy import ZCDP, rng
+    >>> t = cascade(np.array([5, 0, 3, 9, 1]), ZCDP(1), neighbouring="add_remove",
+    ...             rng=rng(0))
+    >>> t.bin_spans, [lvl.counts.size for lvl in t.levels]
+    ((8, 4, 2, 1), [1, 2, 3, 5])
+    >>> round(t.info["sigma"] ** 2, 4)  # (1 + 3/3) / (2ρ): every full node's variance
+    1.0
+    """
     h = _check_hist(hist, 1)
     m = _check_arity(arity)
     nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
