@@ -45,8 +45,10 @@ __all__ = [
     "connect",
 ]
 
-# Query-side entry points, imported on first use so that `import dpsql` stays light.
-_LAZY = {"connect": ("dpsql.dbapi", "connect")}
+# Query-side entry points (dpsql.connect: PEP 249; dpsql.sql / dpsql.attach: dpsql.duck),
+# imported on first use so that `import dpsql` stays light.
+_LAZY = {"connect": ("dpsql.dbapi", "connect"), "sql": ("dpsql.duck", "sql"),
+         "attach": ("dpsql.duck", "attach")}
 
 
 def __getattr__(name: str):  # PEP 562
