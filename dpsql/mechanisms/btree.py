@@ -276,22 +276,63 @@ def refine_prefixes(noisy: Sequence[np.ndarray], fanouts: Sequence[int], K: int,
 # Integer monotone CDF projection (§2.8)
 # ------------------------------------------------------------------------------------------
 
+def _extended_pool(means: np.ndarray, sums: np.ndarray, cnts: np.ndarray,
+                   viol: np.ndarray) -> np.ndarray:
+    """Which blocks start a new pool when each violating chain also absorbs the run of
+    blocks to its left whose means exceed the pool's (found by binary search)."""
+    nb = sums.size
+    v = np.concatenate((viol, [False]))                 # v[b]: block b violates with b+1
+    prev = np.concatenate(([False], viol))              # block b is the right of a violation
+    ends = np.flatnonzero(prev & ~v)                    # R: right end of each chain
+    starts = np.flatnonzero(v & ~prev)                  # s: left end of each chain
+    lower = np.concatenate(([0], ends[:-1] + 1))        # never reach into the previous chain
+    S = np.concatenate(([0.0], np.cumsum(sums)))
+    C = np.concatenate(([0.0], np.cumsum(cnts)))
+    lo_j, hi_j = lower, starts.copy()
+    first = np.maximum(starts - 1, 0)                   # most chains stop at once
+    go = (lo_j < hi_j) & (means[first] * (C[ends + 1] - C[first + 1])
+                          > S[ends + 1] - S[first + 1])
+    hi_j = np.where(go, first, hi_j)
+    lo_j = np.where(go, lo_j, hi_j)
+    act = np.flatnonzero(lo_j < hi_j)
+    while act.size:
+        a, b, e = lo_j[act], hi_j[act], ends[act]
+        mid = (a + b) // 2
+        ok = means[mid] * (C[e + 1] - C[mid + 1]) > S[e + 1] - S[mid + 1]
+        hi_j[act] = np.where(ok, mid, b)
+        lo_j[act] = np.where(ok, a, mid + 1)
+        act = act[lo_j[act] < hi_j[act]]
+    mark = np.bincount(lo_j + 1, minlength=nb + 1) - np.bincount(ends + 1, minlength=nb + 1)
+    return np.cumsum(mark)[:nb] == 0
+
+
 def _pava(y: np.ndarray) -> np.ndarray:
-    """Unweighted isotonic (non-decreasing) regression by rounds of pooling: each round
-    pools every maximal chain of adjacent violating blocks at once (pooling adjacent
-    violators in any order reaches the unique solution). Rounds are few on noisy CDFs;
-    the worst case is O(K) rounds."""
+    """Unweighted isotonic (non-decreasing) regression, vectorised by rounds.
+
+    Pooling adjacent violators in any order reaches the unique solution. A plain round
+    pools every maximal chain of adjacent violating blocks s > … > R at once. When a round
+    makes little progress (< 1 % of blocks), the next also lets each chain absorb the run
+    of blocks to its left whose means exceed the pool's: left of a chain the means are
+    non-decreasing, so that condition holds on a contiguous run ending at s and a
+    vectorised binary search over prefix sums finds its start. A slow cascade (a low
+    block eating its predecessors one by one, O(K) plain rounds) then costs one round."""
     sums = y.astype(np.float64).copy()
     cnts = np.ones(y.size)
+    slow = False                                        # did the last round pool < 1 %?
     while sums.size > 1:
         means = sums / cnts
         viol = means[:-1] > means[1:]
         if not viol.any():
             break
-        keep = np.concatenate(([True], ~viol))
+        nb = sums.size
+        if not slow:                                    # plain round: pool chains only
+            keep = np.concatenate(([True], ~viol))
+        else:
+            keep = _extended_pool(means, sums, cnts, viol)
         gid = np.cumsum(keep) - 1
         sums = np.bincount(gid, weights=sums)
         cnts = np.bincount(gid, weights=cnts)
+        slow = nb - sums.size < max(2, nb // 100)
     return np.repeat(sums / cnts, cnts.astype(np.int64))
 
 

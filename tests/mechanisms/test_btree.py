@@ -525,6 +525,29 @@ def test_pava_equals_dp_on_random_instances():
             assert h[0] >= 0 and h[-1] == N
 
 
+def stack_pava(y):
+    blocks = []
+    for v in y:
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            s, c = blocks.pop()
+            blocks[-1][0] += s
+            blocks[-1][1] += c
+    return np.concatenate([[s / c] * int(c) for s, c in blocks])
+
+
+def test_vectorised_pava_matches_stack_pava():
+    from dpsql.mechanisms.btree import _pava
+    rs = np.random.default_rng(12)
+    cases = [rs.normal(size=n) * rs.uniform(0, 5) + np.arange(n) * rs.uniform(-1, 1)
+             for n in rs.integers(1, 80, size=400)]
+    cases += [np.cumsum(rs.normal(size=20_000)),
+              np.concatenate([np.arange(20_000.0), [-1e9]]),        # one long cascade
+              np.concatenate([np.arange(5_000.0), -np.arange(300.0) * 1e5]), -np.arange(500.0)]
+    for y in cases:
+        np.testing.assert_allclose(_pava(y), stack_pava(y), rtol=1e-12, atol=1e-9)
+
+
 def test_projection_keeps_consistent_input_and_validates():
     h = np.array([0, 2, 2, 5, 9])
     np.testing.assert_array_equal(project_cdf(h.astype(float), 9), h)
