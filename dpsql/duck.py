@@ -199,7 +199,10 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         ("dp_quantile", dp_quantile, [V, V, D]),
     ]
     for fname, fn, params in fns:
-        con.create_function(fname, fn, params, D, type="arrow", side_effects=False)
+        # dp_error / dp_hist_quantile may return NULL (no variance; empty histogram)
+        nulls = "special" if fname in ("dp_error", "dp_hist_quantile") else "default"
+        con.create_function(fname, fn, params, D, type="arrow", side_effects=False,
+                            null_handling=nulls)
     st.registered = True
 
 
@@ -221,6 +224,9 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
     out = []
     z_cache: dict[float, float] = {}
     for w, k, lv, ids, p in zip(_py(what), _py(key), _py(level), _py(nodes), _py(param)):
+        if w is None or k is None or lv is None:
+            out.append(None)
+            continue
         v = _view(st, k)
         ids_np = np.asarray(ids or [], dtype=np.int64)
         var = v.model.sum_variance(lv, ids_np)
@@ -263,7 +269,8 @@ def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) 
 
 
 def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
-    out = [hist_quantile(np.asarray(c, float), np.asarray(a, float), np.asarray(b, float), q)
+    out = [None if c is None or q is None else
+           hist_quantile(np.asarray(c, float), np.asarray(a, float), np.asarray(b, float), q)
            for c, a, b, q in zip(_py(counts), _py(lo), _py(hi), _py(p))]
     return pa.array(out, pa.float64())
 

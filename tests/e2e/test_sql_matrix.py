@@ -1,0 +1,277 @@
+"""SQL in, answers out: a matrix of analyst queries through dpsql.duck.
+
+* On ``exact_release`` (ρ = 1e6: noise 0 for the discrete mechanisms, ~1e-3 for Cascade)
+  every answer must equal plain DuckDB on the raw parquet (STYLE §5a), to 0.1.
+* On ``trips_release`` (ρ = 1) answers must be consistent (groups sum to the total,
+  rollups to their children, ranges to their sub-ranges), equal an independent
+  computation over the release tables, and carry error columns equal to the error model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+import dpsql
+from dpsql import duck
+
+PUBLIC = ("CREATE TEMP TABLE regions AS SELECT * FROM (VALUES ('R1', 'north'), "
+          "('R2', 'north'), ('R3', 'south'), ('R4', 'south')) AS v(region, label)")
+
+# (query, params); every query is valid SQL on the raw table too.
+MATRIX = [
+    ("SELECT COUNT(*) FROM trips", None),
+    ("SELECT COUNT(1) AS n FROM trips", None),
+    ("SELECT SUM(1) FROM trips", None),
+    ("SELECT region, COUNT(*) FROM trips GROUP BY region", None),
+    ("SELECT region, province, COUNT(*) FROM trips GROUP BY region, province", None),
+    ("SELECT region, province, city, COUNT(*) FROM trips GROUP BY ALL", None),
+    ("SELECT mode, COUNT(*) FROM trips GROUP BY mode", None),
+    ("SELECT region, mode, COUNT(*) FROM trips GROUP BY region, mode", None),
+    ("SELECT province, COUNT(*) FROM trips WHERE mode = 'car' GROUP BY province", None),
+    ("SELECT region, COUNT(*) FROM trips WHERE mode IN ('car', 'bus') GROUP BY region", None),
+    ("SELECT region, COUNT(*) FROM trips WHERE region <> 'R1' GROUP BY region", None),
+    ("SELECT region, province, COUNT(*) FROM trips GROUP BY ROLLUP (region, province)", None),
+    ("SELECT region, mode, COUNT(*) FROM trips GROUP BY CUBE (region, mode)", None),
+    ("SELECT region, mode, COUNT(*) FROM trips GROUP BY GROUPING SETS ((region), (mode), ())",
+     None),
+    ("SELECT COUNT(*) FROM trips WHERE distance >= 8 AND distance < 48", None),
+    ("SELECT COUNT(*) FROM trips WHERE distance < 64", None),
+    ("SELECT COUNT(*) FROM trips WHERE distance >= 128 AND distance < 252", None),
+    ("SELECT mode, COUNT(*) FROM trips WHERE distance >= 16 AND distance < 64 GROUP BY mode",
+     None),
+    ("SELECT mode, COUNT(*) FROM trips WHERE distance < 32 GROUP BY mode", None),
+    ("SELECT COUNT(*) FROM trips WHERE age >= 30 AND age < 50", None),
+    ("SELECT COUNT(*) FROM trips WHERE age < 18", None),
+    ("SELECT COUNT(*) FROM trips WHERE 40 <= age AND age < 60", None),
+    ("SELECT COUNT(*) FROM trips WHERE age >= 65", None),
+    ("SELECT COUNT(*) FROM trips WHERE mode = 'bike' AND distance < 20", None),
+    ("SELECT region, COUNT(*) AS n FROM trips GROUP BY region HAVING COUNT(*) > 4000", None),
+    ("SELECT region, COUNT(*) AS n FROM trips GROUP BY region ORDER BY n DESC LIMIT 2", None),
+    ("WITH c AS (SELECT region, COUNT(*) AS n FROM trips GROUP BY region) "
+     "SELECT SUM(n) FROM c", None),
+    ("WITH c AS (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode) "
+     "SELECT mode, n * 1.0 / SUM(n) OVER () AS share FROM c", None),
+    ("SELECT region, COUNT(*) AS n, SUM(COUNT(*)) OVER () AS total FROM trips "
+     "GROUP BY region", None),
+    ("SELECT p.label, COUNT(*) FROM trips AS t JOIN regions AS p ON t.region = p.region "
+     "GROUP BY p.label", None),
+    ("SELECT t.region, COUNT(*) FROM trips AS t WHERE t.mode = 'walk' GROUP BY t.region",
+     None),
+    ("SELECT region, COUNT(*) FROM trips WHERE region IN ('R1', 'R2') AND mode <> 'car' "
+     "GROUP BY 1", None),
+    ("SELECT mode, COUNT(*) FROM trips WHERE mode IN ('car', 'train') OR mode = 'bus' "
+     "GROUP BY mode", None),
+    ("SELECT city, COUNT(*) FROM trips WHERE province = 'R2-P1' GROUP BY city", None),
+    ("SELECT 'a' AS k, COUNT(*) FROM trips WHERE mode = 'car' UNION ALL "
+     "SELECT 'b', COUNT(*) FROM trips WHERE mode = 'bus'", None),
+    ("SELECT * FROM (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode) AS s "
+     "WHERE n > 100", None),
+    ("SELECT COUNT(*) FROM trips WHERE mode = ? AND distance < ?", ["car", 40]),
+    ("SELECT region, COUNT(*) FROM trips WHERE region IN (?, ?) GROUP BY region",
+     ["R3", "R4"]),
+    ("SELECT mode, COUNT(*) FROM trips WHERE distance >= 4 AND distance < 8 GROUP BY mode",
+     None),
+    ("SELECT region, COUNT(mode) FROM trips GROUP BY region", None),
+    ("SELECT region, province, COUNT(*) FROM trips "
+     "GROUP BY GROUPING SETS ((region, province), (region))", None),
+    ("SELECT region, COUNT(*) FROM geo_mode GROUP BY region", None),
+    ("SELECT mode, COUNT(*) FROM mode_dist WHERE distance < 16 GROUP BY mode", None),
+    ("SELECT COUNT(*) FROM dist WHERE distance >= 16 AND distance < 32", None),
+    ("SELECT region, COUNT(*) FROM trips WHERE province IN ('R1-P1', 'R1-P2', 'R3-P1') "
+     "GROUP BY ROLLUP (region) ORDER BY region NULLS LAST", None),
+]
+
+
+@pytest.fixture(scope="module")
+def exact_con(exact_release):
+    con = duckdb.connect()
+    duck.attach(con, str(exact_release))
+    con.execute(PUBLIC)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def raw_con(trips_data):
+    con = duckdb.connect()
+    src = str(trips_data / "trips.parquet").replace("'", "''")
+    for name in ("trips", "geo_mode", "mode_dist", "dist"):
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{src}')")
+    con.execute(PUBLIC)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def con(trips_release):
+    c = duckdb.connect()
+    duck.attach(c, str(trips_release))
+    c.execute(PUBLIC)
+    yield c
+    c.close()
+
+
+def _rows(rows):
+    out = []
+    for r in rows:
+        out.append(tuple(round(float(x), 1) if isinstance(x, (int, float)) else x
+                         for x in r))
+    return sorted(out, key=repr)
+
+
+def _drop_zero_groups(rows):
+    """Real-valued and densified views show public groups whose count is 0; a raw GROUP BY
+    does not. Drop such rows (last numeric column == 0) before comparing."""
+    return [r for r in rows if not (isinstance(r[-1], float) and r[-1] == 0.0)]
+
+
+def test_matrix_size():
+    assert len(MATRIX) >= 40
+
+
+@pytest.mark.parametrize("query,params", MATRIX, ids=[str(i) for i in range(len(MATRIX))])
+def test_exact_release_equals_raw_duckdb(exact_con, raw_con, query, params):
+    got = duck.sql(exact_con, query, params).fetchall()
+    want = raw_con.execute(query, params).fetchall() if params else raw_con.sql(query).fetchall()
+    g, w = _drop_zero_groups(_rows(got)), _drop_zero_groups(_rows(want))
+    assert len(g) == len(w), (g, w)
+    for a, b in zip(g, w):
+        for x, y in zip(a, b):
+            if isinstance(y, float):
+                assert x == pytest.approx(y, abs=0.2), (a, b)
+            else:
+                assert x == y, (a, b)
+
+
+@pytest.mark.parametrize("query,params", MATRIX, ids=[str(i) for i in range(len(MATRIX))])
+def test_noisy_release_plans_and_runs(con, query, params):
+    planned = duck.plan(con, query, params)
+    assert planned.info["private"] is True
+    assert planned.info["seeded"] is True
+    rows = duck.sql(con, query, params).fetchall()
+    assert rows and len(planned.columns) == len(rows[0])
+
+
+# ---------------------------------------------------------------------------------------
+# consistency and independent computation on the noisy release
+# ---------------------------------------------------------------------------------------
+
+def _scalar(con, q, params=None):
+    return duck.sql(con, q, params).fetchall()[0][0]
+
+
+def test_group_sums_equal_total(con):
+    total = _scalar(con, "SELECT COUNT(*) FROM geo_gauss")
+    for col in ("region", "province", "city"):
+        rows = duck.sql(con, f"SELECT {col}, COUNT(*) FROM geo_gauss GROUP BY {col}").fetchall()
+        assert sum(r[1] for r in rows) == pytest.approx(total, abs=1e-6)
+    by_mode = duck.sql(con, "SELECT mode, COUNT(*) FROM geo_mode GROUP BY mode").fetchall()
+    assert sum(r[1] for r in by_mode) == _scalar(con, "SELECT COUNT(*) FROM geo_mode")
+
+
+def test_rollup_subtotals_equal_children(con):
+    rows = duck.sql(con, "SELECT region, province, COUNT(*) FROM trips "
+                         "GROUP BY ROLLUP (region, province)").fetchall()
+    leaves = [r for r in rows if r[1] is not None]
+    subtotals = {r[0]: r[2] for r in rows if r[1] is None and r[0] is not None}
+    grand = [r[2] for r in rows if r[0] is None][0]
+    for region, sub in subtotals.items():
+        assert sub == pytest.approx(sum(r[2] for r in leaves if r[0] == region), abs=1e-6)
+    assert grand == pytest.approx(sum(subtotals.values()), abs=1e-6)
+
+
+@pytest.mark.parametrize("view", ["dist", "mode_dist"])
+def test_range_equals_sum_of_subranges(con, view):
+    whole = _scalar(con, f"SELECT COUNT(*) FROM {view} WHERE distance >= 10 AND distance < 90")
+    parts = sum(_scalar(con, f"SELECT COUNT(*) FROM {view} WHERE distance >= ? AND distance < ?",
+                        [a, b]) for a, b in [(10, 33.3), (33.3, 64), (64, 90)])
+    assert whole == pytest.approx(parts, abs=1e-6)
+
+
+def test_group_by_equals_level_table(con, trips_release):
+    got = dict(duck.sql(con, "SELECT region, COUNT(*) FROM trips GROUP BY region").fetchall())
+    info = duck.plan(con, "SELECT region, COUNT(*) FROM trips GROUP BY region").info
+    raw = duckdb.connect(str(trips_release), read_only=True)
+    want = dict(raw.execute(f"SELECT region, dp_count FROM {info['level_table']}").fetchall())
+    raw.close()
+    assert got == pytest.approx(want)
+
+
+def test_interpolated_range_matches_prefix_table(con, trips_release):
+    got = _scalar(con, "SELECT COUNT(*) FROM dist WHERE distance BETWEEN 10 AND 50")
+    raw = duckdb.connect(str(trips_release), read_only=True)
+    cum = np.array([r[0] for r in raw.execute(
+        "SELECT cum FROM dist__prefix ORDER BY bin").fetchall()])
+    raw.close()
+    F = lambda x: np.interp(x / 4.0, np.arange(cum.size), cum)  # noqa: E731 (width 4)
+    assert got == pytest.approx(F(50) - F(10), abs=1e-6)
+    assert _scalar(con, "SELECT dp_range_count('dist', 'distance', 10, 50)") == \
+        pytest.approx(got, abs=1e-6)
+    info = duck.plan(con, "SELECT COUNT(*) FROM dist WHERE distance BETWEEN 10 AND 50").info
+    assert info["interpolation"] == "uniform"
+
+
+def test_error_columns_match_the_model(con):
+    rows = duck.sql(con, "SELECT region, COUNT(*), dp_stderr(), dp_ci_low(0.9), "
+                         "dp_ci_high(0.9), dp_bound(0.05) FROM geo_gauss GROUP BY region "
+                         "ORDER BY region").fetchall()
+    view = duck.catalog_of(con).find_view("geo_gauss")
+    for i, (region, n, se, lo, hi, b) in enumerate(rows):
+        var = view.model.sum_variance(1, np.array([i]))
+        assert se == pytest.approx(math.sqrt(var.value))
+        z = 1.6448536269514722
+        assert lo == pytest.approx(n - z * se) and hi == pytest.approx(n + z * se)
+        assert b == pytest.approx(view.model.sum_bound(1, np.array([i]), 0.05))
+
+
+def test_range_error_matches_range_variance(con):
+    se = duck.sql(con, "SELECT COUNT(*), dp_stderr() FROM dist WHERE "
+                       "distance >= 8 AND distance < 48").fetchall()[0][1]
+    model = duck.catalog_of(con).find_view("dist").model
+    assert se == pytest.approx(math.sqrt(model.range_variance(np.array([2]),
+                                                              np.array([12]))[0]))
+
+
+def test_bound_model_gives_null_stderr_and_bound_intervals(con):
+    planned = duck.plan(con, "SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), "
+                             "dp_bound(0.05) FROM geo_mode GROUP BY mode")
+    assert planned.info["error_family"] == "bound"
+    rows = duck.sql(con, "SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), "
+                         "dp_bound(0.05) FROM geo_mode GROUP BY mode").fetchall()
+    model = duck.catalog_of(con).find_view("geo_mode").model
+    for mode, n, se, lo, b in rows:
+        assert se is None
+        assert b == pytest.approx(model.sum_bound(4, np.arange(60), 0.05))  # 60 cities
+        assert lo == pytest.approx(n - b)
+
+
+def test_view_choice_prefers_smaller_error(con):
+    info = duck.plan(con, "SELECT COUNT(*) FROM trips WHERE distance < 64").info
+    assert info["view"] == "dist"
+    preds = {c["view"]: c["predicted_error95"] for c in info["candidates"]}
+    assert preds["dist"] == min(preds.values())
+    info = duck.plan(con, "SELECT region, mode, COUNT(*) FROM trips GROUP BY ALL").info
+    assert info["view"] == "geo_mode" and info["level"] == 4
+
+
+def test_approximate_aggregates_are_flagged(con):
+    planned = duck.plan(con, "SELECT AVG(age), MEDIAN(age), dp_quantile(age, 0.9) FROM trips")
+    assert set(planned.info["approximate"]) == {"avg", "quantile"}
+    avg, med, p90 = duck.sql(con, "SELECT AVG(age), MEDIAN(age), dp_quantile(age, 0.9) "
+                                  "FROM trips").fetchall()[0]
+    assert 16 <= med <= p90 <= 100 and 16 <= avg <= 100
+
+
+def test_top_level_api(trips_release):
+    c = duckdb.connect()
+    alias = dpsql.attach(c, str(trips_release))
+    assert alias == "trips"
+    assert dpsql.attach(c, str(trips_release)) == "trips"  # idempotent
+    cur, info = duck.execute(c, "SELECT COUNT(*) FROM trips")
+    assert cur.fetchall()[0][0] > 0 and info["view"]
+    assert dpsql.sql(c, "SELECT COUNT(*) FROM trips").fetchall()
+    c.close()
