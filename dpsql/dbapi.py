@@ -39,7 +39,8 @@ Decisions, and why:
 * A release built with a seed is reproducible and therefore NOT private (DESIGN privacy
   rule 3). Attaching one emits :class:`SeededReleaseWarning` (a ``UserWarning``, so that
   Python's warning filters apply; PEP 249's ``Warning`` is an exception, raised for
-  nothing here), and ``cursor.dp_info["seeded"]`` reads ``"seeded: not private"``.
+  nothing here), and ``cursor.dp_info["privacy"]`` reads ``"seeded: not private"`` (next
+  to the planner's boolean ``dp_info["seeded"]``).
 """
 
 from __future__ import annotations
@@ -169,12 +170,13 @@ _DUCK_TO_DPSQL: tuple[tuple[type, type], ...] = (
 def _translate(err: duckdb.Error, sql: str | None = None) -> Error:
     """The dpsql error for a DuckDB error (raise it ``from err``)."""
     where = f" while running the planned SQL: {sql}" if sql else ""
+    text = " ".join(str(err).split())  # DuckDB messages may span lines
     for duck_cls, ours in _DUCK_TO_DPSQL:
         if isinstance(err, duck_cls):
             if ours is InternalError:
-                return InternalError(f"DuckDB internal error{where}: {err}")
-            return ours(f"{err}{where}")
-    return DatabaseError(f"{err}{where}")
+                return InternalError(f"DuckDB internal error{where}: {text}")
+            return ours(f"{text}{where}")
+    return DatabaseError(f"{text}{where}")
 
 
 def _quote_ident(name: str) -> str:
@@ -238,7 +240,10 @@ class Connection:
                ) -> str:
         """Attach another release read-only; return its alias (its table name in SQL)."""
         con = self._live()
-        alias = duck.attach(con, str(path), name)
+        try:
+            alias = duck.attach(con, str(path), name)
+        except duckdb.Error as err:
+            raise _translate(err) from err
         self._releases[alias] = str(path)
         try:
             rng = con.execute(
@@ -313,13 +318,11 @@ class Connection:
         return self._con
 
     def _note_seeded(self, info: dict[str, Any]) -> dict[str, Any]:
-        """Make sure ``dp_info`` says when the answer comes from a seeded release."""
-        if not self._seeded:
-            return info
-        used = info.get("release") or info.get("releases")
-        names = [used] if isinstance(used, str) else list(used or [])
-        if not names or any(n in self._seeded for n in names):
-            info["seeded"] = SEEDED_NOTE
+        """Add ``dp_info["privacy"] = "seeded: not private"`` when the answer reads a
+        seeded release (the planner's ``seeded`` flag, or an alias attached here)."""
+        aliases = {r.get("alias") for r in info.get("references") or []}
+        if info.get("seeded") or aliases & self._seeded:
+            info["privacy"] = SEEDED_NOTE
         return info
 
 
@@ -397,7 +400,8 @@ class Cursor:
     @property
     def dp_info(self) -> dict[str, Any] | None:
         """How the current answer was made: view, levels, mechanism, budget, error model,
-        interpolation policy, notes (from the planner); ``"seeded"`` when not private."""
+        interpolation policy, notes (from the planner); ``"privacy": "seeded: not private"``
+        when the answer reads a seeded release."""
         return None if self._info is None else dict(self._info)
 
     @property
