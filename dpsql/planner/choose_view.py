@@ -109,7 +109,7 @@ def _aligned(release: ReleaseInfo, r: RangeFilter | None, span: int) -> bool:
         if x is None or x <= a.lower or x >= a.upper:
             continue
         b = (x - a.lower) / a.width
-        if abs(b - round(b)) > 1e-9 or round(b) % span:
+        if b != round(b) or round(b) % span:  # exact: a near-edge bound interpolates
             return False
     return True
 

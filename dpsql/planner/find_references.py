@@ -189,12 +189,17 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
              views: tuple[ViewInfo, ...]) -> Reference:
     alias = table.alias_or_name
     attrs = release.attributes
+    # alone in its FROM, every unqualified column that is not an output alias is ours
+    alone = len(_scope_tables(select)) == 1 and not select.args.get("joins")
+    out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
 
     def owned(col: exp.Column) -> bool:
         q = col.table
         if q:
             return q.lower() == alias.lower()
-        return release.column_attribute(col.name) is not None
+        if release.column_attribute(col.name) is not None:
+            return True
+        return alone and col.name.lower() not in out_aliases
 
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
