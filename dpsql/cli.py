@@ -112,6 +112,176 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(_console(), workdir=args.workdir, rows=args.rows)
 
 
+# --------------------------------------------------------------------------------------
+# `dpsql query`: the analyst's side, through the DB-API module
+# --------------------------------------------------------------------------------------
+
+_CI_LOW, _CI_HIGH = "dp_ci_low", "dp_ci_high"
+
+
+def _with_ci_columns(query: str, confidence: float) -> str | None:
+    """``query`` with ``dp_ci_low(c), dp_ci_high(c)`` appended to its outer SELECT, or None
+    when it has no plain outer SELECT or already asks for error columns. The planner then
+    decides whether they make sense (they refer to the row's count); if it refuses, the
+    CLI runs the query as written (see :func:`cmd_query`). sqlglot is used at this edge
+    only to append two projections; the planner sees ordinary SQL."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(query, read="duckdb")
+    except sqlglot.errors.ParseError:
+        return None  # the planner will report the syntax error properly
+    if not isinstance(tree, exp.Select):
+        return None
+    if any(isinstance(f, exp.Anonymous) and f.name.lower().startswith("dp_")
+           for f in tree.find_all(exp.Anonymous)):
+        return None
+    tree = tree.select(f"{_CI_LOW}({confidence!r}) AS {_CI_LOW}",
+                       f"{_CI_HIGH}({confidence!r}) AS {_CI_HIGH}", copy=True)
+    return tree.sql(dialect="duckdb")
+
+
+def _parse_param(text: str) -> Any:
+    """``--param`` values: JSON numbers/booleans/null as such, anything else as text."""
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (int, float, bool, str)) or value is None else text
+
+
+def _plain(value: Any) -> Any:
+    """A result value as JSON/CSV can carry it."""
+    import datetime
+    import decimal
+    import math
+
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return value
+
+
+def _cell(value: Any) -> str:
+    value = _plain(value)
+    if value is None:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _ci_cell(low: Any, high: Any, row: Sequence[Any]) -> str:
+    """``± h`` when the interval is centred on a value of the row (its count), else
+    ``[low, high]`` (e.g. an L∞ bound clipped at zero)."""
+    low, high = _plain(low), _plain(high)
+    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+        return "—"
+    mid, half = (low + high) / 2, (high - low) / 2
+    for v in map(_plain, row):
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                abs(v - mid) <= 1e-9 * max(1.0, abs(v)):
+            return f"± {_cell(half)}"
+    return f"[{_cell(low)}, {_cell(high)}]"
+
+
+def _info_lines(info: dict[str, Any]) -> list[str]:
+    """A short provenance footer for table output: view, level, error model, notes."""
+    if not info.get("view"):
+        return [str(n) for n in info.get("notes") or []]
+    head = f"answered from view {info['view']!r}"
+    if info.get("mechanism"):
+        head += f" ({info['mechanism']})"
+    if info.get("level_table"):
+        head += f", level {info.get('level')} ({info['level_table']})"
+    if info.get("error_model"):
+        head += f"; error model {info['error_model']}"
+    if info.get("interpolation") not in (None, "none"):
+        head += f"; interpolation {info['interpolation']}"
+    notes = [f"note: {n}" for n in info.get("notes") or [] if "fixed seed" not in str(n)]
+    return [head, *notes]
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    import csv
+    import json
+    import warnings
+
+    from dpsql.dbapi import SeededReleaseWarning, connect
+    from dpsql.errors import ProgrammingError
+
+    out = _console()
+    err = Console(stderr=True, highlight=False)
+    params = [_parse_param(p) for p in args.param] if args.param else None
+    confidence = None if args.no_ci else (
+        args.ci if args.ci is not None else (0.95 if args.format == "table" else None))
+    if confidence is not None and not 0 < confidence < 1:
+        raise ProgrammingError(f"--ci {confidence}: the confidence must lie strictly between "
+                               "0 and 1, e.g. --ci 0.95")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)  # reported below, one line
+        conn = connect(args.release)
+    with conn:
+        for alias in sorted(conn.seeded):
+            err.print(Text.assemble(("warning: ", "bold yellow"),
+                                    f"release {alias!r} is seeded: NOT private (tests and "
+                                    "demos only)"))
+        cur = conn.cursor()
+        with_ci = _with_ci_columns(args.sql, confidence) if confidence is not None else None
+        ci_note = None
+        if with_ci is not None:
+            try:
+                cur.execute(with_ci, params)
+            except Error as refused:  # e.g. no count in the outer SELECT: run as written
+                ci_note = f"no error columns for this query ({refused})"
+                with_ci = None
+        if with_ci is None:
+            cur.execute(args.sql, params)
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+        info = cur.dp_info or {}
+    ci = [names.index(_CI_LOW), names.index(_CI_HIGH)] if with_ci is not None else []
+
+    if args.format == "json":
+        records = [{n: _plain(v) for n, v in zip(names, r)} for r in rows]
+        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": info},
+                                  default=str, indent=2) + "\n")
+    elif args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([[_plain(v) for v in r] for r in rows])
+    else:
+        table = Table(show_lines=False)
+        shown = [i for i in range(len(names)) if i not in ci]
+        for i in shown:
+            table.add_column(names[i], justify="right" if rows and isinstance(
+                _plain(rows[0][i]), (int, float)) else "left")
+        if ci:
+            table.add_column(f"{confidence:.0%} CI", justify="right")
+        for r in rows:
+            cells = [_cell(r[i]) for i in shown]
+            if ci:
+                cells.append(_ci_cell(r[ci[0]], r[ci[1]], [r[i] for i in shown]))
+            table.add_row(*cells)
+        out.print(table)
+        for line in _info_lines(info):
+            out.print(Text(line, style="dim"))
+        if ci_note:
+            out.print(Text(ci_note, style="dim"))
+        out.print(Text(f"{len(rows):,} row(s)", style="dim"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dpsql",
@@ -131,6 +301,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("release", help="a release file (.duckdb)")
     p.set_defaults(func=cmd_inspect)
 
+    p = sub.add_parser("query", help="run SQL on a release; answers with error bars (analyst)")
+    p.add_argument("release", help="a release file (.duckdb)")
+    p.add_argument("sql", help="the query, e.g. \"SELECT mode, COUNT(*) FROM trips GROUP BY "
+                               "mode\"")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="output format (default: table)")
+    p.add_argument("-p", "--param", action="append", metavar="VALUE",
+                   help="a value for the next '?' placeholder (repeatable; JSON numbers stay "
+                        "numbers, anything else is text)")
+    p.add_argument("--ci", type=float, default=None, metavar="LEVEL",
+                   help="add a confidence interval of this level for each row's count "
+                        "(default 0.95 for table output, none for csv/json)")
+    p.add_argument("--no-ci", action="store_true", help="no confidence interval column")
+    p.set_defaults(func=cmd_query)
+
     p = sub.add_parser("demo", help="build a release of synthetic trips and query it")
     p.add_argument("--workdir", default=None, help="where to write the demo files "
                                                    "(default: a temporary directory)")
@@ -148,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except Error as err:
-        Console(stderr=True, highlight=False).print(
+        Console(stderr=True, highlight=False, soft_wrap=True).print(
             Text.assemble(("error: ", "bold red"), str(err)))
         return 1
 

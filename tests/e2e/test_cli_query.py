@@ -1,0 +1,139 @@
+"""`dpsql query`: SQL in, answers out, through the CLI (in-process and as a subprocess).
+
+Counts are checked against plain DuckDB on the raw parquet with the exact release
+(ρ = 1e12, STYLE §5a), and the interval columns against the row's own count.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import duckdb
+import pytest
+
+from dpsql.cli import main
+
+BY_MODE = "SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY mode"
+MODES = sorted(["car", "train", "bus", "bike", "walk", "plane"])
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["query", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def raw_by_mode(trips_data) -> dict[str, int]:
+    src = str(trips_data / "trips.parquet")
+    rows = duckdb.connect().execute(f"SELECT mode, COUNT(*) FROM '{src}' GROUP BY mode"
+                                    ).fetchall()
+    return {m: n for m, n in rows}
+
+
+def test_table_output_has_error_column(capsys, trips_release):
+    code, out, err = run(capsys, trips_release, BY_MODE)
+    assert code == 0, err
+    assert "mode" in out and "95% CI" in out
+    assert "±" in out or "[" in out
+    for mode in MODES:
+        assert mode in out
+    assert "6 row(s)" in out
+    assert "NOT private" in err  # the fixture release is seeded
+
+
+def test_table_without_error_column(capsys, trips_release):
+    code, out, _ = run(capsys, trips_release, BY_MODE, "--no-ci")
+    assert code == 0
+    assert "CI" not in out and "±" not in out
+    assert "6 row(s)" in out
+
+
+def test_csv_output_matches_duckdb_on_exact_release(capsys, exact_release, raw_by_mode):
+    code, out, err = run(capsys, exact_release, BY_MODE, "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.reader(io.StringIO(out)))
+    assert rows[0] == ["mode", "n"]  # csv carries only the columns asked for
+    got = {m: float(n) for m, n in rows[1:]}
+    assert [m for m, _ in rows[1:]] == MODES
+    for mode, n in raw_by_mode.items():
+        assert got[mode] == pytest.approx(n, abs=1e-6)
+
+
+def test_csv_with_interval_columns(capsys, trips_release):
+    code, out, err = run(capsys, trips_release, BY_MODE, "--format", "csv", "--ci", "0.9")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert set(rows[0]) == {"mode", "n", "dp_ci_low", "dp_ci_high"}
+    for r in rows:
+        assert float(r["dp_ci_low"]) <= float(r["n"]) <= float(r["dp_ci_high"])
+        assert float(r["dp_ci_high"]) > float(r["dp_ci_low"])
+
+
+def test_json_output(capsys, trips_release):
+    code, out, err = run(capsys, trips_release, BY_MODE, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["columns"] == ["mode", "n"]
+    assert [r["mode"] for r in doc["rows"]] == MODES
+    assert all(isinstance(r["n"], (int, float)) for r in doc["rows"])
+    assert doc["dp_info"]["privacy"] == "seeded: not private"
+    assert doc["dp_info"]["view"]
+
+
+def test_parameters(capsys, exact_release, raw_by_mode):
+    code, out, err = run(capsys, exact_release,
+                         "SELECT COUNT(*) AS n FROM trips WHERE mode = ?", "-p", "bus",
+                         "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["rows"][0]["n"] == pytest.approx(raw_by_mode["bus"], abs=1e-6)
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("SELECT * FROM trips", "SELECT *"),
+    ("SELEC mode FROM trips", ""),
+    ("DROP TABLE trips", ""),
+])
+def test_errors_are_one_line_and_exit_1(capsys, trips_release, sql, words):
+    code, out, err = run(capsys, trips_release, sql)
+    assert code == 1
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and words in lines[0]
+
+
+def test_missing_release(capsys, tmp_path):
+    code, _, err = run(capsys, tmp_path / "missing.duckdb", BY_MODE)
+    assert code == 1
+    assert err.startswith("error:") and "missing.duckdb" in err and "Traceback" not in err
+
+
+def test_bad_confidence(capsys, trips_release):
+    code, _, err = run(capsys, trips_release, BY_MODE, "--ci", "1.5")
+    assert code == 1 and "between 0 and 1" in err
+
+
+def test_query_without_count_in_outer_select_still_runs(capsys, trips_release):
+    # the error columns cannot attach to this outer SELECT: the query runs as written
+    sql = ("WITH m AS (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode) "
+           "SELECT mode FROM m ORDER BY mode")
+    code, out, err = run(capsys, trips_release, sql)
+    assert code == 0, err
+    for mode in MODES:
+        assert mode in out
+
+
+def test_subprocess_csv_and_error(trips_release):
+    ok = subprocess.run([sys.executable, "-m", "dpsql.cli", "query", str(trips_release),
+                         BY_MODE, "--format", "csv"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines()[0] == "mode,n" and len(ok.stdout.splitlines()) == 7
+    bad = subprocess.run([sys.executable, "-m", "dpsql.cli", "query", str(trips_release),
+                          "SELECT * FROM trips"], capture_output=True, text=True)
+    assert bad.returncode == 1
+    assert "Traceback" not in bad.stderr
+    assert len([x for x in bad.stderr.splitlines() if x.startswith("error:")]) == 1
