@@ -114,9 +114,6 @@ def test_query_side_never_imports_mechanisms():
                                     "dpsql.release.ingest")) == "[]"
 
 
-@pytest.mark.xfail(strict=True, reason="dpsql/privacy/__init__.py imports rng and samplers "
-                   "eagerly, and release.store imports dpsql.privacy for Budget; the query "
-                   "side never calls them, but the modules are loaded")
 def test_query_side_never_loads_the_rng_modules():
     assert _imported_by_query_side(("dpsql.privacy.rng", "dpsql.privacy.samplers")) == "[]"
 

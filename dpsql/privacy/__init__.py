@@ -1,7 +1,15 @@
 """Privacy accounting, the secure RNG and the noise samplers.
 
 Lowest layer of dpsql: it imports nothing else from the package but ``dpsql.errors``.
+The RNG (:mod:`dpsql.privacy.rng`) and the samplers (:mod:`dpsql.privacy.samplers`) are
+loaded on first use, so that the query side, which needs budgets to read a release's
+catalog, never even loads code that draws noise (DESIGN: answering is post-processing).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from dpsql.privacy.budgets import (
     ApproxDP,
@@ -21,22 +29,31 @@ from dpsql.privacy.calibrate import (
     gaussian_sigma_zcdp,
     laplace_scale,
 )
-from dpsql.privacy.rng import describe_rng, is_private_rng, rng
-from dpsql.privacy.samplers import (
-    bernoulli_exp,
-    discrete_gaussian,
-    discrete_laplace,
-    gaussian,
-    laplace,
-)
 from dpsql.privacy.units import Neighbouring, PrivacyUnit
+
+_LAZY = {
+    "describe_rng": "dpsql.privacy.rng", "is_private_rng": "dpsql.privacy.rng",
+    "rng": "dpsql.privacy.rng",
+    "bernoulli_exp": "dpsql.privacy.samplers", "discrete_gaussian": "dpsql.privacy.samplers",
+    "discrete_laplace": "dpsql.privacy.samplers", "gaussian": "dpsql.privacy.samplers",
+    "laplace": "dpsql.privacy.samplers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dpsql.privacy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ApproxDP", "Budget", "PureDP", "ZCDP", "budget_from_json", "compose",
     "zcdp_epsilon", "zcdp_rho",
     "analytic_gaussian_delta", "analytic_gaussian_sigma", "classic_gaussian_sigma",
     "gaussian_rho", "gaussian_sigma_zcdp", "laplace_scale",
-    "describe_rng", "is_private_rng", "rng",
-    "bernoulli_exp", "discrete_gaussian", "discrete_laplace", "gaussian", "laplace",
     "Neighbouring", "PrivacyUnit",
+    *_LAZY,
 ]
