@@ -1,8 +1,8 @@
 """Privacy accounting, the secure RNG and the noise samplers.
 
 Lowest layer of dpsql: it imports nothing else from the package but ``dpsql.errors``.
-The RNG (:mod:`dpsql.privacy.rng`) and the samplers (:mod:`dpsql.privacy.samplers`) are
-loaded on first use, so that the query side, which needs budgets to read a release's
+The RNG factory :func:`rng` (in :mod:`dpsql.privacy.generator`) and the samplers
+(:mod:`dpsql.privacy.samplers`) are loaded on first use, so that the query side, which needs budgets to read a release's
 catalog, never even loads code that draws noise (DESIGN: answering is post-processing).
 """
 
@@ -32,8 +32,8 @@ from dpsql.privacy.calibrate import (
 from dpsql.privacy.units import Neighbouring, PrivacyUnit
 
 _LAZY = {
-    "describe_rng": "dpsql.privacy.rng", "is_private_rng": "dpsql.privacy.rng",
-    "rng": "dpsql.privacy.rng",
+    "describe_rng": "dpsql.privacy.generator", "is_private_rng": "dpsql.privacy.generator",
+    "rng": "dpsql.privacy.generator",
     "bernoulli_exp": "dpsql.privacy.samplers", "discrete_gaussian": "dpsql.privacy.samplers",
     "discrete_laplace": "dpsql.privacy.samplers", "gaussian": "dpsql.privacy.samplers",
     "laplace": "dpsql.privacy.samplers",
