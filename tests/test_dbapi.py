@@ -457,9 +457,62 @@ def test_exact_release_matches_duckdb(exact_release, trips_data):
     assert sum(got.values()) == pytest.approx(20_000, abs=1e-6)
 
 
-def test_query_side_imports_no_mechanism():
-    code = ("import sys, dpsql.dbapi; "
-            "bad = [m for m in sys.modules if m.startswith('dpsql.mechanisms')]; "
+def test_query_side_imports_no_mechanism_nor_rng(trips_release):
+    # DESIGN layering: answering is post-processing, so connecting and querying never load
+    # the mechanisms, the RNG or the samplers.
+    code = ("import sys, warnings, dpsql.dbapi as db; "
+            "warnings.simplefilter('ignore'); "
+            f"c = db.connect({str(trips_release)!r}); c.execute('SELECT COUNT(*) FROM trips')"
+            ".fetchall(); "
+            "bad = [m for m in sys.modules if m.startswith(('dpsql.mechanisms', "
+            "'dpsql.privacy.generator', 'dpsql.privacy.samplers', 'dpsql.release.build'))]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --------------------------------------------------------------------------------------
+# Plan cache
+# --------------------------------------------------------------------------------------
+
+def test_plan_cache_hits_and_types(trips_release, monkeypatch):
+    calls = []
+    real = db.plan_query
+
+    def counting(catalog, query, params=None):
+        calls.append((query, params))
+        return real(catalog, query, params)
+
+    monkeypatch.setattr(db, "plan_query", counting)
+    with db.connect(trips_release) as c:
+        q = "SELECT COUNT(*) FROM trips WHERE age >= ?"
+        a = c.execute(q, [30]).fetchall()
+        assert c.execute(q, [30]).fetchall() == a
+        assert len(calls) == 1  # the second run reused the plan
+        c.execute(q, [30.5]).fetchall()  # equal-hash values of another type: a new plan
+        assert len(calls) == 2
+        c.attach(trips_release, name="again")  # the catalog changed: plans are dropped
+        c.execute(q, [30]).fetchall()
+        assert len(calls) == 3
+
+
+def test_plan_cache_can_be_turned_off(trips_release, monkeypatch):
+    calls = []
+    real = db.plan_query
+    monkeypatch.setattr(db, "plan_query", lambda *a: calls.append(a) or real(*a))
+    with db.connect(trips_release, plan_cache_size=0) as c:
+        for _ in range(3):
+            c.execute(TOTAL).fetchall()
+    assert len(calls) == 3
+    with pytest.raises(db.ProgrammingError, match="plan_cache_size"):
+        db.connect(trips_release, plan_cache_size=-1)
+
+
+def test_plan_cache_is_bounded_and_dp_info_is_a_copy(trips_release):
+    with db.connect(trips_release, plan_cache_size=2) as c:
+        for k in range(5):
+            c.execute("SELECT COUNT(*) FROM trips WHERE age >= ?", [k]).fetchall()
+        assert len(c._plans) == 2
+        cur = c.execute(BY_MODE)
+        cur.dp_info["notes"].append("tampered")
+        assert "tampered" not in c.execute(BY_MODE).dp_info["notes"]
