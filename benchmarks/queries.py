@@ -1,0 +1,263 @@
+"""Query-side overhead: 100 analyst queries through ``dpsql.connect`` against the same
+answers written by hand over the release tables and run directly with DuckDB.
+
+Both sides run in the same process, on the same release, each on an in-memory DuckDB
+connection with the release attached read-only as ``trips``, interleaved query by query
+(so drift on a shared machine hits both alike). Reported:
+
+* ``cold_ratio``: median over the 100 queries of (dpsql end-to-end time, every run planned
+  afresh: ``plan_cache_size=0``) / (hand-written DuckDB time), each time the median of
+  ``REPEAT`` runs of execute + fetchall. Target ≤ 1.5.
+* ``warm_ratio``: the same with the connection's plan cache (a re-issued query, as from a
+  dashboard): the planned SQL's execution against the hand-written SQL's.
+* ``exec_ratio``: the planned SQL run directly on DuckDB against the hand-written SQL: the
+  cost of the rewritten query itself, without any Python layer.
+* ``planning_ms``: median time of the planner alone (:func:`dpsql.planner.plan_query`:
+  parse, bind parameters, analyse, choose the view, rewrite), and of :func:`dpsql.duck.plan`
+  (the same plus one DuckDB bind of the result to report its columns). Target ≤ 2 ms.
+
+The hand-written SQL is what a DuckDB expert would write against the release format
+(DESIGN "Release file"): the coarsest level table that answers, prefix tables for ranges.
+It may read a different view than the planner picks, so answers are not compared here
+(tests/e2e does that); row counts are, as a sanity check.
+
+Run: ``.venv/bin/python benchmarks/queries.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import duckdb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write  # noqa: E402
+
+import dpsql  # noqa: E402
+from dpsql import duck  # noqa: E402
+from dpsql.datasets import synthetic_trips, write_parquet  # noqa: E402
+from dpsql.dbapi import SeededReleaseWarning  # noqa: E402
+from dpsql.planner import plan_query  # noqa: E402
+
+N_ROWS = 100_000
+REPEAT = 9
+MODES = ("car", "train", "bus", "bike", "walk", "plane")
+
+
+def spec(rho: float = 1.0) -> dict:
+    return {
+        "name": "trips", "source": "trips.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": rho},
+        "attributes": {
+            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
+                    "spine_file": "geo.csv"},
+            "mode": {"kind": "categorical", "domain": list(MODES)},
+            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
+                         "on_out_of_bounds": "clamp"},
+            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
+        },
+        "views": [
+            {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda", "weight": 2},
+            {"name": "geo_gauss", "levels": ["geo"], "mechanism": "gaussian_tree"},
+            {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
+            {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
+            {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
+        ],
+    }
+
+
+def build(base: Path) -> Path:
+    from dpsql.release import build_release
+    from dpsql.spec import ReleaseSpec
+
+    table, spine = synthetic_trips(N_ROWS, seed=1)
+    write_parquet(table, base / "trips.parquet")
+    spine.to_csv(base / "geo.csv")
+    out = base / "trips.duckdb"
+    build_release(ReleaseSpec.from_dict(spec(), base_dir=base), out, seed=3, progress=False)
+    return out
+
+
+def workload() -> list[tuple[str, str, str]]:
+    """100 (template, dpsql SQL, hand-written SQL on the release tables) triples."""
+    regions = [f"R{i}" for i in range(1, 5)]
+    provinces = [f"R{r}-P{p}" for r in range(1, 5) for p in range(1, 4)]
+    q: list[tuple[str, str, str]] = []
+    for i in range(10):  # 1. total and per-region counts
+        if i % 2 == 0:
+            q.append(("total", "SELECT COUNT(*) AS n FROM trips",
+                      "SELECT SUM(dp_count) AS n FROM trips.geo_gauss__l1"))
+        else:
+            q.append(("by_region", "SELECT region, COUNT(*) AS n FROM trips GROUP BY region "
+                                   "ORDER BY region",
+                      "SELECT region, dp_count AS n FROM trips.geo_gauss__l1 ORDER BY region"))
+    for i in range(10):  # 2. one region's provinces
+        r = regions[i % 4]
+        q.append(("region_provinces",
+                  f"SELECT province, COUNT(*) AS n FROM trips WHERE region = '{r}' "
+                  "GROUP BY province ORDER BY province",
+                  f"SELECT province, dp_count AS n FROM trips.geo_gauss__l2 "
+                  f"WHERE region = '{r}' ORDER BY province"))
+    for i in range(10):  # 3. top cities
+        k = 3 + i
+        q.append(("top_cities",
+                  f"SELECT city, COUNT(*) AS n FROM trips GROUP BY city ORDER BY n DESC, city "
+                  f"LIMIT {k}",
+                  f"SELECT city, dp_count AS n FROM trips.geo_gauss__l3 ORDER BY n DESC, city "
+                  f"LIMIT {k}"))
+    for i in range(10):  # 4. modes within a region (InfTDA geo × mode leaves)
+        r = regions[i % 4]
+        q.append(("region_modes",
+                  f"SELECT mode, COUNT(*) AS n FROM trips WHERE region = '{r}' GROUP BY mode "
+                  "ORDER BY mode",
+                  f"SELECT mode, SUM(dp_count) AS n FROM trips.geo_mode__l4 WHERE region = "
+                  f"'{r}' GROUP BY mode ORDER BY mode"))
+    for i in range(10):  # 5. provinces IN (...)
+        ps = provinces[i:i + 3]
+        lst = ", ".join(f"'{p}'" for p in ps)
+        q.append(("provinces_in",
+                  f"SELECT province, COUNT(*) AS n FROM trips WHERE province IN ({lst}) "
+                  "GROUP BY province ORDER BY province",
+                  f"SELECT province, dp_count AS n FROM trips.geo_gauss__l2 WHERE province IN "
+                  f"({lst}) ORDER BY province"))
+    for i in range(10):  # 6. aligned distance ranges (bins are 4 km wide)
+        lo, hi = 4 * i, 4 * (i + 10 + 3 * i)
+        hi = min(hi, 256)
+        q.append(("distance_range",
+                  f"SELECT COUNT(*) AS n FROM trips WHERE distance >= {lo} AND distance < {hi}",
+                  f"SELECT (SELECT cum FROM trips.dist__prefix WHERE bin = {hi // 4}) - "
+                  f"(SELECT cum FROM trips.dist__prefix WHERE bin = {lo // 4}) AS n"))
+    for i in range(10):  # 7. age ranges (1-year bins)
+        lo, hi = 5 * i, 5 * i + 20
+        q.append(("age_range",
+                  f"SELECT COUNT(*) AS n FROM trips WHERE age >= {lo} AND age < {hi}",
+                  f"SELECT (SELECT cum FROM trips.age_tree__prefix WHERE bin = {hi}) - "
+                  f"(SELECT cum FROM trips.age_tree__prefix WHERE bin = {lo}) AS n"))
+    for i in range(10):  # 8. modes under a distance cut (mode × distance prefix)
+        cut = 16 * (i + 1)
+        q.append(("modes_short_trips",
+                  f"SELECT mode, COUNT(*) AS n FROM trips WHERE distance < {cut} "
+                  "GROUP BY mode ORDER BY mode",
+                  f"SELECT mode, cum AS n FROM trips.mode_dist__prefix WHERE bin = {cut // 4} "
+                  "ORDER BY mode"))
+    for i in range(10):  # 9. rollup region → province
+        r = regions[i % 4]
+        q.append(("rollup",
+                  f"SELECT region, province, COUNT(*) AS n FROM trips WHERE region = '{r}' "
+                  "GROUP BY ROLLUP (region, province) ORDER BY region, province",
+                  f"SELECT region, province, SUM(dp_count) AS n FROM trips.geo_gauss__l2 "
+                  f"WHERE region = '{r}' GROUP BY ROLLUP (region, province) "
+                  "ORDER BY region, province"))
+    for i in range(10):  # 10. CTE + HAVING over mode counts
+        m = 100 * (i + 1)
+        q.append(("cte_having",
+                  f"WITH c AS (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode HAVING "
+                  f"COUNT(*) > {m}) SELECT mode, n FROM c ORDER BY n DESC",
+                  f"WITH c AS (SELECT mode, SUM(dp_count) AS n FROM trips.mode_dist__l1 "
+                  f"GROUP BY mode HAVING SUM(dp_count) > {m}) SELECT mode, n FROM c "
+                  "ORDER BY n DESC"))
+    return q
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        release = build(Path(tmp))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeededReleaseWarning)  # a benchmark, not a release
+            warm = dpsql.connect(release, name="trips")
+            cold = dpsql.connect(release, name="trips", plan_cache_size=0)
+        ref = duckdb.connect()
+        ref.execute(f"ATTACH '{release}' AS trips (READ_ONLY)")
+        plan_con = duckdb.connect()
+        duck.attach(plan_con, str(release), "trips")
+        catalog = duck.catalog_of(plan_con)
+
+        queries = workload()
+        assert len(queries) == 100
+        wcur, ccur = warm.cursor(), cold.cursor()
+        rows: list[dict] = []
+        for template, ours, theirs in queries:
+            n_ours = len(wcur.execute(ours).fetchall())  # warm everything, check shapes
+            n_ref = len(ref.execute(theirs).fetchall())
+            planned_sql = duck.plan(plan_con, ours).sql
+            plan_con.execute(planned_sql).fetchall()
+            t = {k: [] for k in ("cold", "warm", "ref", "exec", "plan", "duck_plan")}
+            for _ in range(REPEAT):
+                t["cold"].append(timed(lambda: ccur.execute(ours).fetchall()))
+                t["warm"].append(timed(lambda: wcur.execute(ours).fetchall()))
+                t["ref"].append(timed(lambda: ref.execute(theirs).fetchall()))
+                t["exec"].append(timed(lambda: plan_con.execute(planned_sql).fetchall()))
+                t["plan"].append(timed(lambda: plan_query(catalog, ours)))
+                t["duck_plan"].append(timed(lambda: duck.plan(plan_con, ours)))
+            med = {k: statistics.median(v) * 1e3 for k, v in t.items()}
+            rows.append({
+                "template": template, "sql": ours, "reference_sql": theirs,
+                "rows": n_ours, "reference_rows": n_ref,
+                "dpsql_cold_ms": med["cold"], "dpsql_warm_ms": med["warm"],
+                "duckdb_ms": med["ref"], "planned_sql_ms": med["exec"],
+                "plan_ms": med["plan"], "duck_plan_ms": med["duck_plan"],
+            })
+        warm.close()
+        cold.close()
+
+    for r in rows:
+        r["cold_ratio"] = r["dpsql_cold_ms"] / r["duckdb_ms"]
+        r["warm_ratio"] = r["dpsql_warm_ms"] / r["duckdb_ms"]
+        r["exec_ratio"] = r["planned_sql_ms"] / r["duckdb_ms"]
+
+    def med(sel: list[dict], key: str) -> float:
+        return statistics.median(r[key] for r in sel)
+
+    by_template: dict[str, dict] = {}
+    for tpl in dict.fromkeys(r["template"] for r in rows):
+        sel = [r for r in rows if r["template"] == tpl]
+        by_template[tpl] = {k: med(sel, k) for k in (
+            "cold_ratio", "warm_ratio", "exec_ratio", "dpsql_cold_ms", "dpsql_warm_ms",
+            "duckdb_ms", "planned_sql_ms", "plan_ms", "duck_plan_ms")}
+        by_template[tpl]["row_counts_match"] = all(r["rows"] == r["reference_rows"]
+                                                   for r in sel)
+    summary = {
+        "queries": len(rows),
+        "repeat": REPEAT,
+        "cold_ratio_median": med(rows, "cold_ratio"),
+        "warm_ratio_median": med(rows, "warm_ratio"),
+        "exec_ratio_median": med(rows, "exec_ratio"),
+        "cold_ratio_p90": statistics.quantiles([r["cold_ratio"] for r in rows], n=10)[-1],
+        "cold_total_ratio": sum(r["dpsql_cold_ms"] for r in rows)
+        / sum(r["duckdb_ms"] for r in rows),
+        "planning_ms_median": med(rows, "plan_ms"),
+        "planning_ms_p90": statistics.quantiles([r["plan_ms"] for r in rows], n=10)[-1],
+        "duck_plan_ms_median": med(rows, "duck_plan_ms"),
+        "duckdb_ms_median": med(rows, "duckdb_ms"),
+        "targets": {"cold_ratio_median": 1.5, "planning_ms_median": 2.0},
+    }
+    path = write("queries", {"summary": summary, "by_template": by_template, "queries": rows,
+                             "duckdb": duckdb.__version__, "rows_in_source": N_ROWS})
+    sm = summary
+    print(f"end-to-end dpsql/duckdb, median over {len(rows)} queries: cold (planned every run) "
+          f"{sm['cold_ratio_median']:.2f}x (p90 {sm['cold_ratio_p90']:.2f}x), warm (plan "
+          f"cached) {sm['warm_ratio_median']:.2f}x; planned SQL alone "
+          f"{sm['exec_ratio_median']:.2f}x; target <= 1.5x")
+    print(f"planning: planner {sm['planning_ms_median']:.2f} ms median (p90 "
+          f"{sm['planning_ms_p90']:.2f}), duck.plan {sm['duck_plan_ms_median']:.2f} ms; "
+          f"hand-written query {sm['duckdb_ms_median']:.2f} ms; target <= 2 ms")
+    for tpl, b in by_template.items():
+        print(f"  {tpl:18s} cold {b['cold_ratio']:5.2f}x  warm {b['warm_ratio']:5.2f}x  "
+              f"exec {b['exec_ratio']:5.2f}x  plan {b['plan_ms']:.2f} ms  "
+              f"duckdb {b['duckdb_ms']:.2f} ms  rows match: {b['row_counts_match']}")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
