@@ -250,6 +250,11 @@ def cmd_query(args: argparse.Namespace) -> int:
         names = [d[0] for d in cur.description]
         rows = cur.fetchall()
         info = cur.dp_info or {}
+    if confidence is not None and with_ci is None and ci_note is None and info.get("private"):
+        ci_note = "no error columns for this query (write dp_ci_low/dp_ci_high in the SELECT "\
+                  "that counts)"
+    if not info.get("private"):
+        ci_note = None  # nothing private was read: there is no error to show
     ci = [names.index(_CI_LOW), names.index(_CI_HIGH)] if with_ci is not None else []
 
     if args.format == "json":

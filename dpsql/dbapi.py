@@ -605,7 +605,8 @@ class Cursor:
                 "fetch_df() needs pandas, which is not installed: `pip install pandas`, "
                 "or use fetch_arrow_table() / fetchall()") from err
         try:
-            df = dcur.df()
+            # an exhausted result gives None: answer an empty frame with the right columns
+            df = dcur.sql(self._sql).limit(0).df() if self._exhausted else dcur.df()
         except duckdb.Error as err:
             raise _translate(err, self._sql) from err
         self._fetched += len(df)

@@ -436,6 +436,10 @@ def test_fetch_df(cur):
     df = cur.execute(BY_MODE).fetch_df()
     assert isinstance(df, pd.DataFrame) and list(df.columns) == ["mode", "n"]
     assert len(df) == 6
+    cur.execute(BY_MODE).fetchmany(4)
+    assert len(cur.fetch_df()) == 2
+    assert cur.fetch_df().shape == (0, 2)  # exhausted: an empty frame, same columns
+    assert cur.fetch_arrow_table().num_rows == 0
 
 
 def test_fetch_df_without_pandas(cur, monkeypatch):

@@ -127,6 +127,13 @@ def test_query_without_count_in_outer_select_still_runs(capsys, trips_release):
         assert mode in out
 
 
+def test_query_reading_nothing_private(capsys, trips_release):
+    code, out, err = run(capsys, trips_release, "SELECT 42 AS x")
+    assert code == 0, err
+    assert "42" in out and "CI" not in out and "no error columns" not in out
+    assert "reads no private table" in out
+
+
 def test_subprocess_csv_and_error(trips_release):
     ok = subprocess.run([sys.executable, "-m", "dpsql.cli", "query", str(trips_release),
                          BY_MODE, "--format", "csv"], capture_output=True, text=True)
