@@ -106,15 +106,33 @@ def _segment_sort(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:
     return np.lexsort((x, seg))
 
 
-def intopt_segmented(x, seg_ptr, c) -> np.ndarray:
-    """IntOpt of every segment ``x[seg_ptr[i]:seg_ptr[i+1]]`` onto its own total ``c[i]``,
-    in one vectorised call. Equal, segment by segment, to :func:`intopt`.
+def intopt_segmented(x, seg_ptr_or_ids, c) -> np.ndarray:
+    """IntOpt of every segment of ``x`` onto its own total ``c[i]``, in one vectorised
+    call. Equal, segment by segment, to :func:`intopt`.
 
-    ``seg_ptr`` are CSR offsets (length len(c)+1, see :func:`segment_offsets`)."""
+    ``seg_ptr_or_ids`` is either CSR offsets (length len(c)+1, first 0, last len(x)) or
+    non-decreasing segment ids (length len(x), values in 0..len(c)−1). The two cannot be
+    confused: offsets end at len(x) while ids are at most len(c) − 1 < len(x) whenever
+    the lengths coincide.
+
+    >>> intopt_segmented([5, -3, 2, 10, 0, 0, 0], [0, 4, 7], [20, 2]).tolist()
+    [7, 0, 1, 12, 0, 1, 1]
+    >>> intopt_segmented([5, -3, 2, 10, 0, 0, 0], [0, 0, 0, 0, 1, 1, 1], [20, 2]).tolist()
+    [7, 0, 1, 12, 0, 1, 1]
+    """
     x = np.asarray(x, dtype=np.int64)
-    ptr = np.asarray(seg_ptr, dtype=np.int64)
+    seg = np.asarray(seg_ptr_or_ids, dtype=np.int64)
     c = np.asarray(c, dtype=np.int64)
     n_seg = c.size
+    if seg.size == n_seg + 1 and seg[0] == 0 and seg[-1] == x.size:
+        ptr = seg
+    elif seg.size == x.size:
+        if seg.size and (seg.min() < 0 or seg.max() >= n_seg):
+            raise InternalError("segment ids must lie in 0..len(c)-1")
+        ptr = segment_offsets(seg, n_seg)
+    else:
+        raise InternalError("seg_ptr_or_ids must be CSR offsets (len(c)+1) or segment ids "
+                            "(len(x))")
     if ptr.size != n_seg + 1 or ptr[0] != 0 or ptr[-1] != x.size or np.any(np.diff(ptr) < 0):
         raise InternalError("seg_ptr must be CSR offsets of x with one segment per c")
     if np.any(c < 0):

@@ -129,6 +129,8 @@ def test_segmented_equals_per_parent(segs):
         assert y[ptr[i]:ptr[i + 1]].tolist() == intopt_loop(x, c)
     ids = np.repeat(np.arange(len(segs)), lens)
     assert np.array_equal(segment_offsets(ids, len(segs)), ptr)
+    flat = np.concatenate(xs) if lens.sum() else np.zeros(0, np.int64)
+    assert np.array_equal(intopt_segmented(flat, ids, cs), y)
 
 
 def test_edge_cases():
