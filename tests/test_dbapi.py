@@ -412,7 +412,8 @@ def test_dp_info_describes_the_answer(cur):
     assert isinstance(info, dict)
     text = repr(info)
     assert "view" in info and info["view"] in ("geo_mode", "geo_gauss")
-    assert "mechanism" in text
+    for key in ("levels", "mechanism", "budget", "error_model", "notes"):
+        assert key in info, f"dp_info lacks {key!r}: {text}"
     info["view"] = "tampered"
     assert cur.dp_info["view"] != "tampered"  # a copy
 

@@ -91,6 +91,14 @@ def test_parameters(capsys, exact_release, raw_by_mode):
                          "--format", "json")
     assert code == 0, err
     assert json.loads(out)["rows"][0]["n"] == pytest.approx(raw_by_mode["bus"], abs=1e-6)
+    code, out, err = run(capsys, exact_release,
+                         "SELECT COUNT(*) AS n FROM trips WHERE age >= ? AND age < ?",
+                         "-p", "20", "-p", "40", "--format", "csv")
+    assert code == 0, err
+    src = str(exact_release.parent / "trips.parquet")
+    want = duckdb.connect().execute(
+        f"SELECT COUNT(*) FROM '{src}' WHERE age >= 20 AND age < 40").fetchone()[0]
+    assert float(out.splitlines()[1]) == pytest.approx(want, abs=1e-6)
 
 
 @pytest.mark.parametrize("sql, words", [
