@@ -391,3 +391,23 @@ def test_theorem1_violation_rate_and_noise_calibration():
     assert abs(z.var() - s2) < 5 * s2 * math.sqrt(2 / z.size)
     means = max_err[:, 1:].mean(axis=0)
     assert means[0] < means[-1]  # zoom-in: level 1 is more accurate than the leaves
+
+
+@pytest.mark.statistical
+def test_error_scales_like_inverse_sqrt_rho():
+    """inftda §6.13: halving ρ multiplies the mean max error by ≈ √2 (on data with
+    enough mass that clamping at 0 rarely binds)."""
+    tree = cat_tree(4, 5, 6)
+    ids, cnt = skewed(tree, 20_000, 5)
+    truth = dense_levels(tree, ids, cnt)
+    means = []
+    for rho in (0.2, 0.1):
+        errs = []
+        for r in range(150):
+            out = inftda(tree, ids, cnt, ZCDP(rho), neighbouring="substitute", rng=rng(r))
+            rel = released_dense(tree, out)
+            errs.append([np.abs(rel[k] - truth[k]).max() for k in (1, 3)])
+        means.append(np.mean(errs, axis=0))
+    ratio = means[1] / means[0]
+    assert np.all((ratio > 1.2) & (ratio < 1.65)), ratio
+    assert means[0][0] < means[0][1]  # and grows with depth
