@@ -38,6 +38,7 @@ from od_generator import generate  # noqa: E402
 
 from dpsql.domains import categorical, concat, hierarchy, od_tree  # noqa: E402
 from dpsql.mechanisms.inftda import inftda  # noqa: E402
+from dpsql.mechanisms.topdown_baselines import stability_histogram, tda_l2  # noqa: E402
 from dpsql.privacy import ApproxDP, ZCDP, rng  # noqa: E402
 
 DELTA = 1e-8
@@ -163,14 +164,7 @@ def italy(eps_list, quick):
     for k in range(tree.depth, 0, -1):
         truth.append(tree.aggregate(*truth[-1], k, k - 1))
     truth.reverse()
-    rows = []
-    for eps in eps_list:
-        tracemalloc.start()
-        t0 = time.perf_counter()
-        out = inftda(tree, ids, cnt, ApproxDP(eps, DELTA), neighbouring="substitute", rng=rng(1))
-        secs = time.perf_counter() - t0
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+    def score(out):
         errs, fdr = [], None
         for k in range(1, tree.depth + 1):
             ti, tc = truth[k]
@@ -183,16 +177,37 @@ def italy(eps_list, quick):
             errs.append(int(np.abs(tv - rv).max()))
             if k == tree.depth:
                 fdr = float(np.mean(tv[rv > 0] == 0) * 100) if (rv > 0).any() else None
+        return errs, fdr
+
+    rows, baselines = [], []
+    for eps in eps_list:
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        out = inftda(tree, ids, cnt, ApproxDP(eps, DELTA), neighbouring="substitute", rng=rng(1))
+        secs = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        errs, fdr = score(out)
         row = {"epsilon": eps, "delta": DELTA, "rho": float(out.loss.rho), "seconds": secs,
                "tracemalloc_peak_mb": peak / 2**20, "draws": out.draws,
                "released_nodes_per_level": [int(lv.ids.size) for lv in out.levels],
                "max_error_per_level": errs, "leaf_fdr_percent": fdr}
         print("italy", row, flush=True)
         rows.append(row)
+        for name, fn in (("tda_l2", tda_l2), ("stability_histogram", stability_histogram)):
+            t0 = time.perf_counter()
+            b = fn(tree, ids, cnt, ApproxDP(eps, DELTA), neighbouring="substitute", rng=rng(1))
+            secs_b = time.perf_counter() - t0
+            errs_b, fdr_b = score(b)
+            brow = {"mechanism": name, "epsilon": eps, "seconds": secs_b,
+                    "seconds_ratio_to_inftda": secs_b / secs,
+                    "max_error_per_level": errs_b, "leaf_fdr_percent": fdr_b}
+            print("italy", brow, flush=True)
+            baselines.append(brow)
     return {"regions": 20, "provinces": 110, "municipalities": 8000,
             "trips": int(cnt.sum()), "nonzero_pairs": int(ids.size),
             "level_sizes": list(tree.level_sizes), "generate_s": gen_s, "tree_and_ids_s": build_s,
-            "runs": rows,
+            "runs": rows, "baselines": baselines,
             "peak_rss_mb_process": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
