@@ -616,14 +616,7 @@ def od_tree(origin: DomainTree, destination: DomainTree,
     return DomainTree([origin._comps[0], destination._comps[0]], sched)
 
 
-def offsets_from_counts(n_children: np.ndarray) -> np.ndarray:
-    """CSR offsets (length P+1) from per-parent child counts."""
-    off = np.zeros(len(n_children) + 1, dtype=np.int64)
-    np.cumsum(n_children, out=off[1:])
-    return off
-
-
 __all__ = ["DomainTree", "LevelInfo", "binned", "categorical", "concat", "hierarchy",
-           "od_tree", "offsets_from_counts"]
+           "od_tree"]
 
 concat = DomainTree.concat

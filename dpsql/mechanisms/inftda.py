@@ -229,7 +229,8 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     info = {"neighbouring": nb.value, "max_rows": m, "level_sizes": list(tree.level_sizes),
             "rho_levels": [str(r) for r in rho_lv], "sigma2_levels": sigma2,
             "rho_root": None if rho_root is None else str(rho_root),
-            "sigma2_root": sigma2_root, "requested_budget": budget.describe()}
+            "sigma2_root": sigma2_root, "requested_budget": budget.describe(),
+            "noise_hook_used": noise_hook is not None}  # a hooked run is a test, not a release
     return PrivateTree(mechanism=mechanism, levels=tuple(levels), error_model=model,
                        loss=zc, sensitivity=sens, draws=draws, info=info)
 

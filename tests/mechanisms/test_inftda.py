@@ -222,10 +222,12 @@ def test_chunked_levels_keep_invariants():
                   level_weights=None, rng=rng(0), root_weight=None, noise_hook=None,
                   project=intopt_segmented, mechanism="inftda", chunk_size=7)
     check_structure(tree, out, 2000)
+    assert out.info["noise_hook_used"] is False
     ex = topdown(tree, ids, cnt, ZCDP(1), neighbouring="substitute", max_rows=1,
                  level_weights=None, rng=rng(0), root_weight=None, noise_hook=zero_noise,
                  project=intopt_segmented, mechanism="inftda", chunk_size=3)
     assert np.array_equal(ex.leaves.ids, ids) and np.array_equal(ex.leaves.counts, cnt)
+    assert ex.info["noise_hook_used"] is True
 
 
 # ---------------------------------------------------------------- privacy plumbing
