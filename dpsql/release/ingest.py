@@ -172,26 +172,28 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
     where = " AND ".join(conditions) if conditions else "TRUE"
     unit = spec.unit
     unit_select = ", dpsql_unit" if unit.column else ""
+    if unit.column is None:
+        # No bounding: the codes are a view over the looked-up rows (no second copy).
+        con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {', '.join(code_cols)} "
+                    f"FROM dpsql_looked_up WHERE {where}")
+        report.rows_used = _count(con, "SELECT count(*) FROM dpsql_rows")
+        return report
     con.execute(f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(code_cols)}{unit_select} "
                 f"FROM dpsql_looked_up WHERE {where}")
     con.execute("DROP TABLE dpsql_looked_up")
     kept = _count(con, "SELECT count(*) FROM dpsql_coded")
-    if unit.column is not None:
-        # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random
-        # by a salted hash (the salt comes from the release RNG).
-        codes = ", ".join(f"c_{a.name}" for a in used)
-        con.execute(
-            "CREATE TEMP TABLE dpsql_rows AS SELECT * EXCLUDE (dpsql_rank) FROM ("
-            f"SELECT {codes}, row_number() OVER (PARTITION BY dpsql_unit ORDER BY "
-            f"hash({int(salt)}, dpsql_unit, {codes})) AS dpsql_rank "
-            f"FROM dpsql_coded) WHERE dpsql_rank <= {unit.max_rows}")
-        con.execute("DROP TABLE dpsql_coded")
-        report.rows_used = _count(con, "SELECT count(*) FROM dpsql_rows")
-        report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
-                   kept - report.rows_used)
-    else:
-        con.execute("ALTER TABLE dpsql_coded RENAME TO dpsql_rows")
-        report.rows_used = kept
+    # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random
+    # by a salted hash (the salt comes from the release RNG).
+    codes = ", ".join(f"c_{a.name}" for a in used)
+    con.execute(
+        "CREATE TEMP TABLE dpsql_rows AS SELECT * EXCLUDE (dpsql_rank) FROM ("
+        f"SELECT {codes}, row_number() OVER (PARTITION BY dpsql_unit ORDER BY "
+        f"hash({int(salt)}, dpsql_unit, {codes})) AS dpsql_rank "
+        f"FROM dpsql_coded) WHERE dpsql_rank <= {unit.max_rows}")
+    con.execute("DROP TABLE dpsql_coded")
+    report.rows_used = _count(con, "SELECT count(*) FROM dpsql_rows")
+    report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
+               kept - report.rows_used)
     return report
 
 
@@ -219,9 +221,15 @@ def _lookup(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
         columns["code"] = pa.array(spine_codes if spine_codes is not None
                                    else np.arange(len(attr.paths), dtype=np.int64))
         _create_from_arrow(con, table, pa.table(columns))
-        on = " AND ".join(f"{alias}.{quote_ident(c)} = "
-                          f"CAST(dpsql_src.{quote_ident(c)} AS VARCHAR)" for c in attr.columns)
-        join = f"LEFT JOIN {table} AS {alias} ON {on}"
+        # A spine value has one parent, so the finest column alone finds the leaf: join on
+        # it (one string hash per row) and check the coarser columns by comparison.
+        finest = attr.columns[-1]
+        join = (f"LEFT JOIN {table} AS {alias} ON {alias}.{quote_ident(finest)} = "
+                f"CAST(dpsql_src.{quote_ident(finest)} AS VARCHAR)")
+        same = " AND ".join(f"{alias}.{quote_ident(c)} = "
+                            f"CAST(dpsql_src.{quote_ident(c)} AS VARCHAR)"
+                            for c in attr.columns[:-1]) or "TRUE"
+        return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
     return [flag, f"{alias}.code AS c_{name}"], join
 
 
