@@ -31,6 +31,7 @@ Decisions (see ``reference/od_topdown.md`` §1 and ``reference/inftda.md`` §1):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -49,7 +50,7 @@ def _i64(ids: Any) -> np.ndarray:
 # Components
 # ----------------------------------------------------------------------------------------
 
-class _Component:
+class _Component(ABC):
     """One attribute or spine: levels 0..depth in tree order."""
 
     kind: str
@@ -57,31 +58,36 @@ class _Component:
     sizes: tuple[int, ...]
     columns: tuple[str, ...]  # the attribute each level 1..depth refines
 
+    @abstractmethod
     def ancestor(self, ids: np.ndarray, frm: int, to: int) -> np.ndarray:
-        raise NotImplementedError
+        """See the subclasses."""
 
+    @abstractmethod
     def first_desc(self, ids: np.ndarray, lvl: int, target: int) -> np.ndarray:
         """First descendant at ``target`` of nodes ``ids`` at ``lvl`` (``ids`` may be the
         sentinel ``sizes[lvl]``)."""
-        raise NotImplementedError
 
     def n_desc(self, ids: np.ndarray, lvl: int, target: int) -> np.ndarray:
         return self.first_desc(ids + 1, lvl, target) - self.first_desc(ids, lvl, target)
 
+    @abstractmethod
     def labels(self, ids: np.ndarray, lvl: int) -> dict[str, np.ndarray]:
-        raise NotImplementedError
+        """See the subclasses."""
 
+    @abstractmethod
     def leaf_codes(self, codes: Mapping[str, Any]) -> np.ndarray:
-        raise NotImplementedError
+        """See the subclasses."""
 
+    @abstractmethod
     def level_info(self, lvl: int) -> "LevelInfo":
-        raise NotImplementedError
+        """See the subclasses."""
 
     def values(self, column: str) -> np.ndarray | None:
         return None
 
+    @abstractmethod
     def to_json(self) -> dict:
-        raise NotImplementedError
+        """See the subclasses."""
 
 
 class _Explicit(_Component):

@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from dpsql.errors import InternalError
+
 
 @dataclass(frozen=True)
 class Variance:
@@ -74,7 +76,8 @@ class ErrorModel(ABC):
         The default uses the normal approximation of :meth:`sum_variance` (two-sided)."""
         v = self.sum_variance(level, node_ids)
         if v is None:
-            raise NotImplementedError(f"{type(self).__name__} must override sum_bound")
+            raise InternalError(f"{type(self).__name__} gives no variances, so it must "
+                                "override sum_bound")
         return NormalDist().inv_cdf(1.0 - beta / 2.0) * v.stderr
 
     def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:

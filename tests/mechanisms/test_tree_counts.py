@@ -12,14 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dpsql.mechanisms.alpha_tree as at
 import dpsql.mechanisms.tree_counts as tc
 from dpsql.accuracy import load
 from dpsql.accuracy.tree_counts import (TreeCountsErrorModel, decode_fanouts, encode_fanouts,
                                         posterior_variances)
 from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.least_squares import tree_least_squares
-from dpsql.mechanisms.tree_counts import (alpha_schedule, alpha_tree, gaussian_tree,
-                                          laplace_tree, tree_level_counts)
+from dpsql.mechanisms.alpha_tree import alpha_schedule, alpha_tree
+from dpsql.mechanisms.tree_counts import gaussian_tree, laplace_tree, tree_level_counts
 from dpsql.privacy import ApproxDP, PureDP, ZCDP, rng
 from dpsql.privacy.calibrate import analytic_gaussian_delta
 from dpsql.privacy.samplers import discrete_gaussian_pmf, discrete_laplace_pmf
@@ -334,7 +335,7 @@ def test_fanout_encoding_round_trip():
 # ------------------------------------------------------------- α-algorithm: primitives
 @pytest.mark.parametrize("scale, shift, delta", [(2.0, 1, 1e-3), (0.7, 2, 1e-4), (5.0, 3, 1e-6)])
 def test_truncated_discrete_laplace_radius_is_private_and_tight(scale, shift, delta):
-    R = int(tc._tl_radius(scale, shift, math.log(delta)))
+    R = int(at._tl_radius(scale, shift, math.log(delta)))
     support = np.arange(-R, R + 1)
     p = discrete_laplace_pmf(scale, support)
     p /= p.sum()
@@ -356,14 +357,14 @@ def test_truncated_discrete_laplace_radius_is_private_and_tight(scale, shift, de
         assert hockey(joint, moved) <= delta * (1 + 1e-9)
     # tight: one less would leak more than δ (unless R is the floor R = shift)
     if R > shift:
-        assert tc._tl_edge_mass(scale, R - 1, shift) > delta
-    draws = tc._trunc_dlap(scale, R, 20000, rng(4))
+        assert at._tl_edge_mass(scale, R - 1, shift) > delta
+    draws = at._trunc_dlap(scale, R, 20000, rng(4))
     assert np.abs(draws).max() <= R and draws.dtype == np.int64
 
 
 def test_svt_margin_is_minimal():
     for scale, target in [(3.0, 1e-3), (20.0, 1e-6), (0.5, 0.1)]:
-        t = int(tc._dlap_margin(np.array([scale]), np.array([math.log(target)]))[0])
+        t = int(at._dlap_margin(np.array([scale]), np.array([math.log(target)]))[0])
         q = math.exp(-1 / scale)
         tail = lambda s: 2 * q ** (s + 1) / (1 + q)          # P[|X| > s]
         assert tail(t) <= target
@@ -440,7 +441,7 @@ def test_next_forest_maximal_light_subtrees():
     sizes = [1, 2, 3]
     tid = [np.zeros(1, np.int64), np.zeros(2, np.int64), np.zeros(3, np.int64)]
     top = [np.array([True]), np.array([True, False]), np.array([True, False, False])]
-    new = tc._next_forest(top, tid, parents, sizes)
+    new = at._next_forest(top, tid, parents, sizes)
     # ⊥ sibling a1 of the ⊤ a0, and the whole ⊥ subtree b (with b0) go on; ⊤ nodes leave
     assert new[0].tolist() == [-1]
     assert new[1].tolist() == [-1, 2]            # b is a root: global id 1 + 1
@@ -448,7 +449,7 @@ def test_next_forest_maximal_light_subtrees():
     # nodes already estimated stay out; a ⊥ tree root stays the root
     tid2 = [np.array([-1]), np.array([-1, 2]), np.array([-1, 4, 2])]
     top2 = [np.array([False]), np.array([False, False]), np.array([False, False, True])]
-    new2 = tc._next_forest(top2, tid2, parents, sizes)
+    new2 = at._next_forest(top2, tid2, parents, sizes)
     assert new2[1].tolist() == [-1, 2] and new2[2].tolist() == [-1, 4, -1]
 
 
@@ -467,7 +468,7 @@ def test_classification_and_forest_invariants(seed):
     g = rng(seed)
     for rung in range(3):
         tau = float(rs.uniform(0, 40))
-        top, stats = tc._classify(counts, parents, sizes, tid, tau, 0.0, 0.0, s, 0, g)
+        top, stats = at._classify(counts, parents, sizes, tid, tau, 0.0, 0.0, s, 0, g)
         assert stats["svt_top_max"] <= s.cutoff
         for k in range(len(sizes)):
             assert not np.any(top[k] & (tid[k] < 0))                    # only active nodes
@@ -476,7 +477,7 @@ def test_classification_and_forest_invariants(seed):
                 same = tid[k] >= 0
                 same &= tid[k - 1][par] == tid[k]
                 assert not np.any(top[k] & same & ~top[k - 1][par])     # ⊤ is upward-closed
-        new = tc._next_forest(top, tid, parents, sizes)
+        new = at._next_forest(top, tid, parents, sizes)
         offsets = np.concatenate([[0], np.cumsum(sizes)])
         for k in range(len(sizes)):
             bottom = (tid[k] >= 0) & ~top[k]
@@ -515,7 +516,7 @@ def test_classification_misclassification_rate(case):
     reps = 200
     for _ in range(reps):
         tid = [np.zeros(n, np.int64) for n in sizes]
-        top, _ = tc._classify(counts, parents, sizes, tid, tau1, float(s.margin[0]),
+        top, _ = at._classify(counts, parents, sizes, tid, tau1, float(s.margin[0]),
                               float(s.radius[0]), s, 0, g)
         wrong = any(np.any((counts[k] >= (1 + s.beta) * tau1) & ~top[k])
                     or np.any((counts[k] < (1 - s.beta) * tau1) & top[k]) for k in range(4))
