@@ -126,6 +126,11 @@ def test_spine_child_under_two_parents():
         spec(attributes=attrs, views=views)
 
 
+def test_spec_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        spec(budget={"rho": "lots"})
+
+
 def test_malformed_toml(tmp_path):
     p = tmp_path / "bad.toml"
     p.write_text("name = 'x\n")
@@ -136,8 +141,3 @@ def test_malformed_toml(tmp_path):
 def test_missing_spec_file(tmp_path):
     with pytest.raises(dpsql.SpecError, match="does not exist"):
         ReleaseSpec.from_toml(tmp_path / "nope.toml")
-
-
-def test_spec_error_is_a_value_error():
-    with pytest.raises(ValueError):
-        spec(budget={"rho": "lots"})
