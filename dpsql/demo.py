@@ -28,7 +28,7 @@ neighbouring = "add_remove"          # one trip (row) joining or leaving is prot
 #   max_rows = 4                     # at most 4 trips per traveller are used
 
 [budget]
-rho = 1.0                            # zCDP; about (ε=6.1, δ=1e-9)-DP in total
+rho = 1.0                            # zCDP; about (ε=9.5, δ=1e-9)-DP in total
 
 [attributes.geo]
 kind = "hierarchy"

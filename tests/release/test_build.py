@@ -4,6 +4,7 @@ and one clear error per kind of bad input."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -234,6 +235,12 @@ def test_release_holds_no_true_counts(tmp_path):
             if name != "dp_count":
                 assert not (values & truths), (table, name)
             assert float(n) not in values, (table, name)
+    # 3. The catalog's JSON (spec, error models, mechanism info) holds no true count either.
+    text = " ".join(str(v) for row in _rows(con, "SELECT * FROM dpsql_views") +
+                    _rows(con, "SELECT * FROM dpsql_release") for v in row)
+    numbers = {float(x) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", text)}
+    assert float(n) not in numbers
+    assert not ({t for t in truths if t > 1000} & numbers)
 
 
 # --------------------------------------------------------------------------------------
