@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.errors import OperationalError, ProgrammingError, UnsupportedQueryError
+from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner import PlannedQuery, plan_query
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.release.store import read_catalog

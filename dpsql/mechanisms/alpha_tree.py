@@ -19,7 +19,7 @@ import numpy as np
 
 from dpsql.errors import InternalError, InvalidPrivacyParameterError
 from dpsql.mechanisms.tree_counts import _check_parents, _sensitivity, tree_level_counts
-from dpsql.privacy.budgets import ApproxDP, Budget
+from dpsql.privacy.budgets import ApproxDP
 from dpsql.privacy.samplers import discrete_laplace
 from dpsql.privacy.units import Neighbouring
 
@@ -428,3 +428,7 @@ def _max_transitions(top, tid, parents, sizes) -> int:
         ids.append(tid[k][trans])
     allids = np.concatenate(ids)
     return int(np.bincount(allids).max()) if allids.size else 0
+
+
+__all__ = ["AlphaSchedule", "AlphaTreeResult", "ThresholdAccuracy", "alpha_schedule",
+           "alpha_tree"]

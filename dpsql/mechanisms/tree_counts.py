@@ -38,14 +38,13 @@ The noise variances stored in the error model are the exact variances of the sam
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from dpsql.accuracy.tree_counts import TreeCountsErrorModel, encode_fanouts
-from dpsql.errors import DataError, InternalError, InvalidPrivacyParameterError
+from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.least_squares import tree_least_squares
 from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP
@@ -53,8 +52,7 @@ from dpsql.privacy.calibrate import analytic_gaussian_sigma
 from dpsql.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian, laplace
 from dpsql.privacy.units import Neighbouring
 
-__all__ = ["tree_level_counts", "laplace_tree", "gaussian_tree", "alpha_schedule",
-           "alpha_tree", "AlphaSchedule", "AlphaTreeResult", "ThresholdAccuracy"]
+__all__ = ["tree_level_counts", "laplace_tree", "gaussian_tree"]
 
 
 # ------------------------------------------------------------------------------ trees

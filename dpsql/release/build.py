@@ -18,7 +18,7 @@ This is the only code that reads raw data and draws noise (through
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -31,7 +31,7 @@ import pyarrow as pa
 from dpsql import domains
 from dpsql.errors import DataError, SpecError
 from dpsql.mechanisms.base import PrivateTree
-from dpsql.privacy import ApproxDP, Budget, PureDP, ZCDP, describe_rng, rng as make_rng
+from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
 from dpsql.release.ingest import ingest
 from dpsql.release.store import (AttributeMeta, LevelMeta, Release, open_release,
@@ -47,11 +47,6 @@ MAX_PREFIX_CELLS = 20_000_000
 # --------------------------------------------------------------------------------------
 # Budgets
 # --------------------------------------------------------------------------------------
-
-def total_rho(budget: Budget) -> ZCDP:
-    """The total as zCDP: ε²/2 for pure DP, the largest ρ for (ε, δ)."""
-    return budget.to_zcdp()
-
 
 def view_budgets(spec: ReleaseSpec) -> list[Budget]:
     """Each view's share of the total, in its mechanism's native notion."""

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.errors import DataError, SpecError
-from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
+from dpsql.spec import Categorical, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "REAL")
