@@ -18,10 +18,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpsql.errors import InternalError, InvalidPrivacyParameterError
-from dpsql.mechanisms.tree_counts import _check_parents, _sensitivity, tree_level_counts
+from dpsql.mechanisms.tree_counts import _check_parents, tree_level_counts
 from dpsql.privacy.budgets import ApproxDP
 from dpsql.privacy.samplers import discrete_laplace
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import Neighbouring, histogram_sensitivity
 
 
 # ------------------------------------------------------------ truncated discrete Laplace
@@ -205,7 +205,8 @@ def alpha_schedule(depth: int, budget: ApproxDP, *, alpha: float,
     d = int(depth)
     if d < 1:
         raise InvalidPrivacyParameterError(f"depth must be >= 1, got {depth!r}")
-    nb, m, l1, _ = _sensitivity(neighbouring, max_rows)
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    nb, m, l1 = sens.neighbouring, sens.max_rows, sens.l1
     levels = d + 1                                          # the paper's d (nodes on a path)
     e = min(1.0 / levels ** 2, 0.25) if eta is None else float(eta)
     if not 0.0 < e < 1.0:

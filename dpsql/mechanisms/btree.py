@@ -40,7 +40,7 @@ from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.least_squares import tree_least_squares
 from dpsql.privacy.budgets import PureDP
 from dpsql.privacy.samplers import discrete_laplace
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import Neighbouring, histogram_sensitivity
 
 __all__ = [
     "TreeChoice", "choose_tree", "digit_sums", "budget_weights", "raw_prefix_error",
@@ -441,9 +441,8 @@ def btree(hist: np.ndarray, budget: PureDP, *, neighbouring: Neighbouring | str,
     if not isinstance(budget, PureDP):
         raise InvalidPrivacyParameterError(
             f"btree is a pure ε-DP mechanism and needs a PureDP budget, got {budget!r}")
-    nb = Neighbouring.parse(neighbouring)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
-        raise InvalidPrivacyParameterError(f"max_rows must be an integer >= 1, got {max_rows!r}")
+    sensitivity = histogram_sensitivity(neighbouring, max_rows)
+    nb, m, sens = sensitivity.neighbouring, sensitivity.max_rows, sensitivity.l1
     counts = np.asarray(hist)
     if counts.ndim != 1 or counts.dtype.kind not in "iu":
         raise DataError(f"hist must be a 1-D integer array of bin counts, got {counts.dtype} "
@@ -457,8 +456,6 @@ def btree(hist: np.ndarray, budget: PureDP, *, neighbouring: Neighbouring | str,
     spans, sizes = bin_spans(fans), level_sizes(K, fans)
     weights = budget_weights(K, fans)
     parts = budget.split([Fraction(w) for w in weights])
-    m = int(max_rows)
-    sens = m if nb is Neighbouring.ADD_REMOVE else 2 * m
     # conservative float scale: one ulp up, never below the exact Δ₁/ε_i
     scales = [math.nextafter(float(Fraction(sens) / part.epsilon), math.inf) for part in parts]
     variances = [discrete_laplace_variance(s) for s in scales]

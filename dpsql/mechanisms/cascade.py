@@ -52,7 +52,7 @@ from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP
 from dpsql.privacy.calibrate import analytic_gaussian_sigma, gaussian_sigma_zcdp
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import Neighbouring, histogram_sensitivity
 
 MECHANISM = "cascade"
 
@@ -137,12 +137,8 @@ def cascade_noise(depth: int, rng: np.random.Generator, *, arity: int = 2,
 # ------------------------------------------------------------------ calibration
 
 def _check_neighbouring_rows(neighbouring: Any, max_rows: Any) -> tuple[Neighbouring, int]:
-    nb = Neighbouring.parse(neighbouring)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) \
-            or max_rows < 1:
-        raise InvalidPrivacyParameterError(
-            f"max_rows must be an integer >= 1, got {max_rows!r}")
-    return nb, int(max_rows)
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    return sens.neighbouring, sens.max_rows
 
 
 def mahalanobis_sensitivity(arity: int, level_variance: Sequence[float], *,

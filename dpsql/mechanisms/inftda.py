@@ -43,9 +43,9 @@ from dpsql.accuracy.inftda import InfTDAErrorModel
 from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.intopt import intopt_segmented
-from dpsql.privacy.budgets import ApproxDP, PureDP, ZCDP
+from dpsql.privacy.budgets import ApproxDP, PureDP, ZCDP, ceil_float, normalise_weights
 from dpsql.privacy.samplers import discrete_gaussian
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import Neighbouring, check_max_rows, histogram_sensitivity
 
 NoiseHook = Callable[[int, np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
 Projection = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
@@ -66,55 +66,33 @@ def _as_zcdp(budget: Any) -> ZCDP:
         f"budget must be ZCDP or ApproxDP, got {budget!r}")
 
 
-def _max_rows(max_rows: Any) -> int:
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) or max_rows < 1:
-        raise InvalidPrivacyParameterError(f"max_rows must be an integer >= 1, got {max_rows!r}")
-    return int(max_rows)
-
-
 def _sigma2(delta_sq: Fraction, rho: Fraction) -> float:
     """Δ²/(2ρ) as a float never below the exact value (conservative)."""
-    exact = delta_sq / (2 * rho)
-    f = float(exact)
-    return math.nextafter(f, math.inf) if Fraction(f) < exact else f
+    return ceil_float(delta_sq / (2 * rho))
 
 
 def sensitivities(neighbouring: Neighbouring, max_rows: int) -> tuple[Fraction, Fraction | None]:
     """(Δ² per level, Δ² of the root or None when n is public); see the module doc."""
-    m = Fraction(max_rows)
-    if neighbouring is Neighbouring.SUBSTITUTE:
-        return 2 * m * m, None
-    return m * m, m * m
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    return sens.l2_squared, (None if sens.total_is_public else sens.l2_squared)
 
 
 def _weights(d: int, level_weights: Sequence[Any] | None, root_weight: Any,
              noisy_root: bool) -> list[Fraction]:
-    if level_weights is None:
-        lw = [Fraction(1)] * d
-    else:
-        lw = list(level_weights)
-        if len(lw) != d:
-            raise InvalidPrivacyParameterError(
-                f"level_weights has {len(lw)} entries but the tree has {d} noisy levels")
-        try:
-            lw = [Fraction(w) for w in lw]
-        except (TypeError, ValueError) as err:
-            raise InvalidPrivacyParameterError(f"level_weights must be numbers, got {level_weights!r}") from err
-        if any(w <= 0 for w in lw):
-            raise InvalidPrivacyParameterError(f"level_weights must all be > 0, got {level_weights!r}")
+    """Budget shares of (root,) level 1..d: ``level_weights`` (one per noisy level below the
+    root, default equal) and, when n is private, ``root_weight`` (default 1)."""
+    lw = [1] * d if level_weights is None else list(level_weights)
     if not noisy_root:
         if root_weight is not None:
             raise InvalidPrivacyParameterError(
                 "root_weight applies only to neighbouring='add_remove'; under 'substitute' "
                 "the total n is public and costs nothing")
-        ws = lw
-    else:
-        rw = Fraction(1) if root_weight is None else Fraction(root_weight)
-        if rw <= 0:
-            raise InvalidPrivacyParameterError(f"root_weight must be > 0, got {root_weight!r}")
-        ws = [rw] + lw
-    total = sum(ws)
-    return [w / total for w in ws]
+        return normalise_weights(lw, what="level_weights", count=d,
+                                 count_hint=" (one per level below the root)")
+    normalise_weights(lw, what="level_weights", count=d,
+                      count_hint=" (one per level below the root)")
+    rw = 1 if root_weight is None else root_weight
+    return normalise_weights([rw] + lw, what="root_weight and level_weights")
 
 
 def true_levels(tree: Any, leaf_ids: Any, leaf_counts: Any) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -165,7 +143,7 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             chunk_size: int = CHUNK_SIZE) -> PrivateTree:
     """The shared TopDown loop (InfTDA and TDA-ℓ2 differ only in ``project``)."""
     nb = Neighbouring.parse(neighbouring)
-    m = _max_rows(max_rows)
+    m = check_max_rows(max_rows)
     zc = _as_zcdp(budget)
     d = tree.depth
     dsq, dsq_root = sensitivities(nb, m)

@@ -32,12 +32,11 @@ from dpsql.accuracy.inftda import (LeafGaussErrorModel, StabilityHistogramErrorM
                                    describe_leaves)
 from dpsql.errors import InternalError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
-from dpsql.mechanisms.inftda import (NoiseHook, _as_zcdp, _max_rows, _sigma2, sensitivities,
-                                     topdown, true_levels)
+from dpsql.mechanisms.inftda import NoiseHook, _as_zcdp, _sigma2, topdown, true_levels
 from dpsql.mechanisms.intopt import _segment_sort
 from dpsql.privacy.budgets import ApproxDP
 from dpsql.privacy.samplers import discrete_gaussian, discrete_laplace
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import histogram_sensitivity
 
 MAX_DENSE_LEAVES = 50_000_000
 
@@ -88,15 +87,15 @@ def vanilla_gauss(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
                   neighbouring: Any, max_rows: int = 1, rng: np.random.Generator,
                   clamp: bool = False) -> PrivateTree:
     """Discrete Gaussian on every public leaf; upper levels are sums of leaves."""
-    nb = Neighbouring.parse(neighbouring)
-    m = _max_rows(max_rows)
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    nb, m = sens.neighbouring, sens.max_rows
     zc = _as_zcdp(budget)
     size = tree.level_sizes[tree.depth]
     if size > MAX_DENSE_LEAVES:
         raise SpecError(f"VanillaGauss draws noise on all {size} leaves, more than "
                         f"{MAX_DENSE_LEAVES}; use inftda for sparse large domains")
     truth = true_levels(tree, leaf_ids, leaf_counts)[-1]
-    dsq, _ = sensitivities(nb, m)
+    dsq = sens.l2_squared
     sigma2 = _sigma2(dsq, zc.rho)
     dense = np.zeros(size, dtype=np.int64)
     dense[truth[0]] = truth[1]
@@ -116,14 +115,13 @@ def stability_histogram(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Appr
                         neighbouring: Any, max_rows: int = 1,
                         rng: np.random.Generator) -> PrivateTree:
     """Laplace on positive leaves, released if ≥ τ (no false positives)."""
-    nb = Neighbouring.parse(neighbouring)
-    m = _max_rows(max_rows)
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    nb, m, l1 = sens.neighbouring, sens.max_rows, sens.l1
     if not isinstance(budget, ApproxDP):
         raise InvalidPrivacyParameterError(
             f"the stability histogram is (epsilon, delta)-DP only; give ApproxDP(epsilon, "
             f"delta), got {budget!r}")
     eps, delta = float(budget.epsilon), float(budget.delta)
-    l1 = 2 * m if nb is Neighbouring.SUBSTITUTE else m
     scale = math.nextafter(l1 / eps, math.inf)
     threshold = m + scale * math.log(2.0 * m / delta)
     ids, cnt = true_levels(tree, leaf_ids, leaf_counts)[-1]

@@ -38,7 +38,6 @@ The noise variances stored in the error model are the exact variances of the sam
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -47,10 +46,10 @@ from dpsql.accuracy.tree_counts import TreeCountsErrorModel, encode_fanouts
 from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.least_squares import tree_least_squares
-from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP
+from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP, ceil_float, normalise_weights
 from dpsql.privacy.calibrate import analytic_gaussian_sigma
 from dpsql.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian, laplace
-from dpsql.privacy.units import Neighbouring
+from dpsql.privacy.units import Neighbouring, histogram_sensitivity
 
 __all__ = ["tree_level_counts", "laplace_tree", "gaussian_tree"]
 
@@ -104,36 +103,7 @@ def tree_level_counts(parents: Sequence[np.ndarray], leaf_counts: np.ndarray) ->
     return out[::-1]
 
 
-def _sensitivity(neighbouring: object, max_rows: int) -> tuple[Neighbouring, int, int, float]:
-    nb = Neighbouring.parse(neighbouring)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)) \
-            or max_rows < 1:
-        raise InvalidPrivacyParameterError(f"max_rows must be an integer >= 1, got {max_rows!r}")
-    m = int(max_rows)
-    if nb is Neighbouring.SUBSTITUTE:
-        return nb, m, 2 * m, math.sqrt(2.0) * m
-    return nb, m, m, float(m)
-
-
 # ------------------------------------------------------------------------- baselines
-def _level_weights(weights: Sequence[float] | None, n_noisy: int, first: int) -> list[Fraction]:
-    if weights is None:
-        return [Fraction(1, n_noisy)] * n_noisy
-    w = list(weights)
-    if len(w) != n_noisy:
-        raise InvalidPrivacyParameterError(
-            f"level_weights needs one weight per noisy level {first}..{first + n_noisy - 1} "
-            f"({n_noisy}), got {len(w)}; under substitution the root is public and has none")
-    try:
-        fr = [Fraction(x) for x in w]
-    except (TypeError, ValueError) as err:
-        raise InvalidPrivacyParameterError(f"level_weights must be numbers, got {w}") from err
-    if any(x <= 0 for x in fr):
-        raise InvalidPrivacyParameterError(f"level_weights must be > 0, got {w}")
-    s = sum(fr)
-    return [x / s for x in fr]
-
-
 def _dlap_variance(scale: float) -> float:
     q = math.exp(-1.0 / scale)
     return 2.0 * q / (-math.expm1(-1.0 / scale)) ** 2
@@ -152,10 +122,15 @@ def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max
               rng: np.random.Generator, level_weights, discrete: bool) -> PrivateTree:
     ps, sizes = _check_parents(parents)
     counts = tree_level_counts(ps, leaf_counts)
-    nb, m, l1, l2 = _sensitivity(neighbouring, max_rows)
+    sens = histogram_sensitivity(neighbouring, max_rows)
+    nb, m, l1, l2_sq = sens.neighbouring, sens.max_rows, sens.l1, sens.l2_squared
     d = len(ps)
-    first = 1 if nb is Neighbouring.SUBSTITUTE else 0
-    weights = _level_weights(level_weights, d + 1 - first, first)
+    first = 1 if sens.total_is_public else 0
+    weights = normalise_weights(
+        [1] * (d + 1 - first) if level_weights is None else level_weights,
+        what="level_weights", count=d + 1 - first,
+        count_hint=f" (one per noisy level {first}..{d}; under substitution the root is "
+                   "public and has none)")
     noise_var = [0.0] * (d + 1)
     scales: dict[int, float] = {}
     if kind == "laplace":
@@ -171,10 +146,10 @@ def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max
     else:
         if isinstance(budget, ZCDP) or (isinstance(budget, ApproxDP) and discrete):
             rho = budget.to_zcdp().rho
-            s2 = {k: l2 * l2 / (2.0 * float(rho * w)) for w, k in zip(weights, range(first, d + 1))}
+            s2 = {k: ceil_float(l2_sq / (2 * rho * w)) for w, k in zip(weights, range(first, d + 1))}
         elif isinstance(budget, ApproxDP):
             s = analytic_gaussian_sigma(1.0, float(budget.epsilon), float(budget.delta))
-            s2 = {k: s * s * l2 * l2 / float(w) for w, k in zip(weights, range(first, d + 1))}
+            s2 = {k: s * s * float(l2_sq / w) for w, k in zip(weights, range(first, d + 1))}
         else:
             raise InvalidPrivacyParameterError(
                 f"gaussian_tree needs a ZCDP or ApproxDP budget, got {type(budget).__name__}; "
@@ -206,7 +181,7 @@ def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max
             "noise_scales": [scales.get(k) for k in range(d + 1)],
             "noise_variances": noise_var}
     return PrivateTree(mechanism=f"{kind}_tree", levels=levels, error_model=model, loss=budget,
-                       sensitivity={"l1_per_level": float(l1), "l2_per_level": float(l2)},
+                       sensitivity={"l1_per_level": float(l1), "l2_per_level": math.sqrt(l2_sq)},
                        draws=draws, info=info)
 
 

@@ -17,7 +17,9 @@ from dpsql.privacy.budgets import (
     PureDP,
     ZCDP,
     budget_from_json,
+    ceil_float,
     compose,
+    normalise_weights,
     zcdp_epsilon,
     zcdp_rho,
 )
@@ -29,7 +31,13 @@ from dpsql.privacy.calibrate import (
     gaussian_sigma_zcdp,
     laplace_scale,
 )
-from dpsql.privacy.units import Neighbouring, PrivacyUnit
+from dpsql.privacy.units import (
+    HistogramSensitivity,
+    Neighbouring,
+    PrivacyUnit,
+    check_max_rows,
+    histogram_sensitivity,
+)
 
 _LAZY = {
     "describe_rng": "dpsql.privacy.generator", "is_private_rng": "dpsql.privacy.generator",
@@ -54,6 +62,8 @@ __all__ = [
     "zcdp_epsilon", "zcdp_rho",
     "analytic_gaussian_delta", "analytic_gaussian_sigma", "classic_gaussian_sigma",
     "gaussian_rho", "gaussian_sigma_zcdp", "laplace_scale",
-    "Neighbouring", "PrivacyUnit",
+    "ceil_float", "normalise_weights",
+    "HistogramSensitivity", "Neighbouring", "PrivacyUnit", "check_max_rows",
+    "histogram_sensitivity",
     *_LAZY,
 ]

@@ -53,6 +53,13 @@ def _fmt(f: Fraction) -> str:
     return f"{float(f):.6g}"
 
 
+def ceil_float(x: Fraction) -> float:
+    """The smallest float >= the exact ``x``: noise scales computed from exact budgets are
+    rounded up, never down, so float rounding can only add privacy."""
+    f = float(x)
+    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+
+
 def _ceil_fraction(x: float) -> Fraction:
     """The float x nudged one ulp up, as an exact Fraction (conservative for ε)."""
     return Fraction(math.nextafter(x, math.inf))
@@ -91,7 +98,7 @@ class PureDP:
 
     def split(self, weights: Sequence[Number]) -> list["PureDP"]:
         """Split into parts proportional to ``weights``; the parts compose back exactly."""
-        return [self.scale(w) for w in _normalise(weights)]
+        return [self.scale(w) for w in normalise_weights(weights)]
 
     def describe(self) -> str:
         return f"ε={_fmt(self.epsilon)} (pure DP)"
@@ -129,7 +136,7 @@ class ZCDP:
 
     def split(self, weights: Sequence[Number]) -> list["ZCDP"]:
         """Split into parts proportional to ``weights``; the parts compose back exactly."""
-        return [self.scale(w) for w in _normalise(weights)]
+        return [self.scale(w) for w in normalise_weights(weights)]
 
     def describe(self) -> str:
         return f"ρ={_fmt(self.rho)} (zCDP)"
@@ -176,7 +183,7 @@ class ApproxDP:
 
     def split(self, weights: Sequence[Number]) -> list["ApproxDP"]:
         """Split ε and δ into parts proportional to ``weights`` (basic composition)."""
-        return [self.scale(w) for w in _normalise(weights)]
+        return [self.scale(w) for w in normalise_weights(weights)]
 
     def describe(self) -> str:
         return f"(ε={_fmt(self.epsilon)}, δ={float(self.delta):.3g})-DP"
@@ -218,12 +225,24 @@ def compose(budgets: Iterable[Budget]) -> Budget:
     return total
 
 
-def _normalise(weights: Sequence[Number]) -> list[Fraction]:
-    ws = [_positive("weight", w) for w in weights]
+def normalise_weights(weights: Sequence[Number], *, what: str = "split()",
+                      count: int | None = None, count_hint: str = "") -> list[Fraction]:
+    """Exact shares proportional to ``weights`` (each > 0), summing to exactly 1.
+
+    ``count`` checks the length (with ``count_hint`` saying what the entries stand for);
+    ``what`` names the argument in errors. Every budget split in dpsql goes through here.
+    """
+    ws = list(weights)
+    if count is not None and len(ws) != count:
+        raise InvalidPrivacyParameterError(
+            f"{what} needs {count} weights{count_hint}, got {len(ws)}")
     if not ws:
-        raise InvalidPrivacyParameterError("split() needs at least one weight")
-    s = sum(ws)
-    return [w / s for w in ws]
+        raise InvalidPrivacyParameterError(f"{what} needs at least one weight")
+    fr = [_positive(f"{what} weight", w) for w in ws]
+    s = sum(fr)
+    return [w / s for w in fr]
+
+
 
 
 def _open_unit(name: str, value: Number) -> Fraction:

@@ -12,7 +12,10 @@ A privacy unit is one row, or every row that shares a unit column, bounded to
 from __future__ import annotations
 
 import enum
+import numbers
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 from dpsql.errors import InvalidPrivacyParameterError
 
@@ -42,10 +45,7 @@ class PrivacyUnit:
     max_rows: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_rows, bool) or not isinstance(self.max_rows, int) \
-                or self.max_rows < 1:
-            raise InvalidPrivacyParameterError(
-                f"max_rows must be an integer >= 1, got {self.max_rows!r}")
+        check_max_rows(self.max_rows)
         if self.column is None and self.max_rows != 1:
             raise InvalidPrivacyParameterError(
                 "max_rows > 1 needs a unit column: with one row per person, each unit has "
@@ -55,3 +55,45 @@ class PrivacyUnit:
         if self.column is None:
             return "one row"
         return f"all rows with the same {self.column} (at most {self.max_rows})"
+
+
+def check_max_rows(max_rows: Any) -> int:
+    """``max_rows`` (the contribution bound m) as a Python int, or a clear error."""
+    if isinstance(max_rows, bool) or not isinstance(max_rows, numbers.Integral) or max_rows < 1:
+        raise InvalidPrivacyParameterError(f"max_rows must be an integer >= 1, got {max_rows!r}")
+    return int(max_rows)
+
+
+@dataclass(frozen=True)
+class HistogramSensitivity:
+    """How far one unit can move one level of a histogram (any partition of the rows).
+
+    A unit owns at most m rows. Under ADD_REMOVE its rows appear or vanish: the level moves
+    by at most m in L1 and m² in squared L2 (all m rows in one cell is the worst case).
+    Under SUBSTITUTE its m rows may leave one cell and enter another: 2m in L1 and 2m² in
+    squared L2, and the total n is public. Every mechanism derives its noise from this one
+    place (DESIGN privacy rule 2); squared L2 stays an exact Fraction so that Gaussian
+    calibration never rounds it down.
+    """
+
+    neighbouring: Neighbouring
+    max_rows: int
+
+    @property
+    def l1(self) -> int:
+        return 2 * self.max_rows if self.total_is_public else self.max_rows
+
+    @property
+    def l2_squared(self) -> Fraction:
+        m2 = Fraction(self.max_rows) ** 2
+        return 2 * m2 if self.total_is_public else m2
+
+    @property
+    def total_is_public(self) -> bool:
+        return self.neighbouring is Neighbouring.SUBSTITUTE
+
+
+def histogram_sensitivity(neighbouring: "str | Neighbouring",
+                          max_rows: Any = 1) -> HistogramSensitivity:
+    """Parse and check both inputs, then give the per-level sensitivity (see the class)."""
+    return HistogramSensitivity(Neighbouring.parse(neighbouring), check_max_rows(max_rows))

@@ -265,7 +265,7 @@ def test_level_weights_and_root_weight():
     assert [Fraction(r) for r in out.info["rho_levels"]] == [Fraction(1, 8), Fraction(2, 8),
                                                              Fraction(3, 8)]
     assert Fraction(out.info["rho_root"]) == Fraction(2, 8)
-    with pytest.raises(InvalidPrivacyParameterError, match="3 noisy levels"):
+    with pytest.raises(InvalidPrivacyParameterError, match="needs 3 weights"):
         inftda(tree, np.array([0]), np.array([5]), ZCDP(1), neighbouring="substitute",
                level_weights=[1, 2], rng=rng(0))
     with pytest.raises(InvalidPrivacyParameterError, match="root_weight"):

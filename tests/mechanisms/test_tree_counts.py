@@ -105,11 +105,13 @@ def test_bad_trees_are_rejected(parents, leaves, err):
 
 
 def test_sensitivity_is_derived():
-    assert tc._sensitivity("add_remove", 3)[2:] == (3, 3.0)
-    nb, m, l1, l2 = tc._sensitivity("substitute", 3)
-    assert (m, l1) == (3, 6) and l2 == pytest.approx(3 * math.sqrt(2))
-    with pytest.raises(InvalidPrivacyParameterError):
-        tc._sensitivity("add_remove", 0)
+    parents = regular_tree(2, 2)
+    x = np.arange(4)
+    for nb, l2 in (("add_remove", 3.0), ("substitute", 3 * math.sqrt(2))):
+        t = gaussian_tree(parents, x, ZCDP(1), neighbouring=nb, max_rows=3, rng=rng(1))
+        assert t.sensitivity["l2_per_level"] == pytest.approx(l2)
+    with pytest.raises(InvalidPrivacyParameterError, match="max_rows"):
+        gaussian_tree(parents, x, ZCDP(1), neighbouring="add_remove", max_rows=0, rng=rng(1))
 
 
 # ---------------------------------------------------------------------- baselines: det
