@@ -31,6 +31,10 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
+MEASURE = "dp_count"
+_MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical table: only "
+                 "SUM(dp_count) is supported, and it is exactly COUNT(*) (same answer, same "
+                 "error columns); write SUM(dp_count) or COUNT(*)")
 _SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
               "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
               "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta)")
@@ -201,6 +205,17 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             return True
         return alone and col.name.lower() not in out_aliases
 
+    def measure(col: exp.Column) -> bool:
+        """``dp_count`` of this reference (qualified by its alias, or unqualified and not
+        an output alias of the SELECT, which ORDER BY / HAVING may name; inside a call
+        it is always the table's column, as in ``SUM(dp_count) AS dp_count``)."""
+        if col.name.lower() != MEASURE:
+            return False
+        q = col.table
+        if q:
+            return q.lower() == alias.lower()
+        return _enclosing_call(col) is not None or col.name.lower() not in out_aliases
+
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
                                        isinstance(e.this, exp.Star)
@@ -217,6 +232,10 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     conjuncts = list(where.this.flatten()) if where is not None and isinstance(
         where.this, exp.And) else ([where.this] if where is not None else [])
     for c in conjuncts:
+        if any(measure(x) for x in c.find_all(exp.Column)):
+            raise UnsupportedQueryError(
+                f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
+                "to filter on the count, use HAVING SUM(dp_count) > x")
         cols = [x for x in c.find_all(exp.Column) if owned(x)]
         if not cols:
             continue
@@ -244,7 +263,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     inside: set[int] = set()
     has_group = select.args.get("group") is not None
     for node in _scope_nodes(select):
-        agg = _classify(node, owned, release)
+        agg = _classify(node, owned, release, measure)
         if agg is None:
             continue
         aggregates.append(agg)
@@ -253,6 +272,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
                                  for a in aggregates):
+        if any(isinstance(x, exp.Column) and measure(x) for x in _scope_nodes(select)):
+            raise UnsupportedQueryError(
+                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
         raise UnsupportedQueryError(
             f"row-level access to the private table {table.name!r} is not supported; "
             f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
@@ -263,6 +285,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     for node in _scope_nodes(select):
         if not isinstance(node, exp.Column) or id(node) in inside or id(node) in removed_ids:
             continue
+        if measure(node):
+            raise UnsupportedQueryError(
+                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
         if not owned(node):
             continue
         a = release.column_attribute(node.name)
@@ -312,7 +337,16 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
         "with numeric literals, combined with AND")
 
 
-def _classify(node: exp.Expression, owned, release: ReleaseInfo) -> Aggregate | None:
+def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Aggregate | None:
+    if isinstance(node, (exp.AggFunc, exp.Anonymous)) and not isinstance(node.parent,
+                                                                          exp.Window):
+        cols = [x for x in node.find_all(exp.Column) if measure(x)
+                and _enclosing_call(x) is node]
+        if cols:
+            if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
+                return Aggregate(node, "count")  # the BI measure: exactly COUNT(*)
+            raise UnsupportedQueryError(
+                f"{node.sql('duckdb')} is not supported: {_MEASURE_HELP}")
     if isinstance(node, exp.Anonymous):
         name = _fn_name(node)
         if name in ERROR_FUNCTIONS:
@@ -374,6 +408,13 @@ def _classify(node: exp.Expression, owned, release: ReleaseInfo) -> Aggregate | 
     raise UnsupportedQueryError(
         f"{name} over a column joined to the private table is not supported (it would be "
         "weighted by private rows); aggregate the release first in a CTE, then join")
+
+
+def _enclosing_call(node: exp.Expression) -> exp.Expression | None:
+    p = node.parent
+    while p is not None and not isinstance(p, (exp.AggFunc, exp.Anonymous)):
+        p = p.parent
+    return p
 
 
 def _quantile(node, arg, p, owned, release) -> Aggregate:

@@ -275,3 +275,77 @@ def test_top_level_api(trips_release):
     assert cur.fetchall()[0][0] > 0 and info["view"]
     assert dpsql.sql(c, "SELECT COUNT(*) FROM trips").fetchall()
     c.close()
+
+
+# ---------------------------------------------------------------------------------------
+# SUM(dp_count): the measure BI tools emit (Tableau, Superset) is exactly COUNT(*)
+# ---------------------------------------------------------------------------------------
+
+MEASURE_PAIRS = [
+    ("SELECT SUM(dp_count) FROM trips", "SELECT COUNT(*) FROM trips"),
+    ("SELECT region, SUM(dp_count) AS n, dp_stderr(), dp_ci_low(0.9), dp_bound(0.05) "
+     "FROM geo_gauss GROUP BY region ORDER BY region",
+     "SELECT region, COUNT(*) AS n, dp_stderr(), dp_ci_low(0.9), dp_bound(0.05) "
+     "FROM geo_gauss GROUP BY region ORDER BY region"),
+    ('SELECT "trips"."mode" AS "mode", SUM("trips"."dp_count") AS "sum:dp_count:ok" '
+     'FROM "trips" WHERE "trips"."distance" < 40 GROUP BY 1 ORDER BY 1',
+     'SELECT "trips"."mode" AS "mode", COUNT(*) AS "sum:dp_count:ok" '
+     'FROM "trips" WHERE "trips"."distance" < 40 GROUP BY 1 ORDER BY 1'),
+    ("SELECT region, sum(dp_count) AS dp_count FROM trips GROUP BY region "
+     "HAVING sum(dp_count) > 10 ORDER BY dp_count DESC LIMIT 1000",
+     "SELECT region, COUNT(*) AS dp_count FROM trips GROUP BY region "
+     "HAVING COUNT(*) > 10 ORDER BY dp_count DESC LIMIT 1000"),
+    ("SELECT t.mode, SUM(t.dp_count), dp_bound(0.1) FROM geo_mode AS t "
+     "WHERE t.region = 'R1' GROUP BY ROLLUP (t.mode) ORDER BY 1 NULLS LAST",
+     "SELECT t.mode, COUNT(*), dp_bound(0.1) FROM geo_mode AS t "
+     "WHERE t.region = 'R1' GROUP BY ROLLUP (t.mode) ORDER BY 1 NULLS LAST"),
+    ("SELECT COUNT(*) AS a, SUM(dp_count) AS b FROM dist WHERE distance BETWEEN 10 AND 50",
+     "SELECT COUNT(*) AS a, COUNT(*) AS b FROM dist WHERE distance BETWEEN 10 AND 50"),
+    ("SELECT region, SUM(dp_count) * 1.0 / SUM(SUM(dp_count)) OVER () AS share "
+     "FROM trips GROUP BY region ORDER BY region",
+     "SELECT region, COUNT(*) * 1.0 / SUM(COUNT(*)) OVER () AS share "
+     "FROM trips GROUP BY region ORDER BY region"),
+]
+
+
+@pytest.mark.parametrize("measure,count", MEASURE_PAIRS,
+                         ids=[str(i) for i in range(len(MEASURE_PAIRS))])
+def test_sum_dp_count_is_count_star(con, exact_con, measure, count):
+    for c in (con, exact_con):
+        if "geo_gauss" in measure and c is exact_con:
+            continue  # the exact release has no Gaussian tree
+        got, want = duck.sql(c, measure).fetchall(), duck.sql(c, count).fetchall()
+        assert got and got == want
+        a, b = duck.plan(c, measure), duck.plan(c, count)
+        assert len(a.columns) == len(b.columns)
+        if "sum:dp_count" in measure or "AS dp_count" in measure:  # aliased: same names
+            assert a.columns == b.columns
+        assert (a.info["view"], a.info["level"]) == (b.info["view"], b.info["level"])
+
+
+def test_sum_dp_count_column_name_is_duckdbs(con):
+    assert duck.plan(con, "SELECT SUM(dp_count) FROM trips").columns == ("sum(dp_count)",)
+
+
+MEASURE_MISUSE = [
+    ("SELECT dp_count FROM trips", "bare column dp_count"),
+    ("SELECT region, dp_count, COUNT(*) FROM trips GROUP BY ALL", "bare column dp_count"),
+    ("SELECT AVG(dp_count) FROM trips", "AVG\\(dp_count\\) is not supported"),
+    ("SELECT COUNT(dp_count) FROM trips", "COUNT\\(dp_count\\) is not supported"),
+    ("SELECT MAX(t.dp_count) FROM trips AS t", "MAX\\(t.dp_count\\) is not supported"),
+    ("SELECT SUM(dp_count * 2) FROM trips", "only SUM\\(dp_count\\)"),
+    ("SELECT COUNT(*) FROM trips WHERE dp_count > 5", "dp_count in WHERE"),
+    ("SELECT region, COUNT(*) FROM trips WHERE region = 'R1' AND dp_count > 0 "
+     "GROUP BY region", "HAVING SUM\\(dp_count\\)"),
+    ("SELECT SUM(dp_count) OVER () FROM trips", "bare column dp_count"),
+    ("SELECT dp_quantile(dp_count, 0.5) FROM trips", "only SUM\\(dp_count\\)"),
+    ("SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY dp_count",
+     "bare column dp_count"),
+]
+
+
+@pytest.mark.parametrize("query,message", MEASURE_MISUSE,
+                         ids=[str(i) for i in range(len(MEASURE_MISUSE))])
+def test_other_uses_of_dp_count_are_refused(con, query, message):
+    with pytest.raises(dpsql.UnsupportedQueryError, match=message):
+        duck.plan(con, query)
