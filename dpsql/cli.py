@@ -37,7 +37,7 @@ def _fmt(x: Any) -> str:
 def release_summary(release: Any) -> list[Table]:
     """Rich tables describing a release: its guarantee and each view's per-level error."""
     head = Table(title=f"release {release.name!r}", show_header=False)
-    head.add_row("guarantee", _guarantee_text(release))
+    head.add_row("guarantee", guarantee_text(release))
     head.add_row("neighbouring", release.neighbouring)
     head.add_row("privacy unit", release.unit)
     head.add_row("randomness", release.rng)
@@ -57,7 +57,8 @@ def release_summary(release: Any) -> list[Table]:
     return [head, views]
 
 
-def _guarantee_text(release: Any) -> str:
+def guarantee_text(release: Any) -> str:
+    """The release's total guarantee in its forms, e.g. ``ρ=1-zCDP; (ε=9.52, δ=1e-09)-DP``."""
     parts = [f"ρ={release.rho:.6g}-zCDP"]
     if release.delta == 0:
         parts.insert(0, f"ε={release.epsilon:.6g} pure DP")
@@ -287,6 +288,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dpsql.report import build_report
+
+    out = args.output or str(Path(args.release).with_suffix(".html"))
+    build_report(args.release, out, progress=not args.quiet)
+    _console().print(f"wrote {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dpsql",
@@ -320,6 +332,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0.95 for table output, none for csv/json)")
     p.add_argument("--no-ci", action="store_true", help="no confidence interval column")
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("report", help="write a self-contained HTML accuracy report of a release")
+    p.add_argument("release", help="a release file (.duckdb)")
+    p.add_argument("-o", "--output", default=None,
+                   help="the HTML file to write (default: the release path with .html)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("demo", help="build a release of synthetic trips and query it")
     p.add_argument("--workdir", default=None, help="where to write the demo files "

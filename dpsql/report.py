@@ -1,0 +1,514 @@
+"""``dpsql report``: a self-contained HTML accuracy report of a release, for a data-release note.
+
+The report shows the release's guarantee in every form, the privacy unit, the budget split
+by view, and per view its per-level error (plot and table of levels / nodes / zeros); for
+each range attribute, the released CDF with a 95 % band and the released per-bin counts.
+
+Decisions:
+
+* **Built from the release file alone.** It reads the catalog (:func:`open_release`) and
+  the level tables through a read-only DuckDB connection; every error figure comes from
+  the view's stored error model. No raw data is read, so no true value can appear.
+  Rendering is post-processing: it imports neither ``dpsql.mechanisms`` nor the RNG.
+* **A release file is untrusted input.** Every string taken from it (release, view,
+  attribute and category names, RNG text, budgets) goes through :func:`html.escape`, and
+  table and column names are quoted as SQL identifiers. Plot labels escape ``$`` so a
+  name cannot switch on matplotlib's mathtext.
+* **The CDF band** at bin edge b is the error of the prefix range of leaves [0, b) summed
+  over any leading levels (e.g. every ``mode`` of a ``mode × distance`` view), evaluated by
+  the view's error model: ``range_variance`` where the model has it (Cascade, b-ary tree:
+  exact, vectorised), else ``sum_variance`` of the node set (tree counts: exact), both shown
+  as ±1.96 σ (normal approximation; for Laplace noise the true coverage differs). InfTDA
+  gives no variances: its band is the Theorem-1 high-probability L∞ bound at β = 0.05,
+  which holds for every edge at once. Each plot says which one it shows. Where the model
+  is not vectorised, the band is evaluated at ≤ 257 evenly spaced edges.
+* **"Zeros"** counts the public nodes of a level whose released count is 0, including the
+  nodes an integer mechanism (InfTDA) does not store.
+* **matplotlib is optional** (``pip install "dpsql[report]"``) and imported lazily. Figures
+  are :class:`matplotlib.figure.Figure` objects drawn on an explicit Agg canvas: pyplot is
+  never imported, no backend is switched, and rcParams are only overridden inside an
+  ``rc_context`` (usetex off), so the caller's matplotlib state is left as it was. PNGs
+  carry no software/version metadata, so the same release gives the same images.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any, Iterator
+
+import duckdb
+import numpy as np
+
+from dpsql import __version__
+from dpsql.errors import IntegrityError, NotSupportedError, OperationalError
+from dpsql.release import open_release
+from dpsql.release.store import Release, ViewMeta
+
+__all__ = ["build_report", "level_rows", "range_curves", "LevelRow", "RangeCurve"]
+
+_Z95 = NormalDist().inv_cdf(0.975)
+_MAX_BAND_POINTS = 257      # edges at which a non-vectorised model is evaluated
+_MAX_BIN_LOOP = 4096        # bins beyond which per-bin error bars are skipped (not vectorised)
+_MAX_DOMAIN_SHOWN = 8       # public values listed per categorical level
+_OTHER_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
+
+
+# ----------------------------------------------------------------------------- data
+
+@dataclass(frozen=True)
+class LevelRow:
+    """One level of a view as the report shows it (counts read from the level table)."""
+
+    k: int
+    label: str            # the column a categorical/spine level adds, or "<attr> (width w)"
+    attribute: str
+    kind: str
+    public_nodes: int
+    stored_rows: int
+    zeros: int            # public nodes released as 0, stored or not
+    negatives: int
+    total: float          # sum of the released counts of the level
+    stderr: float | None  # one node (the worst one where nodes differ)
+    bound95: float | None
+    domain: tuple[str, ...] = ()  # first public values (categorical/spine levels)
+
+
+@dataclass(frozen=True)
+class RangeCurve:
+    """The released CDF and histogram of one range attribute of a view, with 95 % error."""
+
+    attribute: str
+    level: int
+    groups: int                 # leading nodes the marginal is summed over (1: none)
+    edges: np.ndarray           # K+1 bin edges in attribute units
+    counts: np.ndarray          # K released counts per bin (summed over the groups)
+    cdf: np.ndarray             # K+1 released counts below each edge
+    band_at: np.ndarray         # edge indices where the band was evaluated
+    band: np.ndarray            # 95 % half-width of the CDF at those edges
+    bin_half: np.ndarray | None  # 95 % half-width of each bin's count (None: skipped)
+    band_kind: str              # "variance" | "variance bound" | "bound"
+
+
+def _q(name: str) -> str:
+    """A SQL identifier from the (untrusted) catalog, quoted."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple:
+    try:
+        return con.execute(sql).fetchall()[0]
+    except duckdb.Error as err:
+        raise IntegrityError(f"the release's tables do not match its catalog: {err}") from err
+
+
+def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
+               ) -> list[LevelRow]:
+    """Per level of ``view``: public nodes, stored rows, zeros, negatives and the one-node
+    error from the view's error model (``level_summary``)."""
+    summary = {s["level"]: s for s in view.error_model.level_summary()}
+    out = []
+    for lv in view.levels:
+        stored, zero_rows, neg, total = _one(con, (
+            f"SELECT count(*), count(*) FILTER (WHERE dp_count = 0), "
+            f"count(*) FILTER (WHERE dp_count < 0), coalesce(sum(dp_count), 0) "
+            f"FROM {_q(lv.table)}"))
+        if stored > lv.n_nodes:
+            raise IntegrityError(f"level table {lv.table!r} holds {stored:,} rows but its "
+                                 f"public domain has {lv.n_nodes:,} nodes: the file is corrupt")
+        attr = release.attributes.get(lv.attribute)
+        domain: tuple[str, ...] = ()
+        if lv.kind == "range" and attr is not None and attr.width and lv.span:
+            label = f"{lv.attribute} (width {lv.span * attr.width:g})"
+        else:
+            label = lv.columns[-1] if lv.columns else lv.attribute
+            if attr is not None and lv.columns:
+                rows = con.execute(
+                    f"SELECT {_q(lv.columns[-1])} FROM {_q(attr.domain_table)} "
+                    f"GROUP BY 1 ORDER BY min(code) LIMIT {_MAX_DOMAIN_SHOWN + 1}").fetchall()
+                domain = tuple(str(r[0]) for r in rows)
+        s = summary.get(lv.k, {})
+        out.append(LevelRow(lv.k, label, lv.attribute, lv.kind, lv.n_nodes, int(stored),
+                            int(lv.n_nodes - stored + zero_rows), int(neg), float(total),
+                            s.get("stderr"), s.get("bound95"), domain))
+    return out
+
+
+def _half_width(model: Any, level: int, ids: np.ndarray) -> tuple[float, str]:
+    """95 % half-width of the released sum of ``ids`` at ``level`` and what it is."""
+    v = model.sum_variance(level, ids)
+    if v is None:
+        return float(model.sum_bound(level, ids, 0.05)), "bound"
+    return _Z95 * v.stderr, "variance" if v.exact else "variance bound"
+
+
+def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
+                 ) -> list[RangeCurve]:
+    """One :class:`RangeCurve` per range attribute of ``view``, at the level where the
+    attribute reaches single bins. Node ids there are ``g·K + bin`` (tree order: leading
+    levels first, DESIGN "domains"), so the prefix [0, b) summed over the groups is the
+    node set {g·K + j : j < b}."""
+    model = view.error_model
+    out = []
+    for name in dict.fromkeys(lv.attribute for lv in view.levels if lv.kind == "range"):
+        attr = release.attributes.get(name)
+        levels = [lv for lv in view.levels if lv.attribute == name]
+        if attr is None or not attr.bins:
+            continue
+        lv = levels[-1]
+        K = int(attr.bins)
+        if lv.n_nodes % K:
+            continue
+        groups = lv.n_nodes // K
+        bin_col = _q(f"{name}_bin_lo")
+        try:
+            rows = con.execute(f"SELECT {bin_col}, sum(dp_count) FROM {_q(lv.table)} "
+                               "GROUP BY 1").fetchall()
+        except duckdb.Error as err:
+            raise IntegrityError(f"level table {lv.table!r} has no bin column {name}_bin_lo: "
+                                 f"{err}") from err
+        counts = np.zeros(K)
+        for b, c in rows:
+            if not 0 <= int(b) < K:
+                raise IntegrityError(f"{lv.table!r}: bin {b} outside 0..{K - 1}")
+            counts[int(b)] = float(c)
+        cdf = np.concatenate([[0.0], np.cumsum(counts)])
+        edges = attr.lower + np.arange(K + 1) * attr.width
+        edges[-1] = attr.upper
+        offsets = np.arange(groups, dtype=np.int64) * K
+        vectorised = groups == 1 and lv.k == model.depth
+        rv = model.range_variance(np.zeros(K + 1, np.int64), np.arange(K + 1)) \
+            if vectorised else None
+        if rv is not None:
+            band_at, band, kind = np.arange(K + 1), _Z95 * np.sqrt(rv), "variance"
+            bin_half = _Z95 * np.sqrt(model.range_variance(np.arange(K), np.arange(1, K + 1)))
+        else:
+            band_at = np.unique(np.round(np.linspace(0, K, min(K, _MAX_BAND_POINTS - 1) + 1))
+                                ).astype(np.int64)
+            band, kinds = np.zeros(band_at.size), set()
+            for i, b in enumerate(band_at):
+                ids = np.add.outer(offsets, np.arange(b, dtype=np.int64)).ravel()
+                band[i], kd = _half_width(model, lv.k, ids)
+                kinds.add(kd)
+            bin_half = None
+            if K <= _MAX_BIN_LOOP:
+                bin_half = np.array([_half_width(model, lv.k, offsets + j)[0] for j in range(K)])
+            kind = "bound" if "bound" in kinds else (
+                "variance bound" if "variance bound" in kinds else "variance")
+        out.append(RangeCurve(name, lv.k, groups, edges, counts, cdf, band_at, band,
+                              bin_half, kind))
+    return out
+
+
+# ----------------------------------------------------------------------------- plots
+
+def _matplotlib() -> tuple[Any, Any, Any]:
+    try:
+        import matplotlib
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise NotSupportedError(
+            'dpsql report needs matplotlib, which is not installed: pip install "dpsql[report]"'
+        ) from err
+    return matplotlib, Figure, FigureCanvasAgg
+
+
+def _t(text: Any) -> str:
+    """Plot text from the release: a literal ``$`` must not start mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+class _Plotter:
+    """Draws figures on explicit Agg canvases and returns PNG bytes."""
+
+    def __init__(self) -> None:
+        self.mpl, self.Figure, self.Canvas = _matplotlib()
+
+    def _png(self, fig: Any) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=96, metadata={"Software": None})
+        return buf.getvalue()
+
+    def _figure(self) -> tuple[Any, Any]:
+        fig = self.Figure(figsize=(7.2, 3.4), layout="constrained")
+        self.Canvas(fig)
+        return fig, fig.add_subplot()
+
+    def level_errors(self, view: ViewMeta, rows: list[LevelRow]) -> bytes:
+        fig, ax = self._figure()
+        ks = [r.k for r in rows]
+        sd = [r.stderr for r in rows]
+        b95 = [r.bound95 for r in rows]
+        if any(s is not None for s in sd):
+            ax.plot(ks, [np.nan if s is None else s for s in sd], "o-",
+                    label="σ of one node (worst node of the level)")
+            ax.plot(ks, [np.nan if b is None else b for b in b95], "s--",
+                    label="95% bound, one node (±1.96 σ)")
+        else:
+            ax.plot(ks, [np.nan if b is None else b for b in b95], "s-", color="C3",
+                    label="95% high-probability L∞ bound (every node of the level at once)")
+        vals = [v for v in sd + b95 if v is not None and v > 0]
+        if vals and max(vals) / min(vals) > 30:
+            ax.set_yscale("log")
+        ax.set_xticks(ks, [f"{r.k}\n" + _t(r.label).replace(" (width ", "\nwidth ").rstrip(")")
+                           if r.kind == "range" else f"{r.k}\n{_t(r.label)}" for r in rows],
+                      fontsize=8 if len(rows) <= 8 else 6)
+        ax.set_xlabel("level")
+        ax.set_ylabel("error of one released count")
+        ax.set_title(_t(f"{view.name} ({view.mechanism}): per-level error"), fontsize=10)
+        ax.set_ylim(bottom=0 if ax.get_yscale() == "linear" else None)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return self._png(fig)
+
+    def cdf(self, view: ViewMeta, c: RangeCurve) -> bytes:
+        """Two panels: the CDF with its band (the band is thin next to large totals), and
+        the band's half-width on its own scale."""
+        fig = self.Figure(figsize=(7.2, 5.0), layout="constrained")
+        self.Canvas(fig)
+        top, low = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
+        x, mid = c.edges[c.band_at], c.cdf[c.band_at]
+        top.plot(c.edges, c.cdf, "-", color="C0", lw=1.5, label="released CDF (count below x)")
+        top.fill_between(x, mid - c.band, mid + c.band, color="C0", alpha=0.3,
+                         label=_BAND_LEGEND[c.band_kind])
+        top.set_ylabel("released count below x")
+        top.set_title(_t(f"{view.name}: released CDF of {c.attribute}"), fontsize=10)
+        top.legend(fontsize=8, loc="lower right")
+        low.plot(x, c.band, "-", color="C3", lw=1.2)
+        low.set_ylim(bottom=0)
+        low.set_ylabel("95% half-width", fontsize=9)
+        low.set_xlabel(_t(c.attribute))
+        for ax in (top, low):
+            ax.grid(alpha=0.3)
+        return self._png(fig)
+
+    def histogram(self, view: ViewMeta, c: RangeCurve) -> bytes:
+        fig, ax = self._figure()
+        widths = np.diff(c.edges)
+        if c.counts.size <= 128:
+            ax.bar(c.edges[:-1], c.counts, width=widths, align="edge", color="C0",
+                   alpha=0.7, edgecolor="white", lw=0.3, label="released count per bin")
+            if c.bin_half is not None:
+                ax.errorbar(c.edges[:-1] + widths / 2, c.counts, yerr=c.bin_half, fmt="none",
+                            ecolor="k", elinewidth=0.7, capsize=1.5, label="95% error")
+        else:
+            ax.stairs(c.counts, c.edges, color="C0", label="released count per bin")
+            if c.bin_half is not None:
+                ax.stairs(c.counts + c.bin_half, c.edges, baseline=c.counts - c.bin_half,
+                          fill=True, color="C0", alpha=0.25, label="95% error")
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set_xlabel(_t(c.attribute))
+        ax.set_ylabel("released count")
+        ax.set_title(_t(f"{view.name}: released counts per bin of {c.attribute}"), fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        return self._png(fig)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    x = float(x)
+    if x == int(x) and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:,.1f}" if abs(x) >= 1e3 else f"{x:.3g}"
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
+    """An HTML table; cells are HTML already (callers escape what comes from the release)."""
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+
+
+_NEIGHBOURING = {
+    "add_remove": "add/remove one unit: neighbouring tables differ by adding or removing all "
+                  "rows of one unit (the total count is private)",
+    "substitute": "substitute one unit: neighbouring tables differ in the rows of one unit "
+                  "(the total count is public)",
+}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:62rem;margin:2rem auto;
+padding:0 1rem;color:#1d1d1f;line-height:1.45}
+h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #ccc;padding-bottom:.2rem;
+margin-top:2.2rem}h3{font-size:1.05rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .55rem;text-align:left;vertical-align:top}
+th{background:#f4f4f6}td.n,table.levels td{font-variant-numeric:tabular-nums}
+.warn{background:#fff4d6;border:1px solid #e0b000;padding:.5rem .8rem}
+.note{color:#555;font-size:.9rem}img{max-width:100%;display:block;margin:.6rem 0}
+"""
+
+
+def _guarantee_section(release: Release) -> str:
+    from dpsql.cli import guarantee_text
+    from dpsql.privacy import ZCDP
+
+    rows = [["guarantee", _e(guarantee_text(release))],
+            ["as declared", _e(release.budget.describe())],
+            ["ρ-zCDP", _e(f"ρ = {release.rho:.6g}")]]
+    if release.delta == 0:
+        rows.append(["pure DP", _e(f"ε = {release.epsilon:.6g} (δ = 0)")])
+    else:
+        rows.append(["(ε, δ)-DP", _e(f"ε = {release.epsilon:.6g} at δ = {release.delta:.3g}")])
+    others = []
+    for d in _OTHER_DELTAS:
+        try:
+            others.append(f"ε = {float(ZCDP(release.rho).to_approx(d).epsilon):.4g} at δ = {d:g}")
+        except Exception:  # noqa: BLE001  (a corrupt ρ: simply not shown)
+            break
+    if others:
+        rows.append(["(ε, δ)-DP implied by ρ", _e("; ".join(others))])
+    rows += [["neighbouring", _e(_NEIGHBOURING.get(release.neighbouring, release.neighbouring))],
+             ["privacy unit", _e(release.unit)],
+             ["randomness", _e(release.rng)],
+             ["created", _e(f"{release.created} by dpsql {release.dpsql_version} "
+                            f"(release format {release.format_version})")]]
+    warn = ""
+    if release.seeded:
+        warn = ('<p class="warn"><strong>Not private:</strong> this release was built with a '
+                "fixed seed, so its noise is reproducible. Use it for tests and demos only.</p>")
+    return (f'<section id="guarantee"><h2>Privacy guarantee</h2>{warn}'
+            f"{_table(['form', 'value'], rows, 'guarantee')}"
+            '<p class="note">The guarantee covers all views together: each view spends the '
+            "share of the budget below, and the shares compose to the total.</p></section>")
+
+
+def _budget_section(release: Release) -> str:
+    total_w = sum(v.weight for v in release.views.values()) or 1
+    rows, rho_sum = [], 0.0
+    for v in release.views.values():
+        rho = float(v.budget.to_zcdp().rho)
+        rho_sum += rho
+        rows.append([_e(v.name), _e(v.mechanism), _e(v.weight),
+                     f"{float(v.weight / total_w):.1%}", _e(v.budget.describe()), f"{rho:.6g}"])
+    rows.append(["<strong>total</strong>", "", "", "100%", _e(release.budget.describe()),
+                 f"{rho_sum:.6g}"])
+    return ('<section id="budget"><h2>Budget split by view</h2>'
+            + _table(["view", "mechanism", "weight", "share", "budget", "ρ (zCDP)"], rows,
+                     "budget") + "</section>")
+
+
+_BAND_TEXT = {
+    "variance": "95% band: ±1.96 σ from the exact variance of each prefix (pointwise, "
+                "normal approximation)",
+    "variance bound": "95% band: ±1.96 σ from an upper bound on the variance of each prefix "
+                      "(pointwise, normal approximation)",
+    "bound": "95% band: InfTDA high-probability L∞ bound (β = 0.05, holds for every edge at "
+             "once); not a standard error",
+}
+
+_BAND_LEGEND = {"variance": "95% band: ±1.96 σ (exact variance)",
+                "variance bound": "95% band: ±1.96 σ (variance upper bound)",
+                "bound": "95% band: InfTDA L∞ bound (β = 0.05)"}
+
+
+def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Release,
+                  view: ViewMeta) -> str:
+    rows = level_rows(con, release, view)
+    parts = [f'<section class="view" id="view-{_e(view.name)}">',
+             f"<h2>View {_e(view.name)}</h2>",
+             f"<p>Mechanism <strong>{_e(view.mechanism)}</strong> over "
+             f"{_e(' → '.join(view.attributes))}; budget {_e(view.budget.describe())}; "
+             f"error model <code>{_e(view.error_params.get('kind'))}</code>. "
+             f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>.</p>"]
+    bounds_only = all(r.stderr is None for r in rows)
+    parts.append('<p class="note">' + (
+        "InfTDA releases no variances: the error is its high-probability L∞ bound "
+        "(Theorem 1): with probability ≥ 95% every node of a level errs by at most the bound "
+        "shown, all at once." if bounds_only else
+        "σ is the standard error of one released count from the view's error model (the "
+        "worst node where nodes differ); the 95% bound is ±1.96 σ.") + "</p>")
+    parts.append(_img(plot.level_errors(view, rows), f"per-level error of view {view.name}"))
+    table_rows = []
+    for r in rows:
+        dom = ""
+        if r.domain:
+            shown = ", ".join(_e(d) for d in r.domain[:_MAX_DOMAIN_SHOWN])
+            dom = shown + (", …" if len(r.domain) > _MAX_DOMAIN_SHOWN else "")
+        table_rows.append([str(r.k), _e(r.label), _e(r.kind), _num(r.public_nodes),
+                           _num(r.stored_rows), _num(r.zeros), _num(r.negatives),
+                           _num(r.stderr), _num(r.bound95), dom])
+    parts.append(_table(["level", "adds", "kind", "public nodes", "stored rows", "zeros",
+                         "negative", "σ (one node)", "95% bound (one node)",
+                         "public values"], table_rows, "levels"))
+    for c in range_curves(con, release, view):
+        band = _BAND_TEXT[c.band_kind]
+        summed = (f" Summed over the {c.groups:,} nodes of the levels above "
+                  f"{_e(c.attribute)}." if c.groups > 1 else "")
+        parts.append(f'<h3 class="range">Range attribute {_e(c.attribute)}</h3>'
+                     f'<p class="note">The CDF at each bin edge is the released count of the '
+                     f"prefix range of leaves below it (level {c.level}).{summed} "
+                     f"{_e(band)}.</p>")
+        parts.append(_img(plot.cdf(view, c),
+                          f"released CDF of {c.attribute} in view {view.name}"))
+        parts.append(_img(plot.histogram(view, c),
+                          f"released counts per bin of {c.attribute} in view {view.name}"))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _views(release: Release, progress: bool) -> Iterator[ViewMeta]:
+    views = list(release.views.values())
+    if not progress:
+        yield from views
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("report: views", total=len(views))
+        for v in views:
+            bar.update(task, description=f"report: {v.name}")
+            yield v
+            bar.advance(task)
+
+
+def build_report(path: str | Path, out: str | Path | None = None, *,
+                 progress: bool = False) -> str:
+    """The accuracy report of the release at ``path`` as one self-contained HTML page
+    (images embedded as PNG data URIs). Writes it to ``out`` when given. Reads only the
+    release file (read-only); raises ``NotSupportedError`` without matplotlib."""
+    plot = _Plotter()  # fail early, before any work, when matplotlib is missing
+    release = open_release(path)
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as err:  # pragma: no cover  (open_release has just opened it)
+        raise OperationalError(f"cannot open {str(path)!r}: {err}") from err
+    try:
+        with plot.mpl.rc_context({"text.usetex": False, "figure.max_open_warning": 0}):
+            sections = [_view_section(plot, con, release, v)
+                        for v in _views(release, progress)]
+    finally:
+        con.close()
+    title = f"Accuracy report: {release.name}"
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
+            f"<header><h1>{_e(title)}</h1><p class=\"note\">Release file "
+            f"<code>{_e(Path(path).name)}</code>; report by dpsql {_e(__version__)}. Built "
+            "from the release file alone: every number and plot is a released count or comes "
+            "from the error model; no true value appears.</p></header>"
+            + _guarantee_section(release) + _budget_section(release) + "".join(sections)
+            + "</body></html>\n")
+    if out is not None:
+        Path(out).write_text(page, encoding="utf-8")
+    return page
