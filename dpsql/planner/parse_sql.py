@@ -16,10 +16,12 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
 
 DIALECT = "duckdb"
+_QMARK = "dpsql_qmark_"  # '?' number k is parsed as the placeholder $dpsql_qmark_k
 
 _QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)
 
@@ -29,7 +31,11 @@ def parse_sql(sql: str) -> exp.Expression:
     if not isinstance(sql, str) or not sql.strip():
         raise SqlSyntaxError("empty query: write a SELECT statement", 1, 1, "")
     try:
-        trees = [t for t in sqlglot.parse(sql, dialect=DIALECT) if t is not None]
+        try:
+            trees = [t for t in sqlglot.parse(_number_qmarks(sql), dialect=DIALECT)
+                     if t is not None]
+        except ParseError:
+            trees = [t for t in sqlglot.parse(sql, dialect=DIALECT) if t is not None]
     except ParseError as err:
         first = err.errors[0] if err.errors else {}
         raise SqlSyntaxError(
@@ -51,6 +57,29 @@ def parse_sql(sql: str) -> exp.Expression:
             "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
     _refuse_writes(tree)
     return tree
+
+
+def _number_qmarks(sql: str) -> str:
+    """Write the k-th ``?`` of the text as ``$dpsql_qmark_k``. qmark parameters bind in
+    text order, but no sqlglot tree walk visits nodes in text order (BFS reaches
+    ``LIMIT ?`` before a ``WHERE ... ?``, DFS reaches a CTE last), so the order is taken
+    from the tokens (which skip strings and comments). A syntax error is reported on
+    the original text (parse_sql re-parses it), so its line and column are the user's."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=DIALECT)
+    except TokenError:
+        return sql
+    marks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    for k, t in reversed(list(enumerate(marks))):
+        sql = f"{sql[:t.start]}${_QMARK}{k}{sql[t.end + 1:]}"
+    return sql
+
+
+def _text_order(holder: exp.Placeholder) -> tuple[int, int]:
+    name = str(holder.this or "")
+    if name.startswith(_QMARK) and name[len(_QMARK):].isdigit():
+        return (0, int(name[len(_QMARK):]))
+    return (1, 0)
 
 
 def _refuse_writes(tree: exp.Expression) -> None:
@@ -87,6 +116,7 @@ def bind_params(tree: exp.Expression, params: Sequence[Any] | None) -> exp.Expre
                                    "were given")
         values = [params[int(str(h.this)) - 1] for h in holders]
     else:
+        holders.sort(key=_text_order)  # stable: others keep their walk order
         if len(holders) != len(params):
             raise ProgrammingError(f"the query has {len(holders)} '?' placeholders but "
                                    f"{len(params)} parameters were given")
