@@ -34,8 +34,7 @@ from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
 from dpsql.release.ingest import ingest
-from dpsql.release.store import (AttributeMeta, LevelMeta, Release, open_release,
-                                 write_release)
+from dpsql.release.store import AttributeMeta, LevelMeta, Release, write_release
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
 
@@ -160,8 +159,8 @@ def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
             "spec": spec.to_dict(),
             **guarantee_row(spec),
         }
-        write_release(out, release_row, view_rows, tables)
-    return replace(open_release(out), report=report)
+        release = write_release(out, release_row, view_rows, tables)
+    return replace(release, report=report)
 
 
 def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:

@@ -1,9 +1,24 @@
 """Ingest: read the sensitive source with DuckDB, check it against the public domains,
-apply the spec's policies, and bound each unit's contributions — all in SQL.
+apply the spec's policies, bound each unit's contributions and count — all in SQL.
 
-The result is a DuckDB table ``dpsql_rows`` with one integer code column per attribute
-(``c_<attr>``: the value's position in its public domain, the leaf's position in the
-spine, or the bin index) and nothing else. Raw values never reach Python.
+The result is the temporary table ``dpsql_leaves`` (see :mod:`dpsql.release.counts`):
+for every distinct attribute set of the views, the true count of each non-empty
+combination of codes (``c_<attr>``: the value's position in its public domain, the
+leaf's position in the spine, or the bin index). Raw values never reach Python.
+
+Two paths, chosen by the privacy unit; both give the same counts and the same report:
+
+* **Rows are the unit** (no unit column): *aggregate first*. One scan groups the source
+  by the raw keys of every view (``GROUPING SETS``, :func:`counts.count_keys`); the few
+  distinct keys are then looked up in the public domains, and every policy count is a
+  sum of key counts. Nothing row-sized is materialised. A row dropped by a policy must
+  also vanish from views that do not group by the attribute that dropped it; only then
+  are those views counted again, in a second scan over the coded rows (a view, not a
+  table). That second read assumes a deterministic source (a file, a table, or a query
+  without ``random()``/``SAMPLE``); it re-applies every validity check on its own rows.
+* **A unit column**: rows must be seen one by one to keep at most ``max_rows`` per unit
+  (privacy rule 2), so the coded rows are materialised once, bounded by a salted random
+  choice, and then counted in one ``GROUPING SETS`` scan (:func:`counts.count_codes`).
 
 What the policies did (rows dropped, clamped, bounded away) is reported to the curator in
 an :class:`IngestReport`. Those counts depend on the data, so they are printed, never
@@ -20,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.errors import DataError, SpecError
-from dpsql.spec import Categorical, Range, ReleaseSpec
+from dpsql.release import counts
+from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "REAL")
@@ -45,6 +61,18 @@ class IngestReport:
     def add(self, attribute: str, action: str, rows: int) -> None:
         if rows:
             self.actions.append((attribute, action, int(rows)))
+
+
+@dataclass(frozen=True)
+class _Policy:
+    """What the policies decided for one attribute, given its NULL and bad-value counts."""
+
+    drop_null: bool
+    drop_bad: bool  # out of domain / spine / bounds; clamping is not a drop
+
+    @property
+    def drops(self) -> bool:
+        return self.drop_null or self.drop_bad
 
 
 def source_sql(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection) -> str:
@@ -83,14 +111,21 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(con.execute(sql).fetchall()[0][0])
 
 
+def attribute_sets(spec: ReleaseSpec) -> list[tuple[str, ...]]:
+    """The distinct attribute sets of the views (one grouping set each), in view order."""
+    out: dict[str, tuple[str, ...]] = {}
+    for v in spec.views:
+        out.setdefault(counts.set_key(v.levels), tuple(sorted(v.levels)))
+    return list(out.values())
+
+
 def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
            hierarchy_codes: dict[str, np.ndarray] | None = None) -> IngestReport:
-    """Create ``dpsql_rows`` (codes only) in ``con`` from the spec's source.
+    """Read the spec's source into ``dpsql_leaves`` (true leaf counts, codes only).
 
     ``salt`` seeds the per-unit random choice of rows kept by contribution bounding; the
     builder draws it from the release RNG. ``hierarchy_codes[name][i]`` is the code of
     spine row i (its leaf's node id in the public tree); by default the row index."""
-    report = IngestReport()
     try:
         rel = source_sql(spec, con)
         con.execute(f"CREATE TEMP VIEW dpsql_src AS SELECT * FROM {rel}")
@@ -114,72 +149,246 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
                             f"column has type {types[attr.name]}; cast it in a 'sql' source "
                             "or declare it categorical")
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
-    # Pass 1 (the only scan of the source): look every attribute up in its public domain
-    # and keep, per row, only what the policies need: the code (NULL if not found), a
-    # NULL flag, and for ranges the raw value (to bin, clamp or drop it below).
-    selects, joins = [], []
     for attr in used:
-        sel, join = _lookup(con, attr, (hierarchy_codes or {}).get(attr.name))
-        selects.extend(sel)
-        if join:
-            joins.append(join)
-    if spec.unit.column is not None:
-        selects.append(f"dpsql_src.{quote_ident(spec.unit.column)} AS dpsql_unit")
+        _create_domain(con, attr, (hierarchy_codes or {}).get(attr.name))
+    counts.create_leaves(con, [a.name for a in used])
+    sets = attribute_sets(spec)
     try:
-        con.execute(f"CREATE TEMP TABLE dpsql_looked_up AS SELECT {', '.join(selects)} "
-                    f"FROM dpsql_src {' '.join(joins)}")
+        if spec.unit.column is None:
+            return _ingest_by_keys(spec, con, used, sets)
+        return _ingest_by_rows(spec, con, used, sets, salt)
     except duckdb.Error as err:
         raise DataError(f"cannot read the source: {err}") from err
-    # Pass 2: every policy count in one aggregate over the in-memory table.
-    stats_sql, conditions, code_cols = [], [], []
-    for attr in used:
+
+
+# --------------------------------------------------------------------------------------
+# Policies (shared by both paths)
+# --------------------------------------------------------------------------------------
+
+def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tuple[int, ...]],
+                    report: IngestReport) -> dict[str, _Policy]:
+    """Raise the first policy error, record what was dropped or clamped, and say per
+    attribute what to drop. ``stats[i]`` = (NULLs, bad values[, NaNs]) of ``used[i]``."""
+    out = {}
+    for attr, st in zip(used, stats):
         n = attr.name
-        stats_sql.append(f"count(*) FILTER (WHERE n_{n})")
-        if isinstance(attr, Range):
-            bad = f"(NOT n_{n} AND (v_{n} < {attr.lower!r} OR v_{n} >= {attr.upper!r} " \
-                  f"OR isnan(v_{n})))"
-            stats_sql.append(f"count(*) FILTER (WHERE {bad})")
-            stats_sql.append(f"count(*) FILTER (WHERE NOT n_{n} AND isnan(v_{n}))")
-        else:
-            stats_sql.append(f"count(*) FILTER (WHERE NOT n_{n} AND c_{n} IS NULL)")
-    stats = con.execute(f"SELECT count(*), {', '.join(stats_sql)} FROM dpsql_looked_up"
-                        ).fetchall()[0]
-    report.rows_read = int(stats[0])
-    if report.rows_read == 0:
-        raise DataError("the source has no rows; a release of an empty table is meaningless. "
-                        "Check the source path or the query.")
-    it = iter(stats[1:])
-    for attr in used:
-        n = attr.name
-        nulls = int(next(it))
+        nulls, bad = int(st[0]), int(st[1])
         if nulls and attr.on_null == "error":
             raise DataError(f"attribute {n!r} has {nulls} NULL value(s); clean them, or "
                             f"set on_null = \"drop\" for attributes.{n}")
-        if nulls:
-            report.add(n, "dropped (NULL)", nulls)
-            conditions.append(f"NOT n_{n}")
-        bad = int(next(it))
+        report.add(n, "dropped (NULL)", nulls)
         if isinstance(attr, Range):
-            nan = int(next(it))
-            code_cols.append(_range_code(attr, report, conditions, bad, nan))
+            nan = int(st[2])
+            if bad and attr.on_out_of_bounds == "error":
+                raise DataError(f"range attribute {n!r} has {bad} value(s) outside "
+                                f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
+                                f"on_out_of_bounds = \"clamp\" or \"drop\"")
+            if bad and attr.on_out_of_bounds == "drop":
+                report.add(n, "dropped (out of bounds)", bad)
+            elif bad:
+                if nan:
+                    raise DataError(f"range attribute {n!r} has {nan} NaN value(s); NaN "
+                                    "cannot be clamped into a bin: drop them in a 'sql' source")
+                report.add(n, "clamped (out of bounds)", bad)
+            drop_bad = bool(bad) and attr.on_out_of_bounds == "drop"
         else:
-            code_cols.append(f"c_{n}")
             if bad:
                 _out_of_domain(con, attr, bad)
                 report.add(n, "dropped (out of domain)" if isinstance(attr, Categorical)
                            else "dropped (not in spine)", bad)
-                conditions.append(f"c_{n} IS NOT NULL")
-    where = " AND ".join(conditions) if conditions else "TRUE"
-    unit = spec.unit
-    unit_select = ", dpsql_unit" if unit.column else ""
-    if unit.column is None:
-        # No bounding: the codes are a view over the looked-up rows (no second copy).
+            drop_bad = bool(bad)
+        out[n] = _Policy(drop_null=bool(nulls), drop_bad=drop_bad)
+    return out
+
+
+def _stats_sql(attr, where: str, weight: str) -> list[str]:
+    """Aggregates giving (NULLs, bad[, NaN]) for ``attr`` over looked-up rows or keys."""
+    n = attr.name
+
+    def total(cond: str) -> str:
+        return f"coalesce(sum({weight}) FILTER (WHERE {where} AND {cond}), 0)"
+    if isinstance(attr, Range):
+        if weight == "1":  # rows: the raw value v_<a>
+            bad = f"(v_{n} < {attr.lower!r} OR v_{n} >= {attr.upper!r} OR isnan(v_{n}))"
+            return [total(f"n_{n}"), total(f"NOT n_{n} AND {bad}"),
+                    total(f"NOT n_{n} AND isnan(v_{n})")]
+        return [total(f"n_{n}"), total(f"NOT n_{n} AND c_{n} >= {attr.bins}"),
+                total(f"NOT n_{n} AND c_{n} >= {2 * attr.bins}")]
+    return [total(f"n_{n}"), total(f"NOT n_{n} AND c_{n} IS NULL")]
+
+
+# --------------------------------------------------------------------------------------
+# Aggregate-first path (no unit column)
+# --------------------------------------------------------------------------------------
+
+def range_key(attr: Range, value: str) -> str:
+    """One BIGINT key per range value that keeps everything the policies need, so that
+    grouping by it loses nothing: ``bin`` (clamped into [0, bins)) for values inside
+    [lower, upper), ``bins + bin`` outside, ``2·bins + bin`` for NaN, NULL for NULL.
+    Branch-free (cheaper than a CASE per row); the clamped bin is the row path's."""
+    v = f"CAST({value} AS DOUBLE)"
+    width = (attr.upper - attr.lower) / attr.bins
+    clamped = (f"CAST(least(greatest(floor(({v} - {attr.lower!r}) / {width!r}), 0), "
+               f"{attr.bins - 1}) AS BIGINT)")
+    outside = f"({v} < {attr.lower!r} OR {v} >= {attr.upper!r})::BIGINT"
+    return f"({clamped} + {attr.bins} * ({outside} + isnan({v})::BIGINT))"
+
+
+def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
+                    sets: list[tuple[str, ...]]) -> IngestReport:
+    report = IngestReport()
+    # 1. One scan: the count of every distinct raw key, per attribute set.
+    keys: dict[str, str] = {}
+    alias: dict[tuple[str, str], str] = {}  # (attribute, column) -> key alias
+    for attr in used:
+        for c in attr.columns:
+            a = f"dpsql_k{len(keys)}"
+            alias[(attr.name, c)] = a
+            src = f"dpsql_src.{quote_ident(c)}"
+            keys[a] = range_key(attr, src) if isinstance(attr, Range) else src
+    key_sets = [[alias[(n, c)] for n in s for c in spec.attributes[n].columns] for s in sets]
+    counts.count_keys(con, "dpsql_src", keys, key_sets)
+    # 2. Look the distinct keys up in the public domains (a small table).
+    selects, joins = [], []
+    for attr in used:
+        refs = {c: f"{counts.KEYS}.{alias[(attr.name, c)]}" for c in attr.columns}
+        if isinstance(attr, Range):
+            ref = refs[attr.name]
+            selects += [f"({ref} IS NULL) AS n_{attr.name}", f"{ref} AS c_{attr.name}"]
+            continue
+        sel, join = _lookup(attr, refs)
+        selects += sel
+        joins.append(join)
+    con.execute(f"CREATE TEMP TABLE dpsql_coded_keys AS SELECT dpsql_gid, n, "
+                f"{', '.join(selects)} FROM {counts.KEYS} {' '.join(joins)}")
+    # 3. Every policy count is a weighted sum over the keys of one set holding the attribute.
+    gids = counts.grouping_ids(list(keys), key_sets)
+    gid_of = {a.name: next(g for g, s in zip(gids, sets) if a.name in s) for a in used}
+    aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
+    for attr in used:
+        aggs += _stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
+    stats = con.execute(f"SELECT {', '.join(aggs)} FROM dpsql_coded_keys").fetchall()[0]
+    report.rows_read = int(stats[0])
+    if report.rows_read == 0:
+        raise DataError("the source has no rows; a release of an empty table is meaningless. "
+                        "Check the source path or the query.")
+    per_attr, pos = [], 1
+    for attr in used:
+        k = 3 if isinstance(attr, Range) else 2
+        per_attr.append(stats[pos:pos + k])
+        pos += k
+    policy = _apply_policies(con, used, per_attr, report)
+    dropping = {n for n, p in policy.items() if p.drops}
+    # 4. A set that groups by every dropping attribute drops those rows itself; the others
+    #    must be counted again over the coded rows.
+    rescan = [s for s in sets if not dropping <= set(s)]
+    for g, s in zip(gids, sets):
+        if s in rescan:
+            continue
+        conds = [f"dpsql_gid = {g}"]
+        codes = []
+        for n in s:
+            attr, p = spec.attributes[n], policy[n]
+            if p.drop_null:
+                conds.append(f"NOT n_{n}")
+            if isinstance(attr, Range):
+                if p.drop_bad:
+                    conds.append(f"c_{n} < {attr.bins}")
+                codes.append(f"c_{n} % {attr.bins}")
+            else:
+                if p.drop_bad:
+                    conds.append(f"c_{n} IS NOT NULL")
+                codes.append(f"c_{n}")
+        cols = ", ".join(f"c_{n}" for n in s)
+        con.execute(f"INSERT INTO {counts.LEAVES} (dpsql_set, {cols}, n) "
+                    f"SELECT '{counts.set_key(s)}', {', '.join(codes)}, sum(n)::BIGINT "
+                    f"FROM dpsql_coded_keys WHERE {' AND '.join(conds)} GROUP BY ALL")
+    if rescan:
+        _create_looked_up(con, used, unit_column=None, table=False)
+        code_cols, conds = _row_codes(used, policy, strict=True)
         con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {', '.join(code_cols)} "
-                    f"FROM dpsql_looked_up WHERE {where}")
-        report.rows_used = _count(con, "SELECT count(*) FROM dpsql_rows")
-        return report
-    con.execute(f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(code_cols)}{unit_select} "
-                f"FROM dpsql_looked_up WHERE {where}")
+                    f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
+        counts.count_codes(con, "dpsql_rows", rescan)
+    report.rows_used = counts.total_rows(con, sets[0])
+    return report
+
+
+# --------------------------------------------------------------------------------------
+# Row path (a unit column: bound each unit's rows first)
+# --------------------------------------------------------------------------------------
+
+def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: str | None,
+                      table: bool) -> None:
+    """``dpsql_looked_up``: per source row, ``n_<a>`` (NULL flag) and ``c_<a>`` (domain
+    code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE)."""
+    selects, joins = [], []
+    for attr in used:
+        refs = {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns}
+        if isinstance(attr, Range):
+            nulls = f"{refs[attr.name]} IS NULL"
+            selects += [f"({nulls}) AS n_{attr.name}",
+                        f"CAST({refs[attr.name]} AS DOUBLE) AS v_{attr.name}"]
+            continue
+        sel, join = _lookup(attr, refs)
+        selects += sel
+        joins.append(join)
+    if unit_column is not None:
+        selects.append(f"dpsql_src.{quote_ident(unit_column)} AS dpsql_unit")
+    kind = "TABLE" if table else "VIEW"
+    con.execute(f"CREATE TEMP {kind} dpsql_looked_up AS SELECT {', '.join(selects)} "
+                f"FROM dpsql_src {' '.join(joins)}")
+
+
+def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
+               ) -> tuple[list[str], list[str]]:
+    """Code columns and WHERE conditions over ``dpsql_looked_up``. ``strict`` also drops
+    rows an ``error`` policy would have refused (for a second read of the source)."""
+    code_cols, conds = [], []
+    for attr in used:
+        n, p = attr.name, policy[attr.name]
+        if p.drop_null or strict:
+            conds.append(f"NOT n_{n}")
+        if isinstance(attr, Range):
+            if p.drop_bad:
+                conds.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
+            elif strict:
+                conds.append(f"NOT isnan(v_{n})")
+                if attr.on_out_of_bounds == "error":
+                    conds.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
+            width = (attr.upper - attr.lower) / attr.bins
+            code_cols.append(f"CAST(least(greatest(floor((v_{n} - {attr.lower!r}) / "
+                             f"{width!r}), 0), {attr.bins - 1}) AS BIGINT) AS c_{n}")
+        else:
+            if p.drop_bad or strict:
+                conds.append(f"c_{n} IS NOT NULL")
+            code_cols.append(f"c_{n}")
+    return code_cols, conds
+
+
+def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
+                    sets: list[tuple[str, ...]], salt: int) -> IngestReport:
+    report = IngestReport()
+    unit = spec.unit
+    # The only scan of the source: materialised, so that checks, bounding and counts all
+    # see the same rows.
+    _create_looked_up(con, used, unit.column, table=True)
+    aggs = ["count(*)"]
+    for attr in used:
+        aggs += _stats_sql(attr, "TRUE", "1")
+    stats = con.execute(f"SELECT {', '.join(aggs)} FROM dpsql_looked_up").fetchall()[0]
+    report.rows_read = int(stats[0])
+    if report.rows_read == 0:
+        raise DataError("the source has no rows; a release of an empty table is meaningless. "
+                        "Check the source path or the query.")
+    per_attr, pos = [], 1
+    for attr in used:
+        k = 3 if isinstance(attr, Range) else 2
+        per_attr.append(stats[pos:pos + k])
+        pos += k
+    policy = _apply_policies(con, used, per_attr, report)
+    code_cols, conds = _row_codes(used, policy, strict=False)
+    con.execute(f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
+                f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
     con.execute("DROP TABLE dpsql_looked_up")
     kept = _count(con, "SELECT count(*) FROM dpsql_coded")
     # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random
@@ -191,46 +400,57 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
         f"hash({int(salt)}, dpsql_unit, {codes})) AS dpsql_rank "
         f"FROM dpsql_coded) WHERE dpsql_rank <= {unit.max_rows}")
     con.execute("DROP TABLE dpsql_coded")
-    report.rows_used = _count(con, "SELECT count(*) FROM dpsql_rows")
+    counts.count_codes(con, "dpsql_rows", sets)
+    report.rows_used = counts.total_rows(con, sets[0])
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
                kept - report.rows_used)
     return report
 
 
-def _lookup(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
-            ) -> tuple[list[str], str | None]:
-    """Pass-1 select items (and join) for one attribute: ``n_<a>`` (NULL flag) and
-    ``c_<a>`` (domain code, NULL when not in the domain) or ``v_<a>`` (range value)."""
-    name = attr.name
-    nulls = " OR ".join(f"dpsql_src.{quote_ident(c)} IS NULL" for c in attr.columns)
-    flag = f"({nulls}) AS n_{name}"
-    if isinstance(attr, Range):
-        return [flag, f"CAST(dpsql_src.{quote_ident(name)} AS DOUBLE) AS v_{name}"], None
-    table, alias = f"dpsql_dom_{name}", f"dpsql_j_{name}"
+# --------------------------------------------------------------------------------------
+# Public domains
+# --------------------------------------------------------------------------------------
+
+def _create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
+                   ) -> None:
+    """``dpsql_dom_<a>``: a categorical domain (``v``, ``code``) or a spine (its columns,
+    ``code``) as a temporary table. Ranges need none."""
+    table = f"dpsql_dom_{attr.name}"
     if isinstance(attr, Categorical):
         values = list(attr.values)
-        key, cast = _key_type(values, f"dpsql_src.{quote_ident(name)}")
+        key, _ = _key_type(values, "x")
         arrow_type = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}[key]
         _create_from_arrow(con, table, pa.table({
             "v": pa.array(values, arrow_type),
             "code": pa.array(np.arange(len(values), dtype=np.int64))}))
-        join = f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
-    else:
+    elif isinstance(attr, Hierarchy):
         columns = {c: pa.array([p[j] for p in attr.paths], pa.string())
                    for j, c in enumerate(attr.columns)}
         columns["code"] = pa.array(spine_codes if spine_codes is not None
                                    else np.arange(len(attr.paths), dtype=np.int64))
         _create_from_arrow(con, table, pa.table(columns))
-        # A spine value has one parent, so the finest column alone finds the leaf: join on
-        # it (one string hash per row) and check the coarser columns by comparison.
-        finest = attr.columns[-1]
-        join = (f"LEFT JOIN {table} AS {alias} ON {alias}.{quote_ident(finest)} = "
-                f"CAST(dpsql_src.{quote_ident(finest)} AS VARCHAR)")
-        same = " AND ".join(f"{alias}.{quote_ident(c)} = "
-                            f"CAST(dpsql_src.{quote_ident(c)} AS VARCHAR)"
-                            for c in attr.columns[:-1]) or "TRUE"
-        return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
-    return [flag, f"{alias}.code AS c_{name}"], join
+
+
+def _lookup(attr, refs: dict[str, str]) -> tuple[list[str], str]:
+    """Select items ``n_<a>`` (NULL flag) and ``c_<a>`` (domain code, NULL when not in the
+    domain), and the join, for a categorical or hierarchy attribute whose columns are the
+    SQL expressions ``refs`` (source rows or grouped keys)."""
+    name = attr.name
+    nulls = " OR ".join(f"{refs[c]} IS NULL" for c in attr.columns)
+    flag = f"({nulls}) AS n_{name}"
+    table, alias = f"dpsql_dom_{name}", f"dpsql_j_{name}"
+    if isinstance(attr, Categorical):
+        _, cast = _key_type(list(attr.values), refs[name])
+        return [flag, f"{alias}.code AS c_{name}"], \
+            f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
+    # A spine value has one parent, so the finest column alone finds the leaf: join on it
+    # and check the coarser columns by comparison.
+    finest = attr.columns[-1]
+    join = (f"LEFT JOIN {table} AS {alias} ON {alias}.{quote_ident(finest)} = "
+            f"CAST({refs[finest]} AS VARCHAR)")
+    same = " AND ".join(f"{alias}.{quote_ident(c)} = CAST({refs[c]} AS VARCHAR)"
+                        for c in attr.columns[:-1]) or "TRUE"
+    return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
 
 
 def _key_type(values: list, column: str) -> tuple[str, str]:
@@ -239,27 +459,6 @@ def _key_type(values: list, column: str) -> tuple[str, str]:
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
         return "BIGINT", f"TRY_CAST({column} AS BIGINT)"
     return "DOUBLE", f"TRY_CAST({column} AS DOUBLE)"
-
-
-def _range_code(attr: Range, report: IngestReport, conditions: list[str], bad: int,
-                nan: int) -> str:
-    """The bin index of a range value after the out-of-bounds policy."""
-    n = attr.name
-    if bad and attr.on_out_of_bounds == "error":
-        raise DataError(f"range attribute {n!r} has {bad} value(s) outside "
-                        f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
-                        f"on_out_of_bounds = \"clamp\" or \"drop\"")
-    if bad and attr.on_out_of_bounds == "drop":
-        report.add(n, "dropped (out of bounds)", bad)
-        conditions.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
-    elif bad:
-        if nan:
-            raise DataError(f"range attribute {n!r} has {nan} NaN value(s); NaN cannot be "
-                            "clamped into a bin: drop them in a 'sql' source")
-        report.add(n, "clamped (out of bounds)", bad)
-    width = (attr.upper - attr.lower) / attr.bins
-    return (f"CAST(least(greatest(floor((v_{n} - {attr.lower!r}) / {width!r}), 0), "
-            f"{attr.bins - 1}) AS BIGINT) AS c_{n}")
 
 
 def _out_of_domain(con: duckdb.DuckDBPyConnection, attr, bad: int) -> None:

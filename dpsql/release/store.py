@@ -169,8 +169,15 @@ def udf_sql_files() -> list[tuple[str, str]]:
 
 
 def write_release(path: str | Path, release_row: dict[str, Any], views: list[dict[str, Any]],
-                  tables: dict[str, pa.Table]) -> None:
-    """Write a complete release atomically (temporary file, checkpoint, rename)."""
+                  tables: dict[str, pa.Table]) -> Release:
+    """Write a complete release atomically (temporary file, checkpoint, rename), and
+    return its catalog as :func:`open_release` would read it back (built from the very
+    rows written, through the same parser, without reopening the file).
+
+    Everything is written in **one transaction**: tables are created straight from the
+    registered Arrow tables, and the single commit followed by one checkpoint costs one
+    write of the file instead of one WAL flush per table. The rename happens only after
+    the checkpoint, so a crash at any point leaves the previous file untouched."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
@@ -181,16 +188,18 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
     try:
         con = duckdb.connect(str(tmp))
         try:
-            _write_catalog(con, release_row, views)
-            for name, table in tables.items():
-                con.register("dpsql_arrow_in", table)
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM dpsql_arrow_in')
-                con.unregister("dpsql_arrow_in")
+            con.execute("BEGIN TRANSACTION")
+            release, view_rows = _write_catalog(con, release_row, views)
+            for i, (name, table) in enumerate(tables.items()):
+                con.register(f"dpsql_arrow_in{i}", table)
+                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM dpsql_arrow_in{i}')
+                con.unregister(f"dpsql_arrow_in{i}")
             for fname, sql in udf_sql_files():
                 try:
                     con.execute(sql)
                 except duckdb.Error as err:
                     raise OperationalError(f"macro file {fname} failed: {err}") from err
+            con.execute("COMMIT")
             con.execute("CHECKPOINT")
         finally:
             con.close()
@@ -200,30 +209,49 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
             if leftover.exists():
                 leftover.unlink()
         raise
+    return catalog_from_rows(str(Path(path)), release,
+                             sorted(view_rows, key=lambda v: v["name"]))
+
+
+_RELEASE_COLUMNS = ("format_version", "dpsql_version", "name", "created", "neighbouring",
+                    "privacy_unit", "max_rows", "budget", "rho", "epsilon", "delta", "rng",
+                    "attributes", "spec")
+_VIEW_COLUMNS = ("name", "mechanism", "weight", "budget", "depth", "attributes", "levels",
+                 "error_model", "prefix_table", "info")
 
 
 def _write_catalog(con: duckdb.DuckDBPyConnection, row: dict[str, Any],
-                   views: list[dict[str, Any]]) -> None:
+                   views: list[dict[str, Any]]
+                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Create and fill ``dpsql_release`` and ``dpsql_views``; return the rows written."""
     con.execute("""
         CREATE TABLE dpsql_release (
             format_version INTEGER, dpsql_version VARCHAR, name VARCHAR, created VARCHAR,
             neighbouring VARCHAR, privacy_unit VARCHAR, max_rows INTEGER,
             budget JSON, rho DOUBLE, epsilon DOUBLE, delta DOUBLE, rng VARCHAR,
             attributes JSON, spec JSON)""")
-    con.execute("INSERT INTO dpsql_release VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
+    values = [
         FORMAT_VERSION, __version__, row["name"], row["created"], row["neighbouring"],
         row["privacy_unit"], row["max_rows"], json.dumps(row["budget"]), row["rho"],
         row["epsilon"], row["delta"], row["rng"], json.dumps(row["attributes"]),
-        json.dumps(row["spec"])])
+        json.dumps(row["spec"])]
+    con.execute("INSERT INTO dpsql_release VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values)
     con.execute("""
         CREATE TABLE dpsql_views (
             name VARCHAR, mechanism VARCHAR, weight VARCHAR, budget JSON, depth INTEGER,
             attributes JSON, levels JSON, error_model JSON, prefix_table VARCHAR, info JSON)""")
+    view_rows = []
     for v in views:
-        con.execute("INSERT INTO dpsql_views VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-            v["name"], v["mechanism"], v["weight"], json.dumps(v["budget"]), len(v["levels"]),
-            json.dumps(v["attributes"]), json.dumps(v["levels"]),
-            json.dumps(v["error_model"]), v.get("prefix_table"), json.dumps(v.get("info", {}))])
+        vals = [v["name"], v["mechanism"], v["weight"], json.dumps(v["budget"]),
+                len(v["levels"]), json.dumps(v["attributes"]), json.dumps(v["levels"]),
+                json.dumps(v["error_model"]), v.get("prefix_table"),
+                json.dumps(v.get("info", {}))]
+        view_rows.append(dict(zip(_VIEW_COLUMNS, vals)))
+    if view_rows:
+        con.executemany("INSERT INTO dpsql_views VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [list(v.values()) for v in view_rows])
+    return dict(zip(_RELEASE_COLUMNS, values)), view_rows
 
 
 def open_release(path: str | Path) -> Release:
@@ -258,12 +286,18 @@ def read_catalog(con: duckdb.DuckDBPyConnection, path: str, schema: str | None =
     if r["format_version"] > FORMAT_VERSION:
         raise IntegrityError(f"{path!r} uses release format {r['format_version']}, newer than "
                              f"this dpsql understands ({FORMAT_VERSION}); upgrade dpsql")
-    attributes = {a["name"]: AttributeMeta.from_json(a) for a in json.loads(r["attributes"])}
     cur = con.execute(f"SELECT * FROM {pre}dpsql_views ORDER BY name")
     vcols = [d[0] for d in cur.description]
+    return catalog_from_rows(path, r, [dict(zip(vcols, row)) for row in cur.fetchall()])
+
+
+def catalog_from_rows(path: str, r: dict[str, Any], view_rows: list[dict[str, Any]]
+                      ) -> Release:
+    """The :class:`Release` described by a ``dpsql_release`` row and the ``dpsql_views``
+    rows (JSON columns as text), in ``name`` order."""
+    attributes = {a["name"]: AttributeMeta.from_json(a) for a in json.loads(r["attributes"])}
     views: dict[str, ViewMeta] = {}
-    for row in cur.fetchall():
-        v = dict(zip(vcols, row))
+    for v in view_rows:
         views[v["name"]] = ViewMeta(
             name=v["name"], mechanism=v["mechanism"], weight=Fraction(v["weight"]),
             budget=budget_from_json(json.loads(v["budget"])),
