@@ -45,7 +45,7 @@ import duckdb
 import numpy as np
 
 from dpsql import __version__
-from dpsql.errors import IntegrityError, NotSupportedError, OperationalError
+from dpsql.errors import IntegrityError, NotSupportedError
 from dpsql.release import open_release
 from dpsql.release.store import Release, ViewMeta
 
@@ -53,6 +53,7 @@ __all__ = ["build_report", "level_rows", "range_curves", "LevelRow", "RangeCurve
 
 _Z95 = NormalDist().inv_cdf(0.975)
 _MAX_BAND_POINTS = 257      # edges at which a non-vectorised model is evaluated
+_MAX_BAND_IDS = 40_000_000  # ... fewer when groups·K is huge (each call costs ~groups·b)
 _MAX_BIN_LOOP = 4096        # bins beyond which per-bin error bars are skipped (not vectorised)
 _MAX_DOMAIN_SHOWN = 8       # public values listed per categorical level
 _OTHER_DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
@@ -65,7 +66,7 @@ class LevelRow:
     """One level of a view as the report shows it (counts read from the level table)."""
 
     k: int
-    label: str            # the column a categorical/spine level adds, or "<attr> (width w)"
+    label: str            # the column a categorical/spine level adds, or the range attribute
     attribute: str
     kind: str
     public_nodes: int
@@ -73,6 +74,7 @@ class LevelRow:
     zeros: int            # public nodes released as 0, stored or not
     negatives: int
     total: float          # sum of the released counts of the level
+    width: float | None   # range levels: the width of one node in attribute units
     stderr: float | None  # one node (the worst one where nodes differ)
     bound95: float | None
     domain: tuple[str, ...] = ()  # first public values (categorical/spine levels)
@@ -99,11 +101,12 @@ def _q(name: str) -> str:
     return '"' + str(name).replace('"', '""') + '"'
 
 
-def _one(con: duckdb.DuckDBPyConnection, sql: str) -> tuple:
+def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
     try:
-        return con.execute(sql).fetchall()[0]
+        return con.execute(sql).fetchall()
     except duckdb.Error as err:
-        raise IntegrityError(f"the release's tables do not match its catalog: {err}") from err
+        raise IntegrityError(f"the release's tables do not match its catalog ({err}); the "
+                             "file is damaged or was not written by dpsql") from err
 
 
 def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
@@ -113,28 +116,26 @@ def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
     summary = {s["level"]: s for s in view.error_model.level_summary()}
     out = []
     for lv in view.levels:
-        stored, zero_rows, neg, total = _one(con, (
+        stored, zero_rows, neg, total = _rows(con, (
             f"SELECT count(*), count(*) FILTER (WHERE dp_count = 0), "
             f"count(*) FILTER (WHERE dp_count < 0), coalesce(sum(dp_count), 0) "
-            f"FROM {_q(lv.table)}"))
+            f"FROM {_q(lv.table)}"))[0]
         if stored > lv.n_nodes:
             raise IntegrityError(f"level table {lv.table!r} holds {stored:,} rows but its "
                                  f"public domain has {lv.n_nodes:,} nodes: the file is corrupt")
         attr = release.attributes.get(lv.attribute)
         domain: tuple[str, ...] = ()
-        if lv.kind == "range" and attr is not None and attr.width and lv.span:
-            label = f"{lv.attribute} (width {lv.span * attr.width:g})"
-        else:
-            label = lv.columns[-1] if lv.columns else lv.attribute
-            if attr is not None and lv.columns:
-                rows = con.execute(
-                    f"SELECT {_q(lv.columns[-1])} FROM {_q(attr.domain_table)} "
-                    f"GROUP BY 1 ORDER BY min(code) LIMIT {_MAX_DOMAIN_SHOWN + 1}").fetchall()
-                domain = tuple(str(r[0]) for r in rows)
+        width = lv.span * attr.width if lv.kind == "range" and attr and attr.width and \
+            lv.span else None
+        label = lv.attribute if width or not lv.columns else lv.columns[-1]
+        if lv.kind != "range" and attr is not None and lv.columns:
+            domain = tuple(str(r[0]) for r in _rows(con, (
+                f"SELECT {_q(lv.columns[-1])} FROM {_q(attr.domain_table)} "
+                f"GROUP BY 1 ORDER BY min(code) LIMIT {_MAX_DOMAIN_SHOWN + 1}")))
         s = summary.get(lv.k, {})
         out.append(LevelRow(lv.k, label, lv.attribute, lv.kind, lv.n_nodes, int(stored),
                             int(lv.n_nodes - stored + zero_rows), int(neg), float(total),
-                            s.get("stderr"), s.get("bound95"), domain))
+                            width, s.get("stderr"), s.get("bound95"), domain))
     return out
 
 
@@ -146,77 +147,58 @@ def _half_width(model: Any, level: int, ids: np.ndarray) -> tuple[float, str]:
     return _Z95 * v.stderr, "variance" if v.exact else "variance bound"
 
 
+def _bands(model: Any, level: int, K: int, groups: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """(edges evaluated, CDF half-widths there, per-bin half-widths, band kind)."""
+    if groups == 1 and level == model.depth:
+        rv = model.range_variance(np.zeros(K + 1, np.int64), np.arange(K + 1))
+        if rv is not None:  # exact and vectorised: every edge and every bin
+            per_bin = model.range_variance(np.arange(K), np.arange(1, K + 1))
+            return np.arange(K + 1), _Z95 * np.sqrt(rv), _Z95 * np.sqrt(per_bin), "variance"
+    # one model call per edge over ~groups·b/2 ids: fewer edges when the level is huge
+    points = min(K, _MAX_BAND_POINTS - 1, max(8, int(_MAX_BAND_IDS / (groups * K))))
+    at = np.unique(np.round(np.linspace(0, K, points + 1))).astype(np.int64)
+    offsets = np.arange(groups, dtype=np.int64) * K
+    band, kinds = np.zeros(at.size), set()
+    for i, b in enumerate(at):
+        band[i], kind = _half_width(model, level, np.add.outer(offsets, np.arange(b)).ravel())
+        kinds.add(kind)
+    per_bin = None
+    if K <= _MAX_BIN_LOOP:
+        per_bin = np.array([_half_width(model, level, offsets + j)[0] for j in range(K)])
+    kind = next(k for k in ("bound", "variance bound", "variance") if k in kinds)
+    return at, band, per_bin, kind
+
+
 def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
                  ) -> list[RangeCurve]:
     """One :class:`RangeCurve` per range attribute of ``view``, at the level where the
-    attribute reaches single bins. Node ids there are ``g·K + bin`` (tree order: leading
-    levels first, DESIGN "domains"), so the prefix [0, b) summed over the groups is the
-    node set {g·K + j : j < b}."""
-    model = view.error_model
+    attribute reaches single bins. Node ids there are ``g·K + bin`` (tree order: the
+    levels above come first, ``dpsql.domains``), so the prefix [0, b) summed over the
+    groups is the node set {g·K + j : j < b}. Counts are read from that level's table."""
     out = []
     for name in dict.fromkeys(lv.attribute for lv in view.levels if lv.kind == "range"):
         attr = release.attributes.get(name)
-        levels = [lv for lv in view.levels if lv.attribute == name]
-        if attr is None or not attr.bins:
+        lv = [x for x in view.levels if x.attribute == name][-1]
+        if attr is None or not attr.bins or lv.n_nodes % attr.bins or lv.span not in (1, None):
             continue
-        lv = levels[-1]
-        K = int(attr.bins)
-        if lv.n_nodes % K:
-            continue
-        groups = lv.n_nodes // K
-        bin_col = _q(f"{name}_bin_lo")
-        try:
-            rows = con.execute(f"SELECT {bin_col}, sum(dp_count) FROM {_q(lv.table)} "
-                               "GROUP BY 1").fetchall()
-        except duckdb.Error as err:
-            raise IntegrityError(f"level table {lv.table!r} has no bin column {name}_bin_lo: "
-                                 f"{err}") from err
+        K, groups = int(attr.bins), lv.n_nodes // int(attr.bins)
         counts = np.zeros(K)
-        for b, c in rows:
-            if not 0 <= int(b) < K:
-                raise IntegrityError(f"{lv.table!r}: bin {b} outside 0..{K - 1}")
+        for b, c in _rows(con, f"SELECT {_q(name + '_bin_lo')}, sum(dp_count) "
+                               f"FROM {_q(lv.table)} GROUP BY 1"):
+            if b is None or not 0 <= int(b) < K:
+                raise IntegrityError(f"{lv.table!r}: bin {b} is outside 0..{K - 1}")
             counts[int(b)] = float(c)
-        cdf = np.concatenate([[0.0], np.cumsum(counts)])
         edges = attr.lower + np.arange(K + 1) * attr.width
         edges[-1] = attr.upper
-        offsets = np.arange(groups, dtype=np.int64) * K
-        vectorised = groups == 1 and lv.k == model.depth
-        rv = model.range_variance(np.zeros(K + 1, np.int64), np.arange(K + 1)) \
-            if vectorised else None
-        if rv is not None:
-            band_at, band, kind = np.arange(K + 1), _Z95 * np.sqrt(rv), "variance"
-            bin_half = _Z95 * np.sqrt(model.range_variance(np.arange(K), np.arange(1, K + 1)))
-        else:
-            band_at = np.unique(np.round(np.linspace(0, K, min(K, _MAX_BAND_POINTS - 1) + 1))
-                                ).astype(np.int64)
-            band, kinds = np.zeros(band_at.size), set()
-            for i, b in enumerate(band_at):
-                ids = np.add.outer(offsets, np.arange(b, dtype=np.int64)).ravel()
-                band[i], kd = _half_width(model, lv.k, ids)
-                kinds.add(kd)
-            bin_half = None
-            if K <= _MAX_BIN_LOOP:
-                bin_half = np.array([_half_width(model, lv.k, offsets + j)[0] for j in range(K)])
-            kind = "bound" if "bound" in kinds else (
-                "variance bound" if "variance bound" in kinds else "variance")
-        out.append(RangeCurve(name, lv.k, groups, edges, counts, cdf, band_at, band,
-                              bin_half, kind))
+        at, band, per_bin, kind = _bands(view.error_model, lv.k, K, groups)
+        out.append(RangeCurve(name, lv.k, groups, edges, counts,
+                              np.concatenate([[0.0], np.cumsum(counts)]), at, band, per_bin,
+                              kind))
     return out
 
 
 # ----------------------------------------------------------------------------- plots
-
-def _matplotlib() -> tuple[Any, Any, Any]:
-    try:
-        import matplotlib
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as err:
-        raise NotSupportedError(
-            'dpsql report needs matplotlib, which is not installed: pip install "dpsql[report]"'
-        ) from err
-    return matplotlib, Figure, FigureCanvasAgg
-
 
 def _t(text: Any) -> str:
     """Plot text from the release: a literal ``$`` must not start mathtext."""
@@ -227,7 +209,14 @@ class _Plotter:
     """Draws figures on explicit Agg canvases and returns PNG bytes."""
 
     def __init__(self) -> None:
-        self.mpl, self.Figure, self.Canvas = _matplotlib()
+        try:
+            import matplotlib
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+        except ImportError as err:
+            raise NotSupportedError("dpsql report needs matplotlib, which is not installed: "
+                                    'pip install "dpsql[report]"') from err
+        self.mpl, self.Figure, self.Canvas = matplotlib, Figure, FigureCanvasAgg
 
     def _png(self, fig: Any) -> bytes:
         buf = io.BytesIO()
@@ -255,9 +244,8 @@ class _Plotter:
         vals = [v for v in sd + b95 if v is not None and v > 0]
         if vals and max(vals) / min(vals) > 30:
             ax.set_yscale("log")
-        ax.set_xticks(ks, [f"{r.k}\n" + _t(r.label).replace(" (width ", "\nwidth ").rstrip(")")
-                           if r.kind == "range" else f"{r.k}\n{_t(r.label)}" for r in rows],
-                      fontsize=8 if len(rows) <= 8 else 6)
+        ax.set_xticks(ks, [f"{r.k}\n{_t(r.label)}" + (f"\nwidth {r.width:g}" if r.width else "")
+                           for r in rows], fontsize=8 if len(rows) <= 8 else 6)
         ax.set_xlabel("level")
         ax.set_ylabel("error of one released count")
         ax.set_title(_t(f"{view.name} ({view.mechanism}): per-level error"), fontsize=10)
@@ -290,17 +278,18 @@ class _Plotter:
     def histogram(self, view: ViewMeta, c: RangeCurve) -> bytes:
         fig, ax = self._figure()
         widths = np.diff(c.edges)
+        err_label = _BAND_LEGEND[c.band_kind].replace("band", "error")
         if c.counts.size <= 128:
             ax.bar(c.edges[:-1], c.counts, width=widths, align="edge", color="C0",
                    alpha=0.7, edgecolor="white", lw=0.3, label="released count per bin")
             if c.bin_half is not None:
                 ax.errorbar(c.edges[:-1] + widths / 2, c.counts, yerr=c.bin_half, fmt="none",
-                            ecolor="k", elinewidth=0.7, capsize=1.5, label="95% error")
+                            ecolor="k", elinewidth=0.7, capsize=1.5, label=err_label)
         else:
             ax.stairs(c.counts, c.edges, color="C0", label="released count per bin")
             if c.bin_half is not None:
                 ax.stairs(c.counts + c.bin_half, c.edges, baseline=c.counts - c.bin_half,
-                          fill=True, color="C0", alpha=0.25, label="95% error")
+                          fill=True, color="C0", alpha=0.25, label=err_label)
         ax.axhline(0, color="k", lw=0.6)
         ax.set_xlabel(_t(c.attribute))
         ax.set_ylabel("released count")
@@ -346,17 +335,14 @@ _NEIGHBOURING = {
                   "(the total count is public)",
 }
 
-_CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;max-width:62rem;margin:2rem auto;
-padding:0 1rem;color:#1d1d1f;line-height:1.45}
-h1{font-size:1.6rem}h2{font-size:1.3rem;border-bottom:1px solid #ccc;padding-bottom:.2rem;
-margin-top:2.2rem}h3{font-size:1.05rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
-th,td{border:1px solid #ddd;padding:.25rem .55rem;text-align:left;vertical-align:top}
-th{background:#f4f4f6}td.n,table.levels td{font-variant-numeric:tabular-nums}
-.warn{background:#fff4d6;border:1px solid #e0b000;padding:.5rem .8rem}
-.note{color:#555;font-size:.9rem}img{max-width:100%;display:block;margin:.6rem 0}
-"""
+_CSS = (
+    'body{font-family:system-ui,"Segoe UI",sans-serif;max-width:62rem;margin:2rem auto;'
+    "padding:0 1rem;color:#1d1d1f;line-height:1.45}h1{font-size:1.6rem}h2{font-size:1.3rem;"
+    "border-bottom:1px solid #ccc;margin-top:2.2rem}h3{font-size:1.05rem}table{border-collapse:"
+    "collapse;margin:.6rem 0;font-size:.9rem}th,td{border:1px solid #ddd;padding:.25rem .55rem;"
+    "text-align:left;vertical-align:top;font-variant-numeric:tabular-nums}th{background:#f4f4f6}"
+    ".warn{background:#fff4d6;border:1px solid #e0b000;padding:.5rem .8rem}.note{color:#555;"
+    "font-size:.9rem}img{max-width:100%;display:block;margin:.6rem 0}")
 
 
 def _guarantee_section(release: Release) -> str:
@@ -373,8 +359,9 @@ def _guarantee_section(release: Release) -> str:
     others = []
     for d in _OTHER_DELTAS:
         try:
-            others.append(f"ε = {float(ZCDP(release.rho).to_approx(d).epsilon):.4g} at δ = {d:g}")
-        except Exception:  # noqa: BLE001  (a corrupt ρ: simply not shown)
+            eps = float(ZCDP(release.rho).to_approx(d).epsilon)
+            others.append(f"ε = {eps:.4g} at δ = {d:g}")
+        except (ValueError, ArithmeticError):  # a corrupt ρ: these forms are not shown
             break
     if others:
         rows.append(["(ε, δ)-DP implied by ρ", _e("; ".join(others))])
@@ -445,7 +432,8 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         if r.domain:
             shown = ", ".join(_e(d) for d in r.domain[:_MAX_DOMAIN_SHOWN])
             dom = shown + (", …" if len(r.domain) > _MAX_DOMAIN_SHOWN else "")
-        table_rows.append([str(r.k), _e(r.label), _e(r.kind), _num(r.public_nodes),
+        adds = r.label + (f" (width {r.width:g})" if r.width else "")
+        table_rows.append([str(r.k), _e(adds), _e(r.kind), _num(r.public_nodes),
                            _num(r.stored_rows), _num(r.zeros), _num(r.negatives),
                            _num(r.stderr), _num(r.bound95), dom])
     parts.append(_table(["level", "adds", "kind", "public nodes", "stored rows", "zeros",
@@ -489,13 +477,10 @@ def build_report(path: str | Path, out: str | Path | None = None, *,
     (images embedded as PNG data URIs). Writes it to ``out`` when given. Reads only the
     release file (read-only); raises ``NotSupportedError`` without matplotlib."""
     plot = _Plotter()  # fail early, before any work, when matplotlib is missing
-    release = open_release(path)
+    release = open_release(path)  # clear errors for a missing or non-release file
+    con = duckdb.connect(str(path), read_only=True)
     try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as err:  # pragma: no cover  (open_release has just opened it)
-        raise OperationalError(f"cannot open {str(path)!r}: {err}") from err
-    try:
-        with plot.mpl.rc_context({"text.usetex": False, "figure.max_open_warning": 0}):
+        with plot.mpl.rc_context({"text.usetex": False}):
             sections = [_view_section(plot, con, release, v)
                         for v in _views(release, progress)]
     finally:
