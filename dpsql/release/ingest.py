@@ -223,15 +223,18 @@ def _stats_sql(attr, where: str, weight: str) -> list[str]:
 
 def range_key(attr: Range, value: str) -> str:
     """One BIGINT key per range value that keeps everything the policies need, so that
-    grouping by it loses nothing: ``bin`` (clamped into [0, bins)) for values inside
-    [lower, upper), ``bins + bin`` outside, ``2·bins + bin`` for NaN, NULL for NULL.
-    Branch-free (cheaper than a CASE per row); the clamped bin is the row path's."""
+    grouping by it loses nothing: the bin for values in [lower, upper) (the row path's
+    clamped bin), ``bins`` below, ``2·bins − 1`` at or above ``upper`` (so that
+    ``key % bins`` is the clamped bin), ``3·bins − 1`` for NaN, NULL for NULL. The common
+    case comes first (cheapest per row); NaN is tested before ``>= upper`` because DuckDB
+    orders NaN above every number."""
     v = f"CAST({value} AS DOUBLE)"
-    width = (attr.upper - attr.lower) / attr.bins
-    clamped = (f"CAST(least(greatest(floor(({v} - {attr.lower!r}) / {width!r}), 0), "
-               f"{attr.bins - 1}) AS BIGINT)")
-    outside = f"({v} < {attr.lower!r} OR {v} >= {attr.upper!r})::BIGINT"
-    return f"({clamped} + {attr.bins} * ({outside} + isnan({v})::BIGINT))"
+    lo, hi, bins = repr(attr.lower), repr(attr.upper), attr.bins
+    width = (attr.upper - attr.lower) / bins
+    return (f"CASE WHEN {v} >= {lo} AND {v} < {hi} THEN "
+            f"CAST(least(floor(({v} - {lo}) / {width!r}), {bins - 1}) AS BIGINT) "
+            f"WHEN {v} < {lo} THEN {bins} WHEN isnan({v}) THEN {3 * bins - 1} "
+            f"WHEN {v} >= {hi} THEN {2 * bins - 1} END")
 
 
 def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
