@@ -6,10 +6,10 @@ each range attribute, the released CDF with a 95 % band and the released per-bin
 
 Decisions:
 
-* **Built from the release file alone.** It reads the catalog (:func:`open_release`) and
-  the level tables through a read-only DuckDB connection; every error figure comes from
-  the view's stored error model. No raw data is read, so no true value can appear.
-  Rendering is post-processing: it imports neither ``dpsql.mechanisms`` nor the RNG.
+* **Built from the release file alone**: the catalog (:func:`open_release`) and the level
+  tables through a read-only DuckDB connection; every error figure comes from the view's
+  stored error model. No raw data is read, so no true value can appear. It imports
+  neither ``dpsql.mechanisms`` nor the RNG, and has no timestamp: same file, same report.
 * **A release file is untrusted input.** Every string taken from it (release, view,
   attribute and category names, RNG text, budgets) goes through :func:`html.escape`, and
   table and column names are quoted as SQL identifiers. Plot labels escape ``$`` so a
@@ -21,7 +21,9 @@ Decisions:
   as ±1.96 σ (normal approximation; for Laplace noise the true coverage differs). InfTDA
   gives no variances: its band is the Theorem-1 high-probability L∞ bound at β = 0.05,
   which holds for every edge at once. Each plot says which one it shows. Where the model
-  is not vectorised, the band is evaluated at ≤ 257 evenly spaced edges.
+  is not vectorised, the band is evaluated at ≤ 257 evenly spaced edges. Bands are drawn
+  clipped at 0 (no true count is negative); when one dwarfs the counts (InfTDA's union
+  bound over many leaves), the axis keeps to the counts and the plot states the reach.
 * **"Zeros"** counts the public nodes of a level whose released count is 0, including the
   nodes an integer mechanism (InfTDA) does not store.
 * **matplotlib is optional** (``pip install "dpsql[report]"``) and imported lazily. Figures
@@ -39,7 +41,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Iterator
+from typing import Any, Iterable
 
 import duckdb
 import numpy as np
@@ -200,6 +202,17 @@ def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMet
 
 # ----------------------------------------------------------------------------- plots
 
+def _fit(ax: Any, values: np.ndarray, half: np.ndarray) -> None:
+    """Scale the y axis to the released values when the error (e.g. InfTDA's union bound
+    over many leaves) would flatten them, and state how far the error reaches."""
+    lo, hi = min(0.0, float(np.min(values))), float(np.max(values))
+    span, reach = max(hi - lo, 1.0), float(np.max(half, initial=0.0))
+    if reach > span:
+        ax.set_ylim(lo - 0.05 * span, hi + 0.3 * span)
+        ax.text(0.01, 0.97, f"the 95% error reaches ±{reach:,.4g}, beyond this plot",
+                transform=ax.transAxes, va="top", fontsize=8, color="C3")
+
+
 def _t(text: Any) -> str:
     """Plot text from the release: a literal ``$`` must not start mathtext."""
     return str(text).replace("$", r"\$")
@@ -231,18 +244,17 @@ class _Plotter:
     def level_errors(self, view: ViewMeta, rows: list[LevelRow]) -> bytes:
         fig, ax = self._figure()
         ks = [r.k for r in rows]
-        sd = [r.stderr for r in rows]
-        b95 = [r.bound95 for r in rows]
-        if any(s is not None for s in sd):
-            ax.plot(ks, [np.nan if s is None else s for s in sd], "o-",
-                    label="σ of one node (worst node of the level)")
-            ax.plot(ks, [np.nan if b is None else b for b in b95], "s--",
-                    label="95% bound, one node (±1.96 σ)")
+        sd = np.array([np.nan if r.stderr is None else r.stderr for r in rows])
+        b95 = np.array([np.nan if r.bound95 is None else r.bound95 for r in rows])
+        if not np.all(np.isnan(sd)):
+            ax.plot(ks, sd, "o-", label="σ of one node (worst node of the level)")
+            ax.plot(ks, b95, "s--", label="95% bound, one node (±1.96 σ)")
         else:
-            ax.plot(ks, [np.nan if b is None else b for b in b95], "s-", color="C3",
+            ax.plot(ks, b95, "s-", color="C3",
                     label="95% high-probability L∞ bound (every node of the level at once)")
-        vals = [v for v in sd + b95 if v is not None and v > 0]
-        if vals and max(vals) / min(vals) > 30:
+        vals = np.concatenate([sd, b95])
+        vals = vals[np.isfinite(vals) & (vals > 0)]
+        if vals.size and vals.max() / vals.min() > 30:
             ax.set_yscale("log")
         ax.set_xticks(ks, [f"{r.k}\n{_t(r.label)}" + (f"\nwidth {r.width:g}" if r.width else "")
                            for r in rows], fontsize=8 if len(rows) <= 8 else 6)
@@ -262,8 +274,9 @@ class _Plotter:
         top, low = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
         x, mid = c.edges[c.band_at], c.cdf[c.band_at]
         top.plot(c.edges, c.cdf, "-", color="C0", lw=1.5, label="released CDF (count below x)")
-        top.fill_between(x, mid - c.band, mid + c.band, color="C0", alpha=0.3,
+        top.fill_between(x, np.maximum(mid - c.band, 0), mid + c.band, color="C0", alpha=0.3,
                          label=_BAND_LEGEND[c.band_kind])
+        _fit(top, c.cdf, c.band)
         top.set_ylabel("released count below x")
         top.set_title(_t(f"{view.name}: released CDF of {c.attribute}"), fontsize=10)
         top.legend(fontsize=8, loc="lower right")
@@ -282,15 +295,20 @@ class _Plotter:
         if c.counts.size <= 128:
             ax.bar(c.edges[:-1], c.counts, width=widths, align="edge", color="C0",
                    alpha=0.7, edgecolor="white", lw=0.3, label="released count per bin")
-            if c.bin_half is not None:
-                ax.errorbar(c.edges[:-1] + widths / 2, c.counts, yerr=c.bin_half, fmt="none",
-                            ecolor="k", elinewidth=0.7, capsize=1.5, label=err_label)
+            if c.bin_half is not None:  # clipped at 0 below, like the CDF band
+                below = np.clip(np.minimum(c.bin_half, c.counts), 0, None)
+                ax.errorbar(c.edges[:-1] + widths / 2, c.counts, yerr=[below, c.bin_half],
+                            fmt="none", ecolor="k", elinewidth=0.7, capsize=1.5,
+                            label=err_label)
         else:
             ax.stairs(c.counts, c.edges, color="C0", label="released count per bin")
             if c.bin_half is not None:
-                ax.stairs(c.counts + c.bin_half, c.edges, baseline=c.counts - c.bin_half,
+                ax.stairs(c.counts + c.bin_half, c.edges,
+                          baseline=np.maximum(c.counts - c.bin_half, 0),
                           fill=True, color="C0", alpha=0.25, label=err_label)
         ax.axhline(0, color="k", lw=0.6)
+        if c.bin_half is not None:
+            _fit(ax, c.counts, c.bin_half)
         ax.set_xlabel(_t(c.attribute))
         ax.set_ylabel("released count")
         ax.set_title(_t(f"{view.name}: released counts per bin of {c.attribute}"), fontsize=10)
@@ -328,12 +346,8 @@ def _table(head: list[str], rows: list[list[str]], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
-_NEIGHBOURING = {
-    "add_remove": "add/remove one unit: neighbouring tables differ by adding or removing all "
-                  "rows of one unit (the total count is private)",
-    "substitute": "substitute one unit: neighbouring tables differ in the rows of one unit "
-                  "(the total count is public)",
-}
+_NEIGHBOURING = {"add_remove": "add/remove one unit (the total count is private)",
+                 "substitute": "substitute one unit's rows (the total count is public)"}
 
 _CSS = (
     'body{font-family:system-ui,"Segoe UI",sans-serif;max-width:62rem;margin:2rem auto;'
@@ -382,14 +396,11 @@ def _guarantee_section(release: Release) -> str:
 
 def _budget_section(release: Release) -> str:
     total_w = sum(v.weight for v in release.views.values()) or 1
-    rows, rho_sum = [], 0.0
-    for v in release.views.values():
-        rho = float(v.budget.to_zcdp().rho)
-        rho_sum += rho
-        rows.append([_e(v.name), _e(v.mechanism), _e(v.weight),
-                     f"{float(v.weight / total_w):.1%}", _e(v.budget.describe()), f"{rho:.6g}"])
+    rows = [[_e(v.name), _e(v.mechanism), _e(v.weight), f"{float(v.weight / total_w):.1%}",
+             _e(v.budget.describe()), f"{float(v.budget.to_zcdp().rho):.6g}"]
+            for v in release.views.values()]
     rows.append(["<strong>total</strong>", "", "", "100%", _e(release.budget.describe()),
-                 f"{rho_sum:.6g}"])
+                 f"{release.rho:.6g}"])
     return ('<section id="budget"><h2>Budget split by view</h2>'
             + _table(["view", "mechanism", "weight", "share", "budget", "ρ (zCDP)"], rows,
                      "budget") + "</section>")
@@ -446,7 +457,7 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         parts.append(f'<h3 class="range">Range attribute {_e(c.attribute)}</h3>'
                      f'<p class="note">The CDF at each bin edge is the released count of the '
                      f"prefix range of leaves below it (level {c.level}).{summed} "
-                     f"{_e(band)}.</p>")
+                     f"{_e(band)}; shown clipped at 0, as no true count is negative.</p>")
         parts.append(_img(plot.cdf(view, c),
                           f"released CDF of {c.attribute} in view {view.name}"))
         parts.append(_img(plot.histogram(view, c),
@@ -455,20 +466,15 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
     return "".join(parts)
 
 
-def _views(release: Release, progress: bool) -> Iterator[ViewMeta]:
+def _views(release: Release, progress: bool) -> Iterable[ViewMeta]:
     views = list(release.views.values())
     if not progress:
-        yield from views
-        return
+        return views
     from rich.console import Console
-    from rich.progress import Progress
+    from rich.progress import track
 
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("report: views", total=len(views))
-        for v in views:
-            bar.update(task, description=f"report: {v.name}")
-            yield v
-            bar.advance(task)
+    return track(views, description="report: views", console=Console(stderr=True),
+                 transient=True)
 
 
 def build_report(path: str | Path, out: str | Path | None = None, *,

@@ -228,6 +228,33 @@ def test_range_views_of_every_kind(ranges_release, ranges_report):
     assert _check_images(parsed) == 18
 
 
+def test_pure_dp_release_states_its_guarantee(trips_data, tmp_path):
+    spec = {
+        "name": "ages", "source": str(trips_data / "trips.parquet"),
+        "neighbouring": "substitute", "privacy_unit": {"column": "traveller", "max_rows": 2},
+        "budget": {"epsilon": 1.0},
+        "attributes": {"age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100}},
+        "views": [{"name": "age_btree", "levels": ["age"], "mechanism": "btree", "weight": 3},
+                  {"name": "age_laplace", "levels": ["age"], "mechanism": "laplace_tree"}],
+    }
+    out = tmp_path / "ages.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=trips_data), out, seed=3,
+                  progress=False)
+    parsed = _parse(build_report(out))
+    by_id = {s["id"]: s for s in parsed.sections}
+    forms = {row[0]: row[1] for row in by_id["guarantee"]["tables"][0][1:]}
+    assert forms["guarantee"] == "ε=1 pure DP; ρ=0.5-zCDP"
+    assert forms["pure DP"] == "ε = 1 (δ = 0)" and forms["ρ-zCDP"] == "ρ = 0.5"
+    assert forms["as declared"] == "ε=1 (pure DP)"
+    assert forms["neighbouring"].startswith("substitute")
+    assert forms["privacy unit"] == "all rows with the same traveller (at most 2)"
+    budget = by_id["budget"]["tables"][0]
+    assert [(r[0], r[3]) for r in budget[1:]] == [
+        ("age_btree", "75.0%"), ("age_laplace", "25.0%"), ("total", "100%")]
+    assert budget[1][4] == "ε=0.75 (pure DP)" and budget[-1][-1] == "0.5"
+    assert _check_images(parsed) == 6
+
+
 # ----------------------------------------------------------------------------- numbers
 
 def _release_levels(con, view) -> list[tuple[int, int, int]]:
