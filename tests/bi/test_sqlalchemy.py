@@ -8,6 +8,7 @@ parquet (STYLE §5a: DuckDB is the oracle).
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import re
 import subprocess
@@ -85,6 +86,28 @@ def test_entry_point_resolves_without_registering(trips_release):
         trips_release, "SELECT COUNT(*) FROM trips")[0][0])
 
 
+def test_sqlalchemy_is_optional(monkeypatch):
+    out = subprocess.run([sys.executable, "-c",
+                          "import sys, dpsql, dpsql.dbapi, dpsql.cli\n"
+                          "print('sqlalchemy' in sys.modules)"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr  # dpsql never imports it itself
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "dpsql.sqlalchemy")
+    with pytest.raises(ImportError, match=re.escape("pip install 'dpsql[bi]'")):
+        importlib.import_module("dpsql.sqlalchemy")
+
+
+def test_pool_pre_ping(trips_release):
+    eng = sa.create_engine(f"dpsql:///{trips_release}", pool_pre_ping=True)
+    with eng.connect() as c:
+        first = c.execute(text("SELECT COUNT(*) FROM trips")).scalar()
+    with eng.connect() as c:  # the pooled connection is pinged, then reused
+        assert eng.dialect.do_ping(c.connection.dbapi_connection)
+        assert c.execute(text("SELECT COUNT(*) FROM trips")).scalar() == first
+    eng.dispose()
+
+
 def test_dialect_constants(engine):
     d = engine.dialect
     assert isinstance(d, DpsqlDialect) and d.name == "dpsql"
@@ -159,7 +182,7 @@ def test_inspector_lists_logical_tables(engine):
 def test_inspector_columns_and_types(engine):
     insp = sa.inspect(engine)
     cols = {c["name"]: c for c in insp.get_columns("trips")}
-    assert list(cols) == ["age", "distance", "region", "province", "city", "mode",
+    assert list(cols) == ["region", "province", "city", "mode", "age", "distance",
                           "dp_count"]
     for name in ("region", "province", "city", "mode"):
         assert isinstance(cols[name]["type"], sa.String), name
@@ -196,6 +219,21 @@ def test_inspector_keys_comments_and_reflection(engine):
     assert set(md.tables) == {"trips", "age_tree", "dist", "geo_gauss", "geo_mode",
                               "mode_dist"}
     assert "dp_count" in md.tables["dist"].c
+
+
+def test_catalog_is_read_once_per_connection_and_follows_attach(trips_release,
+                                                                exact_release):
+    eng = sa.create_engine(f"dpsql:///{trips_release}")
+    with eng.connect() as c:
+        first = eng.dialect._catalog(c)
+        assert eng.dialect._catalog(c) is first  # pandas asks has_table on every read_sql
+        c.connection.dbapi_connection.attach(exact_release, name="exact")
+        insp = sa.inspect(c)
+        assert insp.get_schema_names() == ["trips", "exact"]
+        assert insp.get_table_names(schema="exact")[0] == "trips"
+        assert c.execute(text("SELECT COUNT(*) FROM exact.trips")).scalar() == \
+            pytest.approx(20_000, abs=1e-6)
+    eng.dispose()
 
 
 # --------------------------------------------------------------------------------------
