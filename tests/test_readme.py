@@ -1,54 +1,141 @@
-"""Every code block in the README runs: the Python blocks in order in one namespace, the
-TOML spec through `dpsql release`, and every `dpsql …` shell line through the CLI. The two
-setup commands (virtualenv + pip) are what CI itself runs, so they are checked by CI."""
+"""Every code block in the README runs.
+
+* The two setup commands (virtualenv + pip): the test command must be exactly the one
+  ``.ci/run`` runs, which CI therefore checks; the demo is run by tests/e2e/test_demo.py.
+* The TOML spec is saved as ``trips.toml``, as the README says, and used by the Python
+  curator block and by ``dpsql release``.
+* The Python blocks run in order in one namespace.
+* Every other ``bash`` line is a ``dpsql`` command, run through the CLI. A line that is
+  not one fails the test, so a new shell example cannot be left unchecked.
+* The ``sql`` blocks run in a plain DuckDB connection on the release file, without
+  dpsql, as the README promises.
+* ``text`` blocks are not code (the layout). Any other block kind fails the test.
+* The benchmark table equals what ``benchmarks/summary.py`` makes from the committed
+  ``benchmarks/results/*.json``, so it can never drift from them.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.S)
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+KINDS = {"bash", "toml", "python", "sql", "text"}
 
 
-def blocks(lang: str) -> list[str]:
-    return [body for kind, body in BLOCK.findall(README.read_text()) if kind == lang]
+def all_blocks() -> list[tuple[str, str]]:
+    """(kind, body) of every fenced block, in order."""
+    out, kind, body, inside = [], "", [], False
+    for line in README.read_text().splitlines():
+        if line.startswith("```"):
+            if inside:
+                out.append((kind, "\n".join(body) + "\n"))
+                inside = False
+            else:
+                kind, body, inside = line[3:].strip(), [], True
+        elif inside:
+            body.append(line)
+    assert not inside, "README.md has an unclosed code block"
+    return out
+
+
+def blocks(kind: str) -> list[str]:
+    return [body for k, body in all_blocks() if k == kind]
+
+
+def test_every_block_has_a_kind_this_test_runs():
+    kinds = [k for k, _ in all_blocks()]
+    assert set(kinds) <= KINDS, f"blocks this test does not run: {set(kinds) - KINDS}"
 
 
 def test_setup_commands_are_the_ones_ci_runs():
     bash = blocks("bash")
-    assert bash[0].strip().endswith("dpsql demo")
-    ci = (README.parent / ".ci" / "run").read_text()
-    assert "-m pytest -q" in bash[1] and ".venv/bin/python -m pytest -q" in ci
+    assert bash[0].strip().endswith(".venv/bin/dpsql demo")
+    ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()
+                if ln.strip() and not ln.strip().startswith("#")]
+    assert ci_lines[-1] == ".venv/bin/python -m pytest -q"
+    assert bash[1].strip().endswith("&& " + ci_lines[-1])
+    assert '.venv/bin/pip install -e ".[test]"' in bash[1]
+
+
+def cli(args: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "dpsql.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
 
 
 def test_readme_examples_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     python = blocks("python")
     assert len(python) >= 3
+    Path("trips.toml").write_text(blocks("toml")[0])
     namespace: dict = {}
     exec(compile(python[0], "README:curator", "exec"), namespace)
     assert Path("trips.duckdb").exists()
-    # The TOML spec and the shell lines, against the same data.
-    Path("trips.toml").write_text(blocks("toml")[0])
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+    # The shell lines, against the same data: the release is rebuilt seeded (tests only).
+    ran = []
     for body in blocks("bash")[2:]:
         for line in body.splitlines():
-            line = line.split("#")[0].strip()
-            if not line.startswith("dpsql "):
+            line = line.split("  #")[0].strip()
+            if not line:
                 continue
+            assert line.startswith("dpsql "), f"README shell line this test cannot run: {line}"
             args = shlex.split(line)[1:]
             if args[0] == "release":
                 args += ["--seed", "1", "--quiet"]
-            proc = subprocess.run([sys.executable, "-m", "dpsql.cli", *args],
-                                  capture_output=True, text=True, env=env, timeout=300)
+            proc = cli(args)
             assert proc.returncode == 0, (line, proc.stderr)
+            ran.append((args[0], proc.stdout))
+    assert {"release", "inspect", "query"} <= {c for c, _ in ran}
+    if any(c == "report" for c, _ in ran):
+        assert Path("report.html").stat().st_size > 1000
+    answers = [json.loads(out) for c, out in ran if c == "query" and out.lstrip().startswith("{")]
+    assert answers and all(a["rows"] and a["dp_info"]["private"] for a in answers)
+
     with pytest.warns(UserWarning, match="not private"):  # trips.duckdb from --seed above
         for i, body in enumerate(python[1:], start=1):
             exec(compile(body, f"README:block{i}", "exec"), namespace)
+
+    # The sql blocks: a plain DuckDB client, no dpsql functions registered.
+    con = duckdb.connect("trips.duckdb", read_only=True)
+    for body in blocks("sql"):
+        code = "\n".join(line.split("--")[0] for line in body.splitlines())
+        for statement in filter(str.strip, code.split(";")):
+            rows = con.execute(statement).fetchall()
+            assert rows, statement
+    con.close()
+
+
+def load_summary():
+    spec = importlib.util.spec_from_file_location("bench_summary",
+                                                  ROOT / "benchmarks" / "summary.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_summary"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_table_matches_the_committed_results():
+    summary = load_summary()
+    text = README.read_text()
+    assert summary.START in text and summary.END in text
+    expected = summary.render_readme(text, summary.table(summary.load_results()))
+    assert text == expected, "README's benchmark table is stale: run python benchmarks/summary.py"
+    assert "| met |" in text or "| **not met** |" in text
+
+
+def test_benchmark_rounding_never_flatters():
+    summary = load_summary()
+    assert summary.sig3(4.6511, summary.LOWER) == "4.66"   # lower is better: round up
+    assert summary.sig3(109.89, summary.HIGHER) == "109"   # higher is better: round down
+    assert summary.sig3(0.20001, summary.LOWER) == "0.201"
