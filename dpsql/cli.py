@@ -1,4 +1,4 @@
-"""The ``dpsql`` command line: release, inspect, query, demo.
+"""The ``dpsql`` command line: release, inspect, query, serve, demo.
 
 Every command returns an exit status: 0 on success, 1 for a dpsql error (the message is
 printed without a traceback), 2 for bad usage.
@@ -7,6 +7,7 @@ printed without a traceback), 2 for bad usage.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Sequence
 
@@ -299,6 +300,42 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+    import warnings
+
+    from dpsql.dbapi import SeededReleaseWarning
+    from dpsql.server import serve
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
+        logging.getLogger("buenavista").setLevel(logging.WARNING)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SeededReleaseWarning)
+        server = serve(args.release, host=args.host, port=args.port,
+                       password_file=args.password_file)
+    if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
+        err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
+                                "private (tests and demos only)"))
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    auth = "password required" if args.password_file else "no password (loopback only)"
+    print(f"dpsql serve: {server.url} ({auth}; read-only; no TLS)", flush=True)
+    print(f"  psql -h {server.host} -p {server.port} -d {server.database}    "
+          "Ctrl-C or SIGTERM stops the server", flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+    err.print("dpsql serve: stopped")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dpsql",
@@ -339,6 +376,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the HTML file to write (default: the release path with .html)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("serve", help="serve a release over the PostgreSQL protocol (psql, BI "
+                                     "tools); read-only")
+    p.add_argument("release", help="a release file (.duckdb)")
+    p.add_argument("--host", default=os.environ.get("DPSQL_HOST", "127.0.0.1"),
+                   help="address to listen on (default 127.0.0.1, env DPSQL_HOST); any "
+                        "non-loopback address needs --password-file")
+    p.add_argument("--port", type=int, default=int(os.environ.get("DPSQL_PORT", "5433")),
+                   help="TCP port (default 5433, env DPSQL_PORT; 0 picks a free port)")
+    p.add_argument("--password-file", default=os.environ.get("DPSQL_PASSWORD_FILE"),
+                   metavar="FILE", help="require this password (first line of FILE, mode "
+                                        "600; env DPSQL_PASSWORD_FILE)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="log every statement and where it was routed (stderr)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("demo", help="build a release of synthetic trips and query it")
     p.add_argument("--workdir", default=None, help="where to write the demo files "

@@ -1,0 +1,223 @@
+"""``dpsql serve``: a PostgreSQL wire-protocol server over the dpsql planner.
+
+BI tools (Metabase, Tableau, Superset, DBeaver), ``psql``, psycopg, JDBC and SQLAlchemy's
+``postgresql+psycopg://`` dialect connect to it as to a read-only PostgreSQL database whose
+tables are the release's logical tables. Every query is planned by dpsql exactly as
+:func:`dpsql.connect` plans it, so the answers are the same DP answers (post-processing of
+the release: no budget is spent, and no client can see anything but the release).
+
+Library choice (issue #8). Two maintained Python libraries speak the server side of the
+protocol:
+
+* ``riffq`` 0.1.11 ships only an sdist that builds a Rust extension with crates fetched
+  from the network at install time; it does not build offline (CI, air-gapped statistical
+  offices), so it is not a dependency we can ask curators to install.
+* ``buenavista`` 0.5 is pure Python (``socketserver``), with a DuckDB backend. Its
+  protocol layer is used here; its DuckDB backend is not (it executes client SQL on a
+  shared DuckDB connection). What it lacks — SQLSTATE codes, constant-time password
+  checks, typed parameters, PostgreSQL type OIDs and text output, real transaction
+  status — is added by subclassing in :mod:`dpsql.server._wire`; routing, the emulated
+  catalog and the sessions are in :mod:`dpsql.server._session`.
+
+Security decisions:
+
+* Read-only: writes get SQLSTATE 25006; the DuckDB databases cannot read files or be
+  reconfigured (``enable_external_access = false``, ``lock_configuration = true``).
+* Loopback by default. Listening on any other address needs a password file; without one
+  :func:`serve` refuses (and ``dpsql serve`` exits with status 1 and says why).
+* Password authentication is PostgreSQL's MD5 challenge (what buenavista implements),
+  checked in constant time. There is no TLS: use loopback, or an SSH tunnel
+  (``ssh -L 5433:127.0.0.1:5433 host``) from other machines.
+* The password file is refused when group or others may read or write it (libpq's rule for
+  ``.pgpass``): ``chmod 600`` it. Its first line is the password; any user name is
+  accepted with it.
+
+SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxError 42601,
+read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
+InternalError XX000, OperationalError 58000, wrong password 28P01.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import stat
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
+
+__all__ = ["Server", "serve", "SQLSTATES", "sqlstate_of", "BI_EXTRA"]
+
+BI_EXTRA = 'pip install "dpsql[bi]"'
+
+
+def _require_buenavista() -> None:
+    try:
+        importlib.import_module("buenavista.postgres")
+    except ImportError as err:
+        raise NotSupportedError(
+            f"dpsql serve needs the optional package buenavista: {BI_EXTRA}") from err
+
+
+def __getattr__(name: str) -> Any:  # SQLSTATES / sqlstate_of without importing eagerly
+    if name in ("SQLSTATES", "sqlstate_of"):
+        _require_buenavista()
+        from dpsql.server import _wire
+        return getattr(_wire, name)
+    raise AttributeError(f"module 'dpsql.server' has no attribute {name!r}")
+
+
+def read_password_file(path: str | os.PathLike) -> str:
+    """The password in ``path`` (its first line). Refused when the file is missing, empty,
+    or readable/writable by group or others (libpq's ``.pgpass`` rule)."""
+    p = Path(path)
+    try:
+        mode = p.stat().st_mode
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ProgrammingError(f"cannot read the password file {str(p)!r}: {err.strerror}; "
+                               "write the password on its first line") from err
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ProgrammingError(
+            f"the password file {str(p)!r} is accessible by group or others (mode "
+            f"{stat.S_IMODE(mode):03o}); restrict it with `chmod 600 {p}`")
+    password = text.splitlines()[0] if text else ""
+    if not password:
+        raise ProgrammingError(f"the password file {str(p)!r} is empty: write the password "
+                               "on its first line")
+    return password
+
+
+def _resolve(host: str, port: int) -> tuple[int, tuple, bool]:
+    """(address family, bind address, loopback?) for ``host``."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise ProgrammingError(f"--host {host!r} does not resolve: {err.strerror}; give an "
+                               "IP address such as 127.0.0.1") from err
+    from dpsql.server._wire import is_loopback
+
+    loopback = bool(host) and all(is_loopback(info[4][0]) for info in infos)
+    family, _, _, _, sockaddr = infos[0]
+    return family, (sockaddr[0], port), loopback
+
+
+class Server:
+    """A running ``dpsql serve`` (returned by :func:`serve`): stop it with :meth:`stop` or
+    by leaving a ``with`` block. ``url`` is a libpq connection URI for it."""
+
+    def __init__(self, wire: Any, catalog: Any, conn: Any, release: str, alias: str,
+                 host: str) -> None:
+        self._wire = wire
+        self._catalog = catalog
+        self._conn = conn
+        self.release = release
+        self.database = alias
+        self.host = host
+        self.port: int = wire.server_address[1]
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._thread = threading.Thread(target=wire.serve_forever, kwargs={
+            "poll_interval": 0.1}, name=f"dpsql-serve-{self.port}", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"postgresql://{host}:{self.port}/{self.database}"
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped.is_set()
+
+    @property
+    def sessions(self) -> int:
+        """Clients connected now."""
+        return len(self._conn.sessions())
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the server stops (True) or ``timeout`` seconds pass (False)."""
+        return self._stopped.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop accepting clients, end the open sessions (a running query is interrupted)
+        and wait for their threads. Calling it twice is harmless."""
+        with self._stop_lock:
+            if self._stopped.is_set():
+                return
+            self._wire.shutdown()
+            for session in self._conn.sessions():
+                session.interrupt()
+            self._wire.close_clients()
+            self._wire.server_close()
+            self._thread.join()
+            self._catalog.close()
+            self._stopped.set()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<dpsql Server {self.url} ({self.release}), {state}>"
+
+
+def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5433,
+          password_file: str | os.PathLike | None = None, name: str | None = None,
+          plan_cache_size: int = 256) -> Server:
+    """Serve the release file ``release`` over the PostgreSQL protocol, in a background
+    thread; return the running :class:`Server`.
+
+    ``port=0`` picks a free port (read it from ``Server.port``). ``name`` is the database
+    name clients see (default: the release name). A seeded (not private) release emits
+    :class:`dpsql.dbapi.SeededReleaseWarning` once, here.
+    """
+    _require_buenavista()
+    import duckdb
+
+    from dpsql import duck
+    from dpsql.dbapi import _PRIVATE_RNG, SeededReleaseWarning
+    from dpsql.server._catalog import CatalogDatabase, logical_tables
+    from dpsql.server._session import ReleaseConnection
+    from dpsql.server._wire import WireServer
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ProgrammingError(f"port {port!r} is not a TCP port: give 0..65535 (0 picks a "
+                               "free port)")
+    family, address, loopback = _resolve(host, port)
+    password = read_password_file(password_file) if password_file is not None else None
+    if not loopback and password is None:
+        raise ProgrammingError(
+            f"refusing to listen on {host!r} without a password: only loopback addresses "
+            "(127.0.0.1, ::1, localhost) may be served without one; pass --password-file "
+            "(and prefer an SSH tunnel: the server has no TLS)")
+    path = str(Path(release))
+    probe = duckdb.connect(":memory:")
+    try:
+        alias = duck.attach(probe, path, name)
+        rng = probe.execute(f'SELECT rng FROM "{alias}".dpsql_release').fetchall()
+        tables = logical_tables(probe, alias)
+    except duckdb.Error as err:
+        raise OperationalError(f"cannot read {path!r} as a dpsql release: {err}") from err
+    finally:
+        probe.close()
+    if not rng or rng[0][0] != _PRIVATE_RNG:
+        warnings.warn(f"release {alias!r} ({path}) was built with a fixed seed: its noise is "
+                      "reproducible, so it is NOT private; serve it for tests and demos only",
+                      SeededReleaseWarning, stacklevel=2)
+    catalog = CatalogDatabase(alias, tables)
+    conn = ReleaseConnection(path, alias, catalog, plan_cache_size)
+    try:
+        wire = WireServer(address, family, conn, password)
+    except OSError as err:
+        catalog.close()
+        raise OperationalError(f"cannot listen on {host}:{port}: {err.strerror}; pick "
+                               "another --port (0 picks a free one)") from err
+    return Server(wire, catalog, conn, path, alias, wire.server_address[0])

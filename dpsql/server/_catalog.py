@@ -1,0 +1,279 @@
+"""The emulated PostgreSQL catalog of ``dpsql serve``.
+
+Catalog queries (what psql's ``\\dt``/``\\d``, psycopg, SQLAlchemy's ``postgresql``
+dialect and JDBC drivers send to list tables and columns) run on one shared in-memory
+DuckDB, the *catalog database*, never on the release:
+
+* its ``public`` schema holds one **empty** table per logical table: the release's own
+  name and each view name, with their attribute columns plus ``dp_count``. The physical
+  level tables are not there, so no client lists them. (Empty tables would answer
+  ``COUNT(*) = 0``: the session router sends a statement here only when it names no
+  logical table.)
+* DuckDB's built-in ``pg_catalog``/``information_schema`` emulation describes them. Where
+  it lacks what PostgreSQL clients ask for, :func:`fix_catalog_sql` rewrites the query
+  text (outside string literals only): ``OPERATOR(pg_catalog.~)`` -> ``~``, ``COLLATE
+  pg_catalog.default`` dropped, ``'name'::regclass`` -> the relation's oid, other
+  ``::reg*`` casts dropped, ``pg_catalog.f(...)`` -> ``f(...)``, and the relations in
+  :data:`RELATIONS` -> table macros that add PostgreSQL 15's missing columns or stand in
+  for missing relations (empty ``pg_inherits``, ``pg_policy``, ...). Table macros are
+  functions, so they never show up as relations themselves.
+* ``version()`` says ``PostgreSQL 15.0 (dpsql ...)`` (SQLAlchemy and JDBC parse it),
+  ``pg_get_userbyid()`` says ``dpsql``.
+
+The database is locked (no file access, no configuration changes) once built.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Sequence
+
+import duckdb
+
+from dpsql import __version__, duck
+
+PG_VERSION = "15.0"
+VERSION_STRING = (f"PostgreSQL {PG_VERSION} (dpsql {__version__} serve; DuckDB "
+                  f"{duckdb.__version__}; answers are differentially private)")
+LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
+
+# PostgreSQL 15 relations or columns DuckDB lacks, as table macros over its emulation.
+RELATIONS: dict[str, str] = {
+    "pg_class": "SELECT * REPLACE (reloptions::VARCHAR[] AS reloptions, relacl::VARCHAR[] "
+                "AS relacl), false AS relforcerowsecurity FROM pg_catalog.pg_class",
+    "pg_database": "SELECT *, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, "
+                   "'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
+                   "NULL::VARCHAR[] AS datacl FROM pg_catalog.pg_database",
+    "pg_collation": "SELECT *, 0::BIGINT AS collnamespace, 'c' AS collprovider, "
+                    "'C' AS collcollate, 'C' AS collctype FROM pg_catalog.pg_collation",
+    "pg_index": "SELECT *, false AS indnullsnotdistinct FROM pg_catalog.pg_index",
+    "pg_opclass": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS opcname, true AS opcdefault "
+                  "WHERE false",
+    "pg_inherits": "SELECT 0::BIGINT AS inhrelid, 0::BIGINT AS inhparent, 0 AS inhseqno, "
+                   "false AS inhdetachpending WHERE false",
+    "pg_policy": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS polname, 0::BIGINT AS polrelid, "
+                 "''::VARCHAR AS polcmd, true AS polpermissive, []::BIGINT[] AS polroles, "
+                 "NULL::VARCHAR AS polqual, NULL::VARCHAR AS polwithcheck WHERE false",
+    "pg_statistic_ext": "SELECT 0::BIGINT AS oid, 0::BIGINT AS stxrelid, ''::VARCHAR AS "
+                        "stxname, 0::BIGINT AS stxnamespace, []::INTEGER[] AS stxkeys, "
+                        "-1 AS stxstattarget, []::VARCHAR[] AS stxkind WHERE false",
+    "pg_publication": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS pubname, false AS "
+                      "puballtables, false AS pubviaroot WHERE false",
+    "pg_publication_rel": "SELECT 0::BIGINT AS oid, 0::BIGINT AS prpubid, 0::BIGINT AS "
+                          "prrelid, NULL::VARCHAR AS prqual, NULL::INTEGER[] AS prattrs "
+                          "WHERE false",
+    "pg_publication_namespace": "SELECT 0::BIGINT AS oid, 0::BIGINT AS pnpubid, "
+                                "0::BIGINT AS pnnspid WHERE false",
+    "pg_trigger": "SELECT 0::BIGINT AS oid, 0::BIGINT AS tgrelid, 0::BIGINT AS tgparentid, "
+                  "''::VARCHAR AS tgname, ''::VARCHAR AS tgenabled, false AS tgisinternal "
+                  "WHERE false",
+    "pg_rewrite": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS rulename, 0::BIGINT AS ev_class, "
+                  "''::VARCHAR AS ev_type, ''::VARCHAR AS ev_enabled, false AS is_instead "
+                  "WHERE false",
+    "pg_partitioned_table": "SELECT 0::BIGINT AS partrelid, ''::VARCHAR AS partstrat, "
+                            "0 AS partnatts WHERE false",
+    "pg_foreign_table": "SELECT 0::BIGINT AS ftrelid, 0::BIGINT AS ftserver WHERE false",
+    "pg_roles": "SELECT 10::BIGINT AS oid, 'dpsql' AS rolname, false AS rolsuper, "
+                "false AS rolcreatedb, false AS rolcreaterole, true AS rolcanlogin",
+    "pg_user": "SELECT 'dpsql' AS usename, 10::BIGINT AS usesysid, false AS usesuper",
+    "pg_extension": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS extname, 0::BIGINT AS "
+                    "extnamespace, ''::VARCHAR AS extversion WHERE false",
+    "pg_matviews": "SELECT ''::VARCHAR AS schemaname, ''::VARCHAR AS matviewname, "
+                   "''::VARCHAR AS definition WHERE false",
+}
+
+_PG_TYPE_NAMES = {"float8": "double precision", "float4": "real", "varchar": "character varying",
+                  "int8": "bigint", "int4": "integer", "int2": "smallint", "bool": "boolean",
+                  "timestamp": "timestamp without time zone",
+                  "timestamptz": "timestamp with time zone", "time": "time without time zone"}
+SCALAR_MACROS = (
+    "CREATE MACRO dpsql_format_type(a, b) AS CASE format_type(a, b) " + " ".join(
+        f"WHEN '{k}' THEN '{v}'" for k, v in _PG_TYPE_NAMES.items()) +
+    " ELSE format_type(a, b) END",
+    f"CREATE MACRO version() AS '{VERSION_STRING}'",
+    "CREATE MACRO pg_get_userbyid(x) AS 'dpsql'",
+    "CREATE MACRO pg_encoding_to_char(x) AS 'UTF8'",
+    "CREATE MACRO pg_backend_pid() AS 0",
+    "CREATE MACRO array_upper(a, d) AS len(a)",
+    "CREATE MACRO array_lower(a, d) AS CASE WHEN len(a) > 0 THEN 1 END",
+    "CREATE MACRO has_database_privilege(a, b) AS true, (a, b, c) AS true",
+    "CREATE MACRO has_table_privilege(a, b) AS true, (a, b, c) AS true",
+    "CREATE MACRO has_schema_privilege(a, b) AS true, (a, b, c) AS true",
+    "CREATE MACRO pg_database_size(x) AS 0::BIGINT",
+    "CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_catalog.pg_type WHERE typname = "
+    "split_part(x, '.', -1))",
+    "CREATE MACRO to_regclass(x) AS coalesce(TRY_CAST(x::VARCHAR AS BIGINT), (SELECT min(oid) "
+    "FROM pg_catalog.pg_class WHERE relname = split_part(x::VARCHAR, '.', -1)))",
+    "CREATE MACRO pg_get_serial_sequence(a, b) AS NULL::VARCHAR",
+    "CREATE MACRO pg_table_size(x) AS 0::BIGINT",
+    "CREATE MACRO pg_relation_size(x) AS 0::BIGINT",
+    "CREATE MACRO pg_total_relation_size(x) AS 0::BIGINT",
+    "CREATE MACRO pg_get_statisticsobjdef_columns(x) AS ''",
+    "CREATE MACRO pg_relation_is_publishable(x) AS false",
+    "CREATE MACRO pg_get_partkeydef(x) AS NULL",
+    "CREATE MACRO pg_get_expr(a, b) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_indexdef(a) AS '', (a, b, c) AS ''",
+    "CREATE MACRO pg_get_triggerdef(a) AS '', (a, b) AS ''",
+    "CREATE MACRO pg_get_ruledef(a) AS '', (a, b) AS ''",
+    "CREATE MACRO pg_get_constraintdef(a) AS '', (a, b) AS ''",
+    "CREATE MACRO pg_get_viewdef(a) AS '', (a, b) AS ''",
+    "CREATE MACRO obj_description(a) AS NULL::VARCHAR, (a, b) AS NULL::VARCHAR",
+    "CREATE MACRO col_description(a, b) AS NULL::VARCHAR",
+    "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
+)
+
+_KEYWORDS = {"ON", "WHERE", "JOIN", "LEFT", "RIGHT", "INNER", "OUTER", "FULL", "CROSS",
+             "NATURAL", "GROUP", "ORDER", "LIMIT", "UNION", "USING", "HAVING", "OFFSET",
+             "WINDOW", "EXCEPT", "INTERSECT", "FETCH", "FOR", "LATERAL", "AND", "OR"}
+
+
+def _relation(m: re.Match) -> str:
+    """A catalog relation in FROM position -> its table macro, keeping or adding an alias
+    so that qualified column references (``pg_class.relname``) still resolve."""
+    call = f"dpsql_{m.group('rel').lower()}()"
+    word = m.group("word")
+    if word is not None and word.upper() not in _KEYWORDS:
+        return call + m.group("alias")
+    return f"{call} AS {m.group('rel').lower()}" + (m.group("alias") or "")
+
+
+def default_settings(database: str) -> dict[str, str]:
+    """What ``SHOW`` answers before any ``SET``; also the ParameterStatus sent on connect
+    (those PostgreSQL reports: clients read server_version, encodings, DateStyle...)."""
+    return {
+        "server_version": PG_VERSION, "server_version_num": "150000",
+        "server_encoding": "UTF8", "client_encoding": "UTF8", "datestyle": "ISO, MDY",
+        "intervalstyle": "postgres", "timezone": "UTC", "integer_datetimes": "on",
+        "standard_conforming_strings": "on", "is_superuser": "off",
+        "search_path": "public", "transaction_isolation": "read committed",
+        "default_transaction_isolation": "read committed", "transaction_read_only": "on",
+        "default_transaction_read_only": "on", "max_identifier_length": "63",
+        "lc_collate": "C", "lc_ctype": "C", "application_name": "",
+        "dpsql_release": database, "default_table_access_method": "heap",
+    }
+
+
+_STRING = re.compile(r"'(?:[^']|'')*'")
+_REGCLASS_LITERAL = re.compile(
+    r"'(?P<name>(?:[^']|'')*)'\s*::\s*(?:pg_catalog\s*\.\s*)?regclass\b", re.I)
+_REG = ("regclass|regtype|regproc|regprocedure|regnamespace|regoper|regoperator|regrole|"
+        "regconfig")
+_FIXES = (
+    (re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", re.I), r"\1"),
+    (re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I), ""),
+    (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(?:" + _REG + r")\b", re.I), ""),
+    (re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(?:" + _REG + r"|oid)\s*\)", re.I),
+     "AS BIGINT)"),
+    (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?oid\b", re.I), "::BIGINT"),
+    (re.compile(r"::\s*pg_catalog\s*\.\s*", re.I), "::"),
+    (re.compile(r"\b(?:pg_catalog\s*\.\s*)?current_setting\s*\(", re.I), "dpsql_setting("),
+    (re.compile(r"\b(?:pg_catalog\s*\.\s*)?format_type\s*\(", re.I), "dpsql_format_type("),
+    (re.compile(r"\bjson_build_object\s*\(", re.I), "json_object("),
+    (re.compile(r"\bpg_catalog\s*\.\s*(?!(?:" + "|".join(RELATIONS) + r")\b)(\w+)\s*\(",
+                re.I), r"\1("),
+    # pg_catalog.rel.col -> rel.col (DuckDB binds an unaliased table by its bare name)
+    (re.compile(r"\b(?:pg_catalog|information_schema)\s*\.\s*(\w+)\s*\.(?=\s*\w)", re.I),
+     r"\1."),
+    (re.compile(r"\b(?:pg_catalog\s*\.\s*)?(?P<rel>" + "|".join(RELATIONS) +
+                r")\b(?!\s*[.(])(?P<alias>\s+(?:AS\s+)?(?P<word>\w+))?", re.I), _relation),
+)
+
+
+def _regclass(m: re.Match) -> str:
+    name = m.group("name").replace("''", "'").split(".")[-1].strip('"').replace("'", "''")
+    return f"(SELECT oid FROM pg_catalog.pg_class WHERE relname = '{name}' LIMIT 1)"
+
+
+_CAST_REGCLASS = re.compile(r"CAST\s*\(\s*(\$\d+|'(?:[^']|'')*')\s+AS\s+(?:pg_catalog\s*\.\s*)?"
+                            r"regclass\s*\)", re.I)
+
+
+def fix_catalog_sql(text: str) -> str:
+    """Rewrite PostgreSQL catalog SQL into what the catalog database runs (module doc)."""
+    text = _CAST_REGCLASS.sub(r"to_regclass(\1)", text)
+    text = _REGCLASS_LITERAL.sub(_regclass, text)
+    out, last = [], 0
+    for m in _STRING.finditer(text):
+        out.append(_fix_code(text[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_fix_code(text[last:]))
+    return "".join(out)
+
+
+def _fix_code(code: str) -> str:
+    for pattern, repl in _FIXES:
+        code = pattern.sub(repl, code)
+    return code
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def logical_tables(con: duckdb.DuckDBPyConnection, alias: str) -> dict[str, list[tuple]]:
+    """The logical tables of the release attached to ``con`` as ``alias``: table name ->
+    [(column, DuckDB type)]. The release's own name lists every attribute some view
+    covers; each view lists its own. Categorical and hierarchy columns take their domain
+    table's type; binned (range) attributes are DOUBLE; every table ends with
+    ``dp_count``, the private count (``SUM(dp_count)`` is ``COUNT(*)``)."""
+    info = next(r for r in duck.catalog_of(con).releases if r.alias == alias)
+    types: dict[str, list[tuple[str, str]]] = {}
+    for a in info.attributes.values():
+        if a.kind == "range":
+            types[a.name] = [(a.name, "DOUBLE")]
+            continue
+        described = {r[0]: r[1] for r in con.execute(
+            f"DESCRIBE {_ident(alias)}.{_ident(a.domain_table)}").fetchall()}
+        types[a.name] = [(c, described.get(c, "VARCHAR")) for c in a.columns]
+
+    def columns(attributes: Sequence[str]) -> list[tuple[str, str]]:
+        return [col for name in attributes for col in types[name]] + [("dp_count", "DOUBLE")]
+
+    covered = [a for a in info.attributes if any(a in v.meta.attributes for v in info.views)]
+    tables = {info.release.name: columns(covered)}
+    for v in info.views:
+        tables.setdefault(v.name, columns(v.meta.attributes))
+    return tables
+
+
+class CatalogDatabase:
+    """The shared in-memory DuckDB that answers catalog queries (module docstring).
+    Sessions read it through their own cursors; only :meth:`cursor` touches the shared
+    connection, under a lock."""
+
+    def __init__(self, database: str, tables: dict[str, list[tuple[str, str]]]) -> None:
+        self.database = database
+        self.tables = tables
+        self._lock = threading.Lock()
+        con = self._con = duckdb.connect(":memory:")
+        con.execute(f"ATTACH ':memory:' AS {_ident(database)}")
+        con.execute(f"CREATE SCHEMA {_ident(database)}.public")
+        con.execute(f"USE {_ident(database)}.public")
+        for name, cols in tables.items():
+            body = ", ".join(f"{_ident(c)} {t}" for c, t in cols)
+            con.execute(f"CREATE TABLE {_ident(name)} ({body})")
+            con.execute(f"COMMENT ON TABLE {_ident(name)} IS 'dpsql logical table: "
+                        "differentially private counts; query with COUNT(*) ... GROUP BY'")
+        for stmt in SCALAR_MACROS:
+            con.execute(stmt)
+        pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(database).items())
+        con.execute(f"CREATE MACRO dpsql_setting(x) AS MAP {{{pairs}}}[lower(x)], "
+                    f"(x, missing_ok) AS MAP {{{pairs}}}[lower(x)]")
+        for rel, body in RELATIONS.items():
+            con.execute(f"CREATE MACRO dpsql_{rel}() AS TABLE {body}")
+        for stmt in LOCKDOWN:
+            con.execute(stmt)
+        self.relations = {r[0].lower() for r in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE internal").fetchall()} | set(RELATIONS)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            cur = self._con.cursor()
+        cur.execute(f"USE {_ident(self.database)}.public")
+        return cur
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()

@@ -1,0 +1,404 @@
+"""One client session of ``dpsql serve``: route each statement, answer it, keep no state
+that another session can see.
+
+Every statement a client sends goes one of four ways (:meth:`Session.execute_sql`):
+
+1. **Session commands** (``BEGIN``/``COMMIT``/``ROLLBACK``, ``SET``/``RESET``/``SHOW``,
+   ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered here, from a per-session
+   settings dict; nothing runs in DuckDB. Transactions are bookkeeping only (a release is
+   read-only), but they follow PostgreSQL: after an error inside a transaction block,
+   every statement but ``ROLLBACK``/``COMMIT`` is refused with 25P02 until the block ends,
+   so that clients that rely on that state (psycopg, SQLAlchemy) see what they expect.
+2. **Writes** (INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, COPY, GRANT ...) are refused
+   with SQLSTATE 25006 (read_only_sql_transaction).
+3. **Catalog queries** — statements whose every table is a catalog relation
+   (``pg_catalog.*``, ``information_schema.*``, ``pg_*``, ``duckdb_*``) or that read no
+   table at all (``SELECT version()``, ``SELECT current_schema()``) — run on the shared
+   *catalog database*: an in-memory DuckDB whose ``public`` schema holds one **empty**
+   table per logical table (the release's own name and each view name, with their
+   attribute columns plus ``dp_count``). DuckDB's built-in ``pg_catalog`` and
+   ``information_schema`` emulation then lists exactly the logical tables, never the
+   physical level tables, and psql's ``\\dt``/``\\d`` and the SQLAlchemy/JDBC
+   introspection queries work. A few PostgreSQL spellings DuckDB lacks are rewritten on
+   this path only (``OPERATOR(pg_catalog.~)``, ``COLLATE pg_catalog.default``,
+   ``::regclass``, ``pg_catalog.f(...)`` calls), and ``version()`` and
+   ``pg_get_userbyid()`` are macros. Empty tables could answer ``COUNT(*) = 0``, so the
+   router sends a statement here only when it names no logical table.
+4. **Everything else** goes through the dpsql planner on the session's own
+   :class:`dpsql.dbapi.Connection` (per-session plan cache; the same planning as
+   ``dpsql.connect``, so the answers are the same). ``public.<table>`` is read as the
+   logical table, because BI tools qualify names with the schema they listed.
+
+Each session opens its own in-memory DuckDB with the release attached read-only (about
+0.1 s), so that no DuckDB connection is shared between threads and no state leaks
+between clients; querying is post-processing, so nothing needs to be shared. Both DuckDB
+databases run with ``enable_external_access = false`` and ``lock_configuration = true``:
+a network client cannot read the server's files (``read_csv('/etc/passwd')``), attach
+other databases or turn the setting back on.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from decimal import Decimal
+from typing import Any, Iterator, Sequence
+
+import duckdb
+import sqlglot
+from buenavista.core import BVType, Connection, QueryResult
+from buenavista.core import Session as _BVSession
+from sqlglot import exp
+
+from dpsql import duck
+from dpsql.dbapi import Connection as DbapiConnection
+from dpsql.errors import UnsupportedQueryError
+from dpsql.server._catalog import LOCKDOWN, CatalogDatabase, default_settings, fix_catalog_sql
+
+logger = logging.getLogger("dpsql.server")
+
+
+
+class ReadOnlyError(UnsupportedQueryError):
+    """A write (DDL/DML) sent to the read-only server: SQLSTATE 25006."""
+
+
+class FailedTransactionError(UnsupportedQueryError):
+    """A statement inside a transaction block that already failed: SQLSTATE 25P02."""
+
+
+class UnknownSettingError(UnsupportedQueryError):
+    """``SHOW`` of a setting the server does not know: SQLSTATE 42704."""
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+
+class Result(QueryResult):
+    """A materialised result: column names, DuckDB type names, rows, command tag.
+
+    Rows are a single iterator, so a portal that the client reads in chunks (Execute with a
+    row limit) resumes where it stopped. Column types are DuckDB type names; the wire layer
+    maps them to PostgreSQL type OIDs and encoders."""
+
+    def __init__(self, names: Sequence[str] | None = None, types: Sequence[str] = (),
+                 rows: Sequence[Sequence[Any]] = (), status: str = "") -> None:
+        super().__init__()
+        self.names = list(names) if names is not None else None
+        self.types = [str(t) for t in types]
+        self._rows: Iterator[Sequence[Any]] = iter(rows)
+        self.row_count = len(rows)
+        self._status = status
+
+    def has_results(self) -> bool:
+        return self.names is not None
+
+    def column_count(self) -> int:
+        return len(self.names or ())
+
+    def column(self, index: int) -> tuple[str, BVType]:
+        return self.names[index], BVType.UNKNOWN  # type: ignore[index]
+
+    def rows(self) -> Iterator[Sequence[Any]]:
+        return self._rows
+
+    def status(self) -> str:
+        return self._status
+
+
+# --------------------------------------------------------------------------------------
+# Routing
+# --------------------------------------------------------------------------------------
+
+_COMMENT = re.compile(r"^\s*(?:--[^\n]*\n|/\*.*?\*/|;|\s)*", re.DOTALL)
+_CATALOG_SCHEMAS = {"pg_catalog", "information_schema"}
+_WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge,
+           exp.TruncateTable, exp.Copy)
+_WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDEX",
+                   "CLUSTER", "COMMENT", "LOCK", "REFRESH", "INSTALL", "LOAD", "ATTACH",
+                   "DETACH", "EXPORT", "IMPORT", "CALL", "TRUNCATE", "COPY", "PRAGMA",
+                   "CREATE", "DROP", "ALTER", "INSERT", "UPDATE", "DELETE", "MERGE", "USE"}
+def _strip(sql: str) -> str:
+    return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
+
+
+def _first_word(sql: str) -> str:
+    m = re.match(r"[A-Za-z_]+", sql)
+    return m.group(0).upper() if m else ""
+
+
+class Session(_BVSession):
+    """One client's session: its planner connection, catalog cursor and settings."""
+
+    def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
+                 parameters: dict[str, str], plan_cache_size: int) -> None:
+        super().__init__()
+        con = duckdb.connect(":memory:")
+        try:
+            duck.attach(con, release, alias)
+            for stmt in LOCKDOWN:
+                con.execute(stmt)
+        except BaseException:
+            con.close()
+            raise
+        # dbapi.connect() would warn about a seeded release once per client; serve()
+        # warns once at start-up instead, so the session wraps the attached connection.
+        self.dbapi = DbapiConnection(con, plan_cache_size)
+        self.alias = alias
+        self.catalog = catalog
+        self.catalog_cur = catalog.cursor()
+        self.settings = dict(parameters)
+        self.in_txn = False
+        self.failed = False
+        self.logical = {name.lower() for name in catalog.tables}
+
+    # -- buenavista Session API ----------------------------------------------------------
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.catalog_cur
+
+    def close(self) -> None:
+        self.dbapi.close()
+        self.catalog_cur.close()
+
+    def in_transaction(self) -> bool:
+        return self.in_txn
+
+    def interrupt(self) -> None:
+        """Cancel the running statement (PostgreSQL CancelRequest)."""
+        for con in (self.dbapi._con, self.catalog_cur):
+            if con is not None:
+                con.interrupt()
+
+    def transaction_status(self) -> bytes:
+        """The ReadyForQuery status byte: idle, in a block, or in a failed block."""
+        if not self.in_txn:
+            return b"I"
+        return b"E" if self.failed else b"T"
+
+    def execute_sql(self, sql: str, params: Sequence[Any] | None = None) -> Result:
+        text = _strip(sql)
+        word = _first_word(text)
+        if self.failed and word not in ("ROLLBACK", "ABORT", "COMMIT", "END"):
+            raise FailedTransactionError(
+                "current transaction is aborted, commands ignored until end of transaction "
+                "block: send ROLLBACK")
+        try:
+            return self._execute(text, word, list(params) if params else None)
+        except Exception:
+            if self.in_txn:
+                self.failed = True
+            raise
+
+    # -- routing -------------------------------------------------------------------------
+
+    def _execute(self, text: str, word: str, params: list | None) -> Result:
+        if not text:
+            return Result(status="EMPTY")
+        command = _COMMANDS.get(word)
+        if command is not None:
+            return command(self, text)
+        route, sql = self.route(text)
+        logger.debug("%s <- %s", route, sql)
+        if route == "catalog":
+            return self._run_catalog(sql, params)
+        return self._run_planner(sql, params)
+
+    def route(self, text: str) -> tuple[str, str]:
+        """``("catalog" | "planner", sql)``; raises :class:`ReadOnlyError` on writes."""
+        try:
+            trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+        except sqlglot.errors.SqlglotError:
+            trees = []
+        if len(trees) != 1:  # unparsable or several statements: text heuristics
+            if _first_word(text) in _WRITE_COMMANDS:
+                raise ReadOnlyError(_read_only(_first_word(text)))
+            if re.search(r"\b(pg_catalog|information_schema|pg_\w+)\b", text, re.I) and \
+                    not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
+                            for n in self.logical):
+                return "catalog", fix_catalog_sql(text)
+            return "planner", text
+        tree = trees[0]
+        if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
+            raise ReadOnlyError(_read_only(type(tree).__name__.upper()))
+        if isinstance(tree, exp.Command):
+            what = str(tree.this).upper()
+            if what in _WRITE_COMMANDS:
+                raise ReadOnlyError(_read_only(what))
+            return "planner", text
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        catalog_only, public = True, []
+        for t in tree.find_all(exp.Table):
+            name, db = t.name.lower(), (t.text("db") or "").lower()
+            if not name or (not db and name in ctes):
+                continue
+            if name in self.logical and db in ("", "public", self.alias.lower()) \
+                    and not t.text("catalog"):
+                catalog_only = False
+                if db == "public":
+                    public.append(t)
+            elif not (db in _CATALOG_SCHEMAS or (not db and name in self.catalog.relations)
+                      or (not db and name.startswith(("pg_", "duckdb_")))):
+                catalog_only = False
+        if catalog_only:
+            return "catalog", fix_catalog_sql(text)
+        if public:  # BI tools write "public"."trips": the logical table
+            for t in public:
+                t.set("db", exp.to_identifier(self.alias))
+            return "planner", tree.sql(dialect="duckdb")
+        return "planner", text
+
+    def _run_catalog(self, sql: str, params: list | None) -> Result:
+        rel = self.catalog_cur.sql(sql, params=params) if params else \
+            self.catalog_cur.sql(sql)
+        if rel is None:
+            return Result(status="SELECT 0")
+        rows = rel.fetchall()
+        return Result(rel.columns, [str(t) for t in rel.types], rows)
+
+    def _run_planner(self, sql: str, params: list | None) -> Result:
+        cur = self.dbapi.cursor()
+        try:
+            cur.execute(sql, params)
+            if cur.description is None:
+                return Result(status=_first_word(sql))
+            rows = cur.fetchall()
+            return Result([d[0] for d in cur.description], [d[1] for d in cur.description],
+                          rows)
+        finally:
+            cur.close()
+
+
+def _read_only(what: str) -> str:
+    return (f"{what} is not allowed: dpsql serve is read-only (a release is immutable); "
+            "send SELECT queries, e.g. SELECT region, COUNT(*) FROM <table> GROUP BY region")
+
+
+# --------------------------------------------------------------------------------------
+# Session commands
+# --------------------------------------------------------------------------------------
+
+def _begin(s: Session, text: str) -> Result:
+    s.in_txn = True
+    return Result(status="BEGIN" if _first_word(text) == "BEGIN" else "START TRANSACTION")
+
+
+def _commit(s: Session, text: str) -> Result:
+    failed = s.failed
+    s.in_txn = s.failed = False
+    return Result(status="ROLLBACK" if failed else "COMMIT")
+
+
+def _rollback(s: Session, text: str) -> Result:
+    if re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", text, re.I):
+        s.failed = False  # back to a savepoint: the block continues
+        return Result(status="ROLLBACK")
+    s.in_txn = s.failed = False
+    return Result(status="ROLLBACK")
+
+
+_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?(?P<name>[\w.]+)\s*(?:=|\bTO\b)\s*"
+                  r"(?P<value>.*)$", re.I | re.S)
+
+
+def _set(s: Session, text: str) -> Result:
+    m = _SET.match(text)
+    if m:
+        value = m.group("value").strip()
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1].replace("''", "'")
+        s.settings[m.group("name").lower()] = value
+    elif re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text, re.I):
+        value = re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text,
+                         re.I).group(1).strip().strip("'")
+        s.settings["timezone"] = value
+    return Result(status="SET")  # SET TRANSACTION ..., SET SESSION CHARACTERISTICS: no-op
+
+
+def _reset(s: Session, text: str) -> Result:
+    return Result(status="RESET")
+
+
+_DESCRIPTIONS = {"transaction_read_only": "dpsql serve is read-only"}
+
+
+def _show(s: Session, text: str) -> Result:
+    name = re.sub(r"^SHOW\s+", "", text, flags=re.I).strip().strip('"').lower()
+    name = {"transaction isolation level": "transaction_isolation",
+            "time zone": "timezone"}.get(re.sub(r"\s+", " ", name), name)
+    if name == "all":
+        rows = sorted((k, v, _DESCRIPTIONS.get(k, "")) for k, v in s.settings.items())
+        return Result(["name", "setting", "description"], ["VARCHAR"] * 3, rows)
+    if name not in s.settings:
+        raise UnknownSettingError(f'unrecognized configuration parameter "{name}"; SHOW ALL '
+                                  "lists the settings this server knows")
+    return Result([name], ["VARCHAR"], [(s.settings[name],)])
+
+
+def _noop(tag: str):
+    def run(s: Session, text: str) -> Result:
+        return Result(status=tag)
+    return run
+
+
+def _discard(s: Session, text: str) -> Result:
+    return Result(status="DISCARD " + text.split(None, 1)[-1].upper())
+
+
+_COMMANDS = {
+    "BEGIN": _begin, "START": _begin, "COMMIT": _commit, "END": _commit,
+    "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
+    "DISCARD": _discard, "DEALLOCATE": _noop("DEALLOCATE"),
+    "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
+    "UNLISTEN": _noop("UNLISTEN"), "CLOSE": _noop("CLOSE CURSOR"),
+}
+
+
+_REPORTED = ("server_version", "server_encoding", "client_encoding", "datestyle",
+             "intervalstyle", "timezone", "integer_datetimes", "standard_conforming_strings",
+             "is_superuser", "application_name", "default_transaction_read_only")
+_SPELLING = {"datestyle": "DateStyle", "intervalstyle": "IntervalStyle", "timezone": "TimeZone"}
+
+
+class ReleaseConnection(Connection):
+    """buenavista's Connection (a session factory) over one release file."""
+
+    def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
+                 plan_cache_size: int = 256) -> None:
+        super().__init__()
+        self.release = release
+        self.alias = alias
+        self.catalog = catalog
+        self.plan_cache_size = plan_cache_size
+        self.settings = default_settings(alias)
+        self._lock = threading.Lock()
+
+    def create_session(self) -> Session:
+        sess = self.new_session()
+        with self._lock:
+            self._sessions[sess.id] = sess
+        return sess
+
+    def close_session(self, session: Session) -> None:
+        with self._lock:
+            known = self._sessions.pop(session.id, None) if session else None
+        if known is not None:
+            known.close()
+
+    def sessions(self) -> list[Session]:
+        with self._lock:
+            return list(self._sessions.values())
+
+    def new_session(self) -> Session:
+        return Session(self.release, self.alias, self.catalog, self.settings,
+                       self.plan_cache_size)
+
+    def parameters(self) -> dict[str, str]:
+        return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}
+
+
+def decimal_param(value: Decimal) -> int | float:
+    """A NUMERIC parameter as the planner's literal types (int when integral)."""
+    return int(value) if value == value.to_integral_value() else float(value)

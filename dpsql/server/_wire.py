@@ -1,0 +1,498 @@
+"""The PostgreSQL wire protocol of ``dpsql serve``: buenavista's handler, extended.
+
+buenavista (``buenavista.postgres``) reads and writes the protocol messages; this module
+subclasses its handler and server where dpsql needs more than it gives, and never copies
+or patches its code:
+
+* **SQLSTATE codes.** buenavista's ErrorResponse carries only a message. Ours carries the
+  severity, the SQLSTATE from :data:`SQLSTATES` (dpsql's PEP 249 hierarchy mapped onto
+  PostgreSQL's error classes), the message and, for dpsql errors, a hint.
+* **Password authentication.** buenavista offers MD5 (``AuthenticationMD5Password``) and
+  compares with ``==``. We keep its MD5 challenge (a fresh 4-byte salt per connection)
+  and compare with :func:`hmac.compare_digest`; a wrong password gets FATAL 28P01 and the
+  connection is closed, so a client cannot retry on the same socket. The user name is
+  free: one password guards the server (MD5 salts the hash with the user name, so the
+  check uses whatever name the client sent). Neither MD5 nor the server offer TLS: keep
+  the server on loopback or behind an SSH tunnel.
+* **Typed parameters.** buenavista decodes text parameters of unknown type as dates
+  (``dateutil``) and leaves numbers as strings. We decode by the type OID the client
+  declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> int or float,
+  bool -> bool, anything else -> str) so that the planner binds ``WHERE distance < $1``
+  as a number.
+* **Result types.** Column types come from DuckDB type names and map to PostgreSQL OIDs
+  with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays as
+  ``{...}``); binary output for the fixed-width types, text and bytea.
+* **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
+  block, failed block), not buenavista's per-message error flag.
+* **Startup.** GSSAPI encryption requests are declined like SSL ones; a CancelRequest
+  interrupts the running DuckDB query (buenavista closes the session instead).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import math
+import socket
+import struct
+import threading
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable
+
+import duckdb
+from buenavista.postgres import BuenaVistaHandler, BuenaVistaServer, BVBuffer
+
+from dpsql.errors import (
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    SqlSyntaxError,
+    UnsupportedQueryError,
+)
+from dpsql.server._session import (
+    FailedTransactionError,
+    ReadOnlyError,
+    Result,
+    UnknownSettingError,
+    decimal_param,
+)
+
+logger = logging.getLogger("dpsql.server")
+
+
+class AuthenticationError(OperationalError):
+    """Wrong password: SQLSTATE 28P01, FATAL, and the connection is closed."""
+
+
+class ProtocolError(InterfaceError):
+    """A message the server cannot decode: SQLSTATE 08P01."""
+
+
+# Most specific first: the first class the error is an instance of gives the code.
+SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
+    (ReadOnlyError, "25006"),            # read_only_sql_transaction
+    (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
+    (UnknownSettingError, "42704"),      # undefined_object
+    (AuthenticationError, "28P01"),      # invalid_password
+    (ProtocolError, "08P01"),            # protocol_violation
+    (UnsupportedQueryError, "0A000"),    # feature_not_supported
+    (SqlSyntaxError, "42601"),           # syntax_error
+    (NotSupportedError, "0A000"),
+    (DataError, "22000"),                # data_exception
+    (IntegrityError, "23000"),           # integrity_constraint_violation
+    (InternalError, "XX000"),            # internal_error
+    (ProgrammingError, "42000"),         # syntax_error_or_access_rule_violation
+    (OperationalError, "58000"),         # system_error
+    (InterfaceError, "55000"),           # object_not_in_prerequisite_state
+    (Error, "58000"),
+    (duckdb.ParserException, "42601"),
+    (duckdb.CatalogException, "42P01"),  # undefined_table (or other catalog object)
+    (duckdb.BinderException, "42703"),   # undefined_column
+    (duckdb.ConversionException, "22P02"),  # invalid_text_representation
+    (duckdb.PermissionException, "42501"),  # insufficient_privilege
+    (duckdb.InterruptException, "57014"),   # query_canceled
+    (duckdb.NotImplementedException, "0A000"),
+    (duckdb.DataError, "22000"),
+    (duckdb.ProgrammingError, "42000"),
+    (duckdb.Error, "58000"),
+)
+
+
+def sqlstate_of(err: BaseException) -> str:
+    """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
+    for cls, code in SQLSTATES:
+        if isinstance(err, cls):
+            return code
+    return "XX000"
+
+
+# --------------------------------------------------------------------------------------
+# Types: DuckDB type name -> (OID, typlen, text encoder, binary encoder)
+# --------------------------------------------------------------------------------------
+
+def _float_text(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    return repr(float(v))
+
+
+def _numeric_text(v: Any) -> str:
+    if isinstance(v, Decimal):
+        return format(v, "f")
+    if isinstance(v, float):
+        return _float_text(v)
+    return str(v)
+
+
+def _interval_text(v: Any) -> str:
+    if not isinstance(v, _dt.timedelta):
+        return str(v)
+    secs = v.seconds
+    return (f"{v.days} days {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
+            f".{v.microseconds:06d}")
+
+
+def _temporal_text(v: Any) -> str:
+    return v.isoformat(sep=" ") if isinstance(v, _dt.datetime) else v.isoformat()
+
+
+def _json_text(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v, default=str)
+
+
+_Enc = Callable[[Any], str]
+_SCALARS: dict[str, tuple[int, int, _Enc, Callable[[Any], bytes] | None]] = {
+    "BOOLEAN": (16, 1, lambda v: "t" if v else "f", lambda v: b"\x01" if v else b"\x00"),
+    "SMALLINT": (21, 2, str, lambda v: struct.pack("!h", v)),
+    "INTEGER": (23, 4, str, lambda v: struct.pack("!i", v)),
+    "BIGINT": (20, 8, str, lambda v: struct.pack("!q", v)),
+    "NUMERIC": (1700, -1, _numeric_text, None),
+    "FLOAT": (700, 4, _float_text, lambda v: struct.pack("!f", v)),
+    "DOUBLE": (701, 8, _float_text, lambda v: struct.pack("!d", v)),
+    "TEXT": (25, -1, str, lambda v: str(v).encode("utf-8")),
+    "BLOB": (17, -1, lambda v: "\\x" + bytes(v).hex(), bytes),
+    "DATE": (1082, 4, _temporal_text, None),
+    "TIME": (1083, 8, _temporal_text, None),
+    "TIMESTAMP": (1114, 8, _temporal_text, None),
+    "TIMESTAMPTZ": (1184, 8, _temporal_text, None),
+    "INTERVAL": (1186, 16, _interval_text, None),
+    "UUID": (2950, 16, str, None),
+    "JSON": (114, -1, _json_text, lambda v: _json_text(v).encode("utf-8")),
+}
+_ALIASES = {
+    "TINYINT": "SMALLINT", "UTINYINT": "SMALLINT", "USMALLINT": "INTEGER",
+    "UINTEGER": "BIGINT", "UBIGINT": "NUMERIC", "HUGEINT": "NUMERIC", "UHUGEINT": "NUMERIC",
+    "DECIMAL": "NUMERIC", "VARINT": "NUMERIC", "BIGNUM": "NUMERIC", "REAL": "FLOAT",
+    "VARCHAR": "TEXT", "TIMESTAMP_S": "TIMESTAMP", "TIMESTAMP_MS": "TIMESTAMP",
+    "TIMESTAMP_NS": "TIMESTAMP", "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ",
+    "TIME WITH TIME ZONE": "TIME", "STRUCT": "JSON", "MAP": "JSON", "UNION": "JSON",
+}
+_ARRAYS = {16: 1000, 21: 1005, 23: 1007, 20: 1016, 700: 1021, 701: 1022, 25: 1009,
+           1700: 1231, 1082: 1182, 1114: 1115}
+
+
+def _array_elem(enc: _Enc, v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, (list, tuple)):
+        return "{" + ",".join(_array_elem(enc, x) for x in v) + "}"
+    s = enc(v)
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def pg_type(duck_type: str) -> tuple[int, int, _Enc, Callable[[Any], bytes] | None]:
+    """PostgreSQL (OID, typlen, text encoder, binary encoder or None) of a DuckDB type."""
+    t = duck_type.strip().upper()
+    if t.endswith("]"):
+        oid, _, enc, _ = pg_type(t[:t.rindex("[")])
+        return (_ARRAYS.get(oid, 1009), -1,
+                lambda v: "{" + ",".join(_array_elem(enc, x) for x in v) + "}", None)
+    base = t.split("(", 1)[0].strip()
+    base = _ALIASES.get(base, base)
+    return _SCALARS.get(base, (25, -1, str, lambda v: str(v).encode("utf-8")))
+
+
+# --------------------------------------------------------------------------------------
+# Parameters: decoded by declared type OID
+# --------------------------------------------------------------------------------------
+
+_INT_OIDS = {20, 21, 23, 26}
+_FLOAT_OIDS = {700, 701}
+
+
+def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
+    """One Bind parameter as a Python value the planner binds as one literal."""
+    if raw is None:
+        return None
+    if fmt == 1:
+        if oid == 21:
+            return struct.unpack("!h", raw)[0]
+        if oid == 23:
+            return struct.unpack("!i", raw)[0]
+        if oid in (20, 26):
+            return struct.unpack("!q" if len(raw) == 8 else "!I", raw)[0]
+        if oid == 700:
+            return struct.unpack("!f", raw)[0]
+        if oid == 701:
+            return struct.unpack("!d", raw)[0]
+        if oid == 16:
+            return raw != b"\x00"
+        if oid in (25, 1043, 1042, 19, 0, 705, 114):
+            return raw.decode("utf-8")
+        raise ProtocolError(f"binary parameter of type OID {oid} is not supported; send it "
+                            "in text format")
+    text = raw.decode("utf-8")
+    try:
+        if oid in _INT_OIDS:
+            return int(text)
+        if oid in _FLOAT_OIDS:
+            return float(text)
+        if oid == 1700:
+            return decimal_param(Decimal(text))
+    except (ValueError, InvalidOperation) as err:
+        raise DataError(f"parameter {text!r} is not a valid number for type OID {oid}"
+                        ) from err
+    if oid == 16:
+        return text.lower() in ("t", "true", "1", "on", "yes", "y")
+    return text
+
+
+# --------------------------------------------------------------------------------------
+# Handler and server
+# --------------------------------------------------------------------------------------
+
+_GSSENC_REQUEST = 80877104
+_CANCEL_REQUEST = 80877102
+
+
+class Handler(BuenaVistaHandler):
+    """One client connection (one thread): buenavista's handler with dpsql's extensions."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.track(self.request)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:  # the client went away; nothing left to flush
+            pass
+        finally:
+            self.server.untrack(self.request)
+
+    # -- startup and authentication ------------------------------------------------------
+
+    def handle_startup(self, conn):  # noqa: ANN001, ANN201  (buenavista's signature)
+        head = self.rfile.peek(8)[:8]
+        if len(head) == 8:
+            _, code = struct.unpack("!II", head)
+            if code == _GSSENC_REQUEST:
+                self.rfile.read(8)
+                self.wfile.write(b"N")
+                return self.handle_startup(conn)
+            if code == _CANCEL_REQUEST:
+                self.rfile.read(8)
+                pid, key = struct.unpack("!II", self.rfile.read(8))
+                ctx = self.server.ctxts.get(pid)
+                if ctx is not None and hmac.compare_digest(
+                        struct.pack("!I", ctx.secret_key), struct.pack("!I", key)):
+                    ctx.session.interrupt()
+                return None
+        return super().handle_startup(conn)
+
+    def handle_md5_password(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        user = ctx.params.get("user", "")
+        secret = self.server.password
+        inner = hashlib.md5((secret + user).encode("utf-8")).hexdigest()
+        expected = "md5" + hashlib.md5(inner.encode("ascii") + ctx.salt).hexdigest()
+        given = (payload or b"").rstrip(b"\x00")
+        if hmac.compare_digest(given, expected.encode("ascii")):
+            self.send_authentication_ok()
+            self.handle_post_auth(ctx)
+            return
+        logger.warning("password authentication failed for user %r from %s", user,
+                       self.client_address[0])
+        self.send_error(AuthenticationError(
+            f'password authentication failed for user "{user}"'), fatal=True)
+        self.request.shutdown(socket.SHUT_RD)  # no second try on this connection
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def handle_query(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        sql = payload.decode("utf-8").rstrip("\x00")
+        try:
+            result = ctx.execute_sql(sql)
+            if result.status() == "EMPTY":
+                self.wfile.write(struct.pack("!ci", b"I", 4))
+            elif result.has_results():
+                self.send_row_description(result)
+                count = self.send_data_rows(result)
+                self.send_command_complete(f"SELECT {count}\x00")
+            else:
+                self.send_command_complete(f"{result.status()}\x00")
+        except Exception as err:  # noqa: BLE001  (every error goes to the client)
+            self.send_error(err)
+        self.send_ready_for_query(ctx)
+
+    def handle_bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        buf = BVBuffer(_io(payload))
+        portal = _cstring(buf)
+        stmt = _cstring(buf)
+        if stmt not in ctx.stmts:
+            raise ProtocolError(f"prepared statement {stmt!r} does not exist")
+        formats = [buf.read_int16() for _ in range(buf.read_int16())]
+        n = buf.read_int16()
+        oids = list(ctx.stmts[stmt][1]) + [0] * n
+        if len(formats) <= 1:
+            formats = (formats or [0]) * max(n, 1)
+        params = []
+        for i in range(n):
+            size = buf.read_int32()
+            raw = None if size < 0 else buf.read_bytes(size)
+            params.append(decode_param(raw, oids[i], formats[i]))
+        result_formats = [buf.read_int16() for _ in range(buf.read_int16())]
+        ctx.add_portal(portal, stmt, params, result_formats)
+        self.send_bind_complete()
+
+    def handle_describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        if payload[:1] != b"S":
+            return super().handle_describe(ctx, payload)
+        name = payload[1:-1].decode("utf-8")
+        sql, oids = ctx.stmts[name]
+        # Parameter types the client left open are described as text: it then sends text,
+        # which decode_param and the planner read as the literal it spells.
+        self.send_paramter_description([oid or 25 for oid in oids])
+        try:
+            dummies = [decode_param(b"0", oid, 0) if oid else "" for oid in oids]
+            result = ctx.session.execute_sql(sql, dummies or None)
+        except Exception:  # noqa: BLE001  (the row type stays unknown until Bind)
+            result = None
+        if result is not None and result.has_results():
+            self.send_row_description(result)
+        else:
+            self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
+
+    # -- responses -------------------------------------------------------------------------
+
+    def send_error(self, exception, ctx=None, fatal: bool = False) -> None:  # noqa: ANN001
+        code = sqlstate_of(exception) if isinstance(exception, BaseException) else "XX000"
+        if isinstance(exception, BaseException) and not isinstance(exception, Error):
+            if not isinstance(exception, duckdb.Error):
+                logger.exception("unexpected server error", exc_info=exception)
+        severity = "FATAL" if fatal else "ERROR"
+        message = " ".join(str(exception).split()) or type(exception).__name__
+        buf = BVBuffer()
+        for field, value in (("S", severity), ("V", severity), ("C", code), ("M", message)):
+            buf.write_bytes(field.encode("ascii"))
+            buf.write_string(value)
+        if code == "0A000":
+            buf.write_bytes(b"H")
+            buf.write_string("dpsql answers COUNT(*) aggregates over its logical tables; "
+                             "see the message for the supported form")
+        buf.write_bytes(b"\x00")
+        out = buf.get_value()
+        self.wfile.write(struct.pack("!ci", b"E", len(out) + 4) + out)
+        if ctx is not None:
+            ctx.mark_error()
+
+    def send_ready_for_query(self, ctx) -> None:  # noqa: ANN001
+        status = ctx.session.transaction_status() if ctx is not None else b"I"
+        self.wfile.write(struct.pack("!cic", b"Z", 5, status))
+
+    def send_row_description(self, result: Result) -> None:
+        buf = BVBuffer()
+        fmts = result.result_format or []
+        for i, (name, dtype) in enumerate(zip(result.names or [], result.types)):
+            oid, typlen, _, binary = pg_type(dtype)
+            fmt = fmts[i] if i < len(fmts) else 0
+            if fmt == 1 and binary is None:
+                raise NotSupportedError(
+                    f"column {name!r} ({dtype}) has no binary output here; request text "
+                    "results (psycopg: a normal cursor, not binary=True)")
+            buf.write_string(name)
+            buf.write_bytes(struct.pack("!ihihih", 0, 0, oid, typlen, -1, fmt))
+        out = buf.get_value()
+        self.wfile.write(struct.pack("!cih", b"T", len(out) + 6, result.column_count()) + out)
+
+    def send_data_rows(self, result: Result, limit: int = 0) -> int:
+        fmts = result.result_format or []
+        encoders = []
+        for i, dtype in enumerate(result.types):
+            _, _, text, binary = pg_type(dtype)
+            if i < len(fmts) and fmts[i] == 1:
+                encoders.append(binary)
+            else:
+                encoders.append(lambda v, text=text: text(v).encode("utf-8"))
+        count = 0
+        ncols = result.column_count()
+        for row in result.rows():
+            parts = []
+            for value, enc in zip(row, encoders):
+                if value is None:
+                    parts.append(b"\xff\xff\xff\xff")
+                else:
+                    data = enc(value)
+                    parts.append(struct.pack("!i", len(data)) + data)
+            body = b"".join(parts)
+            self.wfile.write(struct.pack("!cih", b"D", len(body) + 6, ncols) + body)
+            count += 1
+            if limit > 0 and count >= limit:
+                break
+        return count
+
+
+def _io(payload: bytes):  # noqa: ANN202
+    import io
+    return io.BytesIO(payload)
+
+
+def _cstring(buf: BVBuffer) -> str:
+    out = bytearray()
+    while True:
+        b = buf.read_byte()
+        if not b or b == b"\x00":
+            return out.decode("utf-8")
+        out += b
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (an IP literal, possibly IPv4-mapped IPv6) is loopback."""
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return bool((mapped or ip).is_loopback)
+
+
+class WireServer(BuenaVistaServer):
+    """buenavista's threading server: one thread and one session per client; accepts
+    non-loopback clients only when a password is set; tracks client sockets so that
+    :meth:`close_clients` can end them on shutdown."""
+
+    daemon_threads = False
+    block_on_close = True  # server_close() waits for the client threads to finish
+
+    def __init__(self, address: tuple, family: int, conn: Any, password: str | None
+                 ) -> None:
+        self.address_family = family
+        self.password = password
+        self._clients: set[socket.socket] = set()
+        self._clients_lock = threading.Lock()
+        # buenavista asks for MD5 whenever ``auth`` is not None; the check is ours
+        super().__init__(address, conn, auth={} if password is not None else None)
+        self.RequestHandlerClass = Handler
+
+    def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
+        return self.password is not None or is_loopback(client_address[0])
+
+    def track(self, sock: socket.socket) -> None:
+        with self._clients_lock:
+            self._clients.add(sock)
+
+    def untrack(self, sock: socket.socket) -> None:
+        with self._clients_lock:
+            self._clients.discard(sock)
+
+    def close_clients(self) -> None:
+        with self._clients_lock:
+            clients = list(self._clients)
+        for sock in clients:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        logger.exception("error while serving %s", client_address)

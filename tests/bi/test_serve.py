@@ -1,0 +1,397 @@
+"""``dpsql serve`` with real PostgreSQL clients: the Debian ``psql`` binary, psycopg 3 and
+SQLAlchemy's ``postgresql+psycopg://`` dialect, against servers started on free loopback
+ports inside the tests.
+
+Every answer is compared with :func:`dpsql.connect` on the same release: the server must
+add nothing and lose nothing (it plans with the same planner).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+import dpsql
+from dpsql.errors import (DataError, Error, IntegrityError, InternalError, InterfaceError,
+                          NotSupportedError, OperationalError, ProgrammingError,
+                          SqlSyntaxError, UnsupportedQueryError)
+from dpsql.server import serve, sqlstate_of
+
+# The fixture releases are seeded on purpose (reproducible tests).
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+LOGICAL = {"trips", "geo_mode", "geo_gauss", "dist", "age_tree", "mode_dist"}
+USER = "analyst"
+
+
+def _start(release, **kw):
+    return serve(release, **{"port": 0, **kw})
+
+
+@pytest.fixture(scope="module")
+def server(trips_release):
+    srv = _start(trips_release)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def local(trips_release):
+    """The reference: dpsql.connect on the same release, in process."""
+    con = dpsql.connect(trips_release)
+    yield con
+    con.close()
+
+
+def _dsn(srv, **extra) -> str:
+    parts = {"host": "127.0.0.1", "port": srv.port, "dbname": srv.database, "user": USER,
+             "connect_timeout": 10, "sslmode": "disable"}
+    parts.update(extra)
+    return " ".join(f"{k}={v}" for k, v in parts.items())
+
+
+def _expected(local, sql, params=None):
+    cur = local.cursor()
+    cur.execute(sql, params)
+    return [tuple(r) for r in cur.fetchall()]
+
+
+# --------------------------------------------------------------------------------------
+# psql (Debian postgresql-client), installed by .ci/run
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def psql():
+    path = shutil.which("psql")
+    if path is None:
+        pytest.skip("psql not found: .ci/run installs Debian postgresql-client when it runs "
+                    "as root or with sudo (apt-get install postgresql-client)")
+    return path
+
+
+def _psql(psql, srv, command, *flags):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env.update(PGCONNECT_TIMEOUT="10", PGSSLMODE="disable")
+    out = subprocess.run(
+        [psql, "-X", "-h", "127.0.0.1", "-p", str(srv.port), "-U", USER, "-d", srv.database,
+         "-v", "ON_ERROR_STOP=1", *flags, "-c", command],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_psql_lists_the_logical_tables(psql, server):
+    rows = [line.split("|") for line in _psql(psql, server, r"\dt", "-A", "-t").splitlines()]
+    assert {r[1] for r in rows} == LOGICAL  # no level tables, no dpsql_* metadata tables
+    assert {(r[0], r[2]) for r in rows} == {("public", "table")}
+
+
+def test_psql_describes_a_table(psql, server):
+    out = _psql(psql, server, r"\d trips", "-A")
+    columns = dict(line.split("|")[:2] for line in out.splitlines()[2:] if "|" in line)
+    assert columns == {"region": "character varying", "province": "character varying",
+                       "city": "character varying", "mode": "character varying",
+                       "distance": "double precision", "age": "double precision",
+                       "dp_count": "double precision"}
+    assert 'Table "public.trips"' in out
+
+
+def test_psql_group_by_equals_dpsql_connect(psql, server, local):
+    sql = "SELECT region, COUNT(*) AS n FROM trips GROUP BY region ORDER BY region"
+    out = _psql(psql, server, sql, "-A", "-t", "-F", ",")
+    got = [(r, float(n)) for r, n in (line.split(",") for line in out.splitlines())]
+    assert got == [(r, float(n)) for r, n in _expected(local, sql)]  # repr round-trips
+    assert len(got) == 4
+
+
+# --------------------------------------------------------------------------------------
+# psycopg 3
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def pg(server):
+    with psycopg.connect(_dsn(server)) as con:
+        yield con
+
+
+CONSISTENCY = [
+    ("SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY mode", None),
+    ("SELECT region, province, COUNT(*) FROM trips GROUP BY ROLLUP (region, province) "
+     "ORDER BY region NULLS FIRST, province NULLS FIRST", None),
+    ("SELECT COUNT(*) AS n, dp_stderr() AS se, dp_ci_low(0.95) AS lo, dp_ci_high(0.95) AS hi "
+     "FROM trips WHERE distance BETWEEN 10 AND 50", None),
+    ("SELECT mode, COUNT(*), dp_bound(0.05) FROM trips WHERE mode IN ('car', 'bus') "
+     "GROUP BY mode ORDER BY mode", None),
+    ("SELECT COUNT(*) FROM trips WHERE age < 40", None),
+    ("SELECT MEDIAN(age) FROM trips", None),
+    ("SELECT mode, COUNT(*) FROM trips WHERE mode = ? AND distance < ? GROUP BY mode",
+     ["car", 30]),
+    ("SELECT COUNT(*) FROM trips WHERE region = ? AND province = ?", ["R1", "R1P1"]),
+]
+
+
+def _pg_sql(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+@pytest.mark.parametrize("sql,params", CONSISTENCY)
+def test_psycopg_answers_equal_dpsql_connect(pg, local, sql, params):
+    got = pg.execute(_pg_sql(sql), params).fetchall()
+    assert [tuple(r) for r in got] == _expected(local, sql, params)
+
+
+def test_psycopg_parameter_types(pg, local):
+    """int, float and str parameters arrive typed (the planner binds numbers as numbers)."""
+    sql = "SELECT COUNT(*) FROM trips WHERE distance >= ? AND distance < ?"
+    for lo, hi in [(10, 50), (10.5, 49.25)]:
+        got = pg.execute(_pg_sql(sql), [lo, hi]).fetchall()
+        assert got == _expected(local, sql, [lo, hi])
+    assert pg.execute("SELECT %s::VARCHAR || 'x', %s + 1", ["a", 41]).fetchall() == [("ax", 42)]
+    # psycopg prepares a statement after 5 executions: the named path must agree too
+    for _ in range(7):
+        assert pg.execute("SELECT COUNT(*) FROM trips WHERE mode = %s", ["bus"]).fetchall() \
+            == _expected(local, "SELECT COUNT(*) FROM trips WHERE mode = ?", ["bus"])
+
+
+@pytest.mark.parametrize("sql,code,words", [
+    ("SELECT * FROM trips", "0A000", "SELECT *"),
+    ("SELECT region, SUM(distance * 2) FROM trips GROUP BY region", "0A000", "supported"),
+    ("SELEC region FROM trips", "42601", "syntax error"),
+    ("CREATE TABLE t (a INT)", "25006", "read-only"),
+    ("INSERT INTO trips VALUES (1)", "25006", "read-only"),
+    ("DROP TABLE trips", "25006", "read-only"),
+    ("SHOW no_such_setting", "42704", "unrecognized"),
+])
+def test_psycopg_error_codes(server, sql, code, words):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as info:
+            con.execute(sql)
+        assert info.value.sqlstate == code
+        assert words in str(info.value)
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
+
+
+def test_failed_transaction_needs_rollback(server):
+    """PostgreSQL semantics: after an error in a block, only ROLLBACK gets through."""
+    with psycopg.connect(_dsn(server)) as con:  # not autocommit: psycopg sends BEGIN
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            con.execute("SELECT * FROM trips")
+        with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+            con.execute("SELECT COUNT(*) FROM trips")
+        con.rollback()
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+        con.commit()
+
+
+def test_session_commands(pg):
+    pg.execute("SET application_name = 'dashboards'")
+    assert pg.execute("SHOW application_name").fetchone() == ("dashboards",)
+    assert pg.execute("SHOW transaction_read_only").fetchone() == ("on",)
+    assert pg.execute("SELECT current_schema()").fetchone() == ("public",)
+    version = pg.execute("SELECT version()").fetchone()[0]
+    assert version.startswith("PostgreSQL 15.0 (dpsql")
+    assert pg.info.server_version == 150000
+
+
+def test_catalog_lists_only_logical_tables(pg):
+    tables = pg.execute("SELECT table_schema, table_name FROM information_schema.tables "
+                        "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+                        ).fetchall()
+    assert set(tables) == {("public", t) for t in LOGICAL}
+    cols = pg.execute("SELECT column_name FROM information_schema.columns WHERE table_name = "
+                      "%s ORDER BY ordinal_position", ["geo_mode"]).fetchall()
+    assert [c[0] for c in cols] == ["region", "province", "city", "mode", "dp_count"]
+    assert pg.execute("SELECT COUNT(*) FROM pg_catalog.pg_class WHERE relname LIKE '%\\_\\_l%' "
+                      "ESCAPE '\\'").fetchone() == (0,)
+
+
+def test_no_file_access(server):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        for sql in ("SELECT * FROM read_csv('/etc/passwd')",
+                    "SELECT COUNT(*) FROM trips, read_csv('/etc/passwd') GROUP BY ALL",
+                    "SELECT * FROM glob('/etc/*')"):
+            with pytest.raises(psycopg.Error) as info:
+                con.execute(sql)
+            assert "root:" not in str(info.value)
+
+
+def test_sqlstate_table():
+    assert sqlstate_of(UnsupportedQueryError("x")) == "0A000"
+    assert sqlstate_of(SqlSyntaxError("x")) == "42601"
+    assert sqlstate_of(NotSupportedError("x")) == "0A000"
+    assert sqlstate_of(ProgrammingError("x")) == "42000"
+    assert sqlstate_of(DataError("x")) == "22000"
+    assert sqlstate_of(IntegrityError("x")) == "23000"
+    assert sqlstate_of(InternalError("x")) == "XX000"
+    assert sqlstate_of(OperationalError("x")) == "58000"
+    assert sqlstate_of(InterfaceError("x")) == "55000"
+    assert sqlstate_of(Error("x")) == "58000"
+    assert sqlstate_of(RuntimeError("x")) == "XX000"
+
+
+@pytest.mark.slow
+def test_twenty_concurrent_clients_for_ten_seconds(server, local):
+    queries = [(q, p) for q, p in CONSISTENCY if "MEDIAN" not in q]
+    expected = [_expected(local, q, p) for q, p in queries]
+    stop = time.monotonic() + 10.0
+    done, failures = [0] * 20, []
+
+    def client(i: int) -> None:
+        try:
+            with psycopg.connect(_dsn(server), autocommit=True) as con:
+                k = i
+                while time.monotonic() < stop:
+                    q, p = queries[k % len(queries)]
+                    got = [tuple(r) for r in con.execute(_pg_sql(q), p).fetchall()]
+                    if got != expected[k % len(queries)]:
+                        failures.append((i, q, got))
+                    done[i] += 1
+                    k += 1
+        except Exception as err:  # noqa: BLE001  (reported below)
+            failures.append((i, repr(err)))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures, failures[:3]
+    assert all(n > 0 for n in done), done  # every client was served
+    assert server.sessions == 0
+
+
+# --------------------------------------------------------------------------------------
+# SQLAlchemy over the server
+# --------------------------------------------------------------------------------------
+
+def test_sqlalchemy_lists_tables_and_queries(server, local):
+    engine = sa.create_engine(f"postgresql+psycopg://{USER}@127.0.0.1:{server.port}/"
+                              f"{server.database}?sslmode=disable")
+    try:
+        insp = sa.inspect(engine)
+        assert set(insp.get_table_names()) == LOGICAL
+        cols = {c["name"]: c["type"] for c in insp.get_columns("mode_dist")}
+        assert list(cols) == ["mode", "distance", "dp_count"]
+        assert isinstance(cols["distance"], sa.Double)
+        sql = "SELECT region, COUNT(*) AS n FROM trips GROUP BY region ORDER BY region"
+        with engine.connect() as conn:
+            assert [tuple(r) for r in conn.execute(sa.text(sql))] == _expected(local, sql)
+            trips = sa.Table("trips", sa.MetaData(), autoload_with=conn)
+            q = (sa.select(trips.c.mode, sa.func.count().label("n"))
+                 .where(trips.c.region == "R2").group_by(trips.c.mode).order_by(trips.c.mode))
+            assert [tuple(r) for r in conn.execute(q)] == _expected(
+                local, "SELECT mode, count(*) AS n FROM trips WHERE region = 'R2' GROUP BY "
+                       "mode ORDER BY mode")
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------------------
+# Security: passwords, loopback, shutdown
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture()
+def password_file(tmp_path):
+    p = tmp_path / "pw"
+    p.write_text("s3cret-Ü\n", encoding="utf-8")
+    p.chmod(0o600)
+    return p
+
+
+def test_password_authentication(trips_release, password_file):
+    with _start(trips_release, password_file=password_file) as srv:
+        with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
+            assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+        with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+            psycopg.connect(_dsn(srv, password="wrong"))
+        env = {k: os.environ.pop(k) for k in ("PGPASSWORD",) if k in os.environ}
+        try:
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(_dsn(srv, passfile=os.devnull))
+        finally:
+            os.environ.update(env)
+
+
+def test_password_file_must_be_private(trips_release, password_file, tmp_path):
+    password_file.chmod(0o644)
+    with pytest.raises(ProgrammingError, match="chmod 600"):
+        _start(trips_release, password_file=password_file)
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    empty.chmod(0o600)
+    with pytest.raises(ProgrammingError, match="empty"):
+        _start(trips_release, password_file=empty)
+
+
+def test_non_loopback_needs_a_password(trips_release, password_file):
+    with pytest.raises(ProgrammingError, match="--password-file"):
+        _start(trips_release, host="0.0.0.0")
+    with _start(trips_release, host="0.0.0.0", password_file=password_file) as srv:
+        with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
+            assert con.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_stop_ends_open_sessions(trips_release):
+    srv = _start(trips_release)
+    con = psycopg.connect(_dsn(srv), autocommit=True)
+    assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+    t0 = time.monotonic()
+    srv.stop()
+    assert time.monotonic() - t0 < 5
+    assert not srv.running
+    with pytest.raises(psycopg.OperationalError):
+        con.execute("SELECT 1")
+    con.close()
+    srv.stop()  # twice is harmless
+
+
+# --------------------------------------------------------------------------------------
+# The CLI: dpsql serve
+# --------------------------------------------------------------------------------------
+
+def test_cli_serve_and_sigterm(trips_release):
+    with subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
+                           "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            line = ""
+            deadline = time.monotonic() + 30
+            while "postgresql://" not in line and time.monotonic() < deadline:
+                line = proc.stdout.readline()
+                assert line or proc.poll() is None, proc.stderr.read()
+            port = int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
+            with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x "
+                                 "sslmode=disable") as con:
+                assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(20) == 0
+            assert "NOT private" in proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_cli_refuses_non_loopback_without_password(trips_release):
+    out = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
+                          "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 1
+    assert "--password-file" in out.stderr
+
+
+def test_port_in_use(trips_release):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(OperationalError, match="pick another --port"):
+            _start(trips_release, port=s.getsockname()[1])
