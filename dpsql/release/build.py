@@ -26,7 +26,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from dpsql import domains
 from dpsql.errors import DataError, SpecError
@@ -34,7 +33,7 @@ from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
 from dpsql.release.ingest import ingest
-from dpsql.release.store import AttributeMeta, LevelMeta, Release, write_release
+from dpsql.release.store import AttributeMeta, Columns, LevelMeta, Release, write_release
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
 
@@ -135,11 +134,11 @@ def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
             if report.rows_used == 0:
                 raise DataError("no rows remain after the NULL, domain and bound policies; "
                                 "nothing can be released")
-            tables: dict[str, pa.Table] = {}
+            tables: dict[str, Columns] = {}
             view_rows: list[dict[str, Any]] = []
             for view, budget in zip(spec.views, budgets):
                 bar.stage(f"view {view.name}: counting")
-                leaf = counts.as_numpy(counts.leaf_counts(con, list(view.levels)))
+                leaf = counts.leaf_count_arrays(con, list(view.levels))
                 bar.stage(f"view {view.name}: {view.mechanism}")
                 row, view_tables = _release_view(spec, view, budget, trees, leaf, generator)
                 tables.update(view_tables)
@@ -176,30 +175,43 @@ def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
 
 
 def _domain_tables(spec: ReleaseSpec, trees: dict[str, domains.DomainTree]
-                   ) -> dict[str, pa.Table]:
-    out = {}
+                   ) -> dict[str, Columns]:
+    out: dict[str, Columns] = {}
     for name, a in spec.attributes.items():
         if isinstance(a, Categorical):
-            out[f"dpsql_domain__{name}"] = pa.table({
+            out[f"dpsql_domain__{name}"] = {
                 "code": np.arange(len(a.values), dtype=np.int64),
-                name: pa.array(list(a.values))})
+                name: typed_values(list(a.values))}
         elif isinstance(a, Hierarchy):
-            cols: dict[str, Any] = {"code": hierarchy_codes(a, trees[name])}
+            codes = hierarchy_codes(a, trees[name])
+            order = np.argsort(codes, kind="stable")
+            cols: Columns = {"code": codes[order]}
             for j, c in enumerate(a.level_columns):
-                cols[c] = pa.array([p[j] for p in a.paths], pa.string())
-            table = pa.table(cols)
-            out[f"dpsql_domain__{name}"] = table.sort_by("code")
+                cols[c] = typed_values([p[j] for p in a.paths])[order]
+            out[f"dpsql_domain__{name}"] = cols
         else:
             edges = np.array(a.edges())
-            out[f"dpsql_domain__{name}"] = pa.table({
+            out[f"dpsql_domain__{name}"] = {
                 "bin": np.arange(a.bins, dtype=np.int64),
-                f"{name}_lo": edges[:-1], f"{name}_hi": edges[1:]})
+                f"{name}_lo": edges[:-1], f"{name}_hi": edges[1:]}
     return out
+
+
+def typed_values(values: Any) -> np.ndarray:
+    """Public labels as a numpy column of one type: strings stay objects (VARCHAR),
+    integers become int64 (BIGINT), other numbers float64 (DOUBLE)."""
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = list(values)
+    if all(isinstance(v, str) for v in arr):
+        return arr
+    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
+        return arr.astype(np.int64)
+    return arr.astype(np.float64)
 
 
 def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
-                  generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, pa.Table]]:
+                  generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, Columns]]:
     attrs = [spec.attributes[a] for a in view.levels]
     common = dict(neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows, rng=generator)
     if view.mechanism in ("cascade", "btree"):
@@ -269,11 +281,10 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _count_columns(level) -> dict[str, Any]:
-    cols: dict[str, Any] = {"dp_count": level.counts}
-    cols["dp_var"] = (level.variance.astype(np.float64) if level.variance is not None
-                      else pa.nulls(len(level.ids), pa.float64()))
-    return cols
+def _count_columns(level) -> Columns:
+    return {"dp_count": np.asarray(level.counts),
+            "dp_var": (np.asarray(level.variance, dtype=np.float64)
+                       if level.variance is not None else None)}
 
 
 def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
@@ -285,7 +296,7 @@ def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[
 
 
 def _range_levels(view: View, attr: Range, tree: PrivateTree
-                  ) -> tuple[list[LevelMeta], dict[str, pa.Table]]:
+                  ) -> tuple[list[LevelMeta], dict[str, Columns]]:
     levels, tables = [], {}
     spans = tree.bin_spans or ()
     for k in range(1, tree.depth + 1):
@@ -294,7 +305,7 @@ def _range_levels(view: View, attr: Range, tree: PrivateTree
         lo = lv.ids * span
         hi = np.minimum(lo + span, attr.bins)
         name = f"{view.name}__l{k}"
-        tables[name] = pa.table({**_range_columns(attr, lo, hi), **_count_columns(lv)})
+        tables[name] = {**_range_columns(attr, lo, hi), **_count_columns(lv)}
         levels.append(LevelMeta(k, name, attr.name, "range",
                                 (f"{attr.name}_lo", f"{attr.name}_hi"),
                                 int(math.ceil(attr.bins / span)), span))
@@ -302,7 +313,7 @@ def _range_levels(view: View, attr: Range, tree: PrivateTree
 
 
 def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree: PrivateTree
-                 ) -> tuple[list[LevelMeta], dict[str, pa.Table]]:
+                 ) -> tuple[list[LevelMeta], dict[str, Columns]]:
     levels, tables = [], {}
     for k in range(1, dtree.depth + 1):
         info = dtree.level_info(k)
@@ -317,11 +328,10 @@ def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree:
             else:
                 for c in attr.columns:
                     if c in labels:
-                        values = dtree.values(c)
-                        cols[c] = pa.array(values[labels[c]].tolist())
+                        cols[c] = typed_values(dtree.values(c))[labels[c]]
         cols.update(_count_columns(lv))
         name = f"{view.name}__l{k}"
-        tables[name] = pa.table(cols)
+        tables[name] = cols
         attr = spec.attributes[info.attribute] if info.attribute in spec.attributes else None
         if attr is None:  # a spine column: find its hierarchy
             attr = next(x for x in spec.attributes.values()
@@ -336,7 +346,7 @@ def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree:
 
 
 def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
-                  leading: list[Any], dtree: domains.DomainTree | None) -> pa.Table | None:
+                  leading: list[Any], dtree: domains.DomainTree | None) -> Columns | None:
     """Cumulative sums of the leaves in bin order (per leading group), so that any range
     of bins costs two lookups: count[lo, hi) = cum[hi] − cum[lo]."""
     k_bins = attr.bins
@@ -344,7 +354,7 @@ def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
         dense = np.zeros(k_bins, dtype=np.float64)
         dense[ids] = values
         cum = np.concatenate([[0.0], np.cumsum(dense)])
-        return pa.table({"bin": np.arange(k_bins + 1, dtype=np.int64), "cum": cum})
+        return {"bin": np.arange(k_bins + 1, dtype=np.int64), "cum": cum}
     if dtree is None:
         return None
     n_groups = dtree.level_sizes[-1] // k_bins if dtree.level_sizes[-1] % k_bins == 0 else 0
@@ -362,10 +372,10 @@ def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
     for a in leading:
         for c in a.columns:
             if c in labels:
-                cols[c] = pa.array(dtree.values(c)[labels[c][group_ids]].tolist())
+                cols[c] = typed_values(dtree.values(c))[labels[c][group_ids]]
     cols["bin"] = np.tile(np.arange(k_bins + 1, dtype=np.int64), n_groups)
     cols["cum"] = cum.ravel()
-    return pa.table(cols)
+    return cols
 
 
 class _Progress:

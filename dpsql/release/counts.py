@@ -101,7 +101,17 @@ def total_rows(con: duckdb.DuckDBPyConnection, attributes: Sequence[str]) -> int
     return int(got[0][0])
 
 
+def leaf_count_arrays(con: duckdb.DuckDBPyConnection, attributes: Sequence[str]
+                      ) -> dict[str, np.ndarray]:
+    """:func:`leaf_counts` as int64 numpy arrays, fetched by DuckDB straight into numpy
+    (converting Arrow to numpy would import pandas, about 0.3 s on a cold start)."""
+    cols = ", ".join(f"c_{a}" for a in attributes)
+    got = con.sql(f"SELECT {cols}, n FROM {LEAVES} WHERE dpsql_set = "
+                  f"'{set_key(attributes)}' ORDER BY {cols}").fetchnumpy()
+    return {name: np.asarray(values, dtype=np.int64) for name, values in got.items()}
+
+
 def as_numpy(table: pa.Table) -> dict[str, np.ndarray]:
-    """Columns of a counts table as int64 numpy arrays (zero-copy where possible)."""
+    """Columns of a counts table as int64 numpy arrays."""
     return {name: np.asarray(table.column(name).combine_chunks(), dtype=np.int64)
             for name in table.column_names}

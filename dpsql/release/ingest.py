@@ -32,10 +32,10 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
+from dpsql.release.store import create_table
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -422,16 +422,21 @@ def _create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray
     if isinstance(attr, Categorical):
         values = list(attr.values)
         key, _ = _key_type(values, "x")
-        arrow_type = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}[key]
-        _create_from_arrow(con, table, pa.table({
-            "v": pa.array(values, arrow_type),
-            "code": pa.array(np.arange(len(values), dtype=np.int64))}))
+        dtype = {"VARCHAR": object, "BIGINT": np.int64, "DOUBLE": np.float64}[key]
+        v = np.empty(len(values), dtype=object)
+        v[:] = values
+        create_table(con, table, {"v": v.astype(dtype),
+                                  "code": np.arange(len(values), dtype=np.int64)},
+                     temporary=True)
     elif isinstance(attr, Hierarchy):
-        columns = {c: pa.array([p[j] for p in attr.paths], pa.string())
-                   for j, c in enumerate(attr.columns)}
-        columns["code"] = pa.array(spine_codes if spine_codes is not None
-                                   else np.arange(len(attr.paths), dtype=np.int64))
-        _create_from_arrow(con, table, pa.table(columns))
+        columns: dict[str, np.ndarray | None] = {}
+        for j, c in enumerate(attr.columns):
+            col = np.empty(len(attr.paths), dtype=object)
+            col[:] = [p[j] for p in attr.paths]
+            columns[c] = col
+        columns["code"] = (np.asarray(spine_codes, dtype=np.int64) if spine_codes is not None
+                           else np.arange(len(attr.paths), dtype=np.int64))
+        create_table(con, table, columns, temporary=True)
 
 
 def _lookup(attr, refs: dict[str, str]) -> tuple[list[str], str]:
@@ -481,11 +486,3 @@ def _out_of_domain(con: duckdb.DuckDBPyConnection, attr, bad: int) -> None:
     raise DataError(f"hierarchy {attr.name!r} has {bad} row(s) whose path "
                     f"({', '.join(attr.columns)}) is not in the public spine; fix the spine "
                     f"or set on_out_of_domain = \"drop\"")
-
-
-def _create_from_arrow(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
-    con.register("dpsql_arrow_tmp", table)
-    try:
-        con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM dpsql_arrow_tmp")
-    finally:
-        con.unregister("dpsql_arrow_tmp")

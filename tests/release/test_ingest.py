@@ -218,3 +218,30 @@ def test_build_returns_the_catalog_it_wrote(trips_data, tmp_path):
     built = build_release(spec, tmp_path / "r.duckdb", seed=3, progress=False)
     assert built == open_release(tmp_path / "r.duckdb")
     assert built.report.rows_used == built.report.rows_read > 0
+
+
+def test_building_a_release_imports_neither_pandas_nor_the_query_side(trips_data, tmp_path):
+    # pandas is optional (pyarrow.array would import it: ~0.3 s of a cold release); the
+    # builder must not need it, with or without a unit column.
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+from pathlib import Path
+from conftest import trips_spec
+from dpsql.release import build_release
+from dpsql.spec import ReleaseSpec
+base = Path({str(trips_data)!r})
+for unit in (None, {{"column": "traveller", "max_rows": 2}}):
+    data = trips_spec(base, 1.0)
+    if unit:
+        data["privacy_unit"] = unit
+    build_release(ReleaseSpec.from_dict(data, base_dir=base), {str(tmp_path / 'r.duckdb')!r},
+                  seed=1, progress=False)
+print(sorted(m for m in ("pandas", "dpsql.planner", "dpsql.dbapi") if m in sys.modules))
+"""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
