@@ -126,7 +126,7 @@ def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
               if isinstance(a, Hierarchy)}
     bar = _Progress(progress)
     with bar:
-        con = duckdb.connect()
+        con = duckdb.connect()  # one DuckDB instance for reading, counting and writing
         try:
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
@@ -143,22 +143,22 @@ def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
                 row, view_tables = _release_view(spec, view, budget, trees, leaf, generator)
                 tables.update(view_tables)
                 view_rows.append(row)
+            tables.update(_domain_tables(spec, trees))
+            bar.stage("writing the release")
+            release_row = {
+                "name": spec.name,
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "neighbouring": spec.neighbouring.value,
+                "privacy_unit": spec.unit.describe(),
+                "max_rows": spec.unit.max_rows,
+                "rng": describe_rng(seed),
+                "attributes": [m.to_json() for m in _attribute_metas(spec)],
+                "spec": spec.to_dict(),
+                **guarantee_row(spec),
+            }
+            release = write_release(out, release_row, view_rows, tables, con=con)
         finally:
             con.close()
-        tables.update(_domain_tables(spec, trees))
-        bar.stage("writing the release")
-        release_row = {
-            "name": spec.name,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "neighbouring": spec.neighbouring.value,
-            "privacy_unit": spec.unit.describe(),
-            "max_rows": spec.unit.max_rows,
-            "rng": describe_rng(seed),
-            "attributes": [m.to_json() for m in _attribute_metas(spec)],
-            "spec": spec.to_dict(),
-            **guarantee_row(spec),
-        }
-        release = write_release(out, release_row, view_rows, tables)
     return replace(release, report=report)
 
 

@@ -208,15 +208,18 @@ def udf_sql_files() -> list[tuple[str, str]]:
 
 
 def write_release(path: str | Path, release_row: dict[str, Any], views: list[dict[str, Any]],
-                  tables: dict[str, Columns]) -> Release:
+                  tables: dict[str, Columns], con: duckdb.DuckDBPyConnection | None = None
+                  ) -> Release:
     """Write a complete release atomically (temporary file, checkpoint, rename), and
     return its catalog as :func:`open_release` would read it back (built from the very
     rows written, through the same parser, without reopening the file).
 
-    Everything is written in **one transaction**: tables are created straight from the
-    numpy columns (:func:`create_table`), and the single commit followed by one checkpoint costs one
-    write of the file instead of one WAL flush per table. The rename happens only after
-    the checkpoint, so a crash at any point leaves the previous file untouched."""
+    The temporary file is ``ATTACH``-ed to ``con`` (the builder's own connection, so no
+    second DuckDB instance is started; a fresh in-memory one when ``None``). Everything is
+    written in **one transaction**: tables straight from numpy columns
+    (:func:`create_table`), then one commit and one checkpoint, instead of one WAL flush
+    per table. The rename happens only after the checkpoint and the detach, so a crash at
+    any point leaves the previous file untouched."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
@@ -224,28 +227,41 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
     os.close(fd)
     os.unlink(tmp_name)  # DuckDB must create the file itself
     tmp = Path(tmp_name)
+    own = con is None
+    if con is None:
+        con = duckdb.connect()
     try:
-        con = duckdb.connect(str(tmp))
+        home = con.execute("SELECT current_database()").fetchall()[0][0]
+        con.execute(f"ATTACH '{str(tmp).replace(chr(39), chr(39) * 2)}' AS dpsql_out")
         try:
+            con.execute("USE dpsql_out")
             con.execute("BEGIN TRANSACTION")
-            release, view_rows = _write_catalog(con, release_row, views)
-            for name, columns in tables.items():
-                create_table(con, name, columns)
-            for fname, sql in udf_sql_files():
-                try:
-                    con.execute(sql)
-                except duckdb.Error as err:
-                    raise OperationalError(f"macro file {fname} failed: {err}") from err
-            con.execute("COMMIT")
-            con.execute("CHECKPOINT")
+            try:
+                release, view_rows = _write_catalog(con, release_row, views)
+                for name, columns in tables.items():
+                    create_table(con, name, columns)
+                for fname, sql in udf_sql_files():
+                    try:
+                        con.execute(sql)
+                    except duckdb.Error as err:
+                        raise OperationalError(f"macro file {fname} failed: {err}") from err
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("CHECKPOINT dpsql_out")
         finally:
-            con.close()
+            con.execute(f'USE "{home}"')
+            con.execute("DETACH dpsql_out")
         os.replace(tmp, target)
     except BaseException:
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             if leftover.exists():
                 leftover.unlink()
         raise
+    finally:
+        if own:
+            con.close()
     return catalog_from_rows(str(Path(path)), release,
                              sorted(view_rows, key=lambda v: v["name"]))
 
