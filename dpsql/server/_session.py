@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import OrderedDict
 from decimal import Decimal
 from typing import Any, Iterator, Sequence
 
@@ -58,6 +59,9 @@ from dpsql.server._catalog import LOCKDOWN, CatalogDatabase, default_settings, f
 
 logger = logging.getLogger("dpsql.server")
 
+
+
+ROUTE_CACHE_SIZE = 256
 
 
 class ReadOnlyError(UnsupportedQueryError):
@@ -153,6 +157,7 @@ class Session(_BVSession):
         self.in_txn = False
         self.failed = False
         self.logical = {name.lower() for name in catalog.tables}
+        self._routes: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     # -- buenavista Session API ----------------------------------------------------------
 
@@ -200,11 +205,24 @@ class Session(_BVSession):
         command = _COMMANDS.get(word)
         if command is not None:
             return command(self, text)
-        route, sql = self.route(text)
+        route, sql = self._route_cached(text)
         logger.debug("%s <- %s", route, sql)
         if route == "catalog":
             return self._run_catalog(sql, params)
         return self._run_planner(sql, params)
+
+    def _route_cached(self, text: str) -> tuple[str, str]:
+        """:meth:`route`, remembered per statement text (a deterministic function of the
+        text and the public catalog): dashboards re-issue the same statements, and the
+        sqlglot parse is most of the routing cost."""
+        hit = self._routes.get(text)
+        if hit is not None:
+            self._routes.move_to_end(text)
+            return hit
+        hit = self._routes[text] = self.route(text)
+        if len(self._routes) > ROUTE_CACHE_SIZE:
+            self._routes.popitem(last=False)
+        return hit
 
     def route(self, text: str) -> tuple[str, str]:
         """``("catalog" | "planner", sql)``; raises :class:`ReadOnlyError` on writes."""

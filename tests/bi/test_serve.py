@@ -150,6 +150,16 @@ def test_psycopg_answers_equal_dpsql_connect(pg, local, sql, params):
     assert [tuple(r) for r in got] == _expected(local, sql, params)
 
 
+def test_schema_qualified_names_are_the_logical_tables(pg, local):
+    """BI tools write "public"."trips" (the schema they listed): the same logical table."""
+    sql = 'SELECT "mode", COUNT(*) AS n FROM "public"."trips" GROUP BY "mode" ORDER BY 1'
+    assert [tuple(r) for r in pg.execute(sql).fetchall()] == _expected(
+        local, "SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY 1")
+    sql = "SELECT COUNT(*) FROM public.geo_mode WHERE region = %s"
+    assert pg.execute(sql, ["R3"]).fetchall() == _expected(
+        local, "SELECT COUNT(*) FROM geo_mode WHERE region = ?", ["R3"])
+
+
 def test_psycopg_parameter_types(pg, local):
     """int, float and str parameters arrive typed (the planner binds numbers as numbers)."""
     sql = "SELECT COUNT(*) FROM trips WHERE distance >= ? AND distance < ?"
@@ -267,7 +277,10 @@ def test_twenty_concurrent_clients_for_ten_seconds(server, local):
         t.join(60)
     assert not failures, failures[:3]
     assert all(n > 0 for n in done), done  # every client was served
-    assert server.sessions == 0
+    deadline = time.monotonic() + 10
+    while server.sessions and time.monotonic() < deadline:  # Terminate is asynchronous
+        time.sleep(0.05)
+    assert server.sessions == 0  # every session was closed with its client
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,222 @@
+"""``dpsql serve`` overhead: dashboard queries through psycopg -> ``dpsql serve`` against the
+same queries through ``dpsql.connect`` in process, in one run.
+
+The server runs as a separate process (``dpsql serve RELEASE --port 0``, as deployed), so
+client and server do not share a GIL. Both sides answer the same queries on the same
+release, interleaved query by query (drift on a shared machine hits both alike), each with
+a warm plan cache (a dashboard re-issues its queries). Reported per side: latency p50/p99
+(ms) of execute + fetch-all, and queries per second of one sequential client; then
+
+* ``overhead_p50_ms``: server p50 minus in-process p50 (target: <= 2 ms), and the ratio
+  of the two p50s;
+* ``protocol_floor_ms``: p50 of ``SELECT 1`` through the server (the wire round trip
+  plus routing, no planner);
+* ``concurrent_qps``: total queries per second of ``CLIENTS`` psycopg clients at once, and
+  its ratio to one client.
+
+Answers are compared once (server == in process) before timing. Run:
+``.venv/bin/python benchmarks/serve.py`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write  # noqa: E402
+
+import dpsql  # noqa: E402
+from dpsql.datasets import synthetic_trips, write_parquet  # noqa: E402
+from dpsql.dbapi import SeededReleaseWarning  # noqa: E402
+
+N_ROWS = 100_000
+ROUNDS = 60  # timed runs of every query on each side
+CLIENTS = 4
+CONCURRENT_SECONDS = 5.0
+
+QUERIES = [
+    ("SELECT region, COUNT(*) AS n FROM trips GROUP BY region ORDER BY region", None),
+    ("SELECT mode, COUNT(*) AS n, dp_ci_low(0.95) AS lo, dp_ci_high(0.95) AS hi FROM trips "
+     "GROUP BY mode ORDER BY mode", None),
+    ("SELECT region, province, COUNT(*) FROM trips WHERE mode = ? GROUP BY region, province "
+     "ORDER BY 1, 2", ["car"]),
+    ("SELECT COUNT(*), dp_stderr() FROM trips WHERE distance BETWEEN ? AND ?", [10, 50]),
+    ("SELECT mode, COUNT(*) FROM trips WHERE distance < ? GROUP BY mode ORDER BY mode", [30]),
+    ("SELECT COUNT(*) FROM trips WHERE age >= ? AND age < ?", [20, 40]),
+    ("SELECT region, COUNT(*) FROM trips GROUP BY ROLLUP (region) ORDER BY 1 NULLS FIRST",
+     None),
+    ("SELECT MEDIAN(distance) FROM trips", None),
+]
+
+
+def spec() -> dict:
+    return {
+        "name": "trips", "source": "trips.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": 1.0},
+        "attributes": {
+            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
+                    "spine_file": "geo.csv"},
+            "mode": {"kind": "categorical",
+                     "domain": ["car", "train", "bus", "bike", "walk", "plane"]},
+            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
+                         "on_out_of_bounds": "clamp"},
+            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
+        },
+        "views": [
+            {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda",
+             "weight": 2},
+            {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
+            {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
+            {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
+        ],
+    }
+
+
+def build(base: Path) -> Path:
+    from dpsql.release import build_release
+    from dpsql.spec import ReleaseSpec
+
+    table, spine = synthetic_trips(N_ROWS, seed=3)
+    write_parquet(table, base / "trips.parquet")
+    spine.to_csv(base / "geo.csv")
+    out = base / "trips.duckdb"
+    build_release(ReleaseSpec.from_dict(spec(), base_dir=base), out, seed=5, progress=False)
+    return out
+
+
+def start_server(release: Path) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(release),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    line = proc.stdout.readline()
+    if "postgresql://" not in line:
+        proc.kill()
+        raise RuntimeError(f"dpsql serve did not start: {line!r}")
+    return proc, int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
+
+
+def pg_sql(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def summary(lat: list[float]) -> dict:
+    return {"p50_ms": statistics.median(lat) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
+            "mean_ms": statistics.fmean(lat) * 1e3, "qps": 1.0 / statistics.fmean(lat),
+            "n": len(lat)}
+
+
+def concurrent_qps(dsn: str, clients: int, seconds: float) -> float:
+    counts = [0] * clients
+    errors: list[str] = []
+    stop = time.perf_counter() + seconds
+
+    def run(i: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True) as con:
+                k = i
+                while time.perf_counter() < stop:
+                    q, p = QUERIES[k % len(QUERIES)]
+                    con.execute(pg_sql(q), p).fetchall()
+                    counts[i] += 1
+                    k += 1
+        except Exception as err:  # noqa: BLE001
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(errors[0])
+    return sum(counts) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        release = build(Path(tmp))
+        proc, port = start_server(release)
+        try:
+            dsn = f"host=127.0.0.1 port={port} dbname=trips user=bench sslmode=disable"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SeededReleaseWarning)
+                local = dpsql.connect(release)
+            remote = psycopg.connect(dsn, autocommit=True)
+            cur = local.cursor()
+
+            def run_local(q, p):
+                cur.execute(q, p)
+                return cur.fetchall()
+
+            def run_remote(q, p):
+                return remote.execute(pg_sql(q), p).fetchall()
+
+            for q, p in QUERIES:  # warm both plan caches; answers must agree
+                a, b = run_local(q, p), [tuple(r) for r in run_remote(q, p)]
+                assert a == b, (q, a, b)
+            lat_local, lat_remote, floor = [], [], []
+            per_query = {}
+            for _ in range(ROUNDS):
+                for i, (q, p) in enumerate(QUERIES):
+                    t0 = time.perf_counter()
+                    run_local(q, p)
+                    t1 = time.perf_counter()
+                    run_remote(q, p)
+                    t2 = time.perf_counter()
+                    lat_local.append(t1 - t0)
+                    lat_remote.append(t2 - t1)
+                    per_query.setdefault(i, ([], []))
+                    per_query[i][0].append(t1 - t0)
+                    per_query[i][1].append(t2 - t1)
+                t0 = time.perf_counter()
+                remote.execute("SELECT 1").fetchall()
+                floor.append(time.perf_counter() - t0)
+            one = concurrent_qps(dsn, 1, CONCURRENT_SECONDS)
+            many = concurrent_qps(dsn, CLIENTS, CONCURRENT_SECONDS)
+            remote.close()
+            local.close()
+        finally:
+            proc.terminate()
+            proc.wait(20)
+    inproc, server = summary(lat_local), summary(lat_remote)
+    payload = {
+        "description": "psycopg -> dpsql serve (separate process) vs dpsql.connect in "
+                       "process; same release, same queries, interleaved, warm plan caches",
+        "rows": N_ROWS, "queries": len(QUERIES), "rounds": ROUNDS,
+        "in_process": inproc, "server": server,
+        "overhead_p50_ms": server["p50_ms"] - inproc["p50_ms"],
+        "overhead_p50_target_ms": 2.0,
+        "overhead_p50_met": server["p50_ms"] - inproc["p50_ms"] <= 2.0,
+        "p50_ratio_server_over_in_process": server["p50_ms"] / inproc["p50_ms"],
+        "protocol_floor_ms": statistics.median(floor) * 1e3,
+        "per_query_p50_ms": [
+            {"sql": QUERIES[i][0], "in_process": statistics.median(a) * 1e3,
+             "server": statistics.median(b) * 1e3} for i, (a, b) in per_query.items()],
+        "concurrent_qps": {"clients": CLIENTS, "one_client": one, "all_clients": many,
+                           "ratio": many / one},
+    }
+    path = write("serve", payload)
+    print(f"in process p50 {inproc['p50_ms']:.2f} ms, server p50 {server['p50_ms']:.2f} ms "
+          f"(+{payload['overhead_p50_ms']:.2f} ms, x{payload['p50_ratio_server_over_in_process']:.2f}); "
+          f"p99 {inproc['p99_ms']:.2f} / {server['p99_ms']:.2f} ms; SELECT 1 "
+          f"{payload['protocol_floor_ms']:.2f} ms; {CLIENTS} clients {many:.0f} q/s "
+          f"(x{many / one:.2f} one client) -> {path}")
+
+
+if __name__ == "__main__":
+    main()
