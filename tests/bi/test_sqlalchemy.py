@@ -269,6 +269,16 @@ def test_text_with_bound_parameters(engine, trips_release):
         "GROUP BY region ORDER BY n DESC LIMIT ?", ["bus", "R1-P1-C1", 3])
 
 
+def test_parameters_bind_in_text_order_through_ctes(engine, trips_release):
+    q = ("WITH a AS (SELECT mode, COUNT(*) AS n FROM trips WHERE region = {r} GROUP BY mode) "
+         "SELECT mode, n FROM a WHERE n > {m} ORDER BY n DESC LIMIT {k}")
+    with engine.connect() as c:
+        got = rows(c.execute(text(q.format(r=":r", m=":m", k=":k")),
+                             {"r": "R3", "m": 100, "k": 2}))
+    assert len(got) == 2
+    assert got == dbapi_rows(trips_release, q.format(r="'R3'", m=100, k=2))
+
+
 def test_sum_dp_count_equals_count(engine):
     geo_mode = sa.Table("geo_mode", sa.MetaData(), schema="trips", autoload_with=engine)
     stmt = (select(geo_mode.c.region, func.sum(geo_mode.c.dp_count).label("s"),
@@ -331,13 +341,22 @@ GROUP BY mode
 ORDER BY count DESC
 LIMIT 10000"""
 
+# the metric as a saved SUM(dp_count) measure, labelled the way Superset labels it
+SUPERSET_SUM_MEASURE = """SELECT mode AS mode, SUM(dp_count) AS "SUM(dp_count)"
+FROM trips.trips
+WHERE region IN ('R1', 'R2')
+GROUP BY mode
+ORDER BY "SUM(dp_count)" DESC
+LIMIT 10000"""
+
 MODES = ("car", "train", "bus", "bike", "walk", "plane")
 BAR_ORACLE = ("SELECT mode, COUNT(*) AS count FROM {src} WHERE region IN ('R1', 'R2') "
               "GROUP BY mode ORDER BY count DESC")
 
 
-@pytest.mark.parametrize("sql", [SUPERSET_BAR, SUPERSET_SERIES_LIMIT, SUPERSET_VIRTUAL],
-                         ids=["bar", "series_limit", "virtual_table"])
+@pytest.mark.parametrize("sql", [SUPERSET_BAR, SUPERSET_SERIES_LIMIT, SUPERSET_VIRTUAL,
+                                 SUPERSET_SUM_MEASURE],
+                         ids=["bar", "series_limit", "virtual_table", "sum_dp_count"])
 def test_superset_bar_chart_queries(engine, exact_engine, trips_release, trips_data, sql):
     with engine.connect() as c:
         got = rows(c.execute(text(sql)))
@@ -349,6 +368,14 @@ def test_superset_bar_chart_queries(engine, exact_engine, trips_release, trips_d
     want = sorted(counts.items(), key=lambda kv: -kv[1])[:3 if "series" in sql else None]
     assert [m for m, _ in exact] == [m for m, _ in want]
     assert [n for _, n in exact] == pytest.approx([n for _, n in want], abs=1e-6)
+
+
+def test_superset_filter_values_query(engine):
+    """A native filter's value list: GROUP BY without an aggregate lists the public
+    domain (every value, also those with a zero count)."""
+    q = "SELECT mode AS mode FROM trips.trips GROUP BY mode ORDER BY mode LIMIT 1000"
+    with engine.connect() as c:
+        assert [r[0] for r in c.execute(text(q))] == sorted(MODES)
 
 
 def test_superset_core_expression_shape(engine, trips_release):
