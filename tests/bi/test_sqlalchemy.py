@@ -308,6 +308,23 @@ def test_compiler_keeps_postgres_meaning_on_duckdb(engine, trips_release):
             c.execute(select(geo.c.city).with_for_update())
 
 
+def test_literal_binds_round_trip(engine):
+    """Superset compiles with literal_binds: quotes are doubled, backslashes are not
+    escapes in DuckDB, and a '?' inside a string is not a placeholder."""
+    value = "x'y\\z %?"
+    trips = sa.Table("trips", sa.MetaData(), autoload_with=engine)
+    probe = select(sa.literal(value, sa.String).label("v"))
+    stmt = (select(func.count().label("n")).select_from(trips)
+            .where(trips.c.mode.in_(["car", "bus"]), trips.c.distance < 12.5))
+    with engine.connect() as c:
+        sql = str(probe.compile(c, compile_kwargs={"literal_binds": True}))
+        assert sql == "SELECT 'x''y\\z %?' AS v"
+        assert c.exec_driver_sql(sql).scalar() == value
+        inline = str(stmt.compile(c, compile_kwargs={"literal_binds": True}))
+        assert "IN ('car', 'bus')" in inline and "< 12.5" in inline
+        assert c.exec_driver_sql(inline).scalar() == c.execute(stmt).scalar()
+
+
 # --------------------------------------------------------------------------------------
 # Superset 4: the SQL of a bar chart (dimension "mode", metric COUNT(*), row limit)
 # --------------------------------------------------------------------------------------
