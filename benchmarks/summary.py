@@ -138,6 +138,12 @@ ROWS: list[Row] = [
     Row("queries", "planning time per query (median)", "none (absolute)",
         path("summary", "planning_ms_median"), "ms", LOWER,
         target_json=path("summary", "targets", "planning_ms_median")),
+    Row("serve", "psycopg → `dpsql serve`: latency added at p50",
+        "`dpsql.connect` in process, same queries", path("overhead_p50_ms"), "ms", LOWER,
+        target_json=path("overhead_p50_target_ms")),
+    Row("serve", "psycopg → `dpsql serve`: p50 latency", "`dpsql.connect` in process, "
+        "same queries", path("p50_ratio_server_over_in_process"), "×", LOWER,
+        note="slower"),
 ]
 
 

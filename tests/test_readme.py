@@ -139,3 +139,11 @@ def test_benchmark_rounding_never_flatters():
     assert summary.sig3(4.6511, summary.LOWER) == "4.66"   # lower is better: round up
     assert summary.sig3(109.89, summary.HIGHER) == "109"   # higher is better: round down
     assert summary.sig3(0.20001, summary.LOWER) == "0.201"
+
+
+def test_every_benchmark_result_has_a_row_in_the_table():
+    """A new benchmarks/results/<name>.json must get its headline row in summary.ROWS."""
+    summary = load_summary()
+    covered = {row.file for row in summary.ROWS}
+    missing = sorted(set(summary.load_results()) - covered)
+    assert not missing, f"benchmark results with no row in benchmarks/summary.py: {missing}"
