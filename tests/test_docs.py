@@ -143,3 +143,10 @@ def test_the_enumerations_would_catch_an_undocumented_name():
     """The checks are not vacuous: a made-up name is reported missing."""
     assert not documented("dp_no_such_function", docs_text())
     assert documented("dp_range", docs_text())
+
+
+def test_relative_links_in_readme_and_docs_resolve():
+    for page in [ROOT / "README.md", ROOT / "examples" / "README.md",
+                 *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
