@@ -105,26 +105,98 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None) -
     release = read_catalog(con, str(p), schema=name)
     views = []
     for vm in release.views.values():
-        dense = all(con.execute(f"SELECT COUNT(*) FROM {_ident(name)}.{_ident(lv.table)}"
-                                ).fetchall()[0][0] == lv.n_nodes for lv in vm.levels)
-        v = ViewInfo(name, vm, dense, vm.error_model)
+        v = _view_info(con, name, vm, release.attributes)
         views.append(v)
         if vm.prefix_table:
             cum = con.execute(f"SELECT SUM(cum) FROM {_ident(name)}.{_ident(vm.prefix_table)} "
                               "GROUP BY bin ORDER BY bin").fetchall()
             st.prefixes[v.key] = np.array([c[0] for c in cum], dtype=np.float64)
-    sizes = []
+    sizes, determines = [], []
     for a in release.attributes.values():
         if a.kind == "range":
             continue
-        for c in a.columns:
-            n = con.execute(f"SELECT COUNT(DISTINCT {_ident(c)}) FROM {_ident(name)}."
-                            f"{_ident(a.domain_table)}").fetchall()[0][0]
+        for i, c in enumerate(a.columns):
+            path = ", ".join(_ident(x) for x in a.columns[:i + 1])
+            n, n_paths = con.execute(
+                f"SELECT COUNT(DISTINCT {_ident(c)}), COUNT(DISTINCT ({path})) FROM "
+                f"{_ident(name)}.{_ident(a.domain_table)}").fetchall()[0]
             sizes.append((c, int(n)))
+            if i and n == n_paths:  # each value of c sits under one path of ancestors
+                determines.append((c, tuple(a.columns[:i])))
     st.catalog = st.catalog.with_release(ReleaseInfo(name, release, tuple(views),
-                                                     tuple(sizes)))
+                                                     tuple(sizes), tuple(determines)))
     register(con)
     return name
+
+
+MAX_PRECOMPUTED_BINS = 512  # range predictions: (bins+1)² floats, 2 MB at 512 bins
+NODES_DB = "dpsql_nodes"
+"""An in-memory database ATTACHed to the connection's instance (so every cursor sees
+it) holding the node tables of sparse levels: ``dpsql_nodes."<alias>__<level table>"``."""
+
+
+def _nodes_db(con: duckdb.DuckDBPyConnection) -> bool:
+    """Attach :data:`NODES_DB` if needed; False where DuckDB does not allow it (a
+    read-only database instance, external access disabled): sparse levels are then
+    densified per query instead."""
+    try:
+        con.execute(f"ATTACH IF NOT EXISTS ':memory:' AS {NODES_DB}")
+    except duckdb.Error:
+        return False
+    return True
+
+
+def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: dict
+               ) -> ViewInfo:
+    """The view's catalog entry, with a node table for every level (see
+    :mod:`dpsql.planner.rewrite_query`): the level table itself when it holds every
+    public node, else a densified copy in :data:`NODES_DB` when small enough."""
+    from dpsql.planner.catalog import MAX_MATERIALIZED_NODES
+    from dpsql.planner.choose_view import range_errors
+    from dpsql.planner.rewrite_query import dense_nodes_sql
+
+    facts = []
+    for lv in vm.levels:
+        n, col_type, sum_type = con.execute(
+            f"SELECT COUNT(*), typeof(any_value(dp_count)), typeof(SUM(dp_count)) FROM "
+            f"{_ident(alias)}.{_ident(lv.table)}").fetchall()[0]
+        facts.append((lv, n == lv.n_nodes, col_type, sum_type))
+    dense = all(f[1] for f in facts)
+    v = ViewInfo(alias, vm, dense, vm.error_model)
+    tables, types = [], []
+    for lv, full, col_type, sum_type in facts:
+        if full:
+            tables.append(f"{_ident(alias)}.{_ident(lv.table)}")
+        elif lv.n_nodes <= MAX_MATERIALIZED_NODES and _nodes_db(con):
+            table = f"{NODES_DB}.{_ident(f'{alias}__{lv.table}')}"
+            con.execute(f"CREATE OR REPLACE TABLE {table} AS "
+                        + dense_nodes_sql(v, lv.k, attributes))
+            col_type, sum_type = con.execute(
+                f"SELECT typeof(any_value(dp_count)), typeof(SUM(dp_count)) FROM {table}"
+            ).fetchall()[0]
+            tables.append(table)
+        else:
+            tables.append("")
+        types.append(sum_type if sum_type != col_type and col_type != "NULL" else "")
+    prefix = None
+    if vm.prefix_table:
+        cols = [r[0] for r in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND "
+            "table_name = ? ORDER BY column_index", [alias, vm.prefix_table]).fetchall()]
+        last = attributes[vm.attributes[-1]]
+        first = next(lv.k for lv in vm.levels if lv.attribute == last.name)
+        groups = vm.level(first - 1).n_nodes if first > 1 else 1
+        n = con.execute(f"SELECT COUNT(*) FROM {_ident(alias)}.{_ident(vm.prefix_table)}"
+                        ).fetchall()[0][0]
+        if last.kind == "range" and cols[-2:] == ["bin", "cum"] \
+                and n == groups * (last.bins + 1):
+            prefix = (f"{_ident(alias)}.{_ident(vm.prefix_table)}", tuple(cols[:-2]))
+    ranges = None
+    if len(vm.attributes) == 1 and attributes[vm.attributes[0]].kind == "range" \
+            and attributes[vm.attributes[0]].bins <= MAX_PRECOMPUTED_BINS:
+        ranges = range_errors(v, attributes[vm.attributes[0]].bins)
+    return replace(v, node_tables=tuple(tables), count_types=tuple(types),
+                   prefix=prefix, range_errors=ranges)
 
 
 def plan(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None

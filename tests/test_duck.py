@@ -8,7 +8,7 @@ import sys
 import duckdb
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from dpsql import duck
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
@@ -59,6 +59,8 @@ def test_prefix_udfs(con):
 
 @settings(max_examples=15, deadline=None)
 @given(st.floats(0, 256), st.floats(0, 256), st.floats(0, 1))
+@example(0.0, 5e-324, 0.0)  # (x - lower) / width underflows to a bin edge: not aligned
+@example(0.0, 1.0, 5e-324)
 def test_interpolated_ranges_are_additive(con, a, b, t):
     lo, hi = min(a, b), max(a, b)
     mid = lo + t * (hi - lo)
@@ -205,3 +207,49 @@ def test_public_queries_pass_through(con):
     planned = duck.plan(con, "SELECT name FROM trips.dpsql_views ORDER BY name")
     assert planned.info["private"] is False
     assert duck.sql(con, "SELECT COUNT(*) FROM trips.geo_gauss__l1").fetchall() == [(4,)]
+
+
+def test_sparse_levels_get_node_tables_and_work_without_them(trips_release):
+    c = duckdb.connect()
+    duck.attach(c, str(trips_release))
+    view = duck.catalog_of(c).find_view("geo_mode")
+    assert all(t.startswith("dpsql_nodes.") for t in view.node_tables[3:])
+    n_public = view.meta.level(4).n_nodes
+    assert c.sql(f"SELECT COUNT(*) FROM {view.node_table(4)}").fetchall()[0][0] == n_public
+    q = ("SELECT mode, COUNT(*), dp_bound(0.05) FROM geo_mode WHERE region = 'R1' "
+         "GROUP BY mode ORDER BY mode")
+    want = duck.sql(c, q).fetchall()
+    c.close()
+    # a read-only database instance cannot host the node tables: joins per query instead
+    ro = duckdb.connect(str(trips_release), read_only=True)
+    duck.attach(ro, str(trips_release), name="again")
+    view = duck.catalog_of(ro).find_view("again.geo_mode")
+    assert view.node_table(4) == ""
+    assert duck.sql(ro, q.replace("FROM geo_mode", "FROM again.geo_mode")).fetchall() == want
+    ro.close()
+
+
+def test_one_node_per_group_keeps_sql_errors(con):
+    # grouped by province alone, region is neither grouped nor aggregated: DuckDB's error
+    with pytest.raises(ProgrammingError, match="GROUP BY"):
+        duck.plan(con, "SELECT region, province, COUNT(*) FROM geo_gauss GROUP BY province")
+    planned = duck.plan(con, "SELECT province, COUNT(*) FROM geo_gauss GROUP BY province")
+    assert "GROUP BY" not in planned.sql  # one node per province: no aggregation needed
+
+
+def test_grouped_ranges_read_the_prefix_table(con):
+    q = "SELECT mode, COUNT(*) AS n FROM mode_dist WHERE distance >= 8 AND distance < 40 " \
+        "GROUP BY mode ORDER BY mode"
+    planned = duck.plan(con, q)
+    assert planned.info["read_table"] == "mode_dist__prefix"
+    assert planned.info["level_table"] == "mode_dist__l3"
+    by_leaves = con.sql(
+        "SELECT d.mode, COALESCE(SUM(l.dp_count), 0) FROM (SELECT DISTINCT mode FROM "
+        "trips.dpsql_domain__mode) AS d LEFT JOIN trips.mode_dist__l3 AS l ON l.mode = d.mode "
+        "AND l.distance_lo >= 8 AND l.distance_hi <= 40 GROUP BY d.mode ORDER BY d.mode"
+    ).fetchall()
+    got = con.sql(planned.sql).fetchall()
+    assert got == by_leaves and con.sql(planned.sql).types[1] == "HUGEINT"
+    # error columns need the nodes: the level table, not the prefix
+    info = duck.plan(con, q.replace("AS n", "AS n, dp_bound(0.05)")).info
+    assert info["read_table"] == "mode_dist__l3"

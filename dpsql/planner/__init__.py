@@ -24,13 +24,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlglot.dialects.dialect import Dialect
+
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
-from dpsql.planner.parse_sql import DIALECT, bind_params, parse_sql
+from dpsql.planner.parse_sql import DIALECT, bind_params, parse_walked
 from dpsql.planner.rewrite_query import rewrite_reference
 
 INTERPOLATION = "uniform"
+_GENERATOR = Dialect.get_or_raise(DIALECT)
 
 
 @dataclass(frozen=True)
@@ -45,19 +48,24 @@ class PlannedQuery:
 def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
                ) -> PlannedQuery:
     """Plan ``query`` against the attached releases in ``catalog``."""
-    tree = bind_params(parse_sql(query), params).copy()
-    refs = find_references(tree, catalog)
+    tree, nodes = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
+    bind_params(tree, params, nodes)
+    refs = find_references(tree, catalog, nodes)
     choices = [choose_view(r) for r in refs]
-    for ref, choice in zip(refs, choices):
-        rewrite_reference(ref, choice)
-    sql = tree.sql(dialect=DIALECT)
+    read = [rewrite_reference(ref, choice) for ref, choice in zip(refs, choices)]
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
-    return PlannedQuery(sql, describe(refs, choices), columns)
+    sql = _GENERATOR.generate(tree, copy=False)  # nothing reads the tree afterwards
+    return PlannedQuery(sql, describe(refs, choices, read), columns)
 
 
-def describe(refs: Sequence[Reference], choices: Sequence[Choice]) -> dict[str, Any]:
-    """The ``cursor.dp_info`` dict: one entry per reference, the first one also flat."""
+def describe(refs: Sequence[Reference], choices: Sequence[Choice],
+             read: Sequence[str] | None = None) -> dict[str, Any]:
+    """The ``cursor.dp_info`` dict: one entry per reference, the first one also flat.
+    ``read``: the release table each reference reads (the level table, or the view's
+    prefix table for a range answered from it)."""
     entries = [_describe_one(r, c) for r, c in zip(refs, choices)]
+    for e, table in zip(entries, read or ()):
+        e["read_table"] = table
     info: dict[str, Any] = {"private": bool(entries), "references": entries}
     if entries:
         info.update({k: v for k, v in entries[0].items()})

@@ -108,10 +108,22 @@ def _aligned(release: ReleaseInfo, r: RangeFilter | None, span: int) -> bool:
     for x in (r.lo, r.hi):
         if x is None or x <= a.lower or x >= a.upper:
             continue
-        b = (x - a.lower) / a.width
-        if b != round(b) or round(b) % span:  # exact: a near-edge bound interpolates
+        b = grid_index(a, x)
+        if b is None or b % span:  # exact: a near-edge bound interpolates
             return False
     return True
+
+
+def grid_index(a, x: float) -> int | None:
+    """The leaf-bin edge index of ``x`` on the binned attribute ``a`` if ``x`` lies
+    exactly on that edge, else None. Exact both ways: ``(x - lower) / width`` can round
+    to an integer for an ``x`` just off the edge (5e-324 / 4 underflows to 0), so the
+    edge is recomputed and compared."""
+    b = (x - a.lower) / a.width
+    if b != round(b):
+        return None
+    b = int(round(b))
+    return b if a.lower + b * a.width == x else None
 
 
 def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
@@ -124,6 +136,19 @@ def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
     return max(0, min(b0, a.bins)), max(0, min(b1, a.bins))
 
 
+def range_errors(v: ViewInfo, bins: int) -> np.ndarray | None:
+    """The predicted 95 % half-width of every bin range [b0, b1) of a one-attribute
+    range view, as ``table[b0, b1]`` (NaN below the diagonal); None when the view's
+    model has no range variance. Computed once per attach, in one vectorised call."""
+    lo, hi = np.triu_indices(bins + 1, k=1)
+    rv = v.model.range_variance(lo, hi)
+    if rv is None:
+        return None
+    table = np.full((bins + 1, bins + 1), np.nan)
+    table[lo, hi] = Z95 * np.sqrt(np.asarray(rv, dtype=np.float64))
+    return table
+
+
 def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
     model = v.model
     rel = ref.release
@@ -132,7 +157,11 @@ def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
         r = next((x for x in ref.ranges if x.attribute == attrs[0]),
                  RangeFilter(attrs[0], None, None))
         b0, b1 = bin_range(rel, r)
-        rv = model.range_variance(np.array([b0]), np.array([max(b1, b0 + 1)]))
+        b1 = max(b1, b0 + 1)
+        table = v.range_errors
+        if table is not None and b1 < table.shape[1]:
+            return float(table[b0, b1])
+        rv = model.range_variance(np.array([b0]), np.array([b1]))
         if rv is not None:
             return Z95 * math.sqrt(float(np.asarray(rv)[0]))
     lv = v.meta.level(level)

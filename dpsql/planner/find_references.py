@@ -90,12 +90,17 @@ class Reference:
         return frozenset(out)
 
 
-def find_references(tree: exp.Expression, catalog: Catalog) -> tuple[Reference, ...]:
-    """Every logical-table reference in ``tree``, checked; raises on unsupported use."""
-    cte_names = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+def find_references(tree: exp.Expression, catalog: Catalog,
+                    nodes: list[exp.Expression] | None = None) -> tuple[Reference, ...]:
+    """Every logical-table reference in ``tree``, checked; raises on unsupported use.
+    ``nodes`` is every node of ``tree`` if the caller has walked it already (the tree is
+    then walked once per query, not once per question asked of it)."""
+    if nodes is None:
+        nodes = list(tree.walk())
+    cte_names = {c.alias_or_name.lower() for c in nodes if isinstance(c, exp.CTE)}
     refs: list[Reference] = []
     claimed: set[int] = set()
-    for select in tree.find_all(exp.Select):
+    for select in [n for n in nodes if isinstance(n, exp.Select)]:
         tables = _scope_tables(select)
         logical = []
         for t in tables:
@@ -115,7 +120,7 @@ def find_references(tree: exp.Expression, catalog: Catalog) -> tuple[Reference, 
             refs.append(_analyse(select, t, release, views))
         else:
             _refuse_orphan_error_functions(select)
-    for t in tree.find_all(exp.Table):
+    for t in [n for n in nodes if isinstance(n, exp.Table)]:
         if id(t) in claimed:
             continue
         if not t.args.get("db") and t.name.lower() in cte_names:
@@ -193,6 +198,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
              views: tuple[ViewInfo, ...]) -> Reference:
     alias = table.alias_or_name
     attrs = release.attributes
+    scope = list(_scope_nodes(select))
     # alone in its FROM, every unqualified column that is not an output alias is ours
     alone = len(_scope_tables(select)) == 1 and not select.args.get("joins")
     out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
@@ -262,7 +268,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     aggregates: list[Aggregate] = []
     inside: set[int] = set()
     has_group = select.args.get("group") is not None
-    for node in _scope_nodes(select):
+    for node in scope:
         agg = _classify(node, owned, release, measure)
         if agg is None:
             continue
@@ -272,7 +278,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
                                  for a in aggregates):
-        if any(isinstance(x, exp.Column) and measure(x) for x in _scope_nodes(select)):
+        if any(isinstance(x, exp.Column) and measure(x) for x in scope):
             raise UnsupportedQueryError(
                 f"the bare column dp_count is not supported: {_MEASURE_HELP}")
         raise UnsupportedQueryError(
@@ -282,7 +288,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- label columns used anywhere else in the scope
     removed_ids = {id(x) for r in removed for x in r.walk()}
     columns: set[str] = set()
-    for node in _scope_nodes(select):
+    for node in scope:
         if not isinstance(node, exp.Column) or id(node) in inside or id(node) in removed_ids:
             continue
         if measure(node):

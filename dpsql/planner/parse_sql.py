@@ -28,12 +28,18 @@ _QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)
 
 def parse_sql(sql: str) -> exp.Expression:
     """Parse one statement; refuse several statements and anything but a query."""
+    return parse_walked(sql)[0]
+
+
+def parse_walked(sql: str) -> tuple[exp.Expression, list[exp.Expression]]:
+    """:func:`parse_sql`, plus every node of the tree (one walk, which the later passes
+    reuse instead of walking the tree again)."""
     if not isinstance(sql, str) or not sql.strip():
         raise SqlSyntaxError("empty query: write a SELECT statement", 1, 1, "")
     try:
         try:
-            trees = [t for t in sqlglot.parse(_number_qmarks(sql), dialect=DIALECT)
-                     if t is not None]
+            text = _number_qmarks(sql) if "?" in sql else sql  # tokenize once if no '?'
+            trees = [t for t in sqlglot.parse(text, dialect=DIALECT) if t is not None]
         except ParseError:
             trees = [t for t in sqlglot.parse(sql, dialect=DIALECT) if t is not None]
     except ParseError as err:
@@ -55,8 +61,9 @@ def parse_sql(sql: str) -> exp.Expression:
         raise UnsupportedQueryError(
             f"{what} statements are not supported: a release is read-only and answers "
             "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
-    _refuse_writes(tree)
-    return tree
+    nodes = list(tree.walk())
+    _refuse_writes(nodes)
+    return tree, nodes
 
 
 def _number_qmarks(sql: str) -> str:
@@ -82,8 +89,8 @@ def _text_order(holder: exp.Placeholder) -> tuple[int, int]:
     return (1, 0)
 
 
-def _refuse_writes(tree: exp.Expression) -> None:
-    for node in tree.walk():
+def _refuse_writes(nodes: list[exp.Expression]) -> None:
+    for node in nodes:
         if isinstance(node, (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop,
                              exp.Alter, exp.Merge, exp.Command)):
             raise UnsupportedQueryError(
@@ -95,9 +102,13 @@ def _refuse_writes(tree: exp.Expression) -> None:
                 "SELECT and store the result yourself")
 
 
-def bind_params(tree: exp.Expression, params: Sequence[Any] | None) -> exp.Expression:
-    """Replace every ``?`` (in order) or ``$n`` by a literal built from ``params``."""
-    holders = [n for n in tree.walk() if isinstance(n, exp.Placeholder)]
+def bind_params(tree: exp.Expression, params: Sequence[Any] | None,
+                nodes: list[exp.Expression] | None = None) -> exp.Expression:
+    """Replace every ``?`` (in order) or ``$n`` by a literal built from ``params``, in
+    place (``tree`` is the planner's own fresh parse), and return ``tree``. ``nodes``:
+    every node of ``tree``, if the caller has walked it already."""
+    holders = [n for n in (tree.walk() if nodes is None else nodes)
+               if isinstance(n, exp.Placeholder)]
     params = list(params) if params is not None else []
     if not holders:
         if params:
@@ -107,8 +118,6 @@ def bind_params(tree: exp.Expression, params: Sequence[Any] | None) -> exp.Expre
     numbered = [h for h in holders if h.this and str(h.this).isdigit()]
     if numbered and len(numbered) != len(holders):
         raise ProgrammingError("mix of '?' and '$n' placeholders; use one style")
-    tree = tree.copy()
-    holders = [n for n in tree.walk() if isinstance(n, exp.Placeholder)]
     if numbered:
         wanted = max(int(str(h.this)) for h in holders)
         if wanted != len(params):

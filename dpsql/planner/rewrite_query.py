@@ -1,29 +1,50 @@
-"""Pass 4: rewrite each reference into a subquery over one level table.
+"""Pass 4: rewrite each reference onto one level table of its chosen view.
 
-The reference ``FROM trips AS t`` becomes ``FROM (<node rows>) AS t``: one row per
-released node of the chosen level, with
+Every released node of the chosen level is one row, with
 
 * the label columns of the attributes resolved at that level (named as the analyst
   names them: ``region``, ``mode``…), so the analyst's GROUP BY / ROLLUP / CUBE /
   GROUPING SETS / HAVING / categorical WHERE / JOIN run unchanged in DuckDB;
-* for binned attributes, ``<attr>_lo``/``<attr>_hi`` clipped to the query's interval,
+* for binned attributes, ``<attr>_lo``/``<attr>_hi`` (clipped to the query's interval)
   and ``<attr>_bin_lo``/``<attr>_bin_hi``;
 * ``dp_count`` (times the overlap weight when a range bound falls inside a bin: the
   **uniform interpolation** policy: a bin contributes the fraction of its width that lies
-  in the interval), ``dp_var`` and ``dp_node`` (the node id at that level: ``rowid`` of
-  a dense level table, whose rows are every public node in id order; a unique row number
-  over the public domain for a sparse InfTDA level, which is joined onto its public
-  domain so that absent nodes read as 0 and count towards the bound).
+  in the interval), ``dp_var``, and the node id at that level (``rowid`` of a *node
+  table*: a table that holds every public node of the level in a fixed order).
 
 The aggregates become sums over those rows: ``COUNT(*)`` → ``COALESCE(SUM(dp_count), 0)``;
 ``SUM(attr)`` → Σ count × midpoint of the (clipped) bin; ``AVG`` = that / count;
 ``MEDIAN``/``dp_quantile`` → ``dp_hist_quantile`` (a Python UDF: the group's histogram,
 negative counts clipped to 0, uniform within a bin). The error pseudo-functions become
-``dp_error(what, 'alias.view', level, LIST(dp_node), param)``, a registered Arrow UDF that
+``dp_error(what, 'alias.view', level, LIST(node id), param)``, a registered Arrow UDF that
 evaluates the view's error model on exactly the nodes summed into that output row (per
 grouping set, so ROLLUP subtotals get their own error). For interpolated ranges the
 nodes are the outer cover of the interval (partial bins counted whole), and ``dp_info``
 says the error is then an approximation.
+
+Decisions for speed (issue #6), none of which changes an answer:
+
+* **Node tables.** A dense level table (every public node, in node-id order) is its own
+  node table. A sparse InfTDA level (only positive nodes) is densified once, at attach
+  time, into ``dpsql_nodes."<alias>__<level table>"`` (public domain × level, absent
+  nodes as 0; see :func:`dense_nodes_sql`), when it has at most
+  :data:`dpsql.planner.catalog.MAX_MATERIALIZED_NODES` public nodes. Larger sparse levels
+  are densified per query by a join onto the public domains (the general form below).
+* **Inline form.** When the private table is the only source of its SELECT (no JOIN) and
+  the level has a node table, the reference becomes ``FROM <node table> AS "t"`` and the
+  range filters become plain conjuncts of the SELECT's own WHERE (both run before the
+  grouping, so this is the same relation as a filtered subquery). No subquery, no window,
+  no join: DuckDB binds and runs it as fast as SQL written by hand on the release.
+* **One node per group.** When such a SELECT groups by plain columns that are exactly the
+  labels of a categorical level, each group is one node: the GROUP BY is dropped, HAVING
+  becomes WHERE, and ``COUNT(*)`` reads ``dp_count`` cast to the type ``SUM`` would give
+  (same values, same column types, no hash aggregation).
+* **General form.** Otherwise (a JOIN with public tables, a large sparse level), the
+  reference becomes a subquery over the node rows, filtered and weighted inside, so that a
+  JOIN sees exactly the filtered nodes.
+* **No second parse.** Replacements are emitted as SQL text (``exp.Var`` fragments built
+  from catalog identifiers and numbers only, never from the analyst's strings) and the
+  tree is rendered once.
 """
 
 from __future__ import annotations
@@ -31,11 +52,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.planner.catalog import ViewInfo
-from dpsql.planner.choose_view import Choice
+from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner.find_references import Reference
 from dpsql.planner.parse_sql import DIALECT
-
-import sqlglot
 
 
 def q(name: str) -> str:
@@ -62,99 +81,196 @@ def level_columns(view: ViewInfo, k: int) -> tuple[list[str], dict[str, int]]:
     return labels, spans
 
 
-def node_rows_sql(ref: Reference, choice: Choice) -> str:
-    """The SELECT that replaces the reference: one row per node of the chosen level."""
-    view, k = choice.view, choice.level
+def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict) -> str:
+    """Every public node of level k of a sparse view, absent nodes as 0: the public
+    domains of the level's attributes, crossed, LEFT JOINed to the level table, in a
+    fixed order (label columns, then bins). Used at attach time to materialize the node
+    table, and per query for levels too large to materialize."""
     alias = view.alias
     lv = view.level(k)
     labels, spans = level_columns(view, k)
-    attrs = ref.release.attributes
-    if view.dense:
-        cols = [q(c) for c in labels]
+    parts, on, cols, order = [], [], [], []
+    for i, a in enumerate(view.meta.attributes):
+        meta = attributes[a]
+        d = f"d{i}"
+        if a in spans:
+            s, kb = spans[a], meta.bins
+            parts.append(
+                f"(SELECT b AS {q(a + '_bin_lo')}, LEAST(b + {s}, {kb}) AS "
+                f"{q(a + '_bin_hi')}, {num(meta.lower)} + b * {num(meta.width)} AS "
+                f"{q(a + '_lo')}, CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
+                f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END AS {q(a + '_hi')} "
+                f"FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
+            on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
+            cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
+            order.append(f"{d}.{q(a + '_bin_lo')}")
+        else:
+            mine = [c for c in labels if c in meta.columns]
+            if not mine:
+                continue
+            parts.append(f"(SELECT DISTINCT {', '.join(q(c) for c in mine)} FROM "
+                         f"{q(alias)}.{q(meta.domain_table)}) AS {d}")
+            on += [f"t.{q(c)} = {d}.{q(c)}" for c in mine]
+            cols += [f"{d}.{q(c)}" for c in mine]
+            order += [f"{d}.{q(c)}" for c in mine]
+    return (f"SELECT {', '.join(cols)}, COALESCE(t.dp_count, 0) AS dp_count, "
+            "CAST(NULL AS DOUBLE) AS dp_var FROM " + " CROSS JOIN ".join(parts)
+            + f" LEFT JOIN {q(alias)}.{q(lv.table)} AS t ON {' AND '.join(on)}"
+            + f" ORDER BY {', '.join(order)}")
+
+
+class _Rows:
+    """SQL text for the node rows of one reference: the FROM item, the extra WHERE
+    conjuncts, and the expressions of the (weighted) count, the node id and the clipped
+    bin edges, each qualified by the reference's alias."""
+
+    def __init__(self, ref: Reference, choice: Choice, inline: bool) -> None:
+        view, k = choice.view, choice.level
+        self.labels, spans = level_columns(view, k)
+        A = q(ref.alias)
+        # key: label columns that identify one source row (None: several rows a group)
+        self.key: list[str] | None = None if spans else self.labels
+        self.table = view.level(k).table
+        if inline and _prefix_range(ref, view) is not None:
+            self._prefix(ref, view, A)
+            return
+        ranges = {r.attribute: r for r in ref.ranges}
+        node_table = view.node_table(k)
+        self.inline = inline
+        conds: list[str] = []
+        weights: list[str] = []
+        self.edges: dict[str, tuple[str, str]] = {}
+        p = f"{A}." if inline else ""
         for a in spans:
-            cols += [q(f"{a}_lo"), q(f"{a}_hi"), q(f"{a}_bin_lo"), q(f"{a}_bin_hi")]
-        base = (f"SELECT {', '.join(cols + ['dp_count', 'dp_var', 'rowid AS dp_node'])} "
-                f"FROM {q(alias)}.{q(lv.table)}")
+            lo_c, hi_c = p + q(f"{a}_lo"), p + q(f"{a}_hi")
+            r = ranges.get(a)
+            lo_e, hi_e = lo_c, hi_c
+            if r is not None and r.lo is not None:
+                conds.append(f"{hi_c} > {num(r.lo)}")
+                lo_e = f"GREATEST({lo_c}, {num(r.lo)})"
+            if r is not None and r.hi is not None:
+                conds.append(f"{lo_c} < {num(r.hi)}")
+                hi_e = f"LEAST({hi_c}, {num(r.hi)})"
+            if r is not None and not choice.aligned:
+                weights.append(f"(({hi_e}) - ({lo_e})) / ({hi_c} - {lo_c})")
+            self.edges[a] = (lo_e, hi_e)
+        count = p + "dp_count"
+        if weights:
+            count = f"{count} * " + " * ".join(weights)
+        if node_table.startswith(q(view.alias) + "."):
+            self.table = node_table.split(".", 1)[1].strip('"')
+        if inline:
+            self.source = f"{node_table} AS {A}"
+            self.conds = conds
+            self.count, self.node = count, f"{A}.rowid"
+            return
+        # the general form: a filtered, weighted subquery over the node rows
+        if node_table:
+            base = node_table
+        else:
+            base = f"({dense_nodes_sql(view, k, ref.release.attributes)})"
+        out = [q(c) for c in self.labels]
+        for a, (lo_e, hi_e) in self.edges.items():
+            out += [f"{lo_e} AS {q(a + '_lo')}", f"{hi_e} AS {q(a + '_hi')}",
+                    q(f"{a}_bin_lo"), q(f"{a}_bin_hi")]
+        out += [f"{count} AS dp_count", "dp_var", "rowid AS dp_node" if node_table
+                else "row_number() OVER () AS dp_node"]
+        sql = f"SELECT {', '.join(out)} FROM {base} AS b"
+        if conds:
+            sql += " WHERE " + " AND ".join(conds)
+        self.source = f"({sql}) AS {A}"
+        self.conds = []
+        self.key = None
+        self.count, self.node = f"{A}.dp_count", f"{A}.dp_node"
+        self.edges = {a: (f"{A}.{q(a + '_lo')}", f"{A}.{q(a + '_hi')}") for a in spans}
+
+
+    def _prefix(self, ref: Reference, view: ViewInfo, A: str) -> None:
+        """A range [b0, b1) over the last attribute as cum[b1] − cum[b0] of each group's
+        prefix row (one row a group when b0 = 0): O(1) rows a group, not one per bin."""
+        table, labels = view.prefix
+        b0, b1 = _prefix_range(ref, view)
+        self.labels, self.edges = list(labels), {}
+        self.source = f"{table} AS {A}"
+        self.table = table.split(".", 1)[1].strip('"')
+        if b0 == 0:
+            self.conds = [f"{A}.bin = {b1}"]
+            self.count = f"{A}.cum"
+            self.key = self.labels
+        else:
+            self.conds = [f"{A}.bin IN ({b0}, {b1})"]
+            self.count = f"CASE WHEN {A}.bin = {b1} THEN {A}.cum ELSE -{A}.cum END"
+            self.key = None
+        self.node = ""
+
+
+def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
+    """The leaf-bin range [b0, b1) when ``ref`` can be answered from the view's prefix
+    table: counts only, one non-empty range on the view's last attribute with both bounds
+    on the leaf-bin grid, label columns all in the prefix table, and integer counts (so
+    cum[b1] − cum[b0] is exactly the sum of the leaves, as the level tables give it)."""
+    if view.prefix is None or len(ref.ranges) != 1 or not view.count_type(view.meta.depth):
+        return None
+    if any(a.kind != "count" for a in ref.aggregates):
+        return None
+    r = ref.ranges[0]
+    a = ref.release.attributes[r.attribute]
+    if r.attribute != view.meta.attributes[-1] or not ref.columns <= set(view.prefix[1]):
+        return None
+    edges = []
+    for x, default in ((r.lo, 0), (r.hi, a.bins)):
+        if x is None or x <= a.lower or x >= a.upper:
+            edges.append(default if x is None else (0 if x <= a.lower else a.bins))
+            continue
+        b = grid_index(a, x)
+        if b is None:
+            return None
+        edges.append(b)
+    b0, b1 = edges
+    return (b0, b1) if b0 < b1 else None
+
+
+def node_rows_sql(ref: Reference, choice: Choice) -> str:
+    """The SELECT that the general form puts in place of the reference (for tests and
+    ``EXPLAIN``-style inspection)."""
+    return _Rows(ref, choice, inline=False).source.rsplit(") AS ", 1)[0][1:]
+
+
+def rewrite_reference(ref: Reference, choice: Choice) -> str:
+    """Rewrite ``ref`` in place inside its tree (freshly parsed: no copy is needed);
+    return the name of the release table it now reads."""
+    select = ref.select
+    view, k = choice.view, choice.level
+    joined = bool(select.args.get("joins"))
+    inline = not joined and bool(view.node_table(k))
+    rows = _Rows(ref, choice, inline)
+    one_node = inline and rows.key is not None and _one_node_per_group(ref, rows.key)
+
+    def V(text: str) -> exp.Expression:
+        return exp.Var(this=text)
+
+    if one_node:
+        t = view.count_type(view.meta.depth if rows.node == "" else k)
+        count_sum = f"CAST({rows.count} AS {t})" if t else rows.count
+    elif rows.node == "":  # prefix sums are DOUBLE: give COUNT(*) its type of the levels
+        count_sum = f"CAST(COALESCE(SUM({rows.count}), 0) AS {view.count_type(view.meta.depth)})"
     else:
-        parts, on, cols = [], [], []
-        for i, a in enumerate(view.meta.attributes):
-            meta = attrs[a]
-            d = f"d{i}"
-            if a in spans:
-                s, kb = spans[a], meta.bins
-                parts.append(
-                    f"(SELECT b AS {q(a + '_bin_lo')}, LEAST(b + {s}, {kb}) AS "
-                    f"{q(a + '_bin_hi')}, {num(meta.lower)} + b * {num(meta.width)} AS "
-                    f"{q(a + '_lo')}, CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
-                    f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END AS {q(a + '_hi')} "
-                    f"FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
-                on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
-                cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
-            else:
-                mine = [c for c in labels if c in meta.columns]
-                if not mine:
-                    continue
-                parts.append(f"(SELECT DISTINCT {', '.join(q(c) for c in mine)} FROM "
-                             f"{q(alias)}.{q(meta.domain_table)}) AS {d}")
-                on += [f"t.{q(c)} = {d}.{q(c)}" for c in mine]
-                cols += [f"{d}.{q(c)}" for c in mine]
-        base = (f"SELECT {', '.join(cols)}, COALESCE(t.dp_count, 0) AS dp_count, "
-                "CAST(NULL AS DOUBLE) AS dp_var, row_number() OVER () AS dp_node FROM "
-                + " CROSS JOIN ".join(parts)
-                + f" LEFT JOIN {q(alias)}.{q(lv.table)} AS t ON {' AND '.join(on)}")
-    # the wrapper: range overlap, clipping and interpolation weights
-    out = [q(c) for c in labels]
-    where, weights = [], []
-    ranges = {r.attribute: r for r in ref.ranges}
-    for a in spans:
-        lo_c, hi_c = q(f"{a}_lo"), q(f"{a}_hi")
-        r = ranges.get(a)
-        lo_e, hi_e = lo_c, hi_c
-        if r is not None and r.lo is not None:
-            where.append(f"{hi_c} > {num(r.lo)}")
-            lo_e = f"GREATEST({lo_c}, {num(r.lo)})"
-        if r is not None and r.hi is not None:
-            where.append(f"{lo_c} < {num(r.hi)}")
-            hi_e = f"LEAST({hi_c}, {num(r.hi)})"
-        if r is not None and not choice.aligned:
-            weights.append(f"(({hi_e}) - ({lo_e})) / ({hi_c} - {lo_c})")
-        out += [f"{lo_e} AS {lo_c}", f"{hi_e} AS {hi_c}", q(f"{a}_bin_lo"), q(f"{a}_bin_hi")]
-    count = "dp_count" if not weights else "dp_count * " + " * ".join(weights)
-    out += [f"{count} AS dp_count", "dp_var", "dp_node"]
-    sql = f"SELECT {', '.join(out)} FROM ({base}) AS b"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    return sql
+        count_sum = f"COALESCE(SUM({rows.count}), 0)"
 
+    def err(what: str, param: float | None) -> str:
+        return (f"DP_ERROR('{what}', '{_sql_string(view.key)}', {k}, LIST({rows.node}), "
+                f"{num(param if param is not None else 0.0)})")
 
-def rewrite_reference(ref: Reference, choice: Choice) -> None:
-    """Rewrite ``ref`` in place inside its (already copied) tree."""
-    select, a = ref.select, ref.alias
-    A = exp.to_identifier(a, quoted=True)
-
-    def col(name: str) -> exp.Column:
-        return exp.column(name, table=A.copy(), quoted=True)
-
-    def count_sum() -> exp.Expression:
-        return exp.func("COALESCE", exp.Sum(this=col("dp_count")), exp.Literal.number(0))
-
-    def err(what: str, param: float | None) -> exp.Expression:
-        return exp.Anonymous(this="dp_error", expressions=[
-            exp.Literal.string(what), exp.Literal.string(choice.view.key),
-            exp.Literal.number(choice.level),
-            exp.Anonymous(this="LIST", expressions=[col("dp_node")]),
-            exp.Literal.number(param if param is not None else 0.0)])
-
-    def mid(attr: str) -> exp.Expression:
-        return exp.Div(this=exp.Paren(this=exp.Add(this=col(f"{attr}_lo"),
-                                                   expression=col(f"{attr}_hi"))),
-                       expression=exp.Literal.number(2))
+    def mid(attr: str) -> str:
+        lo_e, hi_e = rows.edges[attr]
+        return f"({lo_e} + {hi_e}) / 2"
 
     # keep the output names the analyst would get from DuckDB
-    for i, e in enumerate(list(select.expressions)):
+    agg_ids = {id(a.node) for a in ref.aggregates}
+    for e in list(select.expressions):
         if isinstance(e, exp.Alias):
             continue
-        if any(any(p is e for p in _ancestors(x.node)) for x in ref.aggregates):
+        if any(id(x) in agg_ids for x in e.walk()):
             name = "count_star()" if (isinstance(e, exp.Count) and
                                       isinstance(e.this, exp.Star)) \
                 else e.sql(DIALECT, normalize_functions="lower")
@@ -162,59 +278,92 @@ def rewrite_reference(ref: Reference, choice: Choice) -> None:
             e.replace(wrapper)
             wrapper.set("this", e)
     for agg in ref.aggregates:
-        node = _find_same(select, agg.node)
         if agg.kind == "count":
-            new = count_sum()
+            new = count_sum
         elif agg.kind == "sum":
-            new = exp.func("COALESCE", exp.Sum(this=exp.Mul(this=col("dp_count"),
-                                                            expression=mid(agg.attribute))),
-                           exp.Literal.number(0))
+            new = f"COALESCE(SUM({rows.count} * {mid(agg.attribute)}), 0)"
         elif agg.kind == "avg":
-            new = exp.Div(this=exp.Sum(this=exp.Mul(this=col("dp_count"),
-                                                    expression=mid(agg.attribute))),
-                          expression=exp.func("NULLIF", exp.Sum(this=col("dp_count")),
-                                              exp.Literal.number(0)))
+            new = (f"SUM({rows.count} * {mid(agg.attribute)}) / "
+                   f"NULLIF(SUM({rows.count}), 0)")
         elif agg.kind == "quantile":
-            new = exp.Anonymous(this="dp_hist_quantile", expressions=[
-                exp.Anonymous(this="LIST", expressions=[col("dp_count")]),
-                exp.Anonymous(this="LIST", expressions=[col(f"{agg.attribute}_lo")]),
-                exp.Anonymous(this="LIST", expressions=[col(f"{agg.attribute}_hi")]),
-                exp.Literal.number(agg.param)])
+            lo_e, hi_e = rows.edges[agg.attribute]
+            new = (f"DP_HIST_QUANTILE(LIST({rows.count}), LIST({lo_e}), LIST({hi_e}), "
+                   f"{num(agg.param)})")
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind == "bound":
             new = err("bound", agg.param)
         elif agg.kind in ("ci_low", "ci_high"):
-            op = exp.Sub if agg.kind == "ci_low" else exp.Add
-            new = exp.Paren(this=op(this=count_sum(), expression=err("half", agg.param)))
+            op = "-" if agg.kind == "ci_low" else "+"
+            new = f"({count_sum} {op} {err('half', agg.param)})"
         else:  # pragma: no cover - find_references only emits the kinds above
             raise AssertionError(agg.kind)
-        node.replace(new)
-    # move range predicates inside the node rows
+        agg.node.replace(V(new))
+    # range predicates: removed from WHERE; inline, their bin filters take their place
+    where = select.args.get("where")
+    keep = [c for c in _conjuncts(where.this)] if where is not None else []
     if ref.removed:
-        where = select.args.get("where")
-        keep = [c for c in _conjuncts(where.this)
-                if not any(c is r for r in ref.removed)]
-        if keep:
-            select.set("where", exp.Where(this=exp.and_(*keep)))
-        else:
-            select.set("where", None)
-    sub = sqlglot.parse_one(node_rows_sql(ref, choice), dialect=DIALECT)
-    table = _find_same(select, ref.table)
-    table.replace(exp.Subquery(this=sub, alias=exp.TableAlias(this=A.copy())))
+        removed = {id(r) for r in ref.removed}
+        keep = [c for c in keep if id(c) not in removed]
+    keep += [V(c) for c in rows.conds]
+    if one_node:
+        having = select.args.get("having")
+        if having is not None:
+            keep.append(exp.Paren(this=having.this))
+            select.set("having", None)
+        select.set("group", None)
+    if ref.removed or rows.conds or one_node:
+        select.set("where", exp.Where(this=exp.and_(*keep, copy=False)) if keep else None)
+    ref.table.replace(V(rows.source))
+    return rows.table
+
+
+def _one_node_per_group(ref: Reference, key: list[str]) -> bool:
+    """True when every group of ``ref.select`` is exactly one row of the source, whose
+    rows are identified by the columns ``key``: a plain GROUP BY of column references
+    that are (or determine, in a hierarchy) all of ``key``, with only COUNT-kind
+    aggregates, and no column outside WHERE and the aggregates that is not grouped (the
+    grouped query would be an error; it must stay one)."""
+    select = ref.select
+    group = select.args.get("group")
+    if group is None or not key:
+        return False
+    if any(group.args.get(x) for x in ("grouping_sets", "cube", "rollup", "totals", "all")):
+        return False
+    names = set()
+    for g in group.expressions:
+        if not isinstance(g, exp.Column) or (g.table and g.table.lower()
+                                             != ref.alias.lower()):
+            return False
+        names.add(g.name)
+    if not names <= set(key) or not set(key) <= ref.release.closure(names):
+        return False
+    if any(a.kind != "count" for a in ref.aggregates):
+        return False
+    counted = {id(a.node) for a in ref.aggregates}
+    for node in select.find_all(exp.AggFunc):
+        if id(node) not in counted and not isinstance(node.parent, exp.Window):
+            return False  # an aggregate this pass does not rewrite: keep the GROUP BY
+    for arg, value in select.args.items():
+        if arg in ("where", "with", "from", "from_", "joins", "group") or value is None:
+            continue
+        stack = list(value) if isinstance(value, list) else [value]
+        while stack:
+            node = stack.pop()
+            if not isinstance(node, exp.Expression) or id(node) in counted or isinstance(
+                    node, (exp.Select, exp.Subquery, exp.Union)):
+                continue
+            if isinstance(node, exp.Column) and node.name not in names and (
+                    not node.table or node.table.lower() == ref.alias.lower()) and \
+                    ref.release.column_attribute(node.name) is not None:
+                return False
+            stack.extend(node.iter_expressions())
+    return True
+
+
+def _sql_string(s: str) -> str:
+    return str(s).replace("'", "''")
 
 
 def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
     return list(e.flatten()) if isinstance(e, exp.And) else [e]
-
-
-def _ancestors(node: exp.Expression):
-    p = node
-    while p is not None:
-        yield p
-        p = p.parent
-
-
-def _find_same(root: exp.Expression, node: exp.Expression) -> exp.Expression:
-    """The node itself: references are collected on the tree being rewritten."""
-    return node
