@@ -61,6 +61,7 @@ def test_prefix_udfs(con):
 @given(st.floats(0, 256), st.floats(0, 256), st.floats(0, 1))
 @example(0.0, 5e-324, 0.0)  # (x - lower) / width underflows to a bin edge: not aligned
 @example(0.0, 1.0, 5e-324)
+@example(0.0, 256.0, 1.0)  # the empty range [256, 256) at the top edge
 def test_interpolated_ranges_are_additive(con, a, b, t):
     lo, hi = min(a, b), max(a, b)
     mid = lo + t * (hi - lo)

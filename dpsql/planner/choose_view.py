@@ -157,7 +157,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
         r = next((x for x in ref.ranges if x.attribute == attrs[0]),
                  RangeFilter(attrs[0], None, None))
         b0, b1 = bin_range(rel, r)
-        b1 = max(b1, b0 + 1)
+        b0 = min(b0, rel.attributes[attrs[0]].bins - 1)  # an empty range at the top edge
+        b1 = max(b1, b0 + 1)  # is ranked like the last bin (model ranges are non-empty)
         table = v.range_errors
         if table is not None and b1 < table.shape[1]:
             return float(table[b0, b1])

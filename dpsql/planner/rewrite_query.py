@@ -313,7 +313,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             select.set("having", None)
         select.set("group", None)
     if ref.removed or rows.conds or one_node:
-        select.set("where", exp.Where(this=exp.and_(*keep, copy=False)) if keep else None)
+        select.set("where", exp.Where(this=_and_all(keep)) if keep else None)
     ref.table.replace(V(rows.source))
     return rows.table
 
@@ -359,6 +359,16 @@ def _one_node_per_group(ref: Reference, key: list[str]) -> bool:
                 return False
             stack.extend(node.iter_expressions())
     return True
+
+
+def _and_all(items: list[exp.Expression]) -> exp.Expression:
+    """``a AND b AND ...`` without copying (``exp.and_`` wants Condition nodes, which a
+    text fragment is not under compiled sqlglot); OR/XOR operands are parenthesised."""
+    items = [exp.Paren(this=x) if isinstance(x, exp.Connector) else x for x in items]
+    out = items[0]
+    for x in items[1:]:
+        out = exp.And(this=out, expression=x)
+    return out
 
 
 def _sql_string(s: str) -> str:
