@@ -79,7 +79,7 @@ def describe(refs: Sequence[Reference], choices: Sequence[Choice],
 def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
     v = choice.view
     model = v.model
-    bound_model = model.sum_variance(choice.level, _first(v)) is None
+    bound_model = v.bound_model(choice.level)
     rel = ref.release.release
     notes = []
     approx = sorted({a.kind for a in ref.aggregates if a.kind in ("sum", "avg", "quantile")})
@@ -122,11 +122,6 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         "rng": rel.rng,
         "notes": notes,
     }
-
-
-def _first(v: ViewInfo):
-    import numpy as np
-    return np.zeros(1, dtype=np.int64)
 
 
 __all__ = ["Catalog", "PlannedQuery", "ReleaseInfo", "ViewInfo", "plan_query", "describe"]

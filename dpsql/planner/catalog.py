@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dpsql.accuracy import ErrorModel
 from dpsql.release.store import AttributeMeta, LevelMeta, Release, ViewMeta
 
@@ -45,9 +47,19 @@ class ViewInfo:
     """``(SQL name, label columns)`` of the view's prefix table when it holds one row per
     public leading group and bin (so a range over the last attribute is two rows a group,
     absent groups included); None otherwise."""
+    bound_levels: tuple[bool, ...] = ()
+    """Per level: True when the error model gives bounds, not variances (InfTDA)."""
     range_errors: Any = field(default=None, compare=False, repr=False)
     """For a one-attribute range view: the predicted 95 % half-width of every bin range,
     ``range_errors[b0, b1]`` for b0 < b1 (numpy, precomputed at attach; None if not)."""
+
+    predictions: dict = field(default_factory=dict, compare=False, repr=False)
+    """Memo of the planner's (level, m) predictions (see choose_view)."""
+
+    def bound_model(self, k: int) -> bool:
+        if k <= len(self.bound_levels):
+            return self.bound_levels[k - 1]
+        return self.model.sum_variance(k, np.zeros(1, dtype=np.int64)) is None
 
     def node_table(self, k: int) -> str:
         return self.node_tables[k - 1] if k <= len(self.node_tables) else ""
