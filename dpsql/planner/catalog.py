@@ -12,6 +12,7 @@ nodes read as 0 and count towards the error bound). Nothing here is data-depende
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -109,12 +110,15 @@ class ReleaseInfo:
 
     def column_attribute(self, column: str) -> AttributeMeta | None:
         """The attribute a logical-table column belongs to (range attributes by name)."""
+        return self._columns.get(column)
+
+    @cached_property
+    def _columns(self) -> dict[str, AttributeMeta]:
+        out: dict[str, AttributeMeta] = {}
         for a in self.release.attributes.values():
-            if a.kind == "range" and a.name == column:
-                return a
-            if a.kind != "range" and column in a.columns:
-                return a
-        return None
+            for c in ((a.name,) if a.kind == "range" else a.columns):
+                out.setdefault(c, a)
+        return out
 
     def units_key(self) -> tuple[Any, ...]:
         """What must agree for two releases to be combined in one query."""
