@@ -117,6 +117,7 @@ class Result(QueryResult):
 # --------------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"^\s*(?:--[^\n]*\n|/\*.*?\*/|;|\s)*", re.DOTALL)
+_NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
 _CATALOG_SCHEMAS = {"pg_catalog", "information_schema"}
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge,
            exp.TruncateTable, exp.Copy)
@@ -202,6 +203,9 @@ class Session(_BVSession):
     def _execute(self, text: str, word: str, params: list | None) -> Result:
         if not text:
             return Result(status="EMPTY")
+        if ";" in _NOT_CODE.sub("", text):
+            raise UnsupportedQueryError(
+                "several statements in one query string: send one statement at a time")
         command = _COMMANDS.get(word)
         if command is not None:
             return command(self, text)

@@ -151,23 +151,72 @@ def _json_text(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v, default=str)
 
 
+_EPOCH_DATE = _dt.date(2000, 1, 1)
+_EPOCH = _dt.datetime(2000, 1, 1)
+
+
+def _numeric_binary(v: Any) -> bytes:
+    """PostgreSQL's binary NUMERIC: base-10000 digit groups, weight, sign, display scale."""
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    if d.is_nan():
+        return struct.pack("!hhHh", 0, 0, 0xC000, 0)
+    if d.is_infinite():
+        return struct.pack("!hhHh", 0, 0, 0xF000 if d < 0 else 0xD000, 0)
+    sign = 0x4000 if d.is_signed() and d != 0 else 0
+    dscale = max(0, -int(d.as_tuple().exponent))
+    whole, _, frac = format(d.copy_abs(), "f").partition(".")
+    whole = whole.lstrip("0")
+    whole = whole.zfill(-(-len(whole) // 4) * 4)
+    frac = frac + "0" * (-len(frac) % 4)
+    groups = [int(whole[i:i + 4]) for i in range(0, len(whole), 4)]
+    groups += [int(frac[i:i + 4]) for i in range(0, len(frac), 4)]
+    weight = len(whole) // 4 - 1
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight = 0
+    return struct.pack(f"!hhHh{len(groups)}H", len(groups), weight, sign, dscale, *groups)
+
+
+def _timestamp_binary(v: _dt.datetime) -> bytes:
+    if v.tzinfo is not None:
+        v = v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    delta = v - _EPOCH
+    return struct.pack("!q", (delta.days * 86400 + delta.seconds) * 1_000_000
+                       + delta.microseconds)
+
+
+def _time_binary(v: _dt.time) -> bytes:
+    return struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000
+                       + v.microsecond)
+
+
+def _interval_binary(v: _dt.timedelta) -> bytes:
+    return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
+
+
 _Enc = Callable[[Any], str]
 _SCALARS: dict[str, tuple[int, int, _Enc, Callable[[Any], bytes] | None]] = {
     "BOOLEAN": (16, 1, lambda v: "t" if v else "f", lambda v: b"\x01" if v else b"\x00"),
     "SMALLINT": (21, 2, str, lambda v: struct.pack("!h", v)),
     "INTEGER": (23, 4, str, lambda v: struct.pack("!i", v)),
     "BIGINT": (20, 8, str, lambda v: struct.pack("!q", v)),
-    "NUMERIC": (1700, -1, _numeric_text, None),
+    "NUMERIC": (1700, -1, _numeric_text, _numeric_binary),
     "FLOAT": (700, 4, _float_text, lambda v: struct.pack("!f", v)),
     "DOUBLE": (701, 8, _float_text, lambda v: struct.pack("!d", v)),
     "TEXT": (25, -1, str, lambda v: str(v).encode("utf-8")),
     "BLOB": (17, -1, lambda v: "\\x" + bytes(v).hex(), bytes),
-    "DATE": (1082, 4, _temporal_text, None),
-    "TIME": (1083, 8, _temporal_text, None),
-    "TIMESTAMP": (1114, 8, _temporal_text, None),
-    "TIMESTAMPTZ": (1184, 8, _temporal_text, None),
-    "INTERVAL": (1186, 16, _interval_text, None),
-    "UUID": (2950, 16, str, None),
+    "DATE": (1082, 4, _temporal_text,
+             lambda v: struct.pack("!i", (v - _EPOCH_DATE).days)),
+    "TIME": (1083, 8, _temporal_text, _time_binary),
+    "TIMESTAMP": (1114, 8, _temporal_text, _timestamp_binary),
+    "TIMESTAMPTZ": (1184, 8, _temporal_text, _timestamp_binary),
+    "INTERVAL": (1186, 16, _interval_text, _interval_binary),
+    "UUID": (2950, 16, str, lambda v: getattr(v, "bytes", None) or bytes.fromhex(
+        str(v).replace("-", ""))),
     "JSON": (114, -1, _json_text, lambda v: _json_text(v).encode("utf-8")),
 }
 _ALIASES = {
@@ -191,13 +240,36 @@ def _array_elem(enc: _Enc, v: Any) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _array_binary(values: Any, elem_oid: int, enc: Callable[[Any], bytes]) -> bytes:
+    """A 1-D array in PostgreSQL's binary format (lower bound 1)."""
+    values = list(values)
+    head = struct.pack("!iiiii", 1 if values else 0, int(any(v is None for v in values)),
+                       elem_oid, len(values), 1)
+    if not values:
+        return head[:12]
+    parts = [head]
+    for v in values:
+        if v is None:
+            parts.append(b"\xff\xff\xff\xff")
+        else:
+            data = enc(v)
+            parts.append(struct.pack("!i", len(data)) + data)
+    return b"".join(parts)
+
+
 def pg_type(duck_type: str) -> tuple[int, int, _Enc, Callable[[Any], bytes] | None]:
     """PostgreSQL (OID, typlen, text encoder, binary encoder or None) of a DuckDB type."""
     t = duck_type.strip().upper()
     if t.endswith("]"):
-        oid, _, enc, _ = pg_type(t[:t.rindex("[")])
-        return (_ARRAYS.get(oid, 1009), -1,
-                lambda v: "{" + ",".join(_array_elem(enc, x) for x in v) + "}", None)
+        inner = t[:t.rindex("[")]
+        oid, _, enc, elem_bin = pg_type(inner)
+        array_oid = _ARRAYS.get(oid)
+        if array_oid is None:  # arrays of other types go out as text[]
+            oid, elem_bin, array_oid = 25, (lambda v: enc(v).encode("utf-8")), 1009
+        binary = None if inner.endswith("]") or elem_bin is None else \
+            (lambda v: _array_binary(v, oid, elem_bin))
+        return (array_oid, -1,
+                lambda v: "{" + ",".join(_array_elem(enc, x) for x in v) + "}", binary)
     base = t.split("(", 1)[0].strip()
     base = _ALIASES.get(base, base)
     return _SCALARS.get(base, (25, -1, str, lambda v: str(v).encode("utf-8")))
@@ -392,25 +464,18 @@ class Handler(BuenaVistaHandler):
 
     def send_row_description(self, result: Result) -> None:
         buf = BVBuffer()
-        fmts = result.result_format or []
-        for i, (name, dtype) in enumerate(zip(result.names or [], result.types)):
-            oid, typlen, _, binary = pg_type(dtype)
-            fmt = fmts[i] if i < len(fmts) else 0
-            if fmt == 1 and binary is None:
-                raise NotSupportedError(
-                    f"column {name!r} ({dtype}) has no binary output here; request text "
-                    "results (psycopg: a normal cursor, not binary=True)")
+        for name, dtype, fmt in zip(result.names or [], result.types, _formats(result)):
+            oid, typlen, _, _ = pg_type(dtype)
             buf.write_string(name)
             buf.write_bytes(struct.pack("!ihihih", 0, 0, oid, typlen, -1, fmt))
         out = buf.get_value()
         self.wfile.write(struct.pack("!cih", b"T", len(out) + 6, result.column_count()) + out)
 
     def send_data_rows(self, result: Result, limit: int = 0) -> int:
-        fmts = result.result_format or []
         encoders = []
-        for i, dtype in enumerate(result.types):
+        for dtype, fmt in zip(result.types, _formats(result)):
             _, _, text, binary = pg_type(dtype)
-            if i < len(fmts) and fmts[i] == 1:
+            if fmt == 1:
                 encoders.append(binary)
             else:
                 encoders.append(lambda v, text=text: text(v).encode("utf-8"))
@@ -430,6 +495,19 @@ class Handler(BuenaVistaHandler):
             if limit > 0 and count >= limit:
                 break
         return count
+
+
+def _formats(result: Result) -> list[int]:
+    """The format of each result column: what the client asked for (Bind), except that a
+    type without a binary encoder here (numeric, dates, intervals, arrays) is sent as text.
+    RowDescription states the format per column, and clients (libpq, psycopg, JDBC) decode
+    by it."""
+    asked = result.result_format or []
+    out = []
+    for i, dtype in enumerate(result.types):
+        fmt = asked[i] if i < len(asked) else 0
+        out.append(1 if fmt == 1 and pg_type(dtype)[3] is not None else 0)
+    return out
 
 
 def _io(payload: bytes):  # noqa: ANN202

@@ -9,6 +9,7 @@ add nothing and lose nothing (it plans with the same planner).
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -181,6 +182,7 @@ def test_psycopg_parameter_types(pg, local):
     ("INSERT INTO trips VALUES (1)", "25006", "read-only"),
     ("DROP TABLE trips", "25006", "read-only"),
     ("SHOW no_such_setting", "42704", "unrecognized"),
+    ("BEGIN; SELECT COUNT(*) FROM trips", "0A000", "one statement"),
 ])
 def test_psycopg_error_codes(server, sql, code, words):
     with psycopg.connect(_dsn(server), autocommit=True) as con:
@@ -189,6 +191,43 @@ def test_psycopg_error_codes(server, sql, code, words):
         assert info.value.sqlstate == code
         assert words in str(info.value)
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
+
+
+def _last_result(pgconn):
+    """Wait (without holding the GIL) for a libpq async request; return its last result."""
+    deadline = time.monotonic() + 30
+    last = None
+    while True:
+        while pgconn.is_busy():  # get_result() only once it will not block
+            assert time.monotonic() < deadline, "no answer from the server"
+            select.select([pgconn.socket], [], [], 0.1)
+            pgconn.consume_input()
+        res = pgconn.get_result()
+        if res is None:
+            return last
+        last = res
+
+
+def test_binary_results_and_describe_statement(server, local):
+    """Binary result formats (psycopg binary cursors), and Describe of a named statement
+    (what JDBC drivers send before binding): the columns and parameter types come back."""
+    sql = "SELECT mode, COUNT(*) AS n, dp_stderr() AS se FROM trips WHERE mode IN (?, ?) " \
+          "GROUP BY mode ORDER BY mode"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with con.cursor(binary=True) as cur:
+            got = cur.execute(_pg_sql(sql), ["bus", "car"]).fetchall()
+        assert [tuple(r) for r in got] == _expected(local, sql, ["bus", "car"])
+        # libpq's asynchronous calls: the blocking ones would hold the GIL that the
+        # in-process server thread needs
+        pgconn = con.pgconn
+        pgconn.send_prepare(b"s1", b"SELECT region, COUNT(*) AS n FROM trips "
+                                   b"WHERE mode = $1 GROUP BY region", [0])
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        pgconn.send_describe_prepared(b"s1")
+        desc = _last_result(pgconn)
+        assert desc.status == psycopg.pq.ExecStatus.COMMAND_OK
+        assert [desc.fname(i) for i in range(desc.nfields)] == [b"region", b"n"]
+        assert desc.nparams == 1 and desc.param_type(0) == 25  # unknown -> text
 
 
 def test_failed_transaction_needs_rollback(server):
@@ -383,8 +422,8 @@ def test_cli_serve_and_sigterm(trips_release):
                 line = proc.stdout.readline()
                 assert line or proc.poll() is None, proc.stderr.read()
             port = int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
-            with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x "
-                                 "sslmode=disable") as con:
+            # libpq's default sslmode=prefer: the server declines SSL, the client goes on
+            with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x") as con:
                 assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(20) == 0
