@@ -5,6 +5,16 @@ name), reads its catalog once, and registers dpsql's Python UDFs on the connecti
 (once per connection: registration is idempotent). ``plan`` / ``sql`` / ``execute`` run
 the planner (:mod:`dpsql.planner`) and DuckDB.
 
+Attaching also precomputes what the planner would otherwise redo per query (all of it
+public: domains, the catalog, the error models' parameters): a node table for every
+sparse level of up to 250,000 public nodes, in the in-memory database ``dpsql_nodes``
+ATTACHed to the connection's instance (so every cursor sees it; a read-only instance
+cannot host one, and its sparse levels are then densified per query); which hierarchy
+columns determine their ancestors; whether each prefix table covers every public group;
+and the predicted error of every bin range of a one-attribute range view. ``plan`` binds
+the planned SQL once in DuckDB to report its output columns; ``sql``, ``execute`` and
+:mod:`dpsql.dbapi` do not (DuckDB's own errors are translated when they run it).
+
 UDFs (Arrow-vectorised, deterministic, read-only; they evaluate public error models or
 the public prefix sums loaded at attach time and never touch the connection):
 

@@ -136,7 +136,6 @@ class _Rows:
             return
         ranges = {r.attribute: r for r in ref.ranges}
         node_table = view.node_table(k)
-        self.inline = inline
         conds: list[str] = []
         weights: list[str] = []
         self.edges: dict[str, tuple[str, str]] = {}
@@ -184,7 +183,6 @@ class _Rows:
         self.count, self.node = f"{A}.dp_count", f"{A}.dp_node"
         self.edges = {a: (f"{A}.{q(a + '_lo')}", f"{A}.{q(a + '_hi')}") for a in spans}
 
-
     def _prefix(self, ref: Reference, view: ViewInfo, A: str) -> None:
         """A range [b0, b1) over the last attribute as cum[b1] − cum[b0] of each group's
         prefix row (one row a group when b0 = 0): O(1) rows a group, not one per bin."""
@@ -228,12 +226,6 @@ def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
         edges.append(b)
     b0, b1 = edges
     return (b0, b1) if b0 < b1 else None
-
-
-def node_rows_sql(ref: Reference, choice: Choice) -> str:
-    """The SELECT that the general form puts in place of the reference (for tests and
-    ``EXPLAIN``-style inspection)."""
-    return _Rows(ref, choice, inline=False).source.rsplit(") AS ", 1)[0][1:]
 
 
 def rewrite_reference(ref: Reference, choice: Choice) -> str:
