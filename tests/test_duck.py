@@ -254,3 +254,24 @@ def test_grouped_ranges_read_the_prefix_table(con):
     # error columns need the nodes: the level table, not the prefix
     info = duck.plan(con, q.replace("AS n", "AS n, dp_bound(0.05)")).info
     assert info["read_table"] == "mode_dist__l3"
+
+
+def test_range_predictions_precomputed_or_memoized_agree(trips_release, monkeypatch):
+    queries = ["SELECT COUNT(*) FROM trips WHERE distance >= 8 AND distance < 48",
+               "SELECT COUNT(*) FROM trips WHERE age BETWEEN 17.5 AND 60",
+               "SELECT COUNT(*) FROM dist WHERE distance >= 256"]
+    pre = duckdb.connect()
+    duck.attach(pre, str(trips_release))
+    assert duck.catalog_of(pre).find_view("dist").range_errors is not None
+    monkeypatch.setattr(duck, "MAX_PRECOMPUTED_BINS", 0)
+    lazy = duckdb.connect()
+    duck.attach(lazy, str(trips_release))
+    view = duck.catalog_of(lazy).find_view("dist")
+    assert view.range_errors is None
+    for q in queries:
+        want = duck.plan(pre, q).info["candidates"]
+        assert duck.plan(lazy, q).info["candidates"] == want  # computed, then memoized
+        assert duck.plan(lazy, q).info["candidates"] == want
+    assert any(k[0] == "range" for k in view.predictions)
+    pre.close()
+    lazy.close()

@@ -21,8 +21,9 @@ shallower level, then to the view name.
 
 **Speed.** The error models are numpy code: one evaluation costs 10-200 µs, several per
 query. The predictions of one-attribute range views are therefore precomputed for every
-bin range at attach time (:func:`range_errors`), and the ``m``-node predictions are
-memoized on the attached view by ``(level, m)``: a pure function of public parameters,
+bin range at attach time (:func:`range_errors`; up to 128 bins, larger ones are memoized
+by bin range), and the ``m``-node predictions are memoized on the attached view by
+``(level, m)``: a pure function of public parameters,
 shared by every query that groups or filters alike (it is not a plan cache: every query
 is still parsed, checked and rewritten).
 """
@@ -170,9 +171,15 @@ def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
         table = v.range_errors
         if table is not None and b1 < table.shape[1]:
             return float(table[b0, b1])
+        hit = v.predictions.get(("range", b0, b1))
+        if hit is not None:
+            return hit
         rv = model.range_variance(np.array([b0]), np.array([b1]))
         if rv is not None:
-            return Z95 * math.sqrt(float(np.asarray(rv)[0]))
+            out = Z95 * math.sqrt(float(np.asarray(rv)[0]))
+            if len(v.predictions) < MAX_MEMO:
+                v.predictions[("range", b0, b1)] = out
+            return out
     lv = v.meta.level(level)
     m = float(lv.n_nodes)
     groups = {rel.column_attribute(c).name: c for c in ref.columns}
