@@ -383,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=os.environ.get("DPSQL_HOST", "127.0.0.1"),
                    help="address to listen on (default 127.0.0.1, env DPSQL_HOST); any "
                         "non-loopback address needs --password-file")
-    p.add_argument("--port", type=int, default=int(os.environ.get("DPSQL_PORT", "5433")),
+    p.add_argument("--port", type=int, default=os.environ.get("DPSQL_PORT", "5433"),
                    help="TCP port (default 5433, env DPSQL_PORT; 0 picks a free port)")
     p.add_argument("--password-file", default=os.environ.get("DPSQL_PASSWORD_FILE"),
                    metavar="FILE", help="require this password (first line of FILE, mode "

@@ -125,6 +125,8 @@ _WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDE
                    "CLUSTER", "COMMENT", "LOCK", "REFRESH", "INSTALL", "LOAD", "ATTACH",
                    "DETACH", "EXPORT", "IMPORT", "CALL", "TRUNCATE", "COPY", "PRAGMA",
                    "CREATE", "DROP", "ALTER", "INSERT", "UPDATE", "DELETE", "MERGE", "USE"}
+
+
 def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
 
@@ -151,6 +153,7 @@ class Session(_BVSession):
         # dbapi.connect() would warn about a seeded release once per client; serve()
         # warns once at start-up instead, so the session wraps the attached connection.
         self.dbapi = DbapiConnection(con, plan_cache_size)
+        self._duck = con
         self.alias = alias
         self.catalog = catalog
         self.catalog_cur = catalog.cursor()
@@ -174,9 +177,9 @@ class Session(_BVSession):
 
     def interrupt(self) -> None:
         """Cancel the running statement (PostgreSQL CancelRequest)."""
-        for con in (self.dbapi._con, self.catalog_cur):
-            if con is not None:
-                con.interrupt()
+        if not self.dbapi.closed:
+            self._duck.interrupt()
+            self.catalog_cur.interrupt()
 
     def transaction_status(self) -> bytes:
         """The ReadyForQuery status byte: idle, in a block, or in a failed block."""
