@@ -15,12 +15,14 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
 
 DIALECT = "duckdb"
+_DUCKDB = Dialect.get_or_raise(DIALECT)  # looked up once, not per query
 _QMARK = "dpsql_qmark_"  # '?' number k is parsed as the placeholder $dpsql_qmark_k
 
 _QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)
@@ -39,9 +41,9 @@ def parse_walked(sql: str) -> tuple[exp.Expression, list[exp.Expression]]:
     try:
         try:
             text = _number_qmarks(sql) if "?" in sql else sql  # tokenize once if no '?'
-            trees = [t for t in sqlglot.parse(text, dialect=DIALECT) if t is not None]
+            trees = [t for t in _DUCKDB.parse(text) if t is not None]
         except ParseError:
-            trees = [t for t in sqlglot.parse(sql, dialect=DIALECT) if t is not None]
+            trees = [t for t in _DUCKDB.parse(sql) if t is not None]
     except ParseError as err:
         first = err.errors[0] if err.errors else {}
         raise SqlSyntaxError(
