@@ -153,6 +153,8 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
     with bar:
         con = duckdb.connect()  # one DuckDB instance for reading, counting and writing
         try:
+            # DuckDB would draw its own bar over ours on queries longer than 2 s.
+            con.execute("SET enable_progress_bar = false")
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
             report = ingest(spec, con, salt, hierarchy_codes=hcodes)

@@ -390,19 +390,27 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         pos += k
     policy = _apply_policies(con, used, per_attr, report)
     code_cols, conds = _row_codes(used, policy, strict=False)
-    con.execute(f"CREATE TEMP TABLE dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
+    con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
-    con.execute("DROP TABLE dpsql_looked_up")
-    kept = _count(con, "SELECT count(*) FROM dpsql_coded")
-    # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random
-    # by a salted hash (the salt comes from the release RNG).
+    # Privacy rule 2: keep at most max_rows rows per unit, chosen uniformly at random by a
+    # salted hash (the salt comes from the release RNG): the first max_rows rows of the
+    # unit in hash order. A unit with at most max_rows rows keeps them all whatever the
+    # order, so only the rows of larger units are ranked (the sort is the expensive part;
+    # the rows kept are exactly those of ranking every unit). NULL is one unit, as in
+    # PARTITION BY, hence IS NOT DISTINCT FROM.
+    con.execute("CREATE TEMP TABLE dpsql_sizes AS SELECT dpsql_unit, count(*) AS k "
+                "FROM dpsql_coded GROUP BY dpsql_unit")
+    kept = _count(con, "SELECT coalesce(sum(k), 0) FROM dpsql_sizes")
     codes = ", ".join(f"c_{a.name}" for a in used)
+    m = int(unit.max_rows)
     con.execute(
-        "CREATE TEMP TABLE dpsql_rows AS SELECT * EXCLUDE (dpsql_rank) FROM ("
-        f"SELECT {codes}, row_number() OVER (PARTITION BY dpsql_unit ORDER BY "
-        f"hash({int(salt)}, dpsql_unit, {codes})) AS dpsql_rank "
-        f"FROM dpsql_coded) WHERE dpsql_rank <= {unit.max_rows}")
-    con.execute("DROP TABLE dpsql_coded")
+        "CREATE TEMP VIEW dpsql_sized AS SELECT c.*, s.k AS dpsql_k FROM dpsql_coded c "
+        "JOIN dpsql_sizes s ON c.dpsql_unit IS NOT DISTINCT FROM s.dpsql_unit")
+    con.execute(
+        f"CREATE TEMP VIEW dpsql_rows AS SELECT {codes} FROM dpsql_sized WHERE dpsql_k <= {m} "
+        f"UNION ALL SELECT {codes} FROM (SELECT {codes}, row_number() OVER (PARTITION BY "
+        f"dpsql_unit ORDER BY hash({int(salt)}, dpsql_unit, {codes})) AS dpsql_rank "
+        f"FROM dpsql_sized WHERE dpsql_k > {m}) WHERE dpsql_rank <= {m}")
     counts.count_codes(con, "dpsql_rows", sets)
     report.rows_used = counts.total_rows(con, sets[0])
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",

@@ -115,7 +115,8 @@ def _oracle(table: pa.Table, spec: ReleaseSpec) -> tuple[dict, dict]:
         leaves[counts.set_key(s)] = {tuple(int(x) for x in k): int(c)
                                      for k, c in zip(uniq, cnt)}
     stats = {a: (int(null[a].sum()), int(bad[a].sum())) for a in spec.attributes if a in used}
-    return leaves, {"rows_read": n, "rows_used": int(keep.sum()), "stats": stats}
+    return leaves, {"rows_read": n, "rows_used": int(keep.sum()), "stats": stats,
+                    "codes": {a: code[a][keep] for a in used}, "keep": keep}
 
 
 def _ingested(spec: ReleaseSpec) -> tuple[dict, dpsql.release.ingest.IngestReport]:
@@ -245,3 +246,44 @@ print(sorted(m for m in ("pandas", "dpsql.planner", "dpsql.dbapi") if m in sys.m
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("max_rows", [1, 3, 40])
+def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
+    # Units of every size (and NULL, which is one unit): the builder ranks only the units
+    # above max_rows; the rows kept must be exactly those of ranking every unit by the
+    # salted hash, as privacy rule 2 states it.
+    table = _messy(3000, 7, nan=False)
+    g = np.random.default_rng(8)
+    uid = g.zipf(1.6, table.num_rows) % 200
+    table = table.set_column(0, "uid", pa.array(uid, mask=g.random(table.num_rows) < 0.02))
+    pq.write_table(table, tmp_path / "t.parquet")
+    spec = _spec(tmp_path, True, dist="clamp")
+    spec = ReleaseSpec.from_dict({**spec.to_dict(), "privacy_unit": {
+        "column": "uid", "max_rows": max_rows}}, base_dir=tmp_path)
+    got, report = _ingested(spec)
+    _, facts = _oracle(table, spec)
+    used = [a for a in spec.attributes if a in facts["codes"]]  # the builder's hash order
+    con = duckdb.connect()
+    con.register("coded", {**{f"c_{a}": facts["codes"][a] for a in used},
+                           "u": uid[facts["keep"]].astype(np.float64)})
+    con.execute("CREATE TABLE coded2 AS SELECT * EXCLUDE (u), "
+                "CASE WHEN isnan(u) THEN NULL ELSE u::BIGINT END AS dpsql_unit FROM coded")
+    nulls = table.column("uid").is_null().to_numpy(zero_copy_only=False)[facts["keep"]]
+    con.execute("UPDATE coded2 SET dpsql_unit = NULL WHERE rowid IN (SELECT unnest(?))",
+                [np.flatnonzero(nulls).tolist()])
+    codes = ", ".join(f"c_{a}" for a in used)
+    want = {}
+    for s in attribute_sets(spec):
+        cols = ", ".join(f"c_{a}" for a in s)
+        rows = con.execute(
+            f"SELECT {cols}, count(*) FROM (SELECT *, row_number() OVER (PARTITION BY "
+            f"dpsql_unit ORDER BY hash(1, dpsql_unit, {codes})) AS r FROM coded2) "
+            f"WHERE r <= {max_rows} GROUP BY ALL").fetchall()
+        want[counts.set_key(s)] = {tuple(r[:-1]): r[-1] for r in rows}
+    assert got == want
+    heavy = sum(max(0, k - max_rows) for k in np.unique(
+        np.where(nulls, -1, uid[facts["keep"]]), return_counts=True)[1])
+    assert report.rows_used == facts["rows_used"] - heavy
+    if heavy:
+        assert ("uid", f"dropped (more than {max_rows} rows per unit)", heavy) in report.actions
