@@ -1,7 +1,8 @@
 """Build a release: ingest → true counts → mechanism → release file.
 
 This is the only code that reads raw data and draws noise (through
-:mod:`dpsql.mechanisms`). The steps, each with a progress bar:
+:mod:`dpsql.mechanisms`). The steps, named on a progress display that appears once a
+build has run for half a second:
 
 1. **Budgets.** The total is split across views by weight and converted to each
    mechanism's native notion (:func:`view_budgets`): pure ε → ρ = ε²/2 for Gaussian
@@ -10,9 +11,18 @@ This is the only code that reads raw data and draws noise (through
    largest ρ under the tight conversion and accounted in zCDP.
 2. **Ingest** (:mod:`dpsql.release.ingest`): checks, policies and contribution bounding
    in SQL, with a salt drawn from the release RNG.
-3. **Count** (:mod:`dpsql.release.counts`): one GROUP BY per view.
+3. **Count** (:mod:`dpsql.release.counts`): one ``GROUPING SETS`` scan for all views;
+   without a unit column it groups raw keys first and checks the policies on the
+   distinct keys.
 4. **Mechanism**: one call per view, on numpy arrays.
-5. **Write** (:mod:`dpsql.release.store`): level, prefix and domain tables, atomically.
+5. **Write** (:mod:`dpsql.release.store`): level, prefix and domain tables, atomically,
+   in one transaction on the same DuckDB connection; the returned catalog is built from
+   the rows written, not read back.
+
+Where the time goes at 10M rows (``benchmarks/release.py --profile``): the one scan is
+about 60 % (≈ 1.2× a plain DuckDB GROUP BY of the same leaves: the policy key of the
+range attribute costs the rest); the fixed part (spec, DuckDB start, spine tables, both
+mechanisms, writing 19 tables and the macros, checkpoint) about 0.14 s whatever the rows.
 """
 
 from __future__ import annotations
