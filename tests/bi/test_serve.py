@@ -230,6 +230,28 @@ def test_binary_results_and_describe_statement(server, local):
         assert desc.nparams == 1 and desc.param_type(0) == 25  # unknown -> text
 
 
+def test_cancel_request_interrupts_the_query(server):
+    """psycopg's cancel() sends a CancelRequest on a new socket: the running DuckDB query
+    stops with 57014 (query_canceled) and the session stays usable."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        errors = []
+
+        def long_query():
+            try:
+                con.execute("SELECT COUNT(*) FROM range(1000000000000)")
+            except psycopg.Error as err:
+                errors.append(err)
+
+        t = threading.Thread(target=long_query)
+        t.start()
+        time.sleep(0.5)
+        con.cancel_safe(timeout=20)  # non-blocking libpq API: the server shares our GIL
+        t.join(30)
+        assert not t.is_alive()
+        assert [e.sqlstate for e in errors] == ["57014"]
+        assert con.execute("SELECT 1").fetchone() == (1,)
+
+
 def test_failed_transaction_needs_rollback(server):
     """PostgreSQL semantics: after an error in a block, only ROLLBACK gets through."""
     with psycopg.connect(_dsn(server)) as con:  # not autocommit: psycopg sends BEGIN
