@@ -38,6 +38,18 @@ VERSION_STRING = (f"PostgreSQL {PG_VERSION} (dpsql {__version__} serve; DuckDB "
                   f"{duckdb.__version__}; answers are differentially private)")
 LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
 
+# DuckDB type name -> PostgreSQL type OID (what clients map to their own types)
+_PG_OIDS = {"BOOLEAN": 16, "TINYINT": 21, "SMALLINT": 21, "UTINYINT": 21, "INTEGER": 23,
+            "USMALLINT": 23, "BIGINT": 20, "UINTEGER": 20, "UBIGINT": 1700, "HUGEINT": 1700,
+            "UHUGEINT": 1700, "DECIMAL": 1700, "FLOAT": 700, "DOUBLE": 701, "VARCHAR": 1043,
+            "BLOB": 17, "DATE": 1082, "TIME": 1083, "TIMESTAMP": 1114,
+            "TIMESTAMP WITH TIME ZONE": 1184, "INTERVAL": 1186, "UUID": 2950}
+_PG_TYPE_NAMES = {16: "boolean", 21: "smallint", 23: "integer", 20: "bigint", 700: "real",
+                  701: "double precision", 1043: "character varying", 25: "text",
+                  17: "bytea", 1082: "date", 1083: "time without time zone",
+                  1114: "timestamp without time zone", 1184: "timestamp with time zone",
+                  1186: "interval", 2950: "uuid"}
+
 # PostgreSQL 15 relations or columns DuckDB lacks, as table macros over its emulation.
 RELATIONS: dict[str, str] = {
     "pg_class": "SELECT * REPLACE (reloptions::VARCHAR[] AS reloptions, relacl::VARCHAR[] "
@@ -50,6 +62,18 @@ RELATIONS: dict[str, str] = {
     "pg_index": "SELECT *, false AS indnullsnotdistinct FROM pg_catalog.pg_index",
     "pg_opclass": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS opcname, true AS opcdefault "
                   "WHERE false",
+    # DuckDB's atttypid is its internal type id, not the OID its own pg_type uses
+    "pg_attribute": "SELECT a.* REPLACE (coalesce(m.pg_oid, 25)::BIGINT AS atttypid, CASE WHEN "
+                    "c.data_type LIKE 'DECIMAL(%' THEN ((c.numeric_precision << 16) | "
+                    "c.numeric_scale) + 4 ELSE -1 END AS atttypmod) FROM "
+                    "pg_catalog.pg_attribute a LEFT JOIN duckdb_columns() c ON c.table_oid = "
+                    "a.attrelid AND c.column_index = a.attnum LEFT JOIN (VALUES " +
+                    ", ".join(f"('{k}', {v})" for k, v in _PG_OIDS.items()) +
+                    ") m(duck, pg_oid) ON m.duck = split_part(c.data_type, '(', 1)",
+    "pg_type": "SELECT * FROM pg_catalog.pg_type WHERE oid IS NOT NULL UNION ALL BY NAME "
+               "SELECT 25::BIGINT AS oid, 'text' AS typname, (SELECT min(typnamespace) FROM "
+               "pg_catalog.pg_type) AS typnamespace, -1 AS typlen, 'b' AS typtype, 'S' AS "
+               "typcategory",
     "pg_inherits": "SELECT 0::BIGINT AS inhrelid, 0::BIGINT AS inhparent, 0 AS inhseqno, "
                    "false AS inhdetachpending WHERE false",
     "pg_policy": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS polname, 0::BIGINT AS polrelid, "
@@ -83,14 +107,11 @@ RELATIONS: dict[str, str] = {
                    "''::VARCHAR AS definition WHERE false",
 }
 
-_PG_TYPE_NAMES = {"float8": "double precision", "float4": "real", "varchar": "character varying",
-                  "int8": "bigint", "int4": "integer", "int2": "smallint", "bool": "boolean",
-                  "timestamp": "timestamp without time zone",
-                  "timestamptz": "timestamp with time zone", "time": "time without time zone"}
 SCALAR_MACROS = (
-    "CREATE MACRO dpsql_format_type(a, b) AS CASE format_type(a, b) " + " ".join(
-        f"WHEN '{k}' THEN '{v}'" for k, v in _PG_TYPE_NAMES.items()) +
-    " ELSE format_type(a, b) END",
+    "CREATE MACRO dpsql_format_type(a, b) AS CASE a::BIGINT " + " ".join(
+        f"WHEN {k} THEN '{v}'" for k, v in _PG_TYPE_NAMES.items()) +
+    " WHEN 1700 THEN CASE WHEN b > 4 THEN 'numeric(' || ((b - 4) >> 16) || ',' || "
+    "((b - 4) & 65535) || ')' ELSE 'numeric' END ELSE format_type(a, b) END",
     f"CREATE MACRO version() AS '{VERSION_STRING}'",
     "CREATE MACRO pg_get_userbyid(x) AS 'dpsql'",
     "CREATE MACRO pg_encoding_to_char(x) AS 'UTF8'",

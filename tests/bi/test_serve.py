@@ -469,3 +469,68 @@ def test_port_in_use(trips_release):
         s.listen()
         with pytest.raises(OperationalError, match="pick another --port"):
             _start(trips_release, port=s.getsockname()[1])
+
+
+# --------------------------------------------------------------------------------------
+# JDBC-style clients (Metabase, Tableau, DBeaver): pgjdbc 42.x DatabaseMetaData SQL
+# --------------------------------------------------------------------------------------
+
+JDBC_SCHEMAS = (
+    'SELECT nspname AS TABLE_SCHEM, NULL AS TABLE_CATALOG FROM pg_catalog.pg_namespace  '
+    "WHERE nspname <> 'pg_toast' AND (nspname !~ '^pg_temp_'  OR nspname = "
+    "(pg_catalog.current_schemas(true))[1]) AND (nspname !~ '^pg_toast_temp_'  OR "
+    "nspname = replace((pg_catalog.current_schemas(true))[1], 'pg_temp_', "
+    "'pg_toast_temp_'))  ORDER BY TABLE_SCHEM")
+JDBC_TABLES = (
+    'SELECT NULL AS TABLE_CAT, n.nspname AS TABLE_SCHEM, c.relname AS TABLE_NAME,  CASE '
+    "n.nspname ~ '^pg_' OR n.nspname = 'information_schema'  WHEN true THEN CASE  WHEN "
+    "n.nspname = 'pg_catalog' OR n.nspname = 'information_schema' THEN CASE c.relkind   "
+    "WHEN 'r' THEN 'SYSTEM TABLE'   WHEN 'v' THEN 'SYSTEM VIEW'   WHEN 'i' THEN 'SYSTEM "
+    "INDEX'   ELSE NULL   END  WHEN n.nspname = 'pg_toast' THEN CASE c.relkind   WHEN "
+    "'r' THEN 'SYSTEM TOAST TABLE'   WHEN 'i' THEN 'SYSTEM TOAST INDEX'   ELSE NULL   "
+    "END  ELSE CASE c.relkind   WHEN 'r' THEN 'TEMPORARY TABLE'   WHEN 'p' THEN "
+    "'TEMPORARY TABLE'   WHEN 'i' THEN 'TEMPORARY INDEX'   WHEN 'S' THEN 'TEMPORARY "
+    "SEQUENCE'   WHEN 'v' THEN 'TEMPORARY VIEW'   ELSE NULL   END  END  WHEN false THEN "
+    "CASE c.relkind  WHEN 'r' THEN 'TABLE'  WHEN 'p' THEN 'PARTITIONED TABLE'  WHEN 'i' "
+    "THEN 'INDEX'  WHEN 'P' then 'PARTITIONED INDEX'  WHEN 'S' THEN 'SEQUENCE'  WHEN 'v' "
+    "THEN 'VIEW'  WHEN 'c' THEN 'TYPE'  WHEN 'f' THEN 'FOREIGN TABLE'  WHEN 'm' THEN "
+    "'MATERIALIZED VIEW'  ELSE NULL  END  ELSE NULL  END  AS TABLE_TYPE, d.description "
+    "AS REMARKS,  '' as TYPE_CAT, '' as TYPE_SCHEM, '' as TYPE_NAME, '' AS "
+    "SELF_REFERENCING_COL_NAME, '' AS REF_GENERATION  FROM pg_catalog.pg_namespace n, "
+    'pg_catalog.pg_class c  LEFT JOIN pg_catalog.pg_description d ON (c.oid = d.objoid '
+    "AND d.objsubid = 0  and d.classoid = 'pg_class'::regclass)  WHERE c.relnamespace = "
+    "n.oid  AND n.nspname LIKE 'public' AND c.relname LIKE '%' AND (false  OR ( "
+    "c.relkind IN ('r','p') AND n.nspname !~ '^pg_' AND n.nspname <> "
+    "'information_schema' ) )  ORDER BY TABLE_TYPE,TABLE_SCHEM,TABLE_NAME ")
+JDBC_COLUMNS = (
+    'SELECT * FROM (SELECT n.nspname,c.relname,a.attname,a.atttypid,a.attnotnull OR '
+    "(t.typtype = 'd' AND t.typnotnull) AS "
+    'attnotnull,a.atttypmod,a.attlen,t.typtypmod,row_number() OVER (PARTITION BY '
+    "a.attrelid ORDER BY a.attnum) AS attnum, nullif(a.attidentity, '') as "
+    "attidentity,nullif(a.attgenerated, '') as "
+    'attgenerated,pg_catalog.pg_get_expr(def.adbin, def.adrelid) AS '
+    'adsrc,dsc.description,t.typbasetype,t.typtype  FROM pg_catalog.pg_namespace n  JOIN '
+    'pg_catalog.pg_class c ON (c.relnamespace = n.oid)  JOIN pg_catalog.pg_attribute a '
+    'ON (a.attrelid=c.oid)  JOIN pg_catalog.pg_type t ON (a.atttypid = t.oid)  LEFT JOIN '
+    'pg_catalog.pg_attrdef def ON (a.attrelid=def.adrelid AND a.attnum = def.adnum)  '
+    'LEFT JOIN pg_catalog.pg_description dsc ON (c.oid=dsc.objoid AND a.attnum = '
+    'dsc.objsubid)  LEFT JOIN pg_catalog.pg_class dc ON (dc.oid=dsc.classoid AND '
+    "dc.relname='pg_class')  LEFT JOIN pg_catalog.pg_namespace dn ON "
+    "(dc.relnamespace=dn.oid AND dn.nspname='pg_catalog')  WHERE c.relkind in "
+    "('r','p','v','f','m') and a.attnum > 0 AND NOT a.attisdropped  AND n.nspname LIKE "
+    "'public' AND c.relname LIKE 'mode_dist') c WHERE true  ORDER BY "
+    'nspname,c.relname,attnum ')
+
+
+def test_jdbc_metadata_queries(server):
+    """The SQL pgjdbc's getSchemas/getTables/getColumns send (Metabase and Tableau list
+    tables and columns through them): logical tables only, PostgreSQL type OIDs."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("SET extra_float_digits = 3")
+        assert ("public", None) in con.execute(JDBC_SCHEMAS).fetchall()
+        tables = con.execute(JDBC_TABLES).fetchall()
+        assert {(r[1], r[2], r[3]) for r in tables} == {("public", t, "TABLE")
+                                                        for t in LOGICAL}
+        cols = con.execute(JDBC_COLUMNS).fetchall()
+        assert [(r[2], r[3], r[8]) for r in cols] == [
+            ("mode", 1043, 1), ("distance", 701, 2), ("dp_count", 701, 3)]
