@@ -43,7 +43,6 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from decimal import Decimal
 from typing import Any, Iterator, Sequence
 
 import duckdb
@@ -422,8 +421,3 @@ class ReleaseConnection(Connection):
 
     def parameters(self) -> dict[str, str]:
         return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}
-
-
-def decimal_param(value: Decimal) -> int | float:
-    """A NUMERIC parameter as the planner's literal types (int when integral)."""
-    return int(value) if value == value.to_integral_value() else float(value)

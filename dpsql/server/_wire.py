@@ -19,9 +19,9 @@ or patches its code:
   declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> int or float,
   bool -> bool, anything else -> str) so that the planner binds ``WHERE distance < $1``
   as a number.
-* **Result types.** Column types come from DuckDB type names and map to PostgreSQL OIDs
-  with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays as
-  ``{...}``); binary output for the fixed-width types, text and bytea.
+* **Result types** (:mod:`dpsql.server._types`). DuckDB type names map to PostgreSQL
+  OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
+  as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined like SSL ones; a CancelRequest
@@ -30,18 +30,14 @@ or patches its code:
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import hmac
 import ipaddress
-import json
 import logging
-import math
 import socket
 import struct
 import threading
-from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
+from typing import Any
 
 import duckdb
 from buenavista.postgres import BuenaVistaHandler, BuenaVistaServer, BVBuffer
@@ -63,18 +59,14 @@ from dpsql.server._session import (
     ReadOnlyError,
     Result,
     UnknownSettingError,
-    decimal_param,
 )
+from dpsql.server._types import ProtocolError, decode_param, pg_type
 
 logger = logging.getLogger("dpsql.server")
 
 
 class AuthenticationError(OperationalError):
     """Wrong password: SQLSTATE 28P01, FATAL, and the connection is closed."""
-
-
-class ProtocolError(InterfaceError):
-    """A message the server cannot decode: SQLSTATE 08P01."""
 
 
 # Most specific first: the first class the error is an instance of gives the code.
@@ -113,211 +105,6 @@ def sqlstate_of(err: BaseException) -> str:
         if isinstance(err, cls):
             return code
     return "XX000"
-
-
-# --------------------------------------------------------------------------------------
-# Types: DuckDB type name -> (OID, typlen, text encoder, binary encoder)
-# --------------------------------------------------------------------------------------
-
-def _float_text(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    return repr(float(v))
-
-
-def _numeric_text(v: Any) -> str:
-    if isinstance(v, Decimal):
-        return format(v, "f")
-    if isinstance(v, float):
-        return _float_text(v)
-    return str(v)
-
-
-def _interval_text(v: Any) -> str:
-    if not isinstance(v, _dt.timedelta):
-        return str(v)
-    secs = v.seconds
-    return (f"{v.days} days {secs // 3600:02d}:{secs % 3600 // 60:02d}:{secs % 60:02d}"
-            f".{v.microseconds:06d}")
-
-
-def _temporal_text(v: Any) -> str:
-    return v.isoformat(sep=" ") if isinstance(v, _dt.datetime) else v.isoformat()
-
-
-def _json_text(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v, default=str)
-
-
-_EPOCH_DATE = _dt.date(2000, 1, 1)
-_EPOCH = _dt.datetime(2000, 1, 1)
-
-
-def _numeric_binary(v: Any) -> bytes:
-    """PostgreSQL's binary NUMERIC: base-10000 digit groups, weight, sign, display scale."""
-    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
-    if d.is_nan():
-        return struct.pack("!hhHh", 0, 0, 0xC000, 0)
-    if d.is_infinite():
-        return struct.pack("!hhHh", 0, 0, 0xF000 if d < 0 else 0xD000, 0)
-    sign = 0x4000 if d.is_signed() and d != 0 else 0
-    dscale = max(0, -int(d.as_tuple().exponent))
-    whole, _, frac = format(d.copy_abs(), "f").partition(".")
-    whole = whole.lstrip("0")
-    whole = whole.zfill(-(-len(whole) // 4) * 4)
-    frac = frac + "0" * (-len(frac) % 4)
-    groups = [int(whole[i:i + 4]) for i in range(0, len(whole), 4)]
-    groups += [int(frac[i:i + 4]) for i in range(0, len(frac), 4)]
-    weight = len(whole) // 4 - 1
-    while groups and groups[0] == 0:
-        groups.pop(0)
-        weight -= 1
-    while groups and groups[-1] == 0:
-        groups.pop()
-    if not groups:
-        weight = 0
-    return struct.pack(f"!hhHh{len(groups)}H", len(groups), weight, sign, dscale, *groups)
-
-
-def _timestamp_binary(v: _dt.datetime) -> bytes:
-    if v.tzinfo is not None:
-        v = v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-    delta = v - _EPOCH
-    return struct.pack("!q", (delta.days * 86400 + delta.seconds) * 1_000_000
-                       + delta.microseconds)
-
-
-def _time_binary(v: _dt.time) -> bytes:
-    return struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000
-                       + v.microsecond)
-
-
-def _interval_binary(v: _dt.timedelta) -> bytes:
-    return struct.pack("!qii", v.seconds * 1_000_000 + v.microseconds, v.days, 0)
-
-
-_Enc = Callable[[Any], str]
-_SCALARS: dict[str, tuple[int, int, _Enc, Callable[[Any], bytes] | None]] = {
-    "BOOLEAN": (16, 1, lambda v: "t" if v else "f", lambda v: b"\x01" if v else b"\x00"),
-    "SMALLINT": (21, 2, str, lambda v: struct.pack("!h", v)),
-    "INTEGER": (23, 4, str, lambda v: struct.pack("!i", v)),
-    "BIGINT": (20, 8, str, lambda v: struct.pack("!q", v)),
-    "NUMERIC": (1700, -1, _numeric_text, _numeric_binary),
-    "FLOAT": (700, 4, _float_text, lambda v: struct.pack("!f", v)),
-    "DOUBLE": (701, 8, _float_text, lambda v: struct.pack("!d", v)),
-    "TEXT": (25, -1, str, lambda v: str(v).encode("utf-8")),
-    "BLOB": (17, -1, lambda v: "\\x" + bytes(v).hex(), bytes),
-    "DATE": (1082, 4, _temporal_text,
-             lambda v: struct.pack("!i", (v - _EPOCH_DATE).days)),
-    "TIME": (1083, 8, _temporal_text, _time_binary),
-    "TIMESTAMP": (1114, 8, _temporal_text, _timestamp_binary),
-    "TIMESTAMPTZ": (1184, 8, _temporal_text, _timestamp_binary),
-    "INTERVAL": (1186, 16, _interval_text, _interval_binary),
-    "UUID": (2950, 16, str, lambda v: getattr(v, "bytes", None) or bytes.fromhex(
-        str(v).replace("-", ""))),
-    "JSON": (114, -1, _json_text, lambda v: _json_text(v).encode("utf-8")),
-}
-_ALIASES = {
-    "TINYINT": "SMALLINT", "UTINYINT": "SMALLINT", "USMALLINT": "INTEGER",
-    "UINTEGER": "BIGINT", "UBIGINT": "NUMERIC", "HUGEINT": "NUMERIC", "UHUGEINT": "NUMERIC",
-    "DECIMAL": "NUMERIC", "VARINT": "NUMERIC", "BIGNUM": "NUMERIC", "REAL": "FLOAT",
-    "VARCHAR": "TEXT", "TIMESTAMP_S": "TIMESTAMP", "TIMESTAMP_MS": "TIMESTAMP",
-    "TIMESTAMP_NS": "TIMESTAMP", "TIMESTAMP WITH TIME ZONE": "TIMESTAMPTZ",
-    "TIME WITH TIME ZONE": "TIME", "STRUCT": "JSON", "MAP": "JSON", "UNION": "JSON",
-}
-_ARRAYS = {16: 1000, 21: 1005, 23: 1007, 20: 1016, 700: 1021, 701: 1022, 25: 1009,
-           1700: 1231, 1082: 1182, 1114: 1115}
-
-
-def _array_elem(enc: _Enc, v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, (list, tuple)):
-        return "{" + ",".join(_array_elem(enc, x) for x in v) + "}"
-    s = enc(v)
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _array_binary(values: Any, elem_oid: int, enc: Callable[[Any], bytes]) -> bytes:
-    """A 1-D array in PostgreSQL's binary format (lower bound 1)."""
-    values = list(values)
-    head = struct.pack("!iiiii", 1 if values else 0, int(any(v is None for v in values)),
-                       elem_oid, len(values), 1)
-    if not values:
-        return head[:12]
-    parts = [head]
-    for v in values:
-        if v is None:
-            parts.append(b"\xff\xff\xff\xff")
-        else:
-            data = enc(v)
-            parts.append(struct.pack("!i", len(data)) + data)
-    return b"".join(parts)
-
-
-def pg_type(duck_type: str) -> tuple[int, int, _Enc, Callable[[Any], bytes] | None]:
-    """PostgreSQL (OID, typlen, text encoder, binary encoder or None) of a DuckDB type."""
-    t = duck_type.strip().upper()
-    if t.endswith("]"):
-        inner = t[:t.rindex("[")]
-        oid, _, enc, elem_bin = pg_type(inner)
-        array_oid = _ARRAYS.get(oid)
-        if array_oid is None:  # arrays of other types go out as text[]
-            oid, elem_bin, array_oid = 25, (lambda v: enc(v).encode("utf-8")), 1009
-        binary = None if inner.endswith("]") or elem_bin is None else \
-            (lambda v: _array_binary(v, oid, elem_bin))
-        return (array_oid, -1,
-                lambda v: "{" + ",".join(_array_elem(enc, x) for x in v) + "}", binary)
-    base = t.split("(", 1)[0].strip()
-    base = _ALIASES.get(base, base)
-    return _SCALARS.get(base, (25, -1, str, lambda v: str(v).encode("utf-8")))
-
-
-# --------------------------------------------------------------------------------------
-# Parameters: decoded by declared type OID
-# --------------------------------------------------------------------------------------
-
-_INT_OIDS = {20, 21, 23, 26}
-_FLOAT_OIDS = {700, 701}
-
-
-def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
-    """One Bind parameter as a Python value the planner binds as one literal."""
-    if raw is None:
-        return None
-    if fmt == 1:
-        if oid == 21:
-            return struct.unpack("!h", raw)[0]
-        if oid == 23:
-            return struct.unpack("!i", raw)[0]
-        if oid in (20, 26):
-            return struct.unpack("!q" if len(raw) == 8 else "!I", raw)[0]
-        if oid == 700:
-            return struct.unpack("!f", raw)[0]
-        if oid == 701:
-            return struct.unpack("!d", raw)[0]
-        if oid == 16:
-            return raw != b"\x00"
-        if oid in (25, 1043, 1042, 19, 0, 705, 114):
-            return raw.decode("utf-8")
-        raise ProtocolError(f"binary parameter of type OID {oid} is not supported; send it "
-                            "in text format")
-    text = raw.decode("utf-8")
-    try:
-        if oid in _INT_OIDS:
-            return int(text)
-        if oid in _FLOAT_OIDS:
-            return float(text)
-        if oid == 1700:
-            return decimal_param(Decimal(text))
-    except (ValueError, InvalidOperation) as err:
-        raise DataError(f"parameter {text!r} is not a valid number for type OID {oid}"
-                        ) from err
-    if oid == 16:
-        return text.lower() in ("t", "true", "1", "on", "yes", "y")
-    return text
 
 
 # --------------------------------------------------------------------------------------
