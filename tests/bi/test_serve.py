@@ -534,3 +534,21 @@ def test_jdbc_metadata_queries(server):
         cols = con.execute(JDBC_COLUMNS).fetchall()
         assert [(r[2], r[3], r[8]) for r in cols] == [
             ("mode", 1043, 1), ("distance", 701, 2), ("dp_count", 701, 3)]
+
+
+@pytest.mark.parametrize("value", [0, 1, -1, 9021, 10000, 10**30 + 7, -(10**37) - 7,
+                                   "0.0012", "-12.3400", "1E+8", "0.00001", 6824.814814814815,
+                                   "NaN"])
+def test_numeric_binary_output_reads_back_in_psycopg(value):
+    """PostgreSQL's binary NUMERIC (base-10000 groups) as psycopg's own loader reads it."""
+    from decimal import Decimal
+
+    from psycopg.types.numeric import NumericBinaryLoader
+
+    from dpsql.server._types import pg_type
+
+    encode = pg_type("DECIMAL(38,4)")[3]
+    v = Decimal(value) if isinstance(value, str) else value
+    got = NumericBinaryLoader(1700).load(encode(v))
+    want = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    assert got == want or (got.is_nan() and want.is_nan())
