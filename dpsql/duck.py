@@ -23,7 +23,7 @@ the public prefix sums loaded at attach time and never touch the connection):
   ``bound`` (at failure probability ``param``), from the view's error model on exactly
   the nodes of the output row;
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
-  (negative counts clipped to 0, uniform within a bin);
+  (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
   ``dp_quantile(view, attr, p)`` — over a range view's prefix table, with uniform
   interpolation inside a bin. ``view`` is ``'view'`` or ``'alias.view'``.
@@ -48,6 +48,7 @@ import pyarrow as pa
 
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner import PlannedQuery, plan_query
+from dpsql.postprocess import histogram_quantile, isotonic, quantile
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.release.store import read_catalog
 
@@ -358,26 +359,9 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:
-    """The p-quantile of a histogram: bins merged by lower edge, negative counts clipped
-    to 0, uniform within a bin. None for an empty (all-zero) histogram."""
-    if counts.size == 0:
-        return None
-    edges, inv = np.unique(lo, return_inverse=True)
-    c = np.maximum(np.bincount(inv, weights=counts), 0.0)
-    tops = np.zeros(edges.size)
-    np.maximum.at(tops, inv, hi)
-    total = c.sum()
-    if total <= 0:
-        return None
-    cum = np.cumsum(c)
-    target = p * total
-    j = int(np.searchsorted(cum, target, side="left"))
-    j = min(j, c.size - 1)
-    while c[j] == 0 and j > 0 and cum[j - 1] >= target:
-        j -= 1
-    before = cum[j] - c[j]
-    frac = 0.0 if c[j] == 0 else min(max((target - before) / c[j], 0.0), 1.0)
-    return float(edges[j] + frac * (tops[j] - edges[j]))
+    """The p-quantile of a group's released bins: :func:`dpsql.postprocess.histogram_quantile`
+    (the isotonic fit of the released CDF; the same estimator as ``dp_quantile``)."""
+    return histogram_quantile(counts, lo, hi, p)
 
 
 def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
@@ -400,7 +384,6 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
             raise ProgrammingError(
                 f"{what}: view {vname!r} has no prefix table over {aname!r}; use a view whose "
                 f"last attribute is {aname!r}")
-        a = v.meta.attributes and st.catalog.find_view(v.key)
         meta = next(r for r in st.catalog.releases if r.alias == v.alias).attributes[aname]
         cum = st.prefixes[v.key]
         grid = np.arange(cum.size, dtype=np.float64)
@@ -413,13 +396,15 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
         elif what == "cdf":
             out[sel] = F(xs[sel]) / cum[-1] if cum[-1] > 0 else np.nan
         else:
-            mono = np.maximum.accumulate(np.maximum(cum, 0.0))
-            target = np.clip(xs[sel], 0.0, 1.0) * mono[-1]
-            j = np.clip(np.searchsorted(mono, target, side="left"), 1, cum.size - 1)
-            step = mono[j] - mono[j - 1]
-            frac = np.where(step > 0, (target - mono[j - 1]) / np.where(step > 0, step, 1), 0)
-            out[sel] = meta.lower + (j - 1 + frac) * meta.width
-        del a
+            # cum[i] = released count of bins [0, i); the same estimator as MEDIAN()
+            total = cum[-1]
+            if not total > 0:
+                out[sel] = np.nan
+            else:
+                fitted = np.clip(isotonic(cum[1:-1]), 0.0, total)
+                edges = meta.lower + meta.width * grid
+                out[sel] = quantile(np.concatenate((fitted, [total])),
+                                    np.clip(xs[sel], 0.0, 1.0), edges)
     return pa.array(out, pa.float64())
 
 

@@ -332,9 +332,8 @@ def run(workdir: Path, rho: float, seed: int | None, console: Console) -> list[d
                   results[-1:])
     console.print("Delays are whole minutes and each bin is one minute wide, so a median "
                   f"of {true_median:g} means the bin [{true_median - 0.5:g}, "
-                  f"{true_median + 0.5:g}). MEDIAN() interpolates inside that bin and clips "
-                  "negative bin counts of the sparse tail to 0 first, which can nudge it "
-                  "slightly upwards; the interval uses unclipped counts.")
+                  f"{true_median + 0.5:g}). MEDIAN() inverts the isotonic (least-squares "
+                  "non-decreasing) fit of the released CDF and interpolates inside that bin.")
     console.print(f"done in {time.perf_counter() - t0:.1f} s. Every answer came from one "
                   "release: consistent, and free of further privacy cost.")
     return results

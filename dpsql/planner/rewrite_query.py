@@ -15,7 +15,7 @@ Every released node of the chosen level is one row, with
 The aggregates become sums over those rows: ``COUNT(*)`` → ``COALESCE(SUM(dp_count), 0)``;
 ``SUM(attr)`` → Σ count × midpoint of the (clipped) bin; ``AVG`` = that / count;
 ``MEDIAN``/``dp_quantile`` → ``dp_hist_quantile`` (a Python UDF: the group's histogram,
-negative counts clipped to 0, uniform within a bin). The error pseudo-functions become
+inverted through the isotonic fit of its cumulative counts: :mod:`dpsql.postprocess`). The error pseudo-functions become
 ``dp_error(what, 'alias.view', level, LIST(node id), param)``, a registered Arrow UDF that
 evaluates the view's error model on exactly the nodes summed into that output row (per
 grouping set, so ROLLUP subtotals get their own error). For interpolated ranges the

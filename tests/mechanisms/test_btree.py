@@ -537,7 +537,7 @@ def stack_pava(y):
 
 
 def test_vectorised_pava_matches_stack_pava():
-    from dpsql.mechanisms.btree import _pava
+    from dpsql.postprocess import _pava
     rs = np.random.default_rng(12)
     cases = [rs.normal(size=n) * rs.uniform(0, 5) + np.arange(n) * rs.uniform(-1, 1)
              for n in rs.integers(1, 80, size=400)]
