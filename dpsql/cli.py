@@ -1,4 +1,4 @@
-"""The ``dpsql`` command line: release, inspect, query, serve, demo.
+"""The ``dpsql`` command line: release, inspect, query, report, serve, demo.
 
 Every command returns an exit status: 0 on success, 1 for a dpsql error (the message is
 printed without a traceback), 2 for bad usage.
