@@ -63,6 +63,26 @@ def _read_first_column(path: str, file: Path) -> list[str]:
     return values
 
 
+def _one_key_type(path: str, values: list[Any]) -> None:
+    """A categorical domain is matched against one source column, so its values must share
+    one type (all strings, all integers, or all finite numbers) and stay distinct *as that
+    type*: ``["1", 1]`` or ``[2**53, 2**53 + 1, 0.5]`` would collapse to one key and
+    count a row in two cells, breaking the sensitivity (DESIGN privacy rule 2)."""
+    for v in values:
+        if isinstance(v, (list, dict, bool)) or v is None:
+            raise _err(path, f"values must be strings or numbers, got {v!r}")
+    strings = [v for v in values if isinstance(v, str)]
+    numbers = [v for v in values if not isinstance(v, str)]
+    if strings and numbers:
+        raise _err(path, f"mixes strings and numbers ({strings[0]!r}, {numbers[0]!r}); the "
+                         "source column has one type: quote every value, or none")
+    if numbers and not all(isinstance(v, int) for v in numbers):
+        if not all(math.isfinite(float(v)) for v in numbers):
+            raise _err(path, "numeric values must be finite")
+        values = [float(v) for v in numbers]
+    _unique(path, values)
+
+
 def _unique(path: str, values: list[Any]) -> list[Any]:
     seen: set[Any] = set()
     for v in values:
@@ -354,10 +374,7 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
                 raise _err(f"{path}.domain", "must be a non-empty list of public values")
         else:
             values = _read_first_column(f"{path}.domain_file", base / raw["domain_file"])
-        for v in values:
-            if isinstance(v, (list, dict)) or v is None:
-                raise _err(f"{path}.domain", f"values must be strings or numbers, got {v!r}")
-        _unique(f"{path}.domain", values)
+        _one_key_type(f"{path}.domain", values)
         return Categorical(name, tuple(values),
                            _policy(f"{path}.on_out_of_domain",
                                    raw.get("on_out_of_domain", "error"), ("error", "drop")),

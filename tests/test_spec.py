@@ -141,3 +141,35 @@ def test_malformed_toml(tmp_path):
 def test_missing_spec_file(tmp_path):
     with pytest.raises(dpsql.SpecError, match="does not exist"):
         ReleaseSpec.from_toml(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("domain, message", [
+    (["1", 1, 2], "mixes strings and numbers"),
+    ([2 ** 53, 2 ** 53 + 1, 0.5], "duplicate domain value"),  # equal as DOUBLE keys
+    ([1, 1.0], "duplicate domain value"),
+    ([True, False], "strings or numbers"),
+    ([1.5, float("nan")], "finite"),
+])
+def test_domain_values_must_stay_distinct_as_one_key_type(domain, message):
+    """Values that collide once cast to the source column's type would put one row in two
+    cells and double a unit's contribution (the noise is calibrated for one)."""
+    attrs = {**BASE["attributes"], "origin": {"kind": "categorical", "domain": domain}}
+    with pytest.raises(dpsql.SpecError, match=r"attributes\.origin\.domain: .*" + message):
+        spec(attributes=attrs)
+
+
+def test_large_distinct_integers_are_a_valid_domain():
+    attrs = {**BASE["attributes"], "origin": {"kind": "categorical",
+                                              "domain": [2 ** 53, 2 ** 53 + 1]}}
+    assert spec(attributes=attrs).attributes["origin"].values == (2 ** 53, 2 ** 53 + 1)
+
+
+def test_ingest_refuses_colliding_keys_even_without_spec_validation():
+    import duckdb
+
+    from dpsql.release.ingest import _create_domain
+    from dpsql.spec import Categorical
+
+    con = duckdb.connect()
+    with pytest.raises(dpsql.SpecError, match="collide as DOUBLE keys"):
+        _create_domain(con, Categorical("x", ("1", 1, 2.5)), None)

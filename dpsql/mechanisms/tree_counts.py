@@ -139,7 +139,7 @@ def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max
                 f"laplace_tree needs a PureDP budget, got {type(budget).__name__}; use "
                 "gaussian_tree for zCDP or (ε, δ) budgets")
         for w, k in zip(weights, range(first, d + 1)):
-            b = l1 / float(budget.epsilon * w)
+            b = ceil_float(l1 / (budget.epsilon * w))  # never below the exact Δ₁/ε_k
             scales[k] = b
             noise_var[k] = _dlap_variance(b) if discrete else 2.0 * b * b
         noise_name = "discrete_laplace" if discrete else "laplace"

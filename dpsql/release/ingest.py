@@ -433,7 +433,11 @@ def _create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray
         dtype = {"VARCHAR": object, "BIGINT": np.int64, "DOUBLE": np.float64}[key]
         v = np.empty(len(values), dtype=object)
         v[:] = values
-        create_table(con, table, {"v": v.astype(dtype),
+        v = v.astype(dtype)
+        if np.unique(v).size != v.size:  # spec validation refuses this; never count twice
+            raise SpecError(f"attributes.{attr.name}.domain: values collide as {key} keys; "
+                            "give each public value once, all strings or all numbers")
+        create_table(con, table, {"v": v,
                                   "code": np.arange(len(values), dtype=np.int64)},
                      temporary=True)
     elif isinstance(attr, Hierarchy):

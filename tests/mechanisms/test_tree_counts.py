@@ -653,3 +653,10 @@ def test_alpha_zero_input_outputs_m0():
         assert all(np.all(np.abs(e) <= 2 * out.schedule.clip_radius) for e in out.estimates)
     eta = out.schedule.eta
     assert hits >= 30 * (1 - eta) - 5 * math.sqrt(30 * eta * (1 - eta))
+
+
+def test_laplace_scales_are_rounded_up():
+    """ε = 3 split over two levels: the exact scale 2/3 is not a float; the used one is above."""
+    t = laplace_tree(regular_tree(1, 2), np.arange(2), PureDP(3), neighbouring="add_remove",
+                     rng=rng(1))
+    assert all(Fraction(b) >= Fraction(2, 3) for b in t.info["noise_scales"])
