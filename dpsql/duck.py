@@ -48,8 +48,8 @@ import pyarrow as pa
 
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner import PlannedQuery, plan_query
-from dpsql.postprocess import histogram_quantile, isotonic, quantile
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.postprocess import histogram_quantile, isotonic, quantile
 from dpsql.release.store import read_catalog
 
 
@@ -62,14 +62,40 @@ class _State:
 
 _STATES: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _State]" = \
     weakref.WeakKeyDictionary()
+_BY_INSTANCE: "weakref.WeakValueDictionary[str, _State]" = weakref.WeakValueDictionary()
 
 
 def _state(con: duckdb.DuckDBPyConnection) -> _State:
+    """The attach state of ``con``'s DuckDB *instance*.
+
+    ATTACHed databases and registered functions belong to the instance, which cursors and
+    a second ``duckdb.connect()`` of the same file share. So the state is shared too: it
+    is found through a token stored in the instance's :data:`NODES_DB`, and attaching
+    through a second connection object neither re-registers the UDFs (DuckDB refuses a
+    duplicate) nor hides the first connection's releases from them. Where the instance
+    cannot host :data:`NODES_DB` (read-only), the state is per connection object.
+    """
     st = _STATES.get(con)
     if st is None:
-        st = _State()
+        token = _instance_token(con)
+        st = _BY_INSTANCE.get(token) if token else None
+        if st is None:
+            st = _State()
+            if token:
+                _BY_INSTANCE[token] = st
         _STATES[con] = st
     return st
+
+
+def _instance_token(con: duckdb.DuckDBPyConnection) -> str | None:
+    if not _nodes_db(con):
+        return None
+    try:
+        con.execute(f"CREATE TABLE IF NOT EXISTS {NODES_DB}.dpsql_instance AS "
+                    "SELECT CAST(uuid() AS VARCHAR) AS token")
+        return str(con.execute(f"SELECT token FROM {NODES_DB}.dpsql_instance").fetchall()[0][0])
+    except duckdb.Error:
+        return None
 
 
 def catalog_of(con: duckdb.DuckDBPyConnection) -> Catalog:

@@ -309,3 +309,18 @@ def test_quantile_does_not_lean_into_a_noisy_sparse_tail():
     # true median 1.0; clipping adds E[max(Z, 0)]·198 ≈ 79 rows of phantom mass to the tail
     assert abs(np.median(fitted) - 1.0) < 0.1      # measured 0.98 (each draw sd 0.14)
     assert np.median(clipped) > 1.5                # measured 1.78: leans into the tail
+
+
+def test_connections_sharing_one_instance_share_the_attachment(trips_release, tmp_path):
+    """Two duckdb.connect() of one file (and cursors) are one DuckDB instance: functions and
+    ATTACHes are shared, so attaching through each must work and see the same releases."""
+    db = str(tmp_path / "analysis.duckdb")
+    c1, c2 = duckdb.connect(db), duckdb.connect(db)
+    assert duck.attach(c1, str(trips_release)) == "trips"
+    assert duck.attach(c2, str(trips_release)) == "trips"
+    assert duck.attach(c1.cursor(), str(trips_release)) == "trips"
+    q = "SELECT region, COUNT(*), dp_stderr() FROM trips GROUP BY region ORDER BY region"
+    assert duck.sql(c2, q).fetchall() == duck.sql(c1, q).fetchall()
+    assert c2.sql("SELECT dp_quantile('dist', 'distance', 0.5)").fetchall()[0][0] is not None
+    c1.close()
+    c2.close()
