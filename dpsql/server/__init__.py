@@ -34,7 +34,14 @@ Security decisions:
 
 SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxError 42601,
 read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
-InternalError XX000, OperationalError 58000, wrong password 28P01.
+InternalError XX000, OperationalError 58000, wrong password 28P01, too many clients 53300.
+
+Resource limits: a session (an in-memory DuckDB with the release attached, ~10 MB) is
+built only after the password is checked; a client has 10 s to finish start-up and
+authentication; at most ``max_connections`` clients (default 64) are served at once;
+each session's DuckDB runs one thread; a protocol message over 64 MB is refused before it
+is read. Known limits, not in scope yet: no statement timeout and no memory limit per
+session (a client can run one long query on its own thread until it cancels it).
 """
 
 from __future__ import annotations
@@ -171,11 +178,13 @@ class Server:
 
 def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5433,
           password_file: str | os.PathLike | None = None, name: str | None = None,
-          plan_cache_size: int = 256) -> Server:
+          plan_cache_size: int = 256, max_connections: int = 64) -> Server:
     """Serve the release file ``release`` over the PostgreSQL protocol, in a background
     thread; return the running :class:`Server`.
 
-    ``port=0`` picks a free port (read it from ``Server.port``). ``name`` is the database
+    ``port=0`` picks a free port (read it from ``Server.port``). ``max_connections``
+    caps the clients served at once (those still authenticating included); the next one
+    gets FATAL 53300 (too_many_connections). ``name`` is the database
     name clients see (default: the release name). A seeded (not private) release emits
     :class:`dpsql.dbapi.SeededReleaseWarning` once, here.
     """
@@ -191,6 +200,10 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ProgrammingError(f"port {port!r} is not a TCP port: give 0..65535 (0 picks a "
                                "free port)")
+    if isinstance(max_connections, bool) or not isinstance(max_connections, int) or \
+            max_connections < 1:
+        raise ProgrammingError(f"max_connections {max_connections!r} must be a positive "
+                               "integer (the default is 64)")
     family, address, loopback = _resolve(host, port)
     password = read_password_file(password_file) if password_file is not None else None
     if not loopback and password is None:
@@ -215,7 +228,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     catalog = CatalogDatabase(alias, tables)
     conn = ReleaseConnection(path, alias, catalog, plan_cache_size)
     try:
-        wire = WireServer(address, family, conn, password)
+        wire = WireServer(address, family, conn, password, max_connections)
     except OSError as err:
         catalog.close()
         raise OperationalError(f"cannot listen on {host}:{port}: {err.strerror}; pick "

@@ -268,7 +268,8 @@ class CatalogDatabase:
         self.database = database
         self.tables = tables
         self._lock = threading.Lock()
-        con = self._con = duckdb.connect(":memory:")
+        # two threads: catalog queries are small, and one client's must not take every core
+        con = self._con = duckdb.connect(":memory:", config={"threads": 2})
         con.execute(f"ATTACH ':memory:' AS {_ident(database)}")
         con.execute(f"CREATE SCHEMA {_ident(database)}.public")
         con.execute(f"USE {_ident(database)}.public")

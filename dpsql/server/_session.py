@@ -141,21 +141,32 @@ class Session(_BVSession):
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
                  parameters: dict[str, str], plan_cache_size: int) -> None:
         super().__init__()
-        con = duckdb.connect(":memory:")
+        # threads=1: a session answers one client; several threads per session would let
+        # one client's heavy query take every core from the others (and cost ~10 threads
+        # per connection).
+        con = duckdb.connect(":memory:", config={"threads": 1})
+        dbapi = cur = None
         try:
             duck.attach(con, release, alias)
             for stmt in LOCKDOWN:
                 con.execute(stmt)
-        except BaseException:
-            con.close()
+            # dbapi.connect() would warn about a seeded release once per client; serve()
+            # warns once at start-up instead, so the session wraps the attached connection.
+            dbapi = DbapiConnection(con, plan_cache_size)
+            cur = catalog.cursor()
+        except BaseException:  # close what was opened: a failed start-up leaks nothing
+            for opened in (cur, dbapi, con):
+                if opened is not None:
+                    try:
+                        opened.close()
+                    except Exception:  # noqa: BLE001  (already closed)
+                        pass
             raise
-        # dbapi.connect() would warn about a seeded release once per client; serve()
-        # warns once at start-up instead, so the session wraps the attached connection.
-        self.dbapi = DbapiConnection(con, plan_cache_size)
+        self.dbapi = dbapi
         self._duck = con
         self.alias = alias
         self.catalog = catalog
-        self.catalog_cur = catalog.cursor()
+        self.catalog_cur = cur
         self.settings = dict(parameters)
         self.in_txn = False
         self.failed = False
@@ -194,11 +205,47 @@ class Session(_BVSession):
                 "current transaction is aborted, commands ignored until end of transaction "
                 "block: send ROLLBACK")
         try:
-            return self._execute(text, word, list(params) if params else None)
+            return self._execute_params(text, word, list(params) if params else None)
         except Exception:
             if self.in_txn:
                 self.failed = True
             raise
+
+    def _execute_params(self, text: str, word: str, params: list | None) -> Result:
+        """Untyped parameters (:class:`UntypedText`, OID 0: node-postgres sends all its
+        parameters so) are read as the literal they spell: ``50`` binds as a number, which
+        is what the planner needs for a range bound. If that fails and some parameter was
+        read as a number, the statement runs once more with them as text (``WHERE zip =
+        $1``). Both readings fail loudly on a type mismatch, so no wrong number results."""
+        if not params or not any(isinstance(p, UntypedText) for p in params):
+            return self._execute(text, word, params)
+        literal = [_spelled(p) for p in params]
+        plain = [str(p) if isinstance(p, UntypedText) else p for p in params]
+        if literal == plain:
+            return self._execute(text, word, plain)
+        try:
+            return self._execute(text, word, literal)
+        except (Exception, duckdb.Error) as first:  # noqa: BLE001
+            try:
+                return self._execute(text, word, plain)
+            except (Exception, duckdb.Error):  # noqa: BLE001
+                raise first from None  # the documented reading's error is the one to show
+
+    def describe(self, sql: str, params: Sequence[Any] | None) -> Result | None:
+        """The result shape of ``sql`` for Describe(statement), or None (NoData) when it
+        cannot be found. Never changes the session: session commands are not run, a
+        failure is swallowed and the transaction state is left as it was (issue: a
+        Describe used to run the statement through :meth:`execute_sql`, whose failure
+        marked the block failed and made the client's real Execute fail with 25P02)."""
+        text = _strip(sql)
+        word = _first_word(text)
+        if not text or word in _COMMANDS or self.failed:
+            return None
+        try:
+            result = self._execute_params(text, word, list(params) if params else None)
+        except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
+            return None
+        return result if result.has_results() else None
 
     # -- routing -------------------------------------------------------------------------
 
@@ -206,13 +253,14 @@ class Session(_BVSession):
         if not text:
             return Result(status="EMPTY")
         if ";" in _NOT_CODE.sub("", text):
-            raise UnsupportedQueryError(
-                "several statements in one query string: send one statement at a time")
+            raise UnsupportedQueryError(_MULTI)
         command = _COMMANDS.get(word)
         if command is not None:
             return command(self, text)
         route, sql = self._route_cached(text)
         logger.debug("%s <- %s", route, sql)
+        # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser
+        _check_select(sql, route)
         if route == "catalog":
             return self._run_catalog(sql, params)
         return self._run_planner(sql, params)
@@ -236,12 +284,16 @@ class Session(_BVSession):
             trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
         except sqlglot.errors.SqlglotError:
             trees = []
-        if len(trees) != 1:  # unparsable or several statements: text heuristics
+        if len(trees) > 1:
+            raise UnsupportedQueryError(_MULTI)
+        if not trees:  # unparsable: text heuristics
             if _first_word(text) in _WRITE_COMMANDS:
                 raise ReadOnlyError(_read_only(_first_word(text)))
             if re.search(r"\b(pg_catalog|information_schema|pg_\w+)\b", text, re.I) and \
                     not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
                             for n in self.logical):
+                if _BY_NAME.search(text):
+                    raise UnsupportedQueryError(_by_name())
                 return "catalog", fix_catalog_sql(text)
             return "planner", text
         tree = trees[0]
@@ -267,6 +319,8 @@ class Session(_BVSession):
                       or (not db and name.startswith(("pg_", "duckdb_")))):
                 catalog_only = False
         if catalog_only:
+            if _BY_NAME.search(text):  # on the text: however sqlglot names the call
+                raise UnsupportedQueryError(_by_name())
             return "catalog", fix_catalog_sql(text)
         if public:  # BI tools write "public"."trips": the logical table
             for t in public:
@@ -293,6 +347,66 @@ class Session(_BVSession):
                           rows)
         finally:
             cur.close()
+
+
+_MULTI = "several statements in one query string: send one statement at a time"
+# Table functions that read a table named by a string: on the catalog route they would read
+# the empty placeholder tables and answer COUNT(*) = 0. Refused there (never a wrong number).
+_BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
+# The only DuckDB statement type that runs: everything else changes state or is refused
+_READ_TYPES = {"SELECT"}
+
+
+def _by_name() -> str:
+    return ("query() and query_table() are not supported: name the table in FROM, e.g. "
+            "SELECT COUNT(*) FROM <table>")
+
+
+def _check_select(sql: str, route: str) -> None:
+    """Refuse unless DuckDB's own parser reads ``sql`` as exactly one SELECT.
+
+    The router's regex and sqlglot checks are heuristics; DuckDB's parser is the one that
+    would run the text, so it decides. Several statements (``$$;$$`` and ``E'\\''``
+    strings hid a second statement from the regex) get 0A000; ATTACH, DETACH, PRAGMA,
+    CHECKPOINT, SET, CALL and every write get 25006; EXPLAIN gets 0A000. Text DuckDB
+    cannot parse is left to the planner (which transpiles PostgreSQL spellings with
+    sqlglot and refuses what it cannot plan) and, on the catalog route, to DuckDB's own
+    syntax error when it runs."""
+    try:
+        stmts = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        if route == "catalog":
+            raise
+        return
+    if len(stmts) != 1:
+        raise UnsupportedQueryError(_MULTI)
+    kind = stmts[0].type.name
+    if kind in _READ_TYPES:
+        return
+    if kind == "EXPLAIN":
+        raise UnsupportedQueryError("EXPLAIN is not supported by dpsql serve; send the "
+                                    "SELECT itself")
+    raise ReadOnlyError(_read_only(kind.replace("_", " ")))
+
+
+class UntypedText(str):
+    """A Bind parameter the client sent as text without a type (OID 0)."""
+
+
+_NUMBER = re.compile(r"[+-]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _spelled(value: Any) -> Any:
+    """An untyped parameter as the literal it spells: a number when it spells one
+    (no leading zeros: ``02139`` stays text), else the text."""
+    if not isinstance(value, UntypedText):
+        return value
+    text = str(value).strip()
+    if _NUMBER.fullmatch(text):
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        return float(text)
+    return str(value)
 
 
 def _read_only(what: str) -> str:

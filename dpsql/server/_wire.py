@@ -34,13 +34,15 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import re
+import secrets
 import socket
 import struct
 import threading
 from typing import Any
 
 import duckdb
-from buenavista.postgres import BuenaVistaHandler, BuenaVistaServer, BVBuffer
+from buenavista.postgres import BuenaVistaHandler, BuenaVistaServer, BVBuffer, BVContext
 
 from dpsql.errors import (
     DataError,
@@ -55,10 +57,12 @@ from dpsql.errors import (
     UnsupportedQueryError,
 )
 from dpsql.server._session import (
+    _NOT_CODE,
     FailedTransactionError,
     ReadOnlyError,
     Result,
     UnknownSettingError,
+    UntypedText,
 )
 from dpsql.server._types import ProtocolError, decode_param, pg_type
 
@@ -69,12 +73,21 @@ class AuthenticationError(OperationalError):
     """Wrong password: SQLSTATE 28P01, FATAL, and the connection is closed."""
 
 
+class TooManyConnectionsError(OperationalError):
+    """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
+
+
+MAX_MESSAGE = 64 << 20  # bytes: a longer message is refused before it is read
+STARTUP_TIMEOUT = 10.0  # seconds a client has to finish start-up and authentication
+
+
 # Most specific first: the first class the error is an instance of gives the code.
 SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (ReadOnlyError, "25006"),            # read_only_sql_transaction
     (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
     (UnknownSettingError, "42704"),      # undefined_object
     (AuthenticationError, "28P01"),      # invalid_password
+    (TooManyConnectionsError, "53300"),  # too_many_connections
     (ProtocolError, "08P01"),            # protocol_violation
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
     (SqlSyntaxError, "42601"),           # syntax_error
@@ -111,15 +124,65 @@ def sqlstate_of(err: BaseException) -> str:
 # Handler and server
 # --------------------------------------------------------------------------------------
 
+_SSL_REQUEST = 80877103
 _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
+_PROTOCOL_3 = 196608
+_MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
+
+
+class _CappedBuffer(BVBuffer):
+    """buenavista's reader, refusing a message longer than :data:`MAX_MESSAGE` before it
+    allocates it (a 4-byte length header could otherwise make the server allocate 2 GB)."""
+
+    def read_bytes(self, n: int) -> bytes:
+        if n > MAX_MESSAGE or n < 0:
+            raise ProtocolError(f"message of {n} bytes refused: the limit is {MAX_MESSAGE}")
+        return super().read_bytes(n)
+
+
+class Context(BVContext):
+    """buenavista's per-connection state, with cancel keys from :mod:`secrets`.
+    buenavista draws them with ``random`` (a Mersenne Twister, predictable from its
+    outputs), so its ``__init__`` is not called: it would still consume ``random``."""
+
+    def __init__(self, params: dict[str, str], rewriter: Any, taken: Any) -> None:
+        self.session = None  # built after authentication (Handler.handle_post_auth)
+        self.rewriter = rewriter
+        self.params = params
+        self.process_id = 0
+        while not self.process_id or self.process_id in taken:
+            self.process_id = secrets.randbits(31)
+        self.secret_key = secrets.randbits(32)
+        self.stmts: dict = {}
+        self.portals: dict = {}
+        self.result_cache: dict = {}
+        self.has_error = False
+        self.authenticated = False
+        self.salt = None
 
 
 class Handler(BuenaVistaHandler):
-    """One client connection (one thread): buenavista's handler with dpsql's extensions."""
+    """One client connection (one thread): buenavista's handler with dpsql's extensions.
+
+    Start-up is cheap and bounded: the client has :data:`STARTUP_TIMEOUT` seconds to finish
+    start-up and authentication; no session (an in-memory DuckDB with the release attached)
+    exists until the password is checked (:meth:`handle_post_auth`); at most
+    ``max_connections`` clients (counting those still authenticating) are served, the
+    others get FATAL 53300."""
+
+    @property
+    def r(self) -> BVBuffer:
+        return self._r
+
+    @r.setter
+    def r(self, value: BVBuffer) -> None:  # buenavista's handle() sets self.r
+        self._r = value if isinstance(value, _CappedBuffer) else _CappedBuffer(value.stream)
 
     def setup(self) -> None:
         super().setup()
+        self.admitted = False
+        self.request.settimeout(self.server.startup_timeout)
         self.server.track(self.request)
 
     def finish(self) -> None:
@@ -129,26 +192,53 @@ class Handler(BuenaVistaHandler):
             pass
         finally:
             self.server.untrack(self.request)
+            if self.admitted:
+                self.server.release_slot()
 
     # -- startup and authentication ------------------------------------------------------
 
     def handle_startup(self, conn):  # noqa: ANN001, ANN201  (buenavista's signature)
-        head = self.rfile.peek(8)[:8]
-        if len(head) == 8:
-            _, code = struct.unpack("!II", head)
-            if code == _GSSENC_REQUEST:
-                self.rfile.read(8)
-                self.wfile.write(b"N")
-                return self.handle_startup(conn)
-            if code == _CANCEL_REQUEST:
-                self.rfile.read(8)
-                pid, key = struct.unpack("!II", self.rfile.read(8))
-                ctx = self.server.ctxts.get(pid)
-                if ctx is not None and hmac.compare_digest(
-                        struct.pack("!I", ctx.secret_key), struct.pack("!I", key)):
-                    ctx.session.interrupt()
-                return None
-        return super().handle_startup(conn)
+        """buenavista's start-up, without creating the session (that waits for the
+        password), with a cap on the packet size and on the number of clients, and with
+        unpredictable cancel keys (``secrets``, not ``random``)."""
+        size, code = self.r.read_uint32(), self.r.read_uint32()
+        if code in (_SSL_REQUEST, _GSSENC_REQUEST):
+            self.wfile.write(b"N")
+            return self.handle_startup(conn)
+        if code == _CANCEL_REQUEST:
+            pid, key = self.r.read_uint32(), self.r.read_uint32()
+            ctx = self.server.ctxts.get(pid)
+            if ctx is not None and ctx.session is not None and hmac.compare_digest(
+                    struct.pack("!I", ctx.secret_key), struct.pack("!I", key)):
+                ctx.session.interrupt()
+            return None
+        if code != _PROTOCOL_3:
+            raise ProtocolError(f"unsupported protocol or request code {code}: dpsql serve "
+                                "speaks the PostgreSQL protocol 3.0")
+        if not 8 <= size <= _MAX_STARTUP:
+            raise ProtocolError(f"startup packet of {size} bytes refused")
+        msg = [x.decode("utf-8") for x in self.r.read_bytes(size - 8).split(b"\x00")]
+        params = dict(zip(msg[::2], msg[1::2]))
+        if not self.server.take_slot():
+            self.send_error(TooManyConnectionsError(
+                f"sorry, too many clients already (max_connections = "
+                f"{self.server.max_connections}); try again later"), fatal=True)
+            return None
+        self.admitted = True
+        ctx = Context(params, self.server.rewriter, self.server.ctxts)
+        self.send_auth_request(ctx)
+        return ctx
+
+    def handle_post_auth(self, ctx) -> None:  # noqa: ANN001
+        """Authenticated: now build the session (never before the password is checked)."""
+        try:
+            ctx.session = self.server.conn.create_session()
+        except Exception as err:  # noqa: BLE001  (tell the client, then end)
+            logger.exception("cannot open a session")
+            self.send_error(OperationalError(f"cannot open a session: {err}"), fatal=True)
+            raise
+        self.request.settimeout(None)  # idle clients are fine once authenticated
+        super().handle_post_auth(ctx)
 
     def handle_md5_password(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         user = ctx.params.get("user", "")
@@ -199,7 +289,10 @@ class Handler(BuenaVistaHandler):
         for i in range(n):
             size = buf.read_int32()
             raw = None if size < 0 else buf.read_bytes(size)
-            params.append(decode_param(raw, oids[i], formats[i]))
+            value = decode_param(raw, oids[i], formats[i])
+            if oids[i] == 0 and formats[i] == 0 and isinstance(value, str):
+                value = UntypedText(value)  # read as the literal it spells (_session)
+            params.append(value)
         result_formats = [buf.read_int16() for _ in range(buf.read_int16())]
         ctx.add_portal(portal, stmt, params, result_formats)
         self.send_bind_complete()
@@ -210,14 +303,21 @@ class Handler(BuenaVistaHandler):
         name = payload[1:-1].decode("utf-8")
         sql, oids = ctx.stmts[name]
         # Parameter types the client left open are described as text: it then sends text,
-        # which decode_param and the planner read as the literal it spells.
-        self.send_paramter_description([oid or 25 for oid in oids])
+        # which is read as the literal it spells (Session._execute_params).
+        # The shape comes from a run with dummy parameters that can never change the
+        # session (Session.describe): no transaction state, no error sent to the client.
+        # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
+        code = _NOT_CODE.sub("", sql)
+        n = max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
+        oids = list(oids) + [0] * (n - len(oids))
         try:
-            dummies = [decode_param(b"0", oid, 0) if oid else "" for oid in oids]
-            result = ctx.session.execute_sql(sql, dummies or None)
-        except Exception:  # noqa: BLE001  (the row type stays unknown until Bind)
-            result = None
-        if result is not None and result.has_results():
+            dummies = [decode_param(b"0", oid, 0) if oid else UntypedText("0")
+                       for oid in oids]
+        except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
+            dummies = None
+        self.send_paramter_description([oid or 25 for oid in oids])
+        result = ctx.session.describe(sql, dummies) if dummies is not None else None
+        if result is not None:
             self.send_row_description(result)
         else:
             self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
@@ -329,10 +429,14 @@ class WireServer(BuenaVistaServer):
     daemon_threads = False
     block_on_close = True  # server_close() waits for the client threads to finish
 
-    def __init__(self, address: tuple, family: int, conn: Any, password: str | None
+    def __init__(self, address: tuple, family: int, conn: Any, password: str | None,
+                 max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT
                  ) -> None:
         self.address_family = family
         self.password = password
+        self.max_connections = max_connections
+        self.startup_timeout = startup_timeout
+        self._slots = 0
         self._clients: set[socket.socket] = set()
         self._clients_lock = threading.Lock()
         # buenavista asks for MD5 whenever ``auth`` is not None; the check is ours
@@ -341,6 +445,18 @@ class WireServer(BuenaVistaServer):
 
     def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
         return self.password is not None or is_loopback(client_address[0])
+
+    def take_slot(self) -> bool:
+        """Admit one more client, unless ``max_connections`` are already served."""
+        with self._clients_lock:
+            if self._slots >= self.max_connections:
+                return False
+            self._slots += 1
+            return True
+
+    def release_slot(self) -> None:
+        with self._clients_lock:
+            self._slots -= 1
 
     def track(self, sock: socket.socket) -> None:
         with self._clients_lock:

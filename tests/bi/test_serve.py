@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -552,3 +553,196 @@ def test_numeric_binary_output_reads_back_in_psycopg(value):
     got = NumericBinaryLoader(1700).load(encode(v))
     want = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
     assert got == want or (got.is_nan() and want.is_nan())
+
+
+# --------------------------------------------------------------------------------------
+# Security review regressions (one test per confirmed issue)
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sql", [
+    "SELECT $$'$$ FROM pg_class; CREATE OR REPLACE MACRO version() AS 'pwned' --'",
+    "SELECT E'\\'' FROM pg_class; CREATE TABLE public.fake_table(secret_col INT) --'",
+    "SELECT $$'$$ FROM pg_class; DROP SCHEMA public CASCADE --'",
+    "SELECT $x$;$x$ FROM pg_class; SELECT 2",
+])
+def test_hidden_second_statement_is_refused(server, sql):
+    """A second statement hidden from the ';' check by a dollar-quoted or E'' string never
+    runs on the shared catalog database (DuckDB's parser counts the statements)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as atk:
+        with pytest.raises(psycopg.Error) as info:
+            atk.execute(sql)
+        assert info.value.sqlstate == "0A000"
+    with psycopg.connect(_dsn(server), autocommit=True) as other:
+        assert other.execute("SELECT version()").fetchone()[0].startswith("PostgreSQL 15.0 (")
+        tables = other.execute("SELECT table_name FROM information_schema.tables WHERE "
+                               "table_schema = 'public'").fetchall()
+        assert {t[0] for t in tables} == LOGICAL
+
+
+@pytest.mark.parametrize("sql", [
+    "ATTACH ':memory:' AS pg_catalog", "ATTACH ':memory:' AS evil", "DETACH trips",
+    "PRAGMA database_list", "PRAGMA threads=1", "CHECKPOINT", "USE memory",
+    "CALL pragma_version()", "/* x */ ATTACH ':memory:' AS x",
+])
+def test_attach_detach_pragma_checkpoint_are_refused(server, sql):
+    with psycopg.connect(_dsn(server), autocommit=True) as atk:
+        with pytest.raises(psycopg.Error) as info:
+            atk.execute(sql)
+        assert info.value.sqlstate == "25006", str(info.value)
+    with psycopg.connect(_dsn(server), autocommit=True) as other:
+        rel = other.execute("SELECT c.relname FROM pg_catalog.pg_class c JOIN "
+                            "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
+                            "n.nspname = 'public'").fetchall()
+        assert {r[0] for r in rel} == LOGICAL
+        dbs = other.execute("SELECT database_name FROM duckdb_databases() WHERE NOT internal"
+                            ).fetchall()
+        assert {d[0] for d in dbs} == {server.database, "memory"}  # as built
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count(*) FROM query('SELECT * FROM trips')",
+    "SELECT count(*) FROM query_table(['trips'])",
+    "SELECT count(*) FROM query_table('trips')",
+    "SELECT * FROM pg_class, query_table('geo_mode')",
+])
+def test_placeholder_tables_never_answer_a_count(server, sql):
+    """The catalog's empty placeholder tables cannot be read through query()/query_table():
+    an error, never COUNT(*) = 0."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as info:
+            con.execute(sql)
+        assert info.value.sqlstate == "0A000"
+        assert "FROM" in str(info.value)
+
+
+def test_describe_never_fails_the_transaction(server, local):
+    """Describe(statement) with untyped parameters (libpq PQprepare without types, what
+    node-postgres and JDBC do) returns the row shape and leaves the transaction alone; the
+    untyped "50" binds as the number the range bound needs."""
+    sql = "SELECT COUNT(*) AS n FROM trips WHERE age < ?"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pgconn = con.pgconn
+        pgconn.send_query(b"BEGIN")
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        # a statement whose dummy run fails (no view covers age with region)
+        pgconn.send_prepare(b"bad", b"SELECT region, COUNT(*) FROM trips WHERE age < $1 "
+                                    b"GROUP BY region")
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        pgconn.send_describe_prepared(b"bad")
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        assert pgconn.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        pgconn.send_prepare(b"s1", sql.replace("?", "$1").encode())
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        pgconn.send_describe_prepared(b"s1")
+        desc = _last_result(pgconn)
+        assert [desc.fname(i) for i in range(desc.nfields)] == [b"n"]
+        assert desc.nparams == 1
+        pgconn.send_query_prepared(b"s1", [b"50"])  # untyped text, as node-postgres sends
+        res = _last_result(pgconn)
+        assert res.status == psycopg.pq.ExecStatus.TUPLES_OK, res.error_message
+        assert float(res.get_value(0, 0)) == _expected(local, sql, [50])[0][0]
+        assert pgconn.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        # untyped text that is not a number stays text
+        pgconn.send_prepare(b"s2", b"SELECT COUNT(*) FROM trips WHERE mode = $1")
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        pgconn.send_query_prepared(b"s2", [b"bus"])
+        res = _last_result(pgconn)
+        assert float(res.get_value(0, 0)) == _expected(
+            local, "SELECT COUNT(*) FROM trips WHERE mode = ?", ["bus"])[0][0]
+        pgconn.send_query(b"ROLLBACK")
+        _last_result(pgconn)
+
+
+def _startup_packet(user=USER, database="trips") -> bytes:
+    body = f"user\x00{user}\x00database\x00{database}\x00\x00".encode()
+    return struct.pack("!II", len(body) + 8, 196608) + body
+
+
+def _read_message(sock) -> tuple[bytes, bytes]:
+    head = b""
+    while len(head) < 5:
+        chunk = sock.recv(5 - len(head))
+        if not chunk:
+            return b"", b""
+        head += chunk
+    size = struct.unpack("!I", head[1:])[0] - 4
+    body = b""
+    while len(body) < size:
+        body += sock.recv(size - len(body))
+    return head[:1], body
+
+
+def test_no_session_before_authentication(trips_release, password_file):
+    """Unauthenticated connections cost no session (no DuckDB, no release attached)."""
+    with _start(trips_release, password_file=password_file) as srv:
+        socks = []
+        try:
+            for _ in range(5):
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                s.sendall(_startup_packet())
+                assert _read_message(s)[0] == b"R"  # the MD5 challenge
+                socks.append(s)
+            assert srv.sessions == 0
+            with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
+                assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+                assert srv.sessions == 1
+                session = srv._conn.sessions()[0]
+                threads = session._duck.execute("SELECT current_setting('threads')")
+                assert threads.fetchall() == [(1,)]
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_max_connections(trips_release):
+    with _start(trips_release, max_connections=2) as srv:
+        with psycopg.connect(_dsn(srv)) as a, psycopg.connect(_dsn(srv)) as b:
+            with pytest.raises(psycopg.OperationalError, match="too many clients"):
+                psycopg.connect(_dsn(srv))
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            with s:
+                s.sendall(_startup_packet())
+                kind, body = _read_message(s)
+                assert kind == b"E" and b"C53300\x00" in body and b"SFATAL\x00" in body
+            assert a.execute("SELECT 1").fetchone() == b.execute("SELECT 1").fetchone()
+        deadline = time.monotonic() + 10  # the slots are free again once they closed
+        while True:
+            try:
+                with psycopg.connect(_dsn(srv)) as c:
+                    assert c.execute("SELECT 1").fetchone() == (1,)
+                break
+            except psycopg.OperationalError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    with pytest.raises(ProgrammingError, match="max_connections"):
+        _start(trips_release, max_connections=0)
+
+
+def test_startup_timeout_and_oversized_messages(trips_release):
+    with _start(trips_release) as srv:
+        srv._wire.startup_timeout = 0.5  # the default is 10 s
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            t0 = time.monotonic()
+            s.sendall(b"\x00\x00")  # half a length word, then silence
+            while s.recv(4096):  # the server gives up and closes the connection
+                pass
+            assert time.monotonic() - t0 < 5
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(_startup_packet())
+            while _read_message(s)[0] != b"Z":  # authenticated, ready for query
+                pass
+            s.sendall(b"Q" + struct.pack("!I", 0x7FFFFFF0))  # claims a 2 GB query
+            kind, body = _read_message(s)
+            assert kind == b"E" and b"C08P01\x00" in body and b"limit" in body
+
+
+def test_cancel_keys_do_not_come_from_random(server):
+    """Cancel keys are drawn with ``secrets``: the ``random`` module's state (predictable
+    from its outputs) is not touched by a connection."""
+    import random
+
+    state = random.getstate()
+    with psycopg.connect(_dsn(server)) as a, psycopg.connect(_dsn(server)) as b:
+        assert a.pgconn.backend_pid != b.pgconn.backend_pid
+        assert a.pgconn.backend_pid > 0
+    assert random.getstate() == state
