@@ -316,7 +316,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SeededReleaseWarning)
         server = serve(args.release, host=args.host, port=args.port,
-                       password_file=args.password_file)
+                       password_file=args.password_file,
+                       max_connections=args.max_connections)
     if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
         err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
                                 "private (tests and demos only)"))
@@ -388,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-file", default=os.environ.get("DPSQL_PASSWORD_FILE"),
                    metavar="FILE", help="require this password (first line of FILE, mode "
                                         "600; env DPSQL_PASSWORD_FILE)")
+    p.add_argument("--max-connections", type=int, default=64, metavar="N",
+                   help="serve at most N clients at once, those still authenticating "
+                        "included (default 64); the next get SQLSTATE 53300")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every statement and where it was routed (stderr)")
     p.set_defaults(func=cmd_serve)

@@ -436,7 +436,8 @@ def test_stop_ends_open_sessions(trips_release):
 
 def test_cli_serve_and_sigterm(trips_release):
     with subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
-                           "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           "--port", "0", "--max-connections", "3"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:
         try:
             line = ""
@@ -462,6 +463,14 @@ def test_cli_refuses_non_loopback_without_password(trips_release):
                          timeout=60)
     assert out.returncode == 1
     assert "--password-file" in out.stderr
+
+
+def test_cli_refuses_a_bad_max_connections(trips_release):
+    out = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
+                          "--port", "0", "--max-connections", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1
+    assert "max_connections 0 must be a positive integer" in out.stderr
 
 
 def test_port_in_use(trips_release):
