@@ -55,16 +55,14 @@ from dpsql import duck
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.errors import UnsupportedQueryError
 from dpsql.server._catalog import LOCKDOWN, CatalogDatabase, default_settings, fix_catalog_sql
+from dpsql.server._guard import (BY_NAME, MULTI, ReadOnlyError, UntypedText, by_name,
+                                 check_select, read_only, spelled)
 
 logger = logging.getLogger("dpsql.server")
 
 
 
 ROUTE_CACHE_SIZE = 256
-
-
-class ReadOnlyError(UnsupportedQueryError):
-    """A write (DDL/DML) sent to the read-only server: SQLSTATE 25006."""
 
 
 class FailedTransactionError(UnsupportedQueryError):
@@ -219,7 +217,7 @@ class Session(_BVSession):
         $1``). Both readings fail loudly on a type mismatch, so no wrong number results."""
         if not params or not any(isinstance(p, UntypedText) for p in params):
             return self._execute(text, word, params)
-        literal = [_spelled(p) for p in params]
+        literal = [spelled(p) for p in params]
         plain = [str(p) if isinstance(p, UntypedText) else p for p in params]
         if literal == plain:
             return self._execute(text, word, plain)
@@ -253,14 +251,14 @@ class Session(_BVSession):
         if not text:
             return Result(status="EMPTY")
         if ";" in _NOT_CODE.sub("", text):
-            raise UnsupportedQueryError(_MULTI)
+            raise UnsupportedQueryError(MULTI)
         command = _COMMANDS.get(word)
         if command is not None:
             return command(self, text)
         route, sql = self._route_cached(text)
         logger.debug("%s <- %s", route, sql)
         # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser
-        _check_select(sql, route)
+        check_select(sql, route)
         if route == "catalog":
             return self._run_catalog(sql, params)
         return self._run_planner(sql, params)
@@ -285,24 +283,24 @@ class Session(_BVSession):
         except sqlglot.errors.SqlglotError:
             trees = []
         if len(trees) > 1:
-            raise UnsupportedQueryError(_MULTI)
+            raise UnsupportedQueryError(MULTI)
         if not trees:  # unparsable: text heuristics
             if _first_word(text) in _WRITE_COMMANDS:
-                raise ReadOnlyError(_read_only(_first_word(text)))
+                raise ReadOnlyError(read_only(_first_word(text)))
             if re.search(r"\b(pg_catalog|information_schema|pg_\w+)\b", text, re.I) and \
                     not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
                             for n in self.logical):
-                if _BY_NAME.search(text):
-                    raise UnsupportedQueryError(_by_name())
+                if BY_NAME.search(text):
+                    raise UnsupportedQueryError(by_name())
                 return "catalog", fix_catalog_sql(text)
             return "planner", text
         tree = trees[0]
         if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
-            raise ReadOnlyError(_read_only(type(tree).__name__.upper()))
+            raise ReadOnlyError(read_only(type(tree).__name__.upper()))
         if isinstance(tree, exp.Command):
             what = str(tree.this).upper()
             if what in _WRITE_COMMANDS:
-                raise ReadOnlyError(_read_only(what))
+                raise ReadOnlyError(read_only(what))
             return "planner", text
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         catalog_only, public = True, []
@@ -319,8 +317,8 @@ class Session(_BVSession):
                       or (not db and name.startswith(("pg_", "duckdb_")))):
                 catalog_only = False
         if catalog_only:
-            if _BY_NAME.search(text):  # on the text: however sqlglot names the call
-                raise UnsupportedQueryError(_by_name())
+            if BY_NAME.search(text):  # on the text: however sqlglot names the call
+                raise UnsupportedQueryError(by_name())
             return "catalog", fix_catalog_sql(text)
         if public:  # BI tools write "public"."trips": the logical table
             for t in public:
@@ -347,71 +345,6 @@ class Session(_BVSession):
                           rows)
         finally:
             cur.close()
-
-
-_MULTI = "several statements in one query string: send one statement at a time"
-# Table functions that read a table named by a string: on the catalog route they would read
-# the empty placeholder tables and answer COUNT(*) = 0. Refused there (never a wrong number).
-_BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
-# The only DuckDB statement type that runs: everything else changes state or is refused
-_READ_TYPES = {"SELECT"}
-
-
-def _by_name() -> str:
-    return ("query() and query_table() are not supported: name the table in FROM, e.g. "
-            "SELECT COUNT(*) FROM <table>")
-
-
-def _check_select(sql: str, route: str) -> None:
-    """Refuse unless DuckDB's own parser reads ``sql`` as exactly one SELECT.
-
-    The router's regex and sqlglot checks are heuristics; DuckDB's parser is the one that
-    would run the text, so it decides. Several statements (``$$;$$`` and ``E'\\''``
-    strings hid a second statement from the regex) get 0A000; ATTACH, DETACH, PRAGMA,
-    CHECKPOINT, SET, CALL and every write get 25006; EXPLAIN gets 0A000. Text DuckDB
-    cannot parse is left to the planner (which transpiles PostgreSQL spellings with
-    sqlglot and refuses what it cannot plan) and, on the catalog route, to DuckDB's own
-    syntax error when it runs."""
-    try:
-        stmts = duckdb.extract_statements(sql)
-    except duckdb.Error:
-        if route == "catalog":
-            raise
-        return
-    if len(stmts) != 1:
-        raise UnsupportedQueryError(_MULTI)
-    kind = stmts[0].type.name
-    if kind in _READ_TYPES:
-        return
-    if kind == "EXPLAIN":
-        raise UnsupportedQueryError("EXPLAIN is not supported by dpsql serve; send the "
-                                    "SELECT itself")
-    raise ReadOnlyError(_read_only(kind.replace("_", " ")))
-
-
-class UntypedText(str):
-    """A Bind parameter the client sent as text without a type (OID 0)."""
-
-
-_NUMBER = re.compile(r"[+-]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def _spelled(value: Any) -> Any:
-    """An untyped parameter as the literal it spells: a number when it spells one
-    (no leading zeros: ``02139`` stays text), else the text."""
-    if not isinstance(value, UntypedText):
-        return value
-    text = str(value).strip()
-    if _NUMBER.fullmatch(text):
-        if re.fullmatch(r"[+-]?\d+", text):
-            return int(text)
-        return float(text)
-    return str(value)
-
-
-def _read_only(what: str) -> str:
-    return (f"{what} is not allowed: dpsql serve is read-only (a release is immutable); "
-            "send SELECT queries, e.g. SELECT region, COUNT(*) FROM <table> GROUP BY region")
 
 
 # --------------------------------------------------------------------------------------

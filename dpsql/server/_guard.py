@@ -1,0 +1,86 @@
+"""Statement guards of ``dpsql serve``: what may run, and how untyped parameters bind.
+
+The session router (:mod:`dpsql.server._session`) decides where a statement goes with
+regexes and sqlglot; those are heuristics, and a heuristic that misreads a string literal
+let a second statement run on the shared catalog database (``SELECT $$'$$ ...; DROP SCHEMA
+public CASCADE --'``). So the text that is about to run is checked here with DuckDB's own
+parser, the one that would run it: exactly one statement, of type SELECT.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import duckdb
+
+from dpsql.errors import UnsupportedQueryError
+
+
+class ReadOnlyError(UnsupportedQueryError):
+    """A write (DDL/DML) sent to the read-only server: SQLSTATE 25006."""
+
+
+MULTI = "several statements in one query string: send one statement at a time"
+# Table functions that read a table named by a string: on the catalog route they would read
+# the empty placeholder tables and answer COUNT(*) = 0. Refused there (never a wrong number).
+BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
+# The only DuckDB statement type that runs: everything else changes state or is refused
+_READ_TYPES = {"SELECT"}
+
+
+def by_name() -> str:
+    return ("query() and query_table() are not supported: name the table in FROM, e.g. "
+            "SELECT COUNT(*) FROM <table>")
+
+
+def check_select(sql: str, route: str) -> None:
+    """Refuse unless DuckDB's own parser reads ``sql`` as exactly one SELECT.
+
+    The router's regex and sqlglot checks are heuristics; DuckDB's parser is the one that
+    would run the text, so it decides. Several statements (``$$;$$`` and ``E'\\''``
+    strings hid a second statement from the regex) get 0A000; ATTACH, DETACH, PRAGMA,
+    CHECKPOINT, SET, CALL and every write get 25006; EXPLAIN gets 0A000. Text DuckDB
+    cannot parse is left to the planner (which transpiles PostgreSQL spellings with
+    sqlglot and refuses what it cannot plan) and, on the catalog route, to DuckDB's own
+    syntax error when it runs."""
+    try:
+        stmts = duckdb.extract_statements(sql)
+    except duckdb.Error:
+        if route == "catalog":
+            raise
+        return
+    if len(stmts) != 1:
+        raise UnsupportedQueryError(MULTI)
+    kind = stmts[0].type.name
+    if kind in _READ_TYPES:
+        return
+    if kind == "EXPLAIN":
+        raise UnsupportedQueryError("EXPLAIN is not supported by dpsql serve; send the "
+                                    "SELECT itself")
+    raise ReadOnlyError(read_only(kind.replace("_", " ")))
+
+
+class UntypedText(str):
+    """A Bind parameter the client sent as text without a type (OID 0)."""
+
+
+_NUMBER = re.compile(r"[+-]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spelled(value: Any) -> Any:
+    """An untyped parameter as the literal it spells: a number when it spells one
+    (no leading zeros: ``02139`` stays text), else the text."""
+    if not isinstance(value, UntypedText):
+        return value
+    text = str(value).strip()
+    if _NUMBER.fullmatch(text):
+        if re.fullmatch(r"[+-]?\d+", text):
+            return int(text)
+        return float(text)
+    return str(value)
+
+
+def read_only(what: str) -> str:
+    return (f"{what} is not allowed: dpsql serve is read-only (a release is immutable); "
+            "send SELECT queries, e.g. SELECT region, COUNT(*) FROM <table> GROUP BY region")
