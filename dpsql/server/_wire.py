@@ -18,14 +18,22 @@ or patches its code:
   (``dateutil``) and leaves numbers as strings. We decode by the type OID the client
   declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> int or float,
   bool -> bool, anything else -> str) so that the planner binds ``WHERE distance < $1``
-  as a number.
+  as a number. Untyped (OID 0) text parameters — node-postgres sends all its parameters
+  so — are read as the literal they spell (:func:`dpsql.server._guard.spelled`).
+* **Describe(statement)** answers the parameter types and the row shape from a run with
+  dummy parameters that can never change the session (no transaction state, no error to
+  the client): a failing dummy run answers NoData, and the client's Execute then runs.
 * **Result types** (:mod:`dpsql.server._types`). DuckDB type names map to PostgreSQL
   OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined like SSL ones; a CancelRequest
-  interrupts the running DuckDB query (buenavista closes the session instead).
+  interrupts the running DuckDB query (buenavista closes the session instead). The
+  session is built only after authentication, start-up must finish within 10 s, at most
+  ``max_connections`` clients are served (FATAL 53300 beyond), messages over 64 MB are
+  refused before they are read, and cancel keys come from :mod:`secrets` (buenavista
+  draws them from ``random``).
 """
 
 from __future__ import annotations
