@@ -270,17 +270,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
     for attr in used:
         aggs += _stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
-    stats = con.execute(f"SELECT {', '.join(aggs)} FROM dpsql_coded_keys").fetchall()[0]
-    report.rows_read = int(stats[0])
-    if report.rows_read == 0:
-        raise DataError("the source has no rows; a release of an empty table is meaningless. "
-                        "Check the source path or the query.")
-    per_attr, pos = [], 1
-    for attr in used:
-        k = 3 if isinstance(attr, Range) else 2
-        per_attr.append(stats[pos:pos + k])
-        pos += k
-    policy = _apply_policies(con, used, per_attr, report)
+    policy = _policies_from_stats(con, used, aggs, "dpsql_coded_keys", report)
     dropping = {n for n, p in policy.items() if p.drops}
     # 4. A set that groups by every dropping attribute drops those rows itself; the others
     #    must be counted again over the coded rows.
@@ -378,17 +368,7 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     aggs = ["count(*)"]
     for attr in used:
         aggs += _stats_sql(attr, "TRUE", "1")
-    stats = con.execute(f"SELECT {', '.join(aggs)} FROM dpsql_looked_up").fetchall()[0]
-    report.rows_read = int(stats[0])
-    if report.rows_read == 0:
-        raise DataError("the source has no rows; a release of an empty table is meaningless. "
-                        "Check the source path or the query.")
-    per_attr, pos = [], 1
-    for attr in used:
-        k = 3 if isinstance(attr, Range) else 2
-        per_attr.append(stats[pos:pos + k])
-        pos += k
-    policy = _apply_policies(con, used, per_attr, report)
+    policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report)
     code_cols, conds = _row_codes(used, policy, strict=False)
     con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
@@ -471,6 +451,23 @@ def _lookup(attr, refs: dict[str, str]) -> tuple[list[str], str]:
     same = " AND ".join(f"{alias}.{quote_ident(c)} = CAST({refs[c]} AS VARCHAR)"
                         for c in attr.columns[:-1]) or "TRUE"
     return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
+
+
+def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[str],
+                         table: str, report: "IngestReport") -> dict:
+    """Run the one statistics aggregate (rows read, then per attribute the policy counts of
+    :func:`_stats_sql`), refuse an empty source, and apply the policies."""
+    stats = con.execute(f"SELECT {', '.join(aggs)} FROM {table}").fetchall()[0]
+    report.rows_read = int(stats[0])
+    if report.rows_read == 0:
+        raise DataError("the source has no rows; a release of an empty table is meaningless. "
+                        "Check the source path or the query.")
+    per_attr, pos = [], 1
+    for attr in used:
+        k = 3 if isinstance(attr, Range) else 2
+        per_attr.append(stats[pos:pos + k])
+        pos += k
+    return _apply_policies(con, used, per_attr, report)
 
 
 def _key_type(values: list, column: str) -> tuple[str, str]:
