@@ -49,46 +49,21 @@ from _common import write  # noqa: E402
 
 import dpsql  # noqa: E402
 from dpsql import duck  # noqa: E402
-from dpsql.datasets import synthetic_trips, write_parquet  # noqa: E402
+from dpsql.datasets import trips_spec, write_trips  # noqa: E402
 from dpsql.dbapi import SeededReleaseWarning  # noqa: E402
 from dpsql.planner import plan_query  # noqa: E402
 
 N_ROWS = 100_000
 REPEAT = 9
-MODES = ("car", "train", "bus", "bike", "walk", "plane")
-
-
-def spec(rho: float = 1.0) -> dict:
-    return {
-        "name": "trips", "source": "trips.parquet", "neighbouring": "add_remove",
-        "budget": {"rho": rho},
-        "attributes": {
-            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
-                    "spine_file": "geo.csv"},
-            "mode": {"kind": "categorical", "domain": list(MODES)},
-            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
-                         "on_out_of_bounds": "clamp"},
-            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
-        },
-        "views": [
-            {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda", "weight": 2},
-            {"name": "geo_gauss", "levels": ["geo"], "mechanism": "gaussian_tree"},
-            {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
-            {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
-            {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
-        ],
-    }
 
 
 def build(base: Path) -> Path:
     from dpsql.release import build_release
     from dpsql.spec import ReleaseSpec
 
-    table, spine = synthetic_trips(N_ROWS, seed=1)
-    write_parquet(table, base / "trips.parquet")
-    spine.to_csv(base / "geo.csv")
+    write_trips(base, N_ROWS, seed=1)
     out = base / "trips.duckdb"
-    build_release(ReleaseSpec.from_dict(spec(), base_dir=base), out, seed=3, progress=False)
+    build_release(ReleaseSpec.from_dict(trips_spec(), base_dir=base), out, seed=3, progress=False)
     return out
 
 

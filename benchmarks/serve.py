@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 import dpsql  # noqa: E402
-from dpsql.datasets import synthetic_trips, write_parquet  # noqa: E402
+from dpsql.datasets import trips_spec, write_trips  # noqa: E402
 from dpsql.dbapi import SeededReleaseWarning  # noqa: E402
 
 N_ROWS = 100_000
@@ -58,38 +58,14 @@ QUERIES = [
 ]
 
 
-def spec() -> dict:
-    return {
-        "name": "trips", "source": "trips.parquet", "neighbouring": "add_remove",
-        "budget": {"rho": 1.0},
-        "attributes": {
-            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
-                    "spine_file": "geo.csv"},
-            "mode": {"kind": "categorical",
-                     "domain": ["car", "train", "bus", "bike", "walk", "plane"]},
-            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
-                         "on_out_of_bounds": "clamp"},
-            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
-        },
-        "views": [
-            {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda",
-             "weight": 2},
-            {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
-            {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
-            {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
-        ],
-    }
-
-
 def build(base: Path) -> Path:
     from dpsql.release import build_release
     from dpsql.spec import ReleaseSpec
 
-    table, spine = synthetic_trips(N_ROWS, seed=3)
-    write_parquet(table, base / "trips.parquet")
-    spine.to_csv(base / "geo.csv")
+    write_trips(base, N_ROWS, seed=3)
     out = base / "trips.duckdb"
-    build_release(ReleaseSpec.from_dict(spec(), base_dir=base), out, seed=5, progress=False)
+    spec = ReleaseSpec.from_dict(trips_spec(gaussian_tree=False), base_dir=base)
+    build_release(spec, out, seed=5, progress=False)
     return out
 
 

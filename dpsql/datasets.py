@@ -85,3 +85,40 @@ def write_parquet(table: pa.Table, path: str | Path) -> Path:
     p = Path(path)
     pq.write_table(table, p)
     return p
+
+
+def write_trips(base: str | Path, n: int, seed: int) -> Path:
+    """``trips.parquet`` (seeded :func:`synthetic_trips`) and its public spine ``geo.csv``
+    in ``base``, the layout :func:`trips_spec` reads. Returns ``base``."""
+    base = Path(base)
+    table, spine = synthetic_trips(n, seed=seed)
+    write_parquet(table, base / "trips.parquet")
+    spine.to_csv(base / "geo.csv")
+    return base
+
+
+def trips_spec(rho: float = 1.0, *, gaussian_tree: bool = True) -> dict:
+    """The release spec (as a dict) over :func:`write_trips`'s files that the tests and
+    benchmarks share: every mechanism once. ``gaussian_tree=False`` leaves out the one
+    real-valued per-node view (at huge ρ its variance underflows to 0)."""
+    views = [
+        {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda", "weight": 2},
+        {"name": "geo_gauss", "levels": ["geo"], "mechanism": "gaussian_tree"},
+        {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
+        {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
+        {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
+    ]
+    return {
+        "name": "trips", "source": "trips.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": rho},
+        "attributes": {
+            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
+                    "spine_file": "geo.csv"},
+            "mode": {"kind": "categorical",
+                     "domain": ["car", "train", "bus", "bike", "walk", "plane"]},
+            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
+                         "on_out_of_bounds": "clamp"},
+            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
+        },
+        "views": [v for v in views if gaussian_tree or v["mechanism"] != "gaussian_tree"],
+    }

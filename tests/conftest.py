@@ -13,55 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from dpsql.datasets import synthetic_trips, write_parquet
+from dpsql.datasets import trips_spec, write_trips
 
 N_ROWS = 20_000
-
-
-def trips_spec(base: Path, rho: float, exact: bool = False) -> dict:
-    spec = {
-        "name": "trips",
-        "source": "trips.parquet",
-        "neighbouring": "add_remove",
-        "budget": {"rho": rho},
-        "attributes": {
-            "geo": {"kind": "hierarchy", "columns": ["region", "province", "city"],
-                    "spine_file": "geo.csv"},
-            "mode": {"kind": "categorical",
-                     "domain": ["car", "train", "bus", "bike", "walk", "plane"]},
-            "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
-                         "on_out_of_bounds": "clamp"},
-            "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
-        },
-        "views": [
-            {"name": "geo_mode", "levels": ["geo", "mode"], "mechanism": "inftda",
-             "weight": 2},
-            {"name": "geo_gauss", "levels": ["geo"], "mechanism": "gaussian_tree"},
-            {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
-            {"name": "age_tree", "levels": ["age"], "mechanism": "btree"},
-            {"name": "mode_dist", "levels": ["mode", "distance"], "mechanism": "inftda"},
-        ],
-    }
-    if exact:  # the discrete Gaussian's variance underflows to 0 at rho = 1e6
-        spec["views"] = [v for v in spec["views"] if v["mechanism"] != "gaussian_tree"]
-    return spec
 
 
 @pytest.fixture(scope="session")
 def trips_data(tmp_path_factory) -> Path:
     """A directory with trips.parquet (seeded) and its public spine geo.csv."""
-    base = tmp_path_factory.mktemp("trips")
-    table, spine = synthetic_trips(N_ROWS, seed=7)
-    write_parquet(table, base / "trips.parquet")
-    spine.to_csv(base / "geo.csv")
-    return base
+    return write_trips(tmp_path_factory.mktemp("trips"), N_ROWS, seed=7)
 
 
 def _build(base: Path, rho: float, name: str, exact: bool = False) -> Path:
     from dpsql.release import build_release
     from dpsql.spec import ReleaseSpec
 
-    spec = ReleaseSpec.from_dict(trips_spec(base, rho, exact), base_dir=base)
+    spec = ReleaseSpec.from_dict(trips_spec(rho, gaussian_tree=not exact), base_dir=base)
     out = base / name
     build_release(spec, out, seed=11, progress=False)
     return out

@@ -21,11 +21,11 @@ import dpsql
 from dpsql.release import build_release, open_release
 from dpsql.spec import ReleaseSpec
 
-from conftest import trips_spec
+from dpsql.datasets import trips_spec
 
 
 def _spec(base: Path, **changes) -> ReleaseSpec:
-    data = {**trips_spec(base, 1e6, exact=True), **changes}
+    data = {**trips_spec(1e6, gaussian_tree=False), **changes}
     return ReleaseSpec.from_dict(data, base_dir=base)
 
 
@@ -54,7 +54,7 @@ def test_every_source_kind_gives_the_same_release(trips_data, tmp_path, kind):
         source = {"source": f"duckdb:{db}:trips"}
     else:
         source = {"source": None, "sql": f"SELECT * FROM '{trips_data / 'trips.parquet'}'"}
-    data = {**trips_spec(trips_data, 1e6, exact=True), **source}
+    data = {**trips_spec(1e6, gaussian_tree=False), **source}
     if source.get("source") is None:
         data.pop("source")
     (tmp_path / "geo.csv").write_text((trips_data / "geo.csv").read_text())
@@ -195,7 +195,7 @@ def test_release_holds_no_true_counts(tmp_path):
     pq.write_table(table, tmp_path / "t.parquet")
     (tmp_path / "geo.csv").write_text("region,province,city\n" +
                                       "".join(f"N,N1,{c}\n" for c in "abcd"))
-    data = trips_spec(tmp_path, 0.05)
+    data = trips_spec(0.05)
     data["source"] = "t.parquet"
     spec = ReleaseSpec.from_dict(data, base_dir=tmp_path)
     out = tmp_path / "r.duckdb"
@@ -252,8 +252,7 @@ def test_killed_writer_leaves_previous_release_intact(trips_data, tmp_path):
     build_release(_spec(trips_data), out, seed=1, progress=False)
     before = out.read_bytes()
     script = textwrap.dedent(f"""
-        import sys, time
-        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        import time
         import dpsql.release.store as store
         real = store._write_catalog
         def slow(*a, **k):
@@ -261,12 +260,12 @@ def test_killed_writer_leaves_previous_release_intact(trips_data, tmp_path):
             print("writing", flush=True)
             time.sleep(60)
         store._write_catalog = slow
-        from conftest import trips_spec
+        from dpsql.datasets import trips_spec
         from dpsql.release import build_release
         from dpsql.spec import ReleaseSpec
         from pathlib import Path
         base = Path({str(trips_data)!r})
-        spec = ReleaseSpec.from_dict(trips_spec(base, 1e6, exact=True), base_dir=base)
+        spec = ReleaseSpec.from_dict(trips_spec(1e6, gaussian_tree=False), base_dir=base)
         build_release(spec, {str(out)!r}, seed=2, progress=False)
     """)
     with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
@@ -279,7 +278,7 @@ def test_killed_writer_leaves_previous_release_intact(trips_data, tmp_path):
 
 
 def test_failed_build_removes_its_temporary_file(trips_data, tmp_path):
-    spec = _spec(trips_data, attributes={**trips_spec(trips_data, 1)["attributes"],
+    spec = _spec(trips_data, attributes={**trips_spec(1)["attributes"],
                                          "mode": {"kind": "categorical", "domain": ["car"]}})
     with pytest.raises(dpsql.DataError):
         build_release(spec, tmp_path / "r.duckdb", seed=1, progress=False)
@@ -325,7 +324,7 @@ def test_bad_data_gives_one_clear_error(tmp_path, case):
     cols, _, match = BAD[case]
     _write(tmp_path, **cols)
     (tmp_path / "geo.csv").write_text("region,province,city\nN,N1,a\n")
-    data = trips_spec(tmp_path, 1)
+    data = trips_spec(1)
     data["source"] = "t.parquet"
     data["attributes"]["age"]["on_out_of_bounds"] = "error"
     spec = ReleaseSpec.from_dict(data, base_dir=tmp_path)
@@ -339,7 +338,7 @@ def test_empty_table(tmp_path):
            mode=pa.array([], pa.string()), distance=pa.array([], pa.float64()),
            age=pa.array([], pa.int64()))
     (tmp_path / "geo.csv").write_text("region,province,city\nN,N1,a\n")
-    data = {**trips_spec(tmp_path, 1), "source": "t.parquet"}
+    data = {**trips_spec(1), "source": "t.parquet"}
     with pytest.raises(dpsql.DataError, match="the source has no rows"):
         build_release(ReleaseSpec.from_dict(data, base_dir=tmp_path), tmp_path / "r.duckdb",
                       progress=False)

@@ -214,8 +214,8 @@ def test_grouping_ids_agree_with_duckdb():
 
 
 def test_build_returns_the_catalog_it_wrote(trips_data, tmp_path):
-    from conftest import trips_spec
-    spec = ReleaseSpec.from_dict(trips_spec(trips_data, 1.0), base_dir=trips_data)
+    from dpsql.datasets import trips_spec
+    spec = ReleaseSpec.from_dict(trips_spec(1.0), base_dir=trips_data)
     built = build_release(spec, tmp_path / "r.duckdb", seed=3, progress=False)
     assert built == open_release(tmp_path / "r.duckdb")
     assert built.report.rows_used == built.report.rows_read > 0
@@ -228,12 +228,12 @@ def test_building_a_release_imports_neither_pandas_nor_the_query_side(trips_data
 import sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
 from pathlib import Path
-from conftest import trips_spec
+from dpsql.datasets import trips_spec
 from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
 base = Path({str(trips_data)!r})
 for unit in (None, {{"column": "traveller", "max_rows": 2}}):
-    data = trips_spec(base, 1.0)
+    data = trips_spec(1.0)
     if unit:
         data["privacy_unit"] = unit
     build_release(ReleaseSpec.from_dict(data, base_dir=base), {str(tmp_path / 'r.duckdb')!r},
