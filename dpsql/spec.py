@@ -22,6 +22,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union
 
+from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
 from dpsql.errors import InvalidPrivacyParameterError, SpecError
 from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, ZCDP
 
@@ -29,6 +30,7 @@ MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
 GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
 PURE_MECHANISMS = ("btree", "laplace_tree")
 RANGE_ONLY_MECHANISMS = ("cascade", "btree")
+COVARIANCES = ("tree", "optimal")  # cascade: Cascade Sampling's C_k, or range-optimal
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"dp_count", "dp_var", "dp_stderr"}
 
@@ -178,12 +180,15 @@ class View:
     mechanism: str = "inftda"
     weight: Fraction = Fraction(1)
     level_weights: tuple[Fraction, ...] | None = None
+    covariance: str | None = None  # cascade only: "tree" (default) or "optimal"
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"name": self.name, "levels": list(self.levels),
                                "mechanism": self.mechanism, "weight": str(self.weight)}
         if self.level_weights is not None:
             out["level_weights"] = [str(w) for w in self.level_weights]
+        if self.covariance is not None:
+            out["covariance"] = self.covariance
         return out
 
 
@@ -482,7 +487,7 @@ def _check_columns_unique(attributes: dict[str, Attribute]) -> None:
 def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: Budget) -> View:
     if not isinstance(raw, dict):
         raise _err(path, "must be a table with name, levels and mechanism")
-    _only(path, raw, {"name", "levels", "mechanism", "weight", "level_weights"})
+    _only(path, raw, {"name", "levels", "mechanism", "weight", "level_weights", "covariance"})
     name = _ident(f"{path}.name", raw.get("name"))
     levels = raw.get("levels")
     if not isinstance(levels, list) or not levels:
@@ -519,4 +524,19 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
         lw = tuple(_number(f"{path}.level_weights[{i}]", w) for i, w in enumerate(level_weights))
         if any(w <= 0 for w in lw):
             raise _err(f"{path}.level_weights", "every weight must be > 0")
-    return View(name, tuple(levels), mech, weight, lw)
+    covariance = raw.get("covariance")
+    if covariance is not None:
+        if mech != "cascade":
+            raise _err(f"{path}.covariance", f"only the cascade mechanism takes a covariance; "
+                                             f"remove it for {mech!r}")
+        if covariance not in COVARIANCES:
+            raise _err(f"{path}.covariance", f"must be 'tree' (Cascade Sampling, any number of "
+                                             f"bins) or 'optimal' (range-optimal, at most "
+                                             f"{MAX_OPTIMAL_BINS} bins), got {covariance!r}")
+        bins = attributes[levels[0]].bins
+        if covariance == "optimal" and bins > MAX_OPTIMAL_BINS:
+            raise _err(f"{path}.covariance", f"'optimal' is dense (K² memory, K³ time) and "
+                                             f"allows at most {MAX_OPTIMAL_BINS} bins; "
+                                             f"{levels[0]!r} has {bins}: use 'tree' or fewer "
+                                             "bins")
+    return View(name, tuple(levels), mech, weight, lw, covariance)

@@ -15,6 +15,7 @@ _MODULES = {
     "stability_histogram": "dpsql.accuracy.inftda",
     "cascade": "dpsql.accuracy.cascade",
     "cascade2d": "dpsql.accuracy.cascade",
+    "cascade_optimal": "dpsql.accuracy.optimal_ranges",
     "btree": "dpsql.accuracy.btree",
     "tree_counts": "dpsql.accuracy.tree_counts",
 }

@@ -207,16 +207,38 @@ def _check_arity(arity: Any) -> int:
 
 # ------------------------------------------------------------------ 1-D release
 
+def range_levels(leaves: np.ndarray, arity: int, depth: int,
+                 node_variance: Any) -> tuple[PrivateLevel, ...]:
+    """Levels 0..depth over released leaf counts: each upper level is the m-ary
+    bottom-up sum of the one below (padding past K adds public zeros), so the tree is
+    exactly consistent; ``node_variance(d)`` gives each level's dp_var column."""
+    per_level = [leaves]
+    for _ in range(depth):
+        child = per_level[0]
+        pad = (-child.size) % arity
+        if pad:
+            child = np.concatenate([child, np.zeros(pad)])
+        per_level.insert(0, child.reshape(-1, arity).sum(axis=1))
+    return tuple(PrivateLevel(np.arange(c.size, dtype=np.int64), c, node_variance(d))
+                 for d, c in enumerate(per_level))
+
+
 def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
             max_rows: int = 1, rng: np.random.Generator, arity: int = 2,
             calibration: str = "tight",
-            relative_variance: Sequence[float] | None = None) -> PrivateTree:
+            relative_variance: Sequence[float] | None = None,
+            covariance: str = "tree") -> PrivateTree:
     """Release a histogram of K bins as a consistent m-ary tree with cascade noise.
 
     ``relative_variance`` (one positive value per level, root first; default all 1)
     sets the *shape* of the per-level node variances; the calibration scales it. Levels
     0..L of the padded tree are returned restricted to [0, K), with ``bin_spans``,
     per-node ``variance`` and float64 counts (upper levels = sums of released leaves).
+
+    ``covariance="optimal"`` replaces the tree covariance by the range-optimal one
+    (:func:`dpsql.mechanisms.cascade_optimal.cascade_optimal`: the least total variance
+    over all ranges of any unbiased linear Gaussian mechanism, K ≤ 4,096); the levels,
+    ids and calibration are the same, ``relative_variance`` does not apply.
 
     >>> from dpsql.privacy import ZCDP, rng
     >>> t = cascade(np.array([5, 0, 3, 9, 1]), ZCDP(1), neighbouring="add_remove",
@@ -226,6 +248,18 @@ def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
     >>> round(t.info["sigma"] ** 2, 4)  # (1 + 3/3) / (2ρ): every full node's variance
     1.0
     """
+    if covariance not in ("tree", "optimal"):
+        raise InvalidPrivacyParameterError(
+            f"covariance must be 'tree' (Cascade Sampling) or 'optimal' (range-optimal), "
+            f"got {covariance!r}")
+    if covariance == "optimal":
+        if relative_variance is not None:
+            raise InvalidPrivacyParameterError(
+                "relative_variance shapes the tree covariance; the range-optimal "
+                "covariance has no level shape to set")
+        from dpsql.mechanisms.cascade_optimal import cascade_optimal
+        return cascade_optimal(hist, budget, neighbouring=neighbouring, max_rows=max_rows,
+                               rng=rng, arity=arity, calibration=calibration)
     h = _check_hist(hist, 1)
     m = _check_arity(arity)
     nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
@@ -244,15 +278,7 @@ def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
     noise = cascade_transform(rng.standard_normal(n_draws), m, variances, k)[-1]
     counts = h + noise
     model = CascadeErrorModel(m, depth, k, tuple(float(x) for x in variances))
-    per_level = [counts]
-    for _ in range(depth):
-        child = per_level[0]
-        pad = (-child.size) % m
-        if pad:
-            child = np.concatenate([child, np.zeros(pad)])
-        per_level.insert(0, child.reshape(-1, m).sum(axis=1))
-    levels = tuple(PrivateLevel(np.arange(c.size, dtype=np.int64), c, model.node_variance(d))
-                   for d, c in enumerate(per_level))
+    levels = range_levels(counts, m, depth, model.node_variance)
     return PrivateTree(
         mechanism=MECHANISM, levels=levels, error_model=model, loss=budget,
         sensitivity={"mahalanobis_l2": delta_c, "max_rows": float(rows)},

@@ -262,7 +262,7 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                            minlength=attr.bins).astype(np.int64)
         if view.mechanism == "cascade":
             from dpsql.mechanisms.cascade import cascade
-            tree = cascade(hist, budget, **common)
+            tree = cascade(hist, budget, covariance=view.covariance or "tree", **common)
         else:
             from dpsql.mechanisms.btree import btree
             fan = "auto" if attr.fanout == "auto" else int(attr.fanout)
