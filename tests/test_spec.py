@@ -173,3 +173,27 @@ def test_ingest_refuses_colliding_keys_even_without_spec_validation():
     con = duckdb.connect()
     with pytest.raises(dpsql.SpecError, match="collide as DOUBLE keys"):
         _create_domain(con, Categorical("x", ("1", 1, 2.5)), None)
+
+
+def test_cascade_covariance_choice():
+    views = [{"name": "dist", "levels": ["distance"], "mechanism": "cascade",
+              "covariance": "optimal"}]
+    s = spec(views=views)
+    assert s.views[0].covariance == "optimal"
+    assert ReleaseSpec.from_json(s.to_json()) == s
+    assert spec().views[1].covariance is None  # the tree covariance by default
+
+
+@pytest.mark.parametrize("view,bins,message", [
+    ({"mechanism": "btree", "covariance": "optimal"}, 1024,
+     r"views\[0\]\.covariance: only the cascade mechanism takes a covariance"),
+    ({"mechanism": "cascade", "covariance": "dense"}, 1024,
+     r"views\[0\]\.covariance: must be 'tree' .* or 'optimal'"),
+    ({"mechanism": "cascade", "covariance": "optimal"}, 5000,
+     r"views\[0\]\.covariance: 'optimal' is dense .* at most 4096 bins; 'distance' has 5000"),
+])
+def test_cascade_covariance_errors(view, bins, message):
+    attrs = {**BASE["attributes"],
+             "distance": {"kind": "range", "lower": 0, "upper": 5000, "bins": bins}}
+    with pytest.raises(dpsql.SpecError, match=message):
+        spec(attributes=attrs, views=[{"name": "dist", "levels": ["distance"], **view}])

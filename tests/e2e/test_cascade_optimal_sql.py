@@ -1,0 +1,99 @@
+"""SQL in, answers out for a cascade view with the range-optimal covariance, next to a
+tree-covariance view of the same attribute: answers are sums of the released leaves,
+error columns come from the dense exact model, and the planner picks the view whose
+predicted error is smaller."""
+
+from __future__ import annotations
+
+import math
+
+import duckdb
+import numpy as np
+import pytest
+
+from dpsql import duck
+from dpsql.datasets import trips_spec
+from dpsql.release import build_release, open_release
+from dpsql.spec import ReleaseSpec
+
+
+@pytest.fixture(scope="module")
+def release(trips_data, tmp_path_factory):
+    raw = trips_spec(1.0)
+    raw["views"] = [
+        {"name": "dist", "levels": ["distance"], "mechanism": "cascade",
+         "covariance": "optimal"},
+        {"name": "dist_tree", "levels": ["distance"], "mechanism": "cascade"},
+    ]
+    out = tmp_path_factory.mktemp("optimal") / "trips.duckdb"
+    build_release(ReleaseSpec.from_dict(raw, base_dir=trips_data), out, seed=5, progress=False)
+    return out
+
+
+@pytest.fixture()
+def con(release):
+    c = duckdb.connect()
+    duck.attach(c, release)
+    yield c
+    c.close()
+
+
+def _leaves(release) -> np.ndarray:
+    depth = _view(release).depth
+    raw = duckdb.connect(str(release), read_only=True)
+    counts = np.array([r[0] for r in raw.execute(
+        f"SELECT dp_count FROM dist__l{depth} ORDER BY distance_bin_lo").fetchall()])
+    raw.close()
+    return counts
+
+
+def _view(release):
+    return open_release(release).views["dist"]
+
+
+def test_range_answer_and_error_are_the_leaves_and_the_dense_model(con, release):
+    n, se = duck.sql(con, "SELECT COUNT(*), dp_stderr() FROM dist "
+                          "WHERE distance >= 8 AND distance < 48").fetchall()[0]
+    leaves = _leaves(release)
+    assert leaves.size == 64
+    assert n == pytest.approx(leaves[2:12].sum(), abs=1e-6)
+    model = duck.catalog_of(con).find_view("dist").model
+    assert model.kind == "cascade_optimal"
+    w = np.zeros(64)
+    w[2:12] = 1.0
+    assert se == pytest.approx(math.sqrt(w @ model.covariance() @ w), rel=1e-9)
+
+
+def test_answers_are_consistent(con):
+    total = duck.sql(con, "SELECT COUNT(*) FROM dist").fetchall()[0][0]
+    parts = [duck.sql(con, f"SELECT COUNT(*) FROM dist WHERE distance >= {a} AND "
+                           f"distance < {b}").fetchall()[0][0]
+             for a, b in ((0, 40), (40, 100), (100, 256))]
+    assert sum(parts) == pytest.approx(total, abs=1e-6)
+
+
+def test_level_tables_carry_each_nodes_variance(release):
+    view = _view(release)
+    raw = duckdb.connect(str(release), read_only=True)
+    for lv in view.levels:
+        got = np.array([r[0] for r in raw.execute(
+            f"SELECT dp_var FROM {lv.table} ORDER BY distance_bin_lo").fetchall()])
+        np.testing.assert_allclose(got, view.error_model.node_variance(lv.k), rtol=1e-12)
+    raw.close()
+    assert view.info["covariance"] == "optimal" and view.info["optimality_gap"] <= 1e-5
+
+
+def test_planner_picks_the_smaller_predicted_error(con):
+    q = "SELECT COUNT(*) FROM trips WHERE distance >= 4 AND distance < 200"
+    info = duck.plan(con, q).info
+    cat = duck.catalog_of(con)
+    pred = {v: float(cat.find_view(v).model.range_variance(np.array([1]), np.array([50]))[0])
+            for v in ("dist", "dist_tree")}
+    assert info["view"] == min(pred, key=pred.get)
+
+
+def test_median_and_cdf_udfs(con):
+    med = duck.sql(con, "SELECT MEDIAN(distance) FROM dist").fetchall()[0][0]
+    q = duck.sql(con, "SELECT dp_quantile('dist', 'distance', 0.5)").fetchall()[0][0]
+    assert med == pytest.approx(q)
+    assert 0 <= med <= 256
