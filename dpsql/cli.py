@@ -52,10 +52,18 @@ def release_summary(release: Any) -> list[Table]:
         for lv in v.levels:
             s = summary.get(lv.k, {})
             first = lv.k == 1
-            views.add_row(v.name if first else "", v.mechanism if first else "",
+            views.add_row(v.name if first else "", _mechanism_label(v) if first else "",
                           v.budget.describe() if first else "", str(lv.k), lv.attribute,
                           f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
     return [head, views]
+
+
+def _mechanism_label(view: Any) -> str:
+    """The mechanism, plus the cascade's covariance when it is not the default tree (its
+    σ column is then the largest node's, since node variances differ across a level)."""
+    if view.info.get("covariance") == "optimal":
+        return f"{view.mechanism} (optimal covariance; σ: largest node)"
+    return view.mechanism
 
 
 def guarantee_text(release: Any) -> str:

@@ -97,3 +97,12 @@ def test_median_and_cdf_udfs(con):
     q = duck.sql(con, "SELECT dp_quantile('dist', 'distance', 0.5)").fetchall()[0][0]
     assert med == pytest.approx(q)
     assert 0 <= med <= 256
+
+
+def test_inspect_names_the_covariance_and_its_sigma(release, capsys):
+    from dpsql.cli import main
+
+    assert main(["inspect", str(release)]) == 0
+    out = capsys.readouterr().out  # rich may wrap the label inside its cell
+    assert "(optimal" in out and "largest" in out
+    assert out.count("optimal") == 1  # dist_tree keeps the default tree covariance
