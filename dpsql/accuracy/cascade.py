@@ -135,9 +135,37 @@ def _check_ranges(lo: Any, hi: Any, bins: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------ 1-D model
 
+class RangeLevels:
+    """The level shape of a 1-D range view, shared by its error models: K = ``bins``
+    leaf bins grouped ``arity``-ary over ``tree_depth`` levels; node j at level d covers
+    bins [j·s_d, (j+1)·s_d) ∩ [0, K), s_d = arity^(depth − d)."""
+
+    arity: int
+    tree_depth: int
+    bins: int
+
+    @property
+    def depth(self) -> int:
+        return self.tree_depth
+
+    @property
+    def leaves(self) -> int:
+        """Padded number of leaves, arity**depth."""
+        return self.arity ** self.tree_depth
+
+    def span(self, level: int) -> int:
+        """Leaf bins per node at ``level``."""
+        return self.arity ** (self.tree_depth - level)
+
+    def level_size(self, level: int) -> int:
+        """Number of released nodes at ``level``: ceil(bins / span)."""
+        s = self.span(level)
+        return -(-self.bins // s)
+
+
 @register
 @dataclass(frozen=True)
-class CascadeErrorModel(ErrorModel):
+class CascadeErrorModel(RangeLevels, ErrorModel):
     """Exact error model of a 1-D cascade release.
 
     ``level_variance[d]`` is the (absolute) noise variance of every full node at depth
@@ -176,24 +204,6 @@ class CascadeErrorModel(ErrorModel):
     def from_params(cls, params: dict[str, Any]) -> "CascadeErrorModel":
         return cls(int(params["arity"]), int(params["depth"]), int(params["bins"]),
                    tuple(float(x) for x in params["level_variance"]))
-
-    @property
-    def depth(self) -> int:
-        return self.tree_depth
-
-    @property
-    def leaves(self) -> int:
-        """Padded number of leaves, arity**depth."""
-        return self.arity ** self.tree_depth
-
-    def span(self, level: int) -> int:
-        """Leaf bins per node at ``level``."""
-        return self.arity ** (self.tree_depth - level)
-
-    def level_size(self, level: int) -> int:
-        """Number of released nodes at ``level``: ceil(bins / span)."""
-        s = self.span(level)
-        return -(-self.bins // s)
 
     def range_variance(self, lo: Any, hi: Any) -> np.ndarray:
         """Exact variance of the released count of bins [lo, hi), vectorised (O(m·L)

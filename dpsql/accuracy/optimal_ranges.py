@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from dpsql.accuracy.base import ErrorModel, Variance, register
-from dpsql.accuracy.cascade import _check_ranges
+from dpsql.accuracy.cascade import RangeLevels, _check_ranges
 from dpsql.errors import IntegrityError, InvalidPrivacyParameterError, ProgrammingError
 
 MAX_OPTIMAL_BINS = 4096
@@ -163,10 +163,9 @@ def privacy_constants(m_inv: np.ndarray) -> tuple[float, float]:
 
 @register
 @dataclass(frozen=True)
-class RangeOptimalErrorModel(ErrorModel):
+class RangeOptimalErrorModel(RangeLevels, ErrorModel):
     """Exact error model of a range-optimal release: leaf noise N(0, σ²C(λ)) over
-    ``bins`` bins, levels grouped ``arity``-ary as in a cascade view (node j at level d
-    covers bins [j·s_d, (j+1)·s_d) ∩ [0, K), s_d = arity^(depth−d)).
+    ``bins`` bins, levels grouped ``arity``-ary as in a cascade view (:class:`RangeLevels`).
 
     >>> lam, _, _ = optimal_range_weights(8)
     >>> m = RangeOptimalErrorModel(2, 3, 8, 1.0, tuple(lam))
@@ -203,21 +202,6 @@ class RangeOptimalErrorModel(ErrorModel):
     def from_params(cls, params: dict[str, Any]) -> "RangeOptimalErrorModel":
         return cls(int(params["arity"]), int(params["depth"]), int(params["bins"]),
                    float(params["sigma"]), tuple(float(x) for x in params["weights"]))
-
-    @property
-    def depth(self) -> int:
-        return self.tree_depth
-
-    @property
-    def leaves(self) -> int:
-        """Padded number of leaves of the level shape, arity**depth."""
-        return self.arity ** self.tree_depth
-
-    def span(self, level: int) -> int:
-        return self.arity ** (self.tree_depth - level)
-
-    def level_size(self, level: int) -> int:
-        return -(-self.bins // self.span(level))
 
     # -- the covariance ----------------------------------------------------------
     def covariance(self) -> np.ndarray:

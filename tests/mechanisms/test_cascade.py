@@ -3,6 +3,7 @@ extensions (m-ary, level variances, 2-D, streaming, general trees, padding)."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 from pathlib import Path
@@ -542,28 +543,36 @@ def test_node_marginals_ks_with_power_and_sibling_structure():
     assert abs(np.var(a - b) / (3 * sigma ** 2) - 1) < 5 * math.sqrt(2 / r)
 
 
-def _audited_rho(reps: int, neighbouring: str, seed: int) -> float:
+def _audited_rho(reps: int, neighbouring: str, seed: int, covariance: str) -> float:
     """Black-box audit: estimate the output covariance Σ̂ from ``reps`` releases of one
     histogram, then the zCDP cost max over neighbours v of vᵀΣ̂⁻¹v/2 of Gaussian noise
-    with that covariance."""
+    with that covariance (substitution: pairs, and single cells, whichever is worse)."""
     hist, rows, g = np.arange(8) * 3, 2, rng(seed)
     out = np.array([cascade(hist, ZCDP("0.5"), neighbouring=neighbouring, max_rows=rows,
-                            rng=g).leaves.counts for _ in range(reps)])
+                            rng=g, covariance=covariance).leaves.counts
+                    for _ in range(reps)])
     cinv = np.linalg.inv(np.cov(out - hist, rowvar=False))
-    worst = np.diag(cinv).max() if neighbouring == "add_remove" else pair_max(cinv)
+    worst = np.diag(cinv).max()
+    if neighbouring == "substitute":
+        worst = max(worst, pair_max(cinv))
     return rows * rows * worst / 2
 
 
 @pytest.mark.statistical
-def test_dp_audit_passes_and_catches_under_noising(monkeypatch):
+@pytest.mark.parametrize("covariance,module,calibrated_by", [
+    ("tree", "dpsql.mechanisms.cascade", "mahalanobis_sensitivity"),
+    ("optimal", "dpsql.mechanisms.cascade_optimal", "optimal_sensitivity"),
+])
+def test_dp_audit_passes_and_catches_under_noising(monkeypatch, covariance, module,
+                                                   calibrated_by):
     reps = 6000  # relative s.e. of the estimate ≈ √(2/reps) ≈ 1.8%: tolerance 10% > 5 s.e.
     for nb in ("add_remove", "substitute"):
-        assert abs(_audited_rho(reps, nb, 21) / 0.5 - 1) < 0.10
-    import dpsql.mechanisms.cascade as mod
-    real = mod.mahalanobis_sensitivity
-    monkeypatch.setattr(mod, "mahalanobis_sensitivity",
+        assert abs(_audited_rho(reps, nb, 21, covariance) / 0.5 - 1) < 0.10
+    mod = importlib.import_module(module)
+    real = getattr(mod, calibrated_by)
+    monkeypatch.setattr(mod, calibrated_by,
                         lambda *a, **k: 0.7 * real(*a, **k))  # a deliberately broken build
-    assert _audited_rho(reps, "add_remove", 22) / 0.5 > 1.5
+    assert _audited_rho(reps, "add_remove", 22, covariance) / 0.5 > 1.5
 
 
 # ------------------------------------------------------------------ 2-D grid (Algorithm 4)
