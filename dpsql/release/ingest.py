@@ -471,10 +471,16 @@ def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[
 
 
 def _key_type(values: list, column: str) -> tuple[str, str]:
+    """The SQL key type of a categorical domain and the expression that casts a source
+    column to it; NULL where the value is not exactly a key of that type, so the row
+    meets the out-of-domain policy. An integer domain takes only integral values: a plain
+    ``TRY_CAST(1.5 AS BIGINT)`` is 2, which would count the row in a cell it is not in."""
     if all(isinstance(v, str) for v in values):
         return "VARCHAR", f"CAST({column} AS VARCHAR)"
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-        return "BIGINT", f"TRY_CAST({column} AS BIGINT)"
+        as_int = f"TRY_CAST({column} AS BIGINT)"
+        return "BIGINT", (f"CASE WHEN {as_int} = TRY_CAST({column} AS DOUBLE) "
+                          f"THEN {as_int} END")
     return "DOUBLE", f"TRY_CAST({column} AS DOUBLE)"
 
 
@@ -486,7 +492,8 @@ def _out_of_domain(con: duckdb.DuckDBPyConnection, attr, bad: int) -> None:
         key, cast = _key_type(list(attr.values), quote_ident(attr.name))
         example = con.execute(
             f"SELECT {quote_ident(attr.name)} FROM dpsql_src WHERE {quote_ident(attr.name)} "
-            f"IS NOT NULL AND {cast} NOT IN (SELECT v FROM dpsql_dom_{attr.name}) LIMIT 1"
+            f"IS NOT NULL AND (({cast}) IS NULL OR ({cast}) NOT IN "
+            f"(SELECT v FROM dpsql_dom_{attr.name})) LIMIT 1"
         ).fetchall()
         shown = f", e.g. {example[0][0]!r}" if example else ""
         raise DataError(f"attribute {attr.name!r} has {bad} value(s) outside its public "

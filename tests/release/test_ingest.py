@@ -287,3 +287,30 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
     assert report.rows_used == facts["rows_used"] - heavy
     if heavy:
         assert ("uid", f"dropped (more than {max_rows} rows per unit)", heavy) in report.actions
+
+
+@pytest.mark.parametrize("unit", [False, True], ids=["keys", "rows"])
+@pytest.mark.parametrize("column", [pa.array([1.0, 2.0, 1.5, 3.0, 2.5, 2.0, None]),
+                                    pa.array(["1", "2", "1.5", "3", "2.5", "2", None])],
+                         ids=["double", "varchar"])
+def test_integer_domain_takes_only_integral_values(tmp_path, unit, column):
+    """1.5 and 2.5 are not keys of the domain [1, 2, 3]: casting would round them into
+    cells 2 and 3 and count those rows where they are not. They meet the policy instead."""
+    pq.write_table(pa.table({"uid": np.arange(7), "k": column}), tmp_path / "t.parquet")
+
+    def spec(policy: str) -> ReleaseSpec:
+        data = {"name": "ints", "source": "t.parquet", "neighbouring": "add_remove",
+                "budget": {"rho": 1},
+                "attributes": {"k": {"kind": "categorical", "domain": [1, 2, 3],
+                                     "on_out_of_domain": policy, "on_null": "drop"}},
+                "views": [{"name": "v", "levels": ["k"], "mechanism": "inftda"}]}
+        if unit:
+            data["privacy_unit"] = {"column": "uid", "max_rows": 1}
+        return ReleaseSpec.from_dict(data, base_dir=tmp_path)
+
+    got, report = _ingested(spec("drop"))
+    assert got[counts.set_key(("k",))] == {(0,): 1, (1,): 2, (2,): 1}
+    assert ("k", "dropped (out of domain)", 2) in report.actions
+    with pytest.raises(dpsql.DataError, match=r"'k' has 2 value\(s\) outside its public "
+                                              r"domain, e\.g\. .*1\.5"):
+        _ingested(spec("error"))
