@@ -8,7 +8,8 @@ The script plays both roles, one after the other:
   file, writes a TOML spec and builds one release with three views:
 
   - ``routes``: origin -> dest -> carrier, InfTDA (integer, consistent, bounded L∞ error);
-  - ``dist``: distance in 10-mile bins, Cascade Sampling (unbiased range counts);
+  - ``dist``: distance in 10-mile bins, Cascade with the range-optimal covariance
+    (unbiased range counts with the least variance over all ranges);
   - ``delays``: departure delay in 1-minute bins, the pure-DP b-ary tree (CDFs, medians).
 
 * **Analyst.** It queries the release through all three entry points: DuckDB
@@ -119,6 +120,7 @@ weight = 2
 name = "dist"
 levels = ["distance"]
 mechanism = "cascade"
+covariance = "optimal"           # range-optimal noise: the least variance over all ranges
 
 [[views]]
 name = "delays"
