@@ -48,9 +48,9 @@ class PlannedQuery:
 def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
                ) -> PlannedQuery:
     """Plan ``query`` against the attached releases in ``catalog``."""
-    tree, nodes = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
-    bind_params(tree, params, nodes)
-    refs = find_references(tree, catalog, nodes)
+    tree, walked = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
+    bind_params(tree, params, walked)
+    refs = find_references(tree, catalog, walked)
     choices = [choose_view(r) for r in refs]
     read = [rewrite_reference(ref, choice) for ref, choice in zip(refs, choices)]
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])

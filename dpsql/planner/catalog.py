@@ -106,7 +106,11 @@ class ReleaseInfo:
         return self.release.attributes
 
     def size(self, column: str) -> int:
-        return dict(self.column_sizes).get(column, 1)
+        return self._sizes.get(column, 1)
+
+    @cached_property
+    def _sizes(self) -> dict[str, int]:
+        return dict(self.column_sizes)
 
     def column_attribute(self, column: str) -> AttributeMeta | None:
         """The attribute a logical-table column belongs to (range attributes by name)."""

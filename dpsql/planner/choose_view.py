@@ -66,17 +66,24 @@ def choose_view(ref: Reference) -> Choice:
         raise UnsupportedQueryError(
             f"{what} of the table {ref.table.name!r}; the views are: {names}. Query "
             "attributes that one view covers, or split the query")
+    # per range filter, computed once for all candidate views: the leaf-grid index of
+    # each bound inside the domain (None: off the grid) and the covering bin range
+    edges = {r.attribute: _grid_edges(ref.release, r) for r in ref.ranges}
+    bins = {r.attribute: bin_range(ref.release, r) for r in ref.ranges}
     scored = []
     for v in covering:
-        level, aligned = _level_for(v, ref)
-        scored.append((_predict(v, level, ref), level, v.name, v, aligned))
+        level, aligned = _level_for(v, ref, edges)
+        scored.append((_predict(v, level, ref, bins), level, v.name, v, aligned))
     scored.sort(key=lambda s: (s[0], s[1], s[2]))
     best = scored[0]
     return Choice(best[3], best[1], best[4], best[0],
                   tuple((s[2], s[1], s[0]) for s in scored))
 
 
-def _level_for(v: ViewInfo, ref: Reference) -> tuple[int, bool]:
+def _level_for(v: ViewInfo, ref: Reference,
+               edges: dict[str, tuple[int | None, ...]] | None = None) -> tuple[int, bool]:
+    if edges is None:
+        edges = {r.attribute: _grid_edges(ref.release, r) for r in ref.ranges}
     levels = v.meta.levels
     k = 1
     for c in ref.columns:
@@ -88,9 +95,9 @@ def _level_for(v: ViewInfo, ref: Reference) -> tuple[int, bool]:
         own = [lv for lv in levels if lv.attribute == a]
         if a in ref.measured:
             k = max(k, own[-1].k)
-            aligned = aligned and _aligned(ref.release, ranged.get(a), own[-1].span or 1)
+            aligned = aligned and _on_grid(edges.get(a, ()), own[-1].span or 1)
             continue
-        fit = next((lv for lv in own if _aligned(ref.release, ranged[a], lv.span or 1)), None)
+        fit = next((lv for lv in own if _on_grid(edges[a], lv.span or 1)), None)
         if fit is None:
             k, aligned = max(k, own[-1].k), False
         else:
@@ -98,9 +105,8 @@ def _level_for(v: ViewInfo, ref: Reference) -> tuple[int, bool]:
     if not aligned:
         return k, False
     # a deeper level chosen for another attribute: check alignment there too
-    for a, r in ranged.items():
-        span = _span_at(v, a, k)
-        if not _aligned(ref.release, r, span):
+    for a in ranged:
+        if not _on_grid(edges[a], _span_at(v, a, k)):
             return k, False
     return k, True
 
@@ -111,16 +117,22 @@ def _span_at(v: ViewInfo, attribute: str, k: int) -> int:
 
 
 def _aligned(release: ReleaseInfo, r: RangeFilter | None, span: int) -> bool:
-    if r is None:
-        return True
+    """True when every bound of ``r`` inside the domain is an edge of ``span``-bin nodes."""
+    return r is None or _on_grid(_grid_edges(release, r), span)
+
+
+def _grid_edges(release: ReleaseInfo, r: RangeFilter) -> tuple[int | None, ...]:
+    """The leaf-bin edge index (:func:`grid_index`) of each bound of ``r`` strictly
+    inside the domain; None for a bound off the grid. Unbounded sides and bounds at or
+    beyond the domain's ends are left out: they align with any span."""
     a = release.attributes[r.attribute]
-    for x in (r.lo, r.hi):
-        if x is None or x <= a.lower or x >= a.upper:
-            continue
-        b = grid_index(a, x)
-        if b is None or b % span:  # exact: a near-edge bound interpolates
-            return False
-    return True
+    return tuple(grid_index(a, x) for x in (r.lo, r.hi)
+                 if x is not None and a.lower < x < a.upper)
+
+
+def _on_grid(edges: tuple[int | None, ...], span: int) -> bool:
+    # exact: a near-edge bound interpolates
+    return all(b is not None and not b % span for b in edges)
 
 
 def grid_index(a, x: float) -> int | None:
@@ -158,14 +170,15 @@ def range_errors(v: ViewInfo, bins: int) -> np.ndarray | None:
     return table
 
 
-def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
+def _predict(v: ViewInfo, level: int, ref: Reference,
+             bins: dict[str, tuple[int, int]] | None = None) -> float:
     model = v.model
     rel = ref.release
     attrs = v.meta.attributes
+    if bins is None:
+        bins = {r.attribute: bin_range(rel, r) for r in ref.ranges}
     if len(attrs) == 1 and rel.attributes[attrs[0]].kind == "range" and not ref.columns:
-        r = next((x for x in ref.ranges if x.attribute == attrs[0]),
-                 RangeFilter(attrs[0], None, None))
-        b0, b1 = bin_range(rel, r)
+        b0, b1 = bins.get(attrs[0]) or bin_range(rel, RangeFilter(attrs[0], None, None))
         b0 = min(b0, rel.attributes[attrs[0]].bins - 1)  # an empty range at the top edge
         b1 = max(b1, b0 + 1)  # is ranked like the last bin (model ranges are non-empty)
         table = v.range_errors
@@ -186,9 +199,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference) -> float:
     for c in groups.values():
         m /= max(1, rel.size(c))
     for r in ref.ranges:
-        a = rel.attributes[r.attribute]
-        b0, b1 = bin_range(rel, r)
-        m *= max(b1 - b0, 1) / a.bins
+        b0, b1 = bins[r.attribute]
+        m *= max(b1 - b0, 1) / rel.attributes[r.attribute].bins
     m = max(1, int(round(m)))
     memo = v.predictions
     key = (level, m)

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.planner.parse_sql import Walked
 
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
@@ -75,7 +77,7 @@ class Reference:
     aggregates: tuple[Aggregate, ...]
     removed: tuple[exp.Expression, ...] = field(default=())  # WHERE conjuncts moved inside
 
-    @property
+    @cached_property
     def measured(self) -> frozenset[str]:
         """Binned attributes whose distribution an aggregate needs (leaf level)."""
         return frozenset(a.attribute for a in self.aggregates
@@ -91,16 +93,22 @@ class Reference:
 
 
 def find_references(tree: exp.Expression, catalog: Catalog,
-                    nodes: list[exp.Expression] | None = None) -> tuple[Reference, ...]:
+                    walked: Walked | None = None) -> tuple[Reference, ...]:
     """Every logical-table reference in ``tree``, checked; raises on unsupported use.
-    ``nodes`` is every node of ``tree`` if the caller has walked it already (the tree is
-    then walked once per query, not once per question asked of it)."""
-    if nodes is None:
-        nodes = list(tree.walk())
-    cte_names = {c.alias_or_name.lower() for c in nodes if isinstance(c, exp.CTE)}
+    ``walked`` is :func:`~dpsql.planner.parse_sql.parse_walked`'s index of the nodes of
+    ``tree``, if the caller has it (the tree is then walked once per query, not once per
+    question asked of it)."""
+    if walked is None:
+        walked = Walked()
+        for n in tree.walk():
+            for cls, bucket in ((exp.Select, walked.selects), (exp.Table, walked.tables),
+                                (exp.CTE, walked.ctes)):
+                if isinstance(n, cls):
+                    bucket.append(n)
+    cte_names = {c.alias_or_name.lower() for c in walked.ctes}
     refs: list[Reference] = []
     claimed: set[int] = set()
-    for select in [n for n in nodes if isinstance(n, exp.Select)]:
+    for select in walked.selects:
         tables = _scope_tables(select)
         logical = []
         for t in tables:
@@ -117,10 +125,10 @@ def find_references(tree: exp.Expression, catalog: Catalog,
                 "the aggregated results")
         if logical:
             t, (release, views) = logical[0]
-            refs.append(_analyse(select, t, release, views))
+            refs.append(_analyse(select, t, release, views, tables))
         else:
             _refuse_orphan_error_functions(select)
-    for t in [n for n in nodes if isinstance(n, exp.Table)]:
+    for t in walked.tables:
         if id(t) in claimed:
             continue
         if not t.args.get("db") and t.name.lower() in cte_names:
@@ -152,17 +160,45 @@ def _scope_tables(select: exp.Select) -> list[exp.Table]:
     return out
 
 
-def _scope_nodes(select: exp.Select):
-    """Nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies)."""
+_NESTED = (exp.Select, exp.Subquery, exp.Union, exp.Intersect, exp.Except)
+_S_OTHER, _S_NESTED, _S_COLUMN, _S_CALL = range(4)
+_SCOPE_KINDS: dict[type, int] = {}  # node class -> scope kind (isinstance once per class)
+
+
+def _scope_kind(cls: type) -> int:
+    kind = _SCOPE_KINDS.get(cls)
+    if kind is None:
+        kind = (_S_NESTED if issubclass(cls, _NESTED) else
+                _S_COLUMN if issubclass(cls, exp.Column) else
+                _S_CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else _S_OTHER)
+        _SCOPE_KINDS[cls] = kind
+    return kind
+
+
+def _scope(select: exp.Select) -> tuple[list, list[exp.Column], list[exp.Expression]]:
+    """Nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies), in
+    one walk: all of them, its columns, and its aggregate and anonymous function calls
+    (the only nodes an aggregate can be), each list in the same walk order."""
     stack = [v for k, v in select.args.items() if k != "with" for v in
              (v if isinstance(v, list) else [v]) if isinstance(v, exp.Expression)]
+    nodes: list = []
+    columns: list = []
+    calls: list = []
+    kinds = _SCOPE_KINDS
     while stack:
         node = stack.pop()
-        if isinstance(node, (exp.Select, exp.Subquery, exp.Union, exp.Intersect,
-                             exp.Except)):
+        kind = kinds.get(type(node))
+        if kind is None:
+            kind = _scope_kind(type(node))
+        if kind == _S_NESTED:
             continue
-        yield node
+        nodes.append(node)
+        if kind == _S_COLUMN:
+            columns.append(node)
+        elif kind == _S_CALL:
+            calls.append(node)
         stack.extend(node.iter_expressions())
+    return nodes, columns, calls
 
 
 def _fn_name(node: exp.Expression) -> str:
@@ -172,7 +208,7 @@ def _fn_name(node: exp.Expression) -> str:
 
 
 def _refuse_orphan_error_functions(select: exp.Select) -> None:
-    for node in _scope_nodes(select):
+    for node in _scope(select)[2]:
         if isinstance(node, exp.Anonymous) and _fn_name(node) in ERROR_FUNCTIONS:
             raise UnsupportedQueryError(
                 f"{_fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
@@ -195,12 +231,12 @@ def _number(node: exp.Expression, what: str) -> float:
 
 
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
-             views: tuple[ViewInfo, ...]) -> Reference:
+             views: tuple[ViewInfo, ...], tables: list[exp.Table]) -> Reference:
     alias = table.alias_or_name
     attrs = release.attributes
-    scope = list(_scope_nodes(select))
+    _, scope_columns, scope_calls = _scope(select)
     # alone in its FROM, every unqualified column that is not an output alias is ours
-    alone = len(_scope_tables(select)) == 1 and not select.args.get("joins")
+    alone = len(tables) == 1 and not select.args.get("joins")
     out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
 
     def owned(col: exp.Column) -> bool:
@@ -238,16 +274,22 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     conjuncts = list(where.this.flatten()) if where is not None and isinstance(
         where.this, exp.And) else ([where.this] if where is not None else [])
     for c in conjuncts:
-        if any(measure(x) for x in c.find_all(exp.Column)):
+        c_columns, has_or = [], False  # one walk of the conjunct (subqueries included)
+        for x in c.walk():
+            if isinstance(x, exp.Column):
+                c_columns.append(x)
+            elif isinstance(x, exp.Or):
+                has_or = True
+        if any(measure(x) for x in c_columns):
             raise UnsupportedQueryError(
                 f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
                 "to filter on the count, use HAVING SUM(dp_count) > x")
-        cols = [x for x in c.find_all(exp.Column) if owned(x)]
+        cols = [x for x in c_columns if owned(x)]
         if not cols:
             continue
         col_attrs = {release.column_attribute(x.name).name if release.column_attribute(x.name)
                      else x.name for x in cols}
-        if any(isinstance(x, exp.Or) for x in c.walk()) and len(col_attrs) > 1:
+        if has_or and len(col_attrs) > 1:
             raise UnsupportedQueryError(
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
@@ -268,7 +310,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     aggregates: list[Aggregate] = []
     inside: set[int] = set()
     has_group = select.args.get("group") is not None
-    for node in scope:
+    for node in scope_calls:  # _classify answers None for every other node
         agg = _classify(node, owned, release, measure)
         if agg is None:
             continue
@@ -278,7 +320,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
                                  for a in aggregates):
-        if any(isinstance(x, exp.Column) and measure(x) for x in scope):
+        if any(measure(x) for x in scope_columns):
             raise UnsupportedQueryError(
                 f"the bare column dp_count is not supported: {_MEASURE_HELP}")
         raise UnsupportedQueryError(
@@ -288,8 +330,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- label columns used anywhere else in the scope
     removed_ids = {id(x) for r in removed for x in r.walk()}
     columns: set[str] = set()
-    for node in scope:
-        if not isinstance(node, exp.Column) or id(node) in inside or id(node) in removed_ids:
+    for node in scope_columns:
+        if id(node) in inside or id(node) in removed_ids:
             continue
         if measure(node):
             raise UnsupportedQueryError(
@@ -344,10 +386,11 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
 
 
 def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Aggregate | None:
+    node_columns: list[exp.Column] = []
     if isinstance(node, (exp.AggFunc, exp.Anonymous)) and not isinstance(node.parent,
                                                                           exp.Window):
-        cols = [x for x in node.find_all(exp.Column) if measure(x)
-                and _enclosing_call(x) is node]
+        node_columns = list(node.find_all(exp.Column))
+        cols = [x for x in node_columns if measure(x) and _enclosing_call(x) is node]
         if cols:
             if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
                 return Aggregate(node, "count")  # the BI measure: exactly COUNT(*)
@@ -377,7 +420,7 @@ def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Agg
         return None  # a window over the aggregated rows: DuckDB runs it as written
     name = type(node).__name__.upper()
     arg = node.this
-    refs = [x for x in node.find_all(exp.Column) if owned(x)]
+    refs = [x for x in node_columns if owned(x)]  # not in a window: filled above
     if isinstance(node, exp.Count):
         if isinstance(arg, exp.Distinct):
             raise UnsupportedQueryError(
