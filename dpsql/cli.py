@@ -325,7 +325,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", SeededReleaseWarning)
         server = serve(args.release, host=args.host, port=args.port,
                        password_file=args.password_file,
-                       max_connections=args.max_connections)
+                       max_connections=args.max_connections,
+                       statement_timeout=args.statement_timeout,
+                       memory_limit=args.memory_limit)
     if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
         err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
                                 "private (tests and demos only)"))
@@ -400,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-connections", type=int, default=64, metavar="N",
                    help="serve at most N clients at once, those still authenticating "
                         "included (default 64); the next get SQLSTATE 53300")
+    p.add_argument("--statement-timeout", type=float, metavar="SECONDS",
+                   default=os.environ.get("DPSQL_STATEMENT_TIMEOUT", "300"),
+                   help="interrupt a statement after SECONDS (default 300, env "
+                        "DPSQL_STATEMENT_TIMEOUT; 0 = no limit); the client gets 57014")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   default=os.environ.get("DPSQL_MEMORY_LIMIT", "1GB"),
+                   help="memory cap of each session's DuckDB, e.g. 512MB or 2GB (default "
+                        "1GB, env DPSQL_MEMORY_LIMIT); a query over it gets 53200")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every statement and where it was routed (stderr)")
     p.set_defaults(func=cmd_serve)
