@@ -34,14 +34,16 @@ Security decisions:
 
 SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxError 42601,
 read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
-InternalError XX000, OperationalError 58000, wrong password 28P01, too many clients 53300.
+InternalError XX000, OperationalError 58000, wrong password 28P01, too many clients 53300,
+statement timeout or cancel 57014, out of memory 53200, SET of a resource limit 42501.
 
 Resource limits: a session (an in-memory DuckDB with the release attached, ~10 MB) is
 built only after the password is checked; a client has 10 s to finish start-up and
 authentication; at most ``max_connections`` clients (default 64) are served at once;
 each session's DuckDB runs one thread; a protocol message over 64 MB is refused before it
-is read. Known limits, not in scope yet: no statement timeout and no memory limit per
-session (a client can run one long query on its own thread until it cancels it).
+is read; a statement is interrupted after ``statement_timeout`` seconds (default 300,
+57014) and each session's DuckDB is capped at ``memory_limit`` (default 1GB, no spilling to
+disk, 53200): see :mod:`dpsql.server._limits`.
 """
 
 from __future__ import annotations
@@ -178,13 +180,16 @@ class Server:
 
 def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5433,
           password_file: str | os.PathLike | None = None, name: str | None = None,
-          plan_cache_size: int = 256, max_connections: int = 64) -> Server:
+          plan_cache_size: int = 256, max_connections: int = 64,
+          statement_timeout: float = 300.0, memory_limit: str = "1GB") -> Server:
     """Serve the release file ``release`` over the PostgreSQL protocol, in a background
     thread; return the running :class:`Server`.
 
     ``port=0`` picks a free port (read it from ``Server.port``). ``max_connections``
     caps the clients served at once (those still authenticating included); the next one
-    gets FATAL 53300 (too_many_connections). ``name`` is the database
+    gets FATAL 53300 (too_many_connections). ``statement_timeout`` (seconds, 0 = none)
+    interrupts a longer statement (57014); ``memory_limit`` (DuckDB size syntax) caps each
+    session's DuckDB, without spilling to disk (53200). ``name`` is the database
     name clients see (default: the release name). A seeded (not private) release emits
     :class:`dpsql.dbapi.SeededReleaseWarning` once, here.
     """
@@ -194,6 +199,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     from dpsql import duck
     from dpsql.dbapi import _PRIVATE_RNG, SeededReleaseWarning
     from dpsql.server._catalog import CatalogDatabase, logical_tables
+    from dpsql.server._limits import check_memory_limit, check_statement_timeout, duckdb_config
     from dpsql.server._session import ReleaseConnection
     from dpsql.server._wire import WireServer
 
@@ -204,6 +210,8 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
             max_connections < 1:
         raise ProgrammingError(f"max_connections {max_connections!r} must be a positive "
                                "integer (the default is 64)")
+    statement_timeout = check_statement_timeout(statement_timeout)
+    memory_limit = check_memory_limit(memory_limit)
     family, address, loopback = _resolve(host, port)
     password = read_password_file(password_file) if password_file is not None else None
     if not loopback and password is None:
@@ -212,11 +220,16 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
             "(127.0.0.1, ::1, localhost) may be served without one; pass --password-file "
             "(and prefer an SSH tunnel: the server has no TLS)")
     path = str(Path(release))
-    probe = duckdb.connect(":memory:")
+    # the probe runs under the sessions' memory cap: a cap too small to open the release
+    # fails here, at start-up, not in every client's session
+    probe = duckdb.connect(":memory:", config={"threads": 1, **duckdb_config(memory_limit)})
     try:
         alias = duck.attach(probe, path, name)
         rng = probe.execute(f'SELECT rng FROM "{alias}".dpsql_release').fetchall()
         tables = logical_tables(probe, alias)
+    except duckdb.OutOfMemoryException as err:
+        raise OperationalError(f"memory_limit {memory_limit!r} is too small to open the "
+                               f"release {path!r}: raise --memory-limit ({err})") from err
     except duckdb.Error as err:
         raise OperationalError(f"cannot read {path!r} as a dpsql release: {err}") from err
     finally:
@@ -225,8 +238,9 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
         warnings.warn(f"release {alias!r} ({path}) was built with a fixed seed: its noise is "
                       "reproducible, so it is NOT private; serve it for tests and demos only",
                       SeededReleaseWarning, stacklevel=2)
-    catalog = CatalogDatabase(alias, tables)
-    conn = ReleaseConnection(path, alias, catalog, plan_cache_size)
+    catalog = CatalogDatabase(alias, tables, duckdb_config(memory_limit))
+    conn = ReleaseConnection(path, alias, catalog, plan_cache_size, statement_timeout,
+                             memory_limit)
     try:
         wire = WireServer(address, family, conn, password, max_connections)
     except OSError as err:

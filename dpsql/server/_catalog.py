@@ -264,12 +264,14 @@ class CatalogDatabase:
     Sessions read it through their own cursors; only :meth:`cursor` touches the shared
     connection, under a lock."""
 
-    def __init__(self, database: str, tables: dict[str, list[tuple[str, str]]]) -> None:
+    def __init__(self, database: str, tables: dict[str, list[tuple[str, str]]],
+                 config: dict[str, str] | None = None) -> None:
         self.database = database
         self.tables = tables
         self._lock = threading.Lock()
-        # two threads: catalog queries are small, and one client's must not take every core
-        con = self._con = duckdb.connect(":memory:", config={"threads": 2})
+        # two threads: catalog queries are small, and one client's must not take every core;
+        # ``config`` adds the server's memory cap (dpsql.server._limits.duckdb_config)
+        con = self._con = duckdb.connect(":memory:", config={"threads": 2, **(config or {})})
         con.execute(f"ATTACH ':memory:' AS {_ident(database)}")
         con.execute(f"CREATE SCHEMA {_ident(database)}.public")
         con.execute(f"USE {_ident(database)}.public")

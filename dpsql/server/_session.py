@@ -57,13 +57,16 @@ from sqlglot import exp
 
 from dpsql import duck
 from dpsql.dbapi import Connection as DbapiConnection
-from dpsql.errors import UnsupportedQueryError
+from dpsql.dbapi import Cursor as PlannerCursor
+from dpsql.errors import DataError, UnsupportedQueryError
 from dpsql.server._catalog import LOCKDOWN, CatalogDatabase, default_settings, fix_catalog_sql
 from dpsql.server._guard import (BY_NAME, MULTI, ReadOnlyError, UntypedText, by_name,
                                  check_select, read_only, spelled)
+from dpsql.server._limits import (DEFAULT_MEMORY_LIMIT, DEFAULT_STATEMENT_TIMEOUT,
+                                  OPERATOR_SETTINGS, Watchdog, classify, duckdb_config,
+                                  operator_setting, parse_pg_timeout, pg_timeout)
 
 logger = logging.getLogger("dpsql.server")
-
 
 
 ROUTE_CACHE_SIZE = 256
@@ -141,12 +144,15 @@ class Session(_BVSession):
     """One client's session: its planner connection, catalog cursor and settings."""
 
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
-                 parameters: dict[str, str], plan_cache_size: int) -> None:
+                 parameters: dict[str, str], plan_cache_size: int,
+                 statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT) -> None:
         super().__init__()
         # threads=1: a session answers one client; several threads per session would let
         # one client's heavy query take every core from the others (and cost ~10 threads
-        # per connection).
-        con = duckdb.connect(":memory:", config={"threads": 1})
+        # per connection). The memory cap and no spilling: dpsql.server._limits.
+        con = duckdb.connect(":memory:", config={"threads": 1,
+                                                 **duckdb_config(memory_limit)})
         dbapi = cur = None
         try:
             duck.attach(con, release, alias)
@@ -170,6 +176,13 @@ class Session(_BVSession):
         self.catalog = catalog
         self.catalog_cur = cur
         self.settings = dict(parameters)
+        self.server_timeout = statement_timeout
+        self.client_timeout = 0.0  # SET statement_timeout: may lower the server's, not raise
+        self.settings["statement_timeout"] = pg_timeout(statement_timeout)
+        self.memory_limit = memory_limit
+        self.watchdog = Watchdog(self.interrupt)
+        self._running: duckdb.DuckDBPyConnection | None = None  # the planner's DuckDB cursor
+        self._running_lock = threading.Lock()
         self.in_txn = False
         self.failed = False
         self.logical = {name.lower() for name in catalog.tables}
@@ -188,10 +201,14 @@ class Session(_BVSession):
         return self.in_txn
 
     def interrupt(self) -> None:
-        """Cancel the running statement (PostgreSQL CancelRequest)."""
+        """Cancel the running statement (a PostgreSQL CancelRequest, or the statement
+        timeout): the session's connection, its catalog cursor and the planner's cursor."""
         if not self.dbapi.closed:
             self._duck.interrupt()
             self.catalog_cur.interrupt()
+            with self._running_lock:
+                if self._running is not None:
+                    self._running.interrupt()
 
     def transaction_status(self) -> bytes:
         """The ReadyForQuery status byte: idle, in a block, or in a failed block."""
@@ -207,11 +224,35 @@ class Session(_BVSession):
                 "current transaction is aborted, commands ignored until end of transaction "
                 "block: send ROLLBACK")
         try:
-            return self._execute_params(text, word, list(params) if params else None)
+            return self._timed(text, word, list(params) if params else None)
         except Exception:
             if self.in_txn:
                 self.failed = True
             raise
+
+    @property
+    def statement_timeout(self) -> float:
+        """Seconds a statement may run (0 = no limit): the server's, or the client's own
+        lower ``SET statement_timeout``."""
+        server, client = self.server_timeout, self.client_timeout
+        if client <= 0:
+            return server
+        return client if server <= 0 else min(server, client)
+
+    def _timed(self, text: str, word: str, params: list | None) -> Result:
+        """:meth:`_execute_params` under the statement timeout; a DuckDB interrupt or
+        out-of-memory error, however the planner wrapped it, becomes a 57014 (timeout or
+        cancel) or 53200 error that says what happened (:func:`_limits.classify`)."""
+        if not text or word in _COMMANDS:  # session commands never reach DuckDB
+            return self._execute_params(text, word, params)
+        with self.watchdog.statement(self.statement_timeout) as stmt:
+            try:
+                return self._execute_params(text, word, params)
+            except Exception as err:
+                mapped = classify(err, stmt, self.memory_limit)
+                if mapped is err:
+                    raise
+                raise mapped from err
 
     def _execute_params(self, text: str, word: str, params: list | None) -> Result:
         """Untyped parameters (:class:`UntypedText`, OID 0: node-postgres sends all its
@@ -244,7 +285,7 @@ class Session(_BVSession):
         if not text or word in _COMMANDS or self.failed:
             return None
         try:
-            result = self._execute_params(text, word, list(params) if params else None)
+            result = self._timed(text, word, list(params) if params else None)
         except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
             return None
         return result if result.has_results() else None
@@ -339,7 +380,12 @@ class Session(_BVSession):
         return Result(rel.columns, [str(t) for t in rel.types], rows)
 
     def _run_planner(self, sql: str, params: list | None) -> Result:
-        cur = self.dbapi.cursor()
+        # The DuckDB child cursor is made here, not by dbapi.cursor(), so that interrupt()
+        # can reach it: interrupting the parent connection does not stop a child's query.
+        child = self._duck.cursor()
+        cur = PlannerCursor(self.dbapi, child)
+        with self._running_lock:
+            self._running = child
         try:
             cur.execute(sql, params)
             if cur.description is None:
@@ -348,7 +394,10 @@ class Session(_BVSession):
             return Result([d[0] for d in cur.description], [d[1] for d in cur.description],
                           rows)
         finally:
+            with self._running_lock:
+                self._running = None
             cur.close()
+            child.close()
 
 
 # --------------------------------------------------------------------------------------
@@ -374,17 +423,40 @@ def _rollback(s: Session, text: str) -> Result:
     return Result(status="ROLLBACK")
 
 
-_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+)?(?P<name>[\w.]+)\s*(?:=|\bTO\b)\s*"
-                  r"(?P<value>.*)$", re.I | re.S)
+_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?(?P<name>[\w.]+)\s*"
+                  r"(?:=|\bTO\b)\s*(?P<value>.*)$", re.I | re.S)
+_SET_NAME = re.compile(r"(?:SET|RESET)\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?\"?(?P<name>[\w.]+)",
+                       re.I)
+
+
+def _refuse_operator_setting(text: str) -> None:
+    m = _SET_NAME.match(text)
+    if m and m.group("name").lower() in OPERATOR_SETTINGS:
+        raise operator_setting(m.group("name").lower(), _first_word(text))
+
+
+def _set_timeout(s: Session, value: str) -> None:
+    seconds = parse_pg_timeout(value)
+    if seconds is None:
+        raise DataError(f"invalid value for parameter \"statement_timeout\": {value!r}; give "
+                        "milliseconds (5000) or a unit ('5s', '1min'); 0 keeps the server's "
+                        "limit")
+    s.client_timeout = seconds
+    s.settings["statement_timeout"] = pg_timeout(s.statement_timeout)
 
 
 def _set(s: Session, text: str) -> Result:
+    _refuse_operator_setting(text)
     m = _SET.match(text)
     if m:
         value = m.group("value").strip()
         if len(value) >= 2 and value[0] == value[-1] == "'":
             value = value[1:-1].replace("''", "'")
-        s.settings[m.group("name").lower()] = value
+        name = m.group("name").lower()
+        if name == "statement_timeout":
+            _set_timeout(s, "0" if value.upper() == "DEFAULT" else value)
+        else:
+            s.settings[name] = value
     elif re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text, re.I):
         value = re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text,
                          re.I).group(1).strip().strip("'")
@@ -393,6 +465,10 @@ def _set(s: Session, text: str) -> Result:
 
 
 def _reset(s: Session, text: str) -> Result:
+    _refuse_operator_setting(text)
+    m = _SET_NAME.match(text)
+    if m and m.group("name").lower() in ("statement_timeout", "all"):
+        _set_timeout(s, "0")
     return Result(status="RESET")
 
 
@@ -441,12 +517,16 @@ class ReleaseConnection(Connection):
     """buenavista's Connection (a session factory) over one release file."""
 
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
-                 plan_cache_size: int = 256) -> None:
+                 plan_cache_size: int = 256,
+                 statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT) -> None:
         super().__init__()
         self.release = release
         self.alias = alias
         self.catalog = catalog
         self.plan_cache_size = plan_cache_size
+        self.statement_timeout = statement_timeout
+        self.memory_limit = memory_limit
         self.settings = default_settings(alias)
         self._lock = threading.Lock()
 
@@ -468,7 +548,7 @@ class ReleaseConnection(Connection):
 
     def new_session(self) -> Session:
         return Session(self.release, self.alias, self.catalog, self.settings,
-                       self.plan_cache_size)
+                       self.plan_cache_size, self.statement_timeout, self.memory_limit)
 
     def parameters(self) -> dict[str, str]:
         return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}

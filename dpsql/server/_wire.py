@@ -72,6 +72,8 @@ from dpsql.server._session import (
     UnknownSettingError,
     UntypedText,
 )
+from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
+                                  StatementTimeoutError)
 from dpsql.server._types import ProtocolError, decode_param, pg_type
 
 logger = logging.getLogger("dpsql.server")
@@ -96,6 +98,10 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (UnknownSettingError, "42704"),      # undefined_object
     (AuthenticationError, "28P01"),      # invalid_password
     (TooManyConnectionsError, "53300"),  # too_many_connections
+    (StatementTimeoutError, "57014"),    # query_canceled
+    (QueryCanceledError, "57014"),
+    (OutOfMemoryError, "53200"),         # out_of_memory
+    (OperatorSettingError, "42501"),     # insufficient_privilege
     (ProtocolError, "08P01"),            # protocol_violation
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
     (SqlSyntaxError, "42601"),           # syntax_error
@@ -113,6 +119,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (duckdb.ConversionException, "22P02"),  # invalid_text_representation
     (duckdb.PermissionException, "42501"),  # insufficient_privilege
     (duckdb.InterruptException, "57014"),   # query_canceled
+    (duckdb.OutOfMemoryException, "53200"),  # out_of_memory
     (duckdb.NotImplementedException, "0A000"),
     (duckdb.DataError, "22000"),
     (duckdb.ProgrammingError, "42000"),

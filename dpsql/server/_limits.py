@@ -1,0 +1,209 @@
+"""Resource limits of ``dpsql serve``: a statement timeout and a memory cap per session.
+
+Without them one analyst could hold a core for ever (``SELECT sum(range) FROM
+range(1e12)``) or exhaust the machine's memory (a large cross join); statistical offices do
+not expose a server like that. Decisions:
+
+* **Statement timeout** (``--statement-timeout``, default 300 s, 0 = none). A statement that
+  runs longer is stopped with DuckDB's ``connection.interrupt()`` (it stops a running scan
+  within milliseconds) and the client gets SQLSTATE 57014 (query_canceled) with a message
+  naming the limit. The clock starts when the statement is routed and stops when its
+  result is materialised; sending the rows is not counted (that is the client's pace).
+  Session commands (``SET``, ``BEGIN`` ...) never touch DuckDB and are not timed.
+  A watcher thread per timed statement (:class:`Watchdog`) waits on the statement's own
+  ``done`` event, so a timer can never fire into a later statement: the statement ends by
+  clearing the session's current token under a lock, and the watcher interrupts only
+  while, under that same lock, its token is still the current one. DuckDB forgets an
+  interrupt that arrives between queries, and a dpsql statement may run several DuckDB
+  queries (planning, then the query), so once expired the watcher interrupts again every
+  50 ms until the statement ends.
+  A client may lower its own limit with ``SET statement_timeout`` (PostgreSQL units:
+  ``5000``, ``'5s'``, ``'1min'``), never raise it: ``0`` or a longer value leaves the
+  server's limit in force.
+* **Memory cap** (``--memory-limit``, default ``1GB``, DuckDB's size syntax) is each
+  session's DuckDB ``memory_limit``; the shared catalog database gets the same cap. No
+  spilling: ``temp_directory = ''`` and ``max_temp_directory_size = '0B'``, so a query
+  over the cap fails (SQLSTATE 53200, out_of_memory) instead of filling the server's
+  disk with one client's temporary files; the session survives. The worst case is
+  therefore about ``(max_connections + 1) x memory_limit`` of DuckDB memory.
+* Clients cannot lift either: both DuckDB databases run with ``lock_configuration =
+  true``, only single SELECT statements reach DuckDB (:mod:`dpsql.server._guard`), and
+  ``SET``/``RESET`` of DuckDB's resource settings (:data:`OPERATOR_SETTINGS`) are refused
+  with SQLSTATE 42501 rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import duckdb
+
+from dpsql.errors import OperationalError, ProgrammingError, UnsupportedQueryError
+
+DEFAULT_STATEMENT_TIMEOUT = 300.0  # seconds
+DEFAULT_MEMORY_LIMIT = "1GB"
+REINTERRUPT = 0.05  # seconds between interrupts once a statement has expired
+
+# DuckDB settings that bound a session's resources: set by the operator only
+OPERATOR_SETTINGS = frozenset({
+    "memory_limit", "max_memory", "threads", "worker_threads", "external_threads",
+    "temp_directory", "max_temp_directory_size", "enable_external_access",
+    "lock_configuration", "allocator_flush_threshold", "allocator_background_threads"})
+
+
+class StatementTimeoutError(OperationalError):
+    """A statement ran longer than the statement timeout: SQLSTATE 57014."""
+
+
+class QueryCanceledError(OperationalError):
+    """A statement the client cancelled (CancelRequest): SQLSTATE 57014."""
+
+
+class OutOfMemoryError(OperationalError):
+    """A statement needed more memory than the session's cap: SQLSTATE 53200."""
+
+
+class OperatorSettingError(UnsupportedQueryError):
+    """SET/RESET of a resource setting only the operator may change: SQLSTATE 42501."""
+
+
+def check_statement_timeout(value: object) -> float:
+    """``value`` as seconds (0 = no timeout); a clear error for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not math.isfinite(value) or value < 0:
+        raise ProgrammingError(f"statement_timeout {value!r} must be a number of seconds >= 0 "
+                               f"(0 = no timeout; the default is {DEFAULT_STATEMENT_TIMEOUT:g})")
+    return float(value)
+
+
+def duckdb_config(memory_limit: str) -> dict[str, str]:
+    """The DuckDB configuration that caps one database: ``memory_limit``, no spilling."""
+    return {"memory_limit": memory_limit, "temp_directory": "",
+            "max_temp_directory_size": "0B"}
+
+
+def check_memory_limit(value: object) -> str:
+    """``value`` if DuckDB reads it as a size (``'512MB'``, ``'2GB'``, ``'1.5GiB'``)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ProgrammingError(f"memory_limit {value!r} must be a size such as '512MB' or "
+                               f"'2GB' (the default is {DEFAULT_MEMORY_LIMIT!r})")
+    try:
+        duckdb.connect(":memory:", config=duckdb_config(value)).close()
+    except duckdb.Error as err:
+        raise ProgrammingError(f"memory_limit {value!r} is not a size DuckDB reads: give e.g. "
+                               f"'512MB' or '2GB' ({err})") from err
+    return value.strip()
+
+
+_PG_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_pg_timeout(value: str) -> float | None:
+    """A PostgreSQL ``statement_timeout`` value in seconds (a bare number is
+    milliseconds, as in PostgreSQL); None when it is not one."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*(us|ms|s|min|h|d)?\s*", value, re.I)
+    if m is None:
+        return None
+    return float(m.group(1)) * _PG_UNITS[(m.group(2) or "ms").lower()]
+
+
+def pg_timeout(seconds: float) -> str:
+    """Seconds as PostgreSQL shows ``statement_timeout`` (``0``, ``300s``, ``1500ms``)."""
+    if seconds <= 0:
+        return "0"
+    if seconds == int(seconds):
+        return f"{int(seconds)}s"
+    return f"{round(seconds * 1000)}ms"
+
+
+class Statement:
+    """One timed statement: ``expired`` turns True when the watcher interrupted it."""
+
+    __slots__ = ("done", "expired", "timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self.done = threading.Event()
+        self.expired = False
+        self.timeout = timeout
+
+
+class Watchdog:
+    """Interrupts a session's statement that outlives its timeout (module docstring)."""
+
+    def __init__(self, interrupt: Callable[[], None]) -> None:
+        self._interrupt = interrupt
+        self._lock = threading.Lock()
+        self._current: Statement | None = None
+
+    @contextmanager
+    def statement(self, timeout: float) -> Iterator[Statement]:
+        stmt = Statement(timeout)
+        if timeout <= 0:
+            yield stmt
+            return
+        with self._lock:
+            self._current = stmt
+        threading.Thread(target=self._watch, args=(stmt,), daemon=True,
+                         name="dpsql-statement-timeout").start()
+        try:
+            yield stmt
+        finally:
+            with self._lock:  # from here on no interrupt can reach a later statement
+                self._current = None
+            stmt.done.set()
+
+    def _watch(self, stmt: Statement) -> None:
+        if stmt.done.wait(stmt.timeout):
+            return
+        while True:
+            with self._lock:
+                if self._current is not stmt:
+                    return
+                stmt.expired = True
+                try:
+                    self._interrupt()
+                except Exception:  # noqa: BLE001  (the session closed meanwhile)
+                    return
+            if stmt.done.wait(REINTERRUPT):
+                return
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def classify(err: Exception, stmt: Statement, memory_limit: str) -> Exception:
+    """The error to send for ``err``: a timeout, a cancel or an out-of-memory error when
+    one of those caused it (dpsql's planner wraps DuckDB errors, so the whole cause chain
+    is read), else ``err`` itself."""
+    causes = list(_chain(err))
+    if any(isinstance(e, duckdb.InterruptException) for e in causes):
+        if stmt.expired:
+            return StatementTimeoutError(
+                f"canceling statement due to statement timeout: it ran longer than this "
+                f"server's {stmt.timeout:g}-second limit; narrow the query (fewer groups, a "
+                "smaller range, no cross join) or ask the operator to raise dpsql serve "
+                "--statement-timeout")
+        return QueryCanceledError("canceling statement due to user request")
+    if any(isinstance(e, duckdb.OutOfMemoryException) for e in causes):
+        return OutOfMemoryError(
+            f"out of memory: the statement needed more than this session's memory limit "
+            f"({memory_limit}); narrow the query (fewer groups, no large join or cross "
+            "product) or ask the operator to raise dpsql serve --memory-limit")
+    return err
+
+
+def operator_setting(name: str, verb: str) -> OperatorSettingError:
+    return OperatorSettingError(
+        f"{verb} {name} is not allowed: {name} is a resource limit set by the server "
+        "operator (dpsql serve --memory-limit, --statement-timeout; one thread per "
+        "session); ask the operator to change it")
