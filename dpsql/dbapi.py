@@ -321,6 +321,7 @@ class Cursor:
         self._sql: str | None = None
         self._info: dict[str, Any] | None = None
         self._description: tuple[tuple, ...] | None = None
+        self._duck_description: Any = None  # DuckDB's, made PEP 249 on first access
         self._has_result = False
         self._fetched = 0  # rows handed out from the current result
         self._exhausted = False
@@ -346,7 +347,11 @@ class Cursor:
 
     @property
     def description(self) -> tuple[tuple, ...] | None:
-        """One 7-tuple per column of the current result (None before execute)."""
+        """One 7-tuple per column of the current result (None before execute). Built from
+        DuckDB's description of the result on first access, not on every execute (most
+        callers never read it)."""
+        if self._description is None and self._duck_description is not None:
+            self._description = _describe(self._duck_description)
         return self._description
 
     @property
@@ -421,7 +426,8 @@ class Cursor:
             raise _translate(err, sql) from err
         self._sql = sql
         self._info = self.connection._note_seeded(dict(planned.info))
-        self._description = _describe(description)
+        self._description = None
+        self._duck_description = description
         self._has_result = description is not None
         self._fetched = 0
         self._exhausted = False
@@ -430,6 +436,7 @@ class Cursor:
         self._sql = None
         self._info = None
         self._description = None
+        self._duck_description = None
         self._has_result = False
         self._fetched = 0
         self._exhausted = False

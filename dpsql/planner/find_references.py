@@ -76,6 +76,13 @@ class Reference:
     ranges: tuple[RangeFilter, ...]
     aggregates: tuple[Aggregate, ...]
     removed: tuple[exp.Expression, ...] = field(default=())  # WHERE conjuncts moved inside
+    calls: tuple[exp.Expression, ...] = field(default=(), compare=False, repr=False)
+    """The aggregate and anonymous function calls of the SELECT's own scope."""
+    plain_columns: tuple[exp.Column, ...] | None = field(default=None, compare=False,
+                                                         repr=False)
+    """Columns of the SELECT outside its WHERE, GROUP BY, FROM and JOINs and outside its
+    aggregates; None when the SELECT has a WITH or a nested query (whose nodes the scope
+    walk does not visit), so that a pass needing them must walk the tree itself."""
 
     @cached_property
     def measured(self) -> frozenset[str]:
@@ -175,30 +182,46 @@ def _scope_kind(cls: type) -> int:
     return kind
 
 
-def _scope(select: exp.Select) -> tuple[list, list[exp.Column], list[exp.Expression]]:
-    """Nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies), in
-    one walk: all of them, its columns, and its aggregate and anonymous function calls
-    (the only nodes an aggregate can be), each list in the same walk order."""
-    stack = [v for k, v in select.args.items() if k != "with" for v in
-             (v if isinstance(v, list) else [v]) if isinstance(v, exp.Expression)]
-    nodes: list = []
-    columns: list = []
-    calls: list = []
+@dataclass(slots=True)
+class _Scope:
+    columns: list[exp.Column]
+    column_args: list[str]  # the SELECT argument ("expressions", "where"...) of each column
+    calls: list[exp.Expression]
+    nested: bool  # a nested query or WITH was left unvisited
+
+
+def _scope(select: exp.Select) -> _Scope:
+    """The nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies),
+    in one depth-first walk: its columns (with the argument of ``select`` each is under)
+    and its aggregate and anonymous function calls (the only nodes an aggregate can be),
+    each list in walk order. The walk takes the arguments last to first, each subtree
+    whole, which is the order of one stack seeded with all of them."""
+    sc = _Scope([], [], [], select.args.get("with") is not None)
     kinds = _SCOPE_KINDS
-    while stack:
-        node = stack.pop()
-        kind = kinds.get(type(node))
-        if kind is None:
-            kind = _scope_kind(type(node))
-        if kind == _S_NESTED:
+    for key, value in reversed(list(select.args.items())):
+        if value is None or key == "with":
             continue
-        nodes.append(node)
-        if kind == _S_COLUMN:
-            columns.append(node)
-        elif kind == _S_CALL:
-            calls.append(node)
-        stack.extend(node.iter_expressions())
-    return nodes, columns, calls
+        if isinstance(value, list):
+            stack = [v for v in value if isinstance(v, exp.Expression)]
+        elif isinstance(value, exp.Expression):
+            stack = [value]
+        else:
+            continue
+        while stack:
+            node = stack.pop()
+            kind = kinds.get(type(node))
+            if kind is None:
+                kind = _scope_kind(type(node))
+            if kind == _S_NESTED:
+                sc.nested = True
+                continue
+            if kind == _S_COLUMN:
+                sc.columns.append(node)
+                sc.column_args.append(key)
+            elif kind == _S_CALL:
+                sc.calls.append(node)
+            stack.extend(node.iter_expressions())
+    return sc
 
 
 def _fn_name(node: exp.Expression) -> str:
@@ -208,7 +231,7 @@ def _fn_name(node: exp.Expression) -> str:
 
 
 def _refuse_orphan_error_functions(select: exp.Select) -> None:
-    for node in _scope(select)[2]:
+    for node in _scope(select).calls:
         if isinstance(node, exp.Anonymous) and _fn_name(node) in ERROR_FUNCTIONS:
             raise UnsupportedQueryError(
                 f"{_fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
@@ -234,7 +257,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
              views: tuple[ViewInfo, ...], tables: list[exp.Table]) -> Reference:
     alias = table.alias_or_name
     attrs = release.attributes
-    _, scope_columns, scope_calls = _scope(select)
+    sc = _scope(select)
+    scope_columns, scope_calls = sc.columns, sc.calls
     # alone in its FROM, every unqualified column that is not an output alias is ours
     alone = len(tables) == 1 and not select.args.get("joins")
     out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
@@ -359,9 +383,16 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         raise UnsupportedQueryError(
             "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
             "COUNT(*): add COUNT(*) to the same SELECT")
+    plain = None if sc.nested else tuple(
+        c for c, arg in zip(scope_columns, sc.column_args)
+        if arg not in _PLACING_ARGS and id(c) not in inside)
     return Reference(select, table, alias, release, views, frozenset(columns),
                      tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items())),
-                     tuple(aggregates), tuple(removed))
+                     tuple(aggregates), tuple(removed), tuple(scope_calls), plain)
+
+
+_PLACING_ARGS = ("where", "with", "from", "from_", "joins", "group")
+"""SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
 
 
 def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, float | None]:

@@ -53,7 +53,7 @@ from sqlglot import exp
 
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
-from dpsql.planner.find_references import Reference
+from dpsql.planner.find_references import _PLACING_ARGS, Reference
 from dpsql.planner.parse_sql import DIALECT
 
 
@@ -333,11 +333,17 @@ def _one_node_per_group(ref: Reference, key: list[str]) -> bool:
     if any(a.kind != "count" for a in ref.aggregates):
         return False
     counted = {id(a.node) for a in ref.aggregates}
+    if ref.plain_columns is not None:  # no nested query: the scope walk saw every node
+        for node in ref.calls:
+            if isinstance(node, exp.AggFunc) and id(node) not in counted \
+                    and not isinstance(node.parent, exp.Window):
+                return False  # an aggregate this pass does not rewrite: keep the GROUP BY
+        return not any(_stray(node, names, ref) for node in ref.plain_columns)
     for node in select.find_all(exp.AggFunc):
         if id(node) not in counted and not isinstance(node.parent, exp.Window):
             return False  # an aggregate this pass does not rewrite: keep the GROUP BY
     for arg, value in select.args.items():
-        if arg in ("where", "with", "from", "from_", "joins", "group") or value is None:
+        if arg in _PLACING_ARGS or value is None:
             continue
         stack = list(value) if isinstance(value, list) else [value]
         while stack:
@@ -345,12 +351,16 @@ def _one_node_per_group(ref: Reference, key: list[str]) -> bool:
             if not isinstance(node, exp.Expression) or id(node) in counted or isinstance(
                     node, (exp.Select, exp.Subquery, exp.Union)):
                 continue
-            if isinstance(node, exp.Column) and node.name not in names and (
-                    not node.table or node.table.lower() == ref.alias.lower()) and \
-                    ref.release.column_attribute(node.name) is not None:
+            if isinstance(node, exp.Column) and _stray(node, names, ref):
                 return False
             stack.extend(node.iter_expressions())
     return True
+
+
+def _stray(col: exp.Column, names: set[str], ref: Reference) -> bool:
+    """A column of the release outside the aggregates that is not grouped."""
+    return col.name not in names and (not col.table or col.table.lower() == ref.alias.lower()
+                                      ) and ref.release.column_attribute(col.name) is not None
 
 
 def _and_all(items: list[exp.Expression]) -> exp.Expression:
