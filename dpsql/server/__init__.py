@@ -211,7 +211,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
         raise ProgrammingError(f"max_connections {max_connections!r} must be a positive "
                                "integer (the default is 64)")
     statement_timeout = check_statement_timeout(statement_timeout)
-    memory_limit = check_memory_limit(memory_limit)
+    memory_limit, memory_bytes = check_memory_limit(memory_limit)
     family, address, loopback = _resolve(host, port)
     password = read_password_file(password_file) if password_file is not None else None
     if not loopback and password is None:
@@ -240,7 +240,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
                       SeededReleaseWarning, stacklevel=2)
     catalog = CatalogDatabase(alias, tables, duckdb_config(memory_limit))
     conn = ReleaseConnection(path, alias, catalog, plan_cache_size, statement_timeout,
-                             memory_limit)
+                             memory_limit, memory_bytes)
     try:
         wire = WireServer(address, family, conn, password, max_connections)
     except OSError as err:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -86,17 +87,67 @@ def duckdb_config(memory_limit: str) -> dict[str, str]:
             "max_temp_directory_size": "0B"}
 
 
-def check_memory_limit(value: object) -> str:
-    """``value`` if DuckDB reads it as a size (``'512MB'``, ``'2GB'``, ``'1.5GiB'``)."""
+_SHOWN = re.compile(r"([\d.]+)\s*(bytes|KiB|MiB|GiB|TiB|PiB)")
+_BINARY = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+           "PiB": 1 << 50}
+
+
+def check_memory_limit(value: object) -> tuple[str, int]:
+    """``(value, bytes)`` if DuckDB reads ``value`` as a size (``'512MB'``, ``'2GB'``,
+    ``'1.5GiB'``); the bytes are DuckDB's own reading (what it shows), not a re-parse."""
     if not isinstance(value, str) or not value.strip():
         raise ProgrammingError(f"memory_limit {value!r} must be a size such as '512MB' or "
                                f"'2GB' (the default is {DEFAULT_MEMORY_LIMIT!r})")
+    value = value.strip()
     try:
-        duckdb.connect(":memory:", config=duckdb_config(value)).close()
+        con = duckdb.connect(":memory:", config={"threads": 1, **duckdb_config(value)})
     except duckdb.Error as err:
         raise ProgrammingError(f"memory_limit {value!r} is not a size DuckDB reads: give e.g. "
                                f"'512MB' or '2GB' ({err})") from err
-    return value.strip()
+    try:
+        shown = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    except duckdb.Error as err:
+        raise ProgrammingError(f"memory_limit {value!r} is too small for DuckDB to run at "
+                               "all: give at least '100MB'") from err
+    finally:
+        con.close()
+    m = _SHOWN.fullmatch(str(shown).strip())
+    if m is None:  # a DuckDB that shows sizes otherwise: no Python-side cap beyond DuckDB's
+        return value, 1 << 62
+    return value, int(float(m.group(1)) * _BINARY[m.group(2)])
+
+
+FETCH_ROWS = 4096  # rows fetched from DuckDB at a time while a result is materialised
+
+
+def _row_bytes(rows: list) -> float:
+    """Bytes per row of ``rows`` as Python objects (tuple plus values; shared small objects
+    counted again, so it errs high)."""
+    return sum(sys.getsizeof(r) + sum(sys.getsizeof(v) for v in r) for r in rows) / len(rows)
+
+
+def fetch_capped(fetchmany: Callable[[int], list], max_bytes: int, memory_limit: str) -> list:
+    """All rows of a result, fetched :data:`FETCH_ROWS` at a time, refused (53200) once
+    they would take more than ``max_bytes`` as Python objects.
+
+    DuckDB's ``memory_limit`` bounds its own buffers, not the Python rows a result is
+    turned into: ``SELECT range, range::VARCHAR FROM range(1e8)`` under a 50 MB cap took
+    18 GB of the server's memory through ``fetchall()``. The size is estimated from up to
+    16 rows of each chunk, so the check costs little next to the fetch itself."""
+    rows: list = []
+    used = 0.0
+    while True:
+        chunk = fetchmany(FETCH_ROWS)
+        if not chunk:
+            return rows
+        used += len(chunk) * _row_bytes(chunk[::max(1, len(chunk) // 16)])
+        if used > max_bytes:
+            raise OutOfMemoryError(
+                f"out of memory: the result has more than {len(rows) + len(chunk)} rows and "
+                f"would take more than this session's memory limit ({memory_limit}); "
+                "aggregate it (GROUP BY, COUNT) or add a LIMIT, or ask the operator to raise "
+                "dpsql serve --memory-limit")
+        rows.extend(chunk)
 
 
 _PG_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}

@@ -64,7 +64,7 @@ from dpsql.server._guard import (BY_NAME, MULTI, ReadOnlyError, UntypedText, by_
                                  check_select, read_only, spelled)
 from dpsql.server._limits import (DEFAULT_MEMORY_LIMIT, DEFAULT_STATEMENT_TIMEOUT,
                                   OPERATOR_SETTINGS, Watchdog, classify, duckdb_config,
-                                  operator_setting, parse_pg_timeout, pg_timeout)
+                                  fetch_capped, operator_setting, parse_pg_timeout, pg_timeout)
 
 logger = logging.getLogger("dpsql.server")
 
@@ -146,7 +146,8 @@ class Session(_BVSession):
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
                  parameters: dict[str, str], plan_cache_size: int,
                  statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
-                 memory_limit: str = DEFAULT_MEMORY_LIMIT) -> None:
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                 memory_bytes: int = 1 << 30) -> None:
         super().__init__()
         # threads=1: a session answers one client; several threads per session would let
         # one client's heavy query take every core from the others (and cost ~10 threads
@@ -180,6 +181,7 @@ class Session(_BVSession):
         self.client_timeout = 0.0  # SET statement_timeout: may lower the server's, not raise
         self.settings["statement_timeout"] = pg_timeout(statement_timeout)
         self.memory_limit = memory_limit
+        self.memory_bytes = memory_bytes  # the same cap on a result's Python rows
         self.watchdog = Watchdog(self.interrupt)
         self._running: duckdb.DuckDBPyConnection | None = None  # the planner's DuckDB cursor
         self._running_lock = threading.Lock()
@@ -372,12 +374,16 @@ class Session(_BVSession):
         return "planner", text
 
     def _run_catalog(self, sql: str, params: list | None) -> Result:
-        rel = self.catalog_cur.sql(sql, params=params) if params else \
-            self.catalog_cur.sql(sql)
-        if rel is None:
+        # execute + fetchmany, not .sql(): DuckDB 2.0 relations cannot be fetched in chunks,
+        # and the rows are fetched in chunks to cap their size (_limits.fetch_capped)
+        cur = self.catalog_cur
+        cur.execute(sql, params) if params else cur.execute(sql)
+        if cur.description is None:
             return Result(status="SELECT 0")
-        rows = rel.fetchall()
-        return Result(rel.columns, [str(t) for t in rel.types], rows)
+        names = [d[0] for d in cur.description]
+        types = [str(d[1]) for d in cur.description]
+        return Result(names, types, fetch_capped(cur.fetchmany, self.memory_bytes,
+                                                 self.memory_limit))
 
     def _run_planner(self, sql: str, params: list | None) -> Result:
         # The DuckDB child cursor is made here, not by dbapi.cursor(), so that interrupt()
@@ -390,7 +396,7 @@ class Session(_BVSession):
             cur.execute(sql, params)
             if cur.description is None:
                 return Result(status=_first_word(sql))
-            rows = cur.fetchall()
+            rows = fetch_capped(cur.fetchmany, self.memory_bytes, self.memory_limit)
             return Result([d[0] for d in cur.description], [d[1] for d in cur.description],
                           rows)
         finally:
@@ -519,7 +525,8 @@ class ReleaseConnection(Connection):
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
                  plan_cache_size: int = 256,
                  statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
-                 memory_limit: str = DEFAULT_MEMORY_LIMIT) -> None:
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, memory_bytes: int = 1 << 30
+                 ) -> None:
         super().__init__()
         self.release = release
         self.alias = alias
@@ -527,6 +534,7 @@ class ReleaseConnection(Connection):
         self.plan_cache_size = plan_cache_size
         self.statement_timeout = statement_timeout
         self.memory_limit = memory_limit
+        self.memory_bytes = memory_bytes
         self.settings = default_settings(alias)
         self._lock = threading.Lock()
 
@@ -548,7 +556,8 @@ class ReleaseConnection(Connection):
 
     def new_session(self) -> Session:
         return Session(self.release, self.alias, self.catalog, self.settings,
-                       self.plan_cache_size, self.statement_timeout, self.memory_limit)
+                       self.plan_cache_size, self.statement_timeout, self.memory_limit,
+                       self.memory_bytes)
 
     def parameters(self) -> dict[str, str]:
         return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}

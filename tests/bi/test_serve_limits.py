@@ -158,6 +158,21 @@ def test_memory_cap_gives_53200_and_the_session_survives(limited):
         assert limits["temp_directory"] == "" and limits["max_temp_directory_size"] == "0 bytes"
 
 
+def test_a_huge_result_is_capped_too(limited):
+    """DuckDB's cap does not cover the Python rows a result becomes (fetchall() of this
+    took 18 GB under a 50 MB DuckDB cap): the server counts them against the same cap."""
+    with psycopg.connect(_dsn(limited), autocommit=True) as con:
+        start = time.monotonic()
+        with pytest.raises(psycopg.errors.OutOfMemory) as info:
+            con.execute("SELECT range, range::VARCHAR FROM range(100000000)")
+        assert time.monotonic() - start < 5  # refused early, not after 1e8 rows
+        assert "memory limit (50MB)" in str(info.value) and "LIMIT" in str(info.value)
+        rows = con.execute("SELECT range, range::VARCHAR FROM range(100000)").fetchall()
+        assert len(rows) == 100000 and rows[-1] == (99999, "99999")  # a fair result passes
+        assert con.execute("SELECT COUNT(*) FROM pg_catalog.pg_class WHERE relname = "
+                           "'trips'").fetchall() == [(1,)]
+
+
 def test_the_same_query_runs_under_the_default_cap(trips_release):
     """The cap, not the query, is what failed above: with 1GB it answers."""
     with serve(trips_release, port=0, statement_timeout=30) as srv, \
