@@ -64,12 +64,12 @@ from dpsql.errors import (
     SqlSyntaxError,
     UnsupportedQueryError,
 )
+from dpsql.server._commands import UnknownSettingError
 from dpsql.server._session import (
     _NOT_CODE,
     FailedTransactionError,
     ReadOnlyError,
     Result,
-    UnknownSettingError,
     UntypedText,
 )
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,

@@ -1,0 +1,181 @@
+"""Session commands of ``dpsql serve`` and the result type every statement returns.
+
+Session commands (``BEGIN``/``COMMIT``/``ROLLBACK``, ``SET``/``RESET``/``SHOW``,
+``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered from the session's settings
+dict; nothing runs in DuckDB (:mod:`dpsql.server._session` routes them here). ``SET`` and
+``RESET`` of DuckDB's resource settings are refused (42501), and ``SET
+statement_timeout`` may only lower the server's limit (:mod:`dpsql.server._limits`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from buenavista.core import BVType, QueryResult
+
+from dpsql.errors import DataError, UnsupportedQueryError
+from dpsql.server._limits import OPERATOR_SETTINGS, operator_setting, parse_pg_timeout, pg_timeout
+
+if TYPE_CHECKING:
+    from dpsql.server._session import Session
+
+
+class FailedTransactionError(UnsupportedQueryError):
+    """A statement inside a transaction block that already failed: SQLSTATE 25P02."""
+
+
+class UnknownSettingError(UnsupportedQueryError):
+    """``SHOW`` of a setting the server does not know: SQLSTATE 42704."""
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+
+class Result(QueryResult):
+    """A materialised result: column names, DuckDB type names, rows, command tag.
+
+    Rows are a single iterator, so a portal that the client reads in chunks (Execute with a
+    row limit) resumes where it stopped. Column types are DuckDB type names; the wire layer
+    maps them to PostgreSQL type OIDs and encoders."""
+
+    def __init__(self, names: Sequence[str] | None = None, types: Sequence[str] = (),
+                 rows: Sequence[Sequence[Any]] = (), status: str = "") -> None:
+        super().__init__()
+        self.names = list(names) if names is not None else None
+        self.types = [str(t) for t in types]
+        self._rows: Iterator[Sequence[Any]] = iter(rows)
+        self.row_count = len(rows)
+        self._status = status
+
+    def has_results(self) -> bool:
+        return self.names is not None
+
+    def column_count(self) -> int:
+        return len(self.names or ())
+
+    def column(self, index: int) -> tuple[str, BVType]:
+        return self.names[index], BVType.UNKNOWN  # type: ignore[index]
+
+    def rows(self) -> Iterator[Sequence[Any]]:
+        return self._rows
+
+    def status(self) -> str:
+        return self._status
+
+
+
+
+def first_word(sql: str) -> str:
+    m = re.match(r"[A-Za-z_]+", sql)
+    return m.group(0).upper() if m else ""
+
+
+
+# --------------------------------------------------------------------------------------
+# Session commands
+# --------------------------------------------------------------------------------------
+
+def _begin(s: Session, text: str) -> Result:
+    s.in_txn = True
+    return Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
+
+
+def _commit(s: Session, text: str) -> Result:
+    failed = s.failed
+    s.in_txn = s.failed = False
+    return Result(status="ROLLBACK" if failed else "COMMIT")
+
+
+def _rollback(s: Session, text: str) -> Result:
+    if re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", text, re.I):
+        s.failed = False  # back to a savepoint: the block continues
+        return Result(status="ROLLBACK")
+    s.in_txn = s.failed = False
+    return Result(status="ROLLBACK")
+
+
+_SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?(?P<name>[\w.]+)\s*"
+                  r"(?:=|\bTO\b)\s*(?P<value>.*)$", re.I | re.S)
+_SET_NAME = re.compile(r"(?:SET|RESET)\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?\"?(?P<name>[\w.]+)",
+                       re.I)
+
+
+def _refuse_operator_setting(text: str) -> None:
+    m = _SET_NAME.match(text)
+    if m and m.group("name").lower() in OPERATOR_SETTINGS:
+        raise operator_setting(m.group("name").lower(), first_word(text))
+
+
+def _set_timeout(s: Session, value: str) -> None:
+    seconds = parse_pg_timeout(value)
+    if seconds is None:
+        raise DataError(f"invalid value for parameter \"statement_timeout\": {value!r}; give "
+                        "milliseconds (5000) or a unit ('5s', '1min'); 0 keeps the server's "
+                        "limit")
+    s.client_timeout = seconds
+    s.settings["statement_timeout"] = pg_timeout(s.statement_timeout)
+
+
+def _set(s: Session, text: str) -> Result:
+    _refuse_operator_setting(text)
+    m = _SET.match(text)
+    if m:
+        value = m.group("value").strip()
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1].replace("''", "'")
+        name = m.group("name").lower()
+        if name == "statement_timeout":
+            _set_timeout(s, "0" if value.upper() == "DEFAULT" else value)
+        else:
+            s.settings[name] = value
+    elif re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text, re.I):
+        value = re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text,
+                         re.I).group(1).strip().strip("'")
+        s.settings["timezone"] = value
+    return Result(status="SET")  # SET TRANSACTION ..., SET SESSION CHARACTERISTICS: no-op
+
+
+def _reset(s: Session, text: str) -> Result:
+    _refuse_operator_setting(text)
+    m = _SET_NAME.match(text)
+    if m and m.group("name").lower() in ("statement_timeout", "all"):
+        _set_timeout(s, "0")
+    return Result(status="RESET")
+
+
+_DESCRIPTIONS = {"transaction_read_only": "dpsql serve is read-only"}
+
+
+def _show(s: Session, text: str) -> Result:
+    name = re.sub(r"^SHOW\s+", "", text, flags=re.I).strip().strip('"').lower()
+    name = {"transaction isolation level": "transaction_isolation",
+            "time zone": "timezone"}.get(re.sub(r"\s+", " ", name), name)
+    if name == "all":
+        rows = sorted((k, v, _DESCRIPTIONS.get(k, "")) for k, v in s.settings.items())
+        return Result(["name", "setting", "description"], ["VARCHAR"] * 3, rows)
+    if name not in s.settings:
+        raise UnknownSettingError(f'unrecognized configuration parameter "{name}"; SHOW ALL '
+                                  "lists the settings this server knows")
+    return Result([name], ["VARCHAR"], [(s.settings[name],)])
+
+
+def _noop(tag: str):
+    def run(s: Session, text: str) -> Result:
+        return Result(status=tag)
+    return run
+
+
+def _discard(s: Session, text: str) -> Result:
+    return Result(status="DISCARD " + text.split(None, 1)[-1].upper())
+
+
+_COMMANDS = {
+    "BEGIN": _begin, "START": _begin, "COMMIT": _commit, "END": _commit,
+    "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
+    "DISCARD": _discard, "DEALLOCATE": _noop("DEALLOCATE"),
+    "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
+    "UNLISTEN": _noop("UNLISTEN"), "CLOSE": _noop("CLOSE CURSOR"),
+}
+
