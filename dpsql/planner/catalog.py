@@ -80,6 +80,33 @@ class ViewInfo:
     def level(self, k: int) -> LevelMeta:
         return self.meta.level(k)
 
+    # Facts of the view's public metadata that the planner asks about on every query,
+    # computed on first use (once per attached view, never per query).
+
+    @cached_property
+    def attribute_set(self) -> frozenset[str]:
+        return frozenset(self.meta.attributes)
+
+    @cached_property
+    def column_levels(self) -> dict[str, int]:
+        """Label column -> the first level that resolves it (its columns, or the name of
+        a categorical attribute)."""
+        out: dict[str, int] = {}
+        for lv in self.meta.levels:
+            for c in lv.columns:
+                out.setdefault(c, lv.k)
+            if lv.kind == "categorical":
+                out.setdefault(lv.attribute, lv.k)
+        return out
+
+    @cached_property
+    def attribute_levels(self) -> dict[str, tuple[LevelMeta, ...]]:
+        """Attribute -> its levels, coarsest first."""
+        out: dict[str, list[LevelMeta]] = {}
+        for lv in self.meta.levels:
+            out.setdefault(lv.attribute, []).append(lv)
+        return {a: tuple(lvs) for a, lvs in out.items()}
+
 
 @dataclass(frozen=True)
 class ReleaseInfo:

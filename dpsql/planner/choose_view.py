@@ -56,7 +56,7 @@ class Choice:
 
 def choose_view(ref: Reference) -> Choice:
     needed = ref.needed_attributes()
-    covering = [v for v in ref.candidates if needed <= set(v.meta.attributes)]
+    covering = [v for v in ref.candidates if needed <= v.attribute_set]
     if not covering:
         missing = sorted(needed - set().union(*(set(v.meta.attributes)
                                                 for v in ref.candidates)))
@@ -85,15 +85,21 @@ def _level_for(v: ViewInfo, ref: Reference,
     if edges is None:
         edges = {r.attribute: _grid_edges(ref.release, r) for r in ref.ranges}
     levels = v.meta.levels
+    first = v.column_levels  # column -> first level resolving it (precomputed per view)
     k = 1
     for c in ref.columns:
-        k = max(k, next(lv.k for lv in levels if c in lv.columns or
-                        (lv.kind != "range" and c == lv.attribute and lv.kind == "categorical")))
+        kc = first.get(c)
+        if kc is None:  # not a label of this view (cannot happen for a covering view)
+            kc = next(lv.k for lv in levels if c in lv.columns or
+                      (lv.kind != "range" and c == lv.attribute and lv.kind == "categorical"))
+        k = max(k, kc)
     aligned = True
     ranged = {r.attribute: r for r in ref.ranges}
-    for a in set(ranged) | ref.measured:
-        own = [lv for lv in levels if lv.attribute == a]
-        if a in ref.measured:
+    measured = ref.measured
+    by_attribute = v.attribute_levels
+    for a in set(ranged) | measured:
+        own = list(by_attribute.get(a, ()))
+        if a in measured:
             k = max(k, own[-1].k)
             aligned = aligned and _on_grid(edges.get(a, ()), own[-1].span or 1)
             continue
@@ -112,7 +118,7 @@ def _level_for(v: ViewInfo, ref: Reference,
 
 
 def _span_at(v: ViewInfo, attribute: str, k: int) -> int:
-    own = [lv for lv in v.meta.levels if lv.attribute == attribute and lv.k <= k]
+    own = [lv for lv in v.attribute_levels.get(attribute, ()) if lv.k <= k]
     return (own[-1].span or 1) if own else 1
 
 

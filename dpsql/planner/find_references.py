@@ -238,7 +238,9 @@ def _refuse_orphan_error_functions(select: exp.Select) -> None:
                 "the release (it refers to that row's count)")
 
 
-def _number(node: exp.Expression, what: str) -> float:
+def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
+    """The value of a numeric literal (``-x`` and ``(x)`` allowed); the error names it
+    ``what + what_end`` (two parts, joined only when it is raised)."""
     v = node
     neg = False
     if isinstance(v, exp.Neg):
@@ -250,7 +252,8 @@ def _number(node: exp.Expression, what: str) -> float:
         if math.isfinite(x):
             return -x if neg else x
     raise UnsupportedQueryError(
-        f"{what} must be a numeric literal (or a ? parameter), got {node.sql('duckdb')!r}")
+        f"{what}{what_end} must be a numeric literal (or a ? parameter), got "
+        f"{node.sql('duckdb')!r}")
 
 
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
@@ -299,10 +302,10 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         where.this, exp.And) else ([where.this] if where is not None else [])
     for c in conjuncts:
         c_columns, has_or = [], False  # one walk of the conjunct (subqueries included)
-        for x in c.walk():
+        for x in c.find_all(exp.Column, exp.Or):
             if isinstance(x, exp.Column):
                 c_columns.append(x)
-            elif isinstance(x, exp.Or):
+            else:
                 has_or = True
         if any(measure(x) for x in c_columns):
             raise UnsupportedQueryError(
@@ -339,8 +342,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if agg is None:
             continue
         aggregates.append(agg)
-        for sub in agg.node.walk():
-            inside.add(id(sub))
+        inside.update(map(id, agg.node.walk()))
 
     if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
                                  for a in aggregates):
@@ -395,6 +397,9 @@ _PLACING_ARGS = ("where", "with", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
 
 
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+
+
 def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, float | None]:
     def is_attr(x: exp.Expression) -> bool:
         return isinstance(x, exp.Column) and owned(x) and x.name == attr
@@ -402,13 +407,12 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
     if isinstance(c, exp.Between) and is_attr(c.this):
         return _number(c.args["low"], "a BETWEEN bound"), _number(c.args["high"],
                                                                    "a BETWEEN bound")
-    flip = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
-    if type(c) in flip:
+    if type(c) in _FLIP:
         left, right, kind = c.this, c.expression, type(c)
         if is_attr(right) and not is_attr(left):
-            left, right, kind = right, left, flip[kind]
-        if is_attr(left) and not any(is_attr(x) for x in right.walk()):
-            v = _number(right, f"the bound of {attr}")
+            left, right, kind = right, left, _FLIP[kind]
+        if is_attr(left) and not any(is_attr(x) for x in right.find_all(exp.Column)):
+            v = _number(right, "the bound of ", attr)
             return (v, None) if kind in (exp.GT, exp.GTE) else (None, v)
     raise UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {attr!r} is not supported; "
