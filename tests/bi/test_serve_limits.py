@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -69,6 +70,42 @@ def test_timeout_on_the_planner_route(limited):
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
         err, _ = _timed_out(con, LONG_PLANNER)
         assert "1.5-second limit" in str(err)
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
+
+
+def test_timeout_with_bound_parameters(limited):
+    """The extended protocol (Parse/Bind/Describe/Execute, psycopg with parameters) is
+    timed too, and a statement is not run twice past its limit."""
+    with psycopg.connect(_dsn(limited), autocommit=True) as con:
+        start = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled, match="1.5-second limit"):
+            con.execute("SELECT sum(range %% %s) FROM range(1000000000000)", [7])
+        assert time.monotonic() - start < 2 * TIMEOUT + 1
+        assert con.execute("SELECT %s + 1", [41]).fetchall() == [(42,)]
+
+
+def test_cancel_reaches_the_planner_route(limited):
+    """A CancelRequest stops a statement on the planner route too (the planner runs it on
+    its own DuckDB cursor, which interrupting the session's connection did not reach), and
+    it says "user request", not timeout."""
+    with serve(limited.release, port=0, statement_timeout=0) as srv, \
+            psycopg.connect(_dsn(srv), autocommit=True) as con:
+        errors = []
+
+        def run():
+            try:
+                con.execute(LONG_PLANNER)
+            except psycopg.Error as err:
+                errors.append(err)
+
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.5)
+        con.cancel_safe(timeout=20)
+        t.join(30)
+        assert not t.is_alive()
+        assert [e.sqlstate for e in errors] == ["57014"]
+        assert "user request" in str(errors[0]) and "limit" not in str(errors[0])
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
 
 
