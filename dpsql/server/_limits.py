@@ -10,12 +10,12 @@ not expose a server like that. Decisions:
   naming the limit. The clock starts when the statement is routed and stops when its
   result is materialised; sending the rows is not counted (that is the client's pace).
   Session commands (``SET``, ``BEGIN`` ...) never touch DuckDB and are not timed.
-  A watcher thread per timed statement (:class:`Watchdog`) waits on the statement's own
-  ``done`` event, so a timer can never fire into a later statement: the statement ends by
-  clearing the session's current token under a lock, and the watcher interrupts only
-  while, under that same lock, its token is still the current one. DuckDB forgets an
+  One clock thread holds every session's deadlines (:class:`_Clock`); a timer can never
+  fire into a later statement: each statement is its own token, the statement ends by
+  clearing the session's current token under a lock, and the clock interrupts
+  (:meth:`Watchdog.fire`) only while, under that same lock, the token is still current. DuckDB forgets an
   interrupt that arrives between queries, and a dpsql statement may run several DuckDB
-  queries (planning, then the query), so once expired the watcher interrupts again every
+  queries (planning, then the query), so once expired the clock interrupts again every
   50 ms until the statement ends.
   A client may lower its own limit with ``SET statement_timeout`` (PostgreSQL units:
   ``5000``, ``'5s'``, ``'1min'``), never raise it: ``0`` or a longer value leaves the
@@ -34,10 +34,13 @@ not expose a server like that. Decisions:
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 import re
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -172,14 +175,68 @@ def pg_timeout(seconds: float) -> str:
 
 
 class Statement:
-    """One timed statement: ``expired`` turns True when the watcher interrupted it."""
+    """One timed statement: ``expired`` turns True when the clock interrupted it."""
 
-    __slots__ = ("done", "expired", "timeout")
+    __slots__ = ("done", "expired", "timeout", "dog")
 
-    def __init__(self, timeout: float) -> None:
-        self.done = threading.Event()
+    def __init__(self, timeout: float, dog: "Watchdog | None" = None) -> None:
+        self.done = False
         self.expired = False
         self.timeout = timeout
+        self.dog = dog  # dropped when the statement ends: the heap keeps no session alive
+
+
+class _Clock:
+    """One daemon thread for every session's deadlines (a heap), started on first use.
+
+    A thread per statement cost ~0.3 ms a statement (measured: 0.69 -> 0.94 ms for a
+    GROUP BY over psycopg); pushing on a heap costs microseconds. Finished statements leave
+    the heap lazily (when they reach its top) or when it holds twice as many entries as
+    running statements, so a server with a long timeout does not accumulate them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Statement]] = []
+        self._seq = itertools.count()
+        self._running = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, delay: float, stmt: Statement, new: bool = True) -> None:
+        with self._cond:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="dpsql-statement-timeout")
+                self._thread.start()
+            self._running += new
+            if len(self._heap) > 2 * self._running + 1024:
+                self._heap = [e for e in self._heap if not e[2].done]
+                heapq.heapify(self._heap)
+            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), stmt))
+            if self._heap[0][2] is stmt:
+                self._cond.notify()
+
+    def finished(self) -> None:
+        with self._cond:
+            self._running -= 1
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._heap and self._heap[0][2].done:
+                        heapq.heappop(self._heap)
+                    now = time.monotonic()
+                    if self._heap and self._heap[0][0] <= now:
+                        stmt = heapq.heappop(self._heap)[2]
+                        break
+                    self._cond.wait(self._heap[0][0] - now if self._heap else None)
+            dog = stmt.dog
+            if dog is not None and dog.fire(stmt):  # still running: again soon (docstring)
+                self.add(REINTERRUPT, stmt, new=False)
+            dog = stmt = None  # this frame waits next: it must keep no session alive
+
+
+_CLOCK = _Clock()
 
 
 class Watchdog:
@@ -192,35 +249,33 @@ class Watchdog:
 
     @contextmanager
     def statement(self, timeout: float) -> Iterator[Statement]:
-        stmt = Statement(timeout)
+        stmt = Statement(timeout, self)
         if timeout <= 0:
             yield stmt
             return
         with self._lock:
             self._current = stmt
-        threading.Thread(target=self._watch, args=(stmt,), daemon=True,
-                         name="dpsql-statement-timeout").start()
+        _CLOCK.add(timeout, stmt)
         try:
             yield stmt
         finally:
             with self._lock:  # from here on no interrupt can reach a later statement
                 self._current = None
-            stmt.done.set()
+                stmt.done = True
+                stmt.dog = None
+            _CLOCK.finished()
 
-    def _watch(self, stmt: Statement) -> None:
-        if stmt.done.wait(stmt.timeout):
-            return
-        while True:
-            with self._lock:
-                if self._current is not stmt:
-                    return
-                stmt.expired = True
-                try:
-                    self._interrupt()
-                except Exception:  # noqa: BLE001  (the session closed meanwhile)
-                    return
-            if stmt.done.wait(REINTERRUPT):
-                return
+    def fire(self, stmt: Statement) -> bool:
+        """Interrupt ``stmt`` if it is still this session's running statement."""
+        with self._lock:
+            if self._current is not stmt or stmt.done:
+                return False
+            stmt.expired = True
+            try:
+                self._interrupt()
+            except Exception:  # noqa: BLE001  (the session closed meanwhile)
+                return False
+            return True
 
 
 def _chain(err: BaseException) -> Iterator[BaseException]:

@@ -137,7 +137,7 @@ def test_timer_never_hits_a_later_statement(limited):
 
 
 def test_watchdog_token_race():
-    """The watcher interrupts only while its own statement runs: a statement that ends
+    """The clock interrupts only while its own statement runs: a statement that ends
     before its deadline is never interrupted, not even by a late timer thread."""
     calls = []
     dog = Watchdog(lambda: calls.append(time.monotonic()))
@@ -150,7 +150,7 @@ def test_watchdog_token_race():
     fired = len(calls)
     time.sleep(0.15)
     assert len(calls) == fired  # nothing after the statement ended
-    with dog.statement(0) as stmt:  # 0 = no limit: no watcher at all
+    with dog.statement(0) as stmt:  # 0 = no limit: never on the clock
         time.sleep(0.05)
     assert not stmt.expired and len(calls) == fired
 
