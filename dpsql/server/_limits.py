@@ -13,10 +13,16 @@ not expose a server like that. Decisions:
   One clock thread holds every session's deadlines (:class:`_Clock`); a timer can never
   fire into a later statement: each statement is its own token, the statement ends by
   clearing the session's current token under a lock, and the clock interrupts
-  (:meth:`Watchdog.fire`) only while, under that same lock, the token is still current. DuckDB forgets an
-  interrupt that arrives between queries, and a dpsql statement may run several DuckDB
-  queries (planning, then the query), so once expired the clock interrupts again every
-  50 ms until the statement ends.
+  (:meth:`Watchdog.fire`) only while, under that same lock, the token is still current.
+  DuckDB forgets an interrupt that arrives between queries, and a dpsql statement may run
+  several DuckDB queries (planning, then the query), so once expired the clock interrupts
+  again every 50 ms until the statement ends. The interrupt reaches the session's
+  connection, its catalog cursor and the planner's own DuckDB cursor (interrupting a
+  parent connection does not stop a child cursor's query; a CancelRequest on the planner
+  route used to be lost so).
+  Known limit: a Describe(statement) that times out answers NoData (a Describe never
+  fails, :meth:`Session.describe`), so the Execute that follows may run up to the limit
+  once more.
   A client may lower its own limit with ``SET statement_timeout`` (PostgreSQL units:
   ``5000``, ``'5s'``, ``'1min'``), never raise it: ``0`` or a longer value leaves the
   server's limit in force.
@@ -25,7 +31,9 @@ not expose a server like that. Decisions:
   spilling: ``temp_directory = ''`` and ``max_temp_directory_size = '0B'``, so a query
   over the cap fails (SQLSTATE 53200, out_of_memory) instead of filling the server's
   disk with one client's temporary files; the session survives. The worst case is
-  therefore about ``(max_connections + 1) x memory_limit`` of DuckDB memory.
+  therefore about ``(max_connections + 1) x memory_limit`` of DuckDB memory. DuckDB's
+  cap does not cover the Python rows a result becomes, so results are fetched in chunks
+  and refused (53200) past the same size (:func:`fetch_capped`).
 * Clients cannot lift either: both DuckDB databases run with ``lock_configuration =
   true``, only single SELECT statements reach DuckDB (:mod:`dpsql.server._guard`), and
   ``SET``/``RESET`` of DuckDB's resource settings (:data:`OPERATOR_SETTINGS`) are refused

@@ -155,6 +155,29 @@ def test_watchdog_token_race():
     assert not stmt.expired and len(calls) == fired
 
 
+def test_clock_orders_deadlines_across_sessions():
+    """One clock serves every session: a later statement with an earlier deadline is
+    interrupted first, and each interrupt reaches its own session only."""
+    fired = []
+    slow = Watchdog(lambda: fired.append("slow"))
+    fast = Watchdog(lambda: fired.append("fast"))
+    done = threading.Event()
+
+    def run_slow():
+        with slow.statement(0.6):
+            done.wait(1.0)
+
+    t = threading.Thread(target=run_slow)
+    t.start()
+    time.sleep(0.05)
+    with fast.statement(0.1):
+        time.sleep(0.3)
+    assert fired and set(fired) == {"fast"}  # the slow statement's deadline is not due
+    done.set()
+    t.join(5)
+    assert "slow" not in fired  # it ended (at ~0.35 s) before its 0.6 s deadline
+
+
 def test_client_can_lower_but_not_raise_the_timeout(limited):
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
         assert con.execute("SHOW statement_timeout").fetchone() == ("1500ms",)
