@@ -168,8 +168,9 @@ def _scope_tables(select: exp.Select) -> list[exp.Table]:
 
 
 _NESTED = (exp.Select, exp.Subquery, exp.Union, exp.Intersect, exp.Except)
-_S_OTHER, _S_NESTED, _S_COLUMN, _S_CALL = range(4)
+_S_OTHER, _S_NESTED, _S_COLUMN, _S_CALL, _S_LEAF = range(5)
 _SCOPE_KINDS: dict[type, int] = {}  # node class -> scope kind (isinstance once per class)
+_LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
 
 
 def _scope_kind(cls: type) -> int:
@@ -177,7 +178,8 @@ def _scope_kind(cls: type) -> int:
     if kind is None:
         kind = (_S_NESTED if issubclass(cls, _NESTED) else
                 _S_COLUMN if issubclass(cls, exp.Column) else
-                _S_CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else _S_OTHER)
+                _S_CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else
+                _S_LEAF if cls in _LEAVES else _S_OTHER)
         _SCOPE_KINDS[cls] = kind
     return kind
 
@@ -215,6 +217,8 @@ def _scope(select: exp.Select) -> _Scope:
             if kind == _S_NESTED:
                 sc.nested = True
                 continue
+            if kind == _S_LEAF and type(node.this) is str:
+                continue  # no expression below: nothing to collect, no walk to start
             if kind == _S_COLUMN:
                 sc.columns.append(node)
                 sc.column_args.append(key)

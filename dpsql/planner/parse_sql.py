@@ -50,11 +50,10 @@ _PARSERS = _Parsers()
 
 @dataclass(slots=True)
 class Walked:
-    """Every node of a parsed tree, in ``tree.walk()`` (BFS) order, and the nodes of the
-    kinds the later passes look for, each in that same order: sorted out in the one walk
-    that :func:`parse_walked` makes, so that no pass walks the whole tree again."""
+    """The nodes of a parsed tree of the kinds the later passes look for, each list in
+    ``tree.walk()`` (BFS) order: sorted out in the one walk that :func:`parse_walked`
+    makes, so that no pass walks the whole tree again."""
 
-    nodes: list[exp.Expression] = field(default_factory=list)
     selects: list[exp.Select] = field(default_factory=list)
     tables: list[exp.Table] = field(default_factory=list)
     ctes: list[exp.CTE] = field(default_factory=list)
@@ -115,10 +114,8 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
             "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
     walked = Walked()
     buckets = (None, walked.selects, walked.tables, walked.ctes, walked.placeholders)
-    nodes = walked.nodes
     kinds = _KINDS
     for node in tree.walk():
-        nodes.append(node)
         kind = kinds.get(type(node))
         if kind is None:
             kind = _kind(type(node))
