@@ -37,6 +37,10 @@ Decisions, and why:
   by the SQL text and the typed parameter values, and dropped when a release is attached.
   A plan is a deterministic function of the public catalog and the query, so a cached
   plan is the plan; dashboards that re-issue a query skip the planner entirely.
+* ``description`` and ``dp_info`` are built on first access, from DuckDB's description
+  taken at execute time and from the plan: the same values, but a caller that never
+  reads them (most do not) does not pay for them on every execute (issue #6). A plan
+  put in the cache has its ``dp_info`` built first, so the cache holds no syntax trees.
 * ``executemany`` plans every parameter set first (so a bad set fails before any runs);
   each set gives one result set, the first is current and :meth:`Cursor.nextset` moves to
   the next (PEP 249's optional extension, rather than silently dropping results).
@@ -287,6 +291,7 @@ class Connection:
         except duckdb.Error as err:
             raise _translate(err) from err
         if key is not None:
+            planned.info  # built now: a cached plan must not keep the query's syntax tree
             self._plans[key] = planned
             if len(self._plans) > self._plan_cache_size:
                 self._plans.popitem(last=False)
@@ -319,6 +324,7 @@ class Cursor:
     def _reset(self) -> None:
         self._pending: list[Any] = []  # planned queries of later result sets
         self._sql: str | None = None
+        self._planned: Any = None  # the current result's plan; dp_info is built from it
         self._info: dict[str, Any] | None = None
         self._description: tuple[tuple, ...] | None = None
         self._duck_description: Any = None  # DuckDB's, made PEP 249 on first access
@@ -364,6 +370,8 @@ class Cursor:
         """How the current answer was made: view, levels, mechanism, budget, error model,
         interpolation policy, notes (from the planner); ``"privacy": "seeded: not private"``
         when the answer reads a seeded release."""
+        if self._info is None and self._planned is not None:  # built on first access
+            self._info = self.connection._note_seeded(dict(self._planned.info))
         return None if self._info is None else copy.deepcopy(self._info)
 
     @property
@@ -425,7 +433,8 @@ class Cursor:
         except duckdb.Error as err:
             raise _translate(err, sql) from err
         self._sql = sql
-        self._info = self.connection._note_seeded(dict(planned.info))
+        self._planned = planned
+        self._info = None
         self._description = None
         self._duck_description = description
         self._has_result = description is not None
@@ -434,6 +443,7 @@ class Cursor:
 
     def _drop_result(self) -> None:
         self._sql = None
+        self._planned = None
         self._info = None
         self._description = None
         self._duck_description = None

@@ -38,11 +38,23 @@ _GENERATOR = Dialect.get_or_raise(DIALECT)
 
 @dataclass(frozen=True)
 class PlannedQuery:
-    """The result of planning: DuckDB SQL, the ``dp_info`` dict, the output columns."""
+    """The result of planning: DuckDB SQL, the ``dp_info`` dict, the output columns.
+
+    ``info`` is built on first access from what the planner decided (the dict costs
+    about a tenth of planning a query and most callers never read it): the same dict,
+    later. Until then the plan keeps the planner's references (and their syntax tree)."""
 
     sql: str
-    info: dict[str, Any] = field(hash=False, compare=False)
+    _info: Any = field(hash=False, compare=False, repr=False)  # the dict, or its maker
     columns: tuple[str, ...] = ()
+
+    @property
+    def info(self) -> dict[str, Any]:
+        info = self._info
+        if not isinstance(info, dict):
+            info = info()
+            object.__setattr__(self, "_info", info)  # frozen: set once, to the same value
+        return info
 
 
 def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
@@ -54,8 +66,8 @@ def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
     choices = [choose_view(r) for r in refs]
     read = [rewrite_reference(ref, choice) for ref, choice in zip(refs, choices)]
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
-    sql = _GENERATOR.generate(tree, copy=False)  # nothing reads the tree afterwards
-    return PlannedQuery(sql, describe(refs, choices, read), columns)
+    sql = _GENERATOR.generate(tree, copy=False)  # nothing changes the tree afterwards
+    return PlannedQuery(sql, lambda: describe(refs, choices, read), columns)
 
 
 def describe(refs: Sequence[Reference], choices: Sequence[Choice],
