@@ -191,7 +191,7 @@ def test_cascade_covariance_choice():
      r"views\[0\]\.covariance: must be 'tree' .* or 'optimal'"),
     ({"mechanism": "cascade", "covariance": "optimal"}, 5000,
      r"views\[0\]\.covariance: 'optimal' is dense .* at most 4096 bins; 'distance' has 5000"),
-])
+], ids=["not-cascade", "unknown", "too-many-bins"])
 def test_cascade_covariance_errors(view, bins, message):
     attrs = {**BASE["attributes"],
              "distance": {"kind": "range", "lower": 0, "upper": 5000, "bins": bins}}
