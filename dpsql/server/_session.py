@@ -3,8 +3,8 @@ that another session can see.
 
 Every statement a client sends goes one of four ways (:meth:`Session.execute_sql`):
 
-1. **Session commands** (:mod:`dpsql.server._commands`: ``BEGIN``/``COMMIT``/``ROLLBACK``, ``SET``/``RESET``/``SHOW``,
-   ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered here, from a per-session
+1. **Session commands** (:mod:`dpsql.server._commands`: ``BEGIN``/``COMMIT``/``ROLLBACK``,
+   ``SET``/``RESET``/``SHOW``, ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered here, from a per-session
    settings dict; nothing runs in DuckDB. Transactions are bookkeeping only (a release is
    read-only), but they follow PostgreSQL: after an error inside a transaction block,
    every statement but ``ROLLBACK``/``COMMIT`` is refused with 25P02 until the block ends,
@@ -90,7 +90,6 @@ _WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDE
 
 def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
-
 
 
 class Session(_BVSession):
