@@ -6,15 +6,15 @@ Every statement a client sends goes one of four ways (:meth:`Session.execute_sql
 1. **Session commands** (:mod:`dpsql.server._commands`: ``BEGIN``/``COMMIT``/``ROLLBACK``,
    ``SET``/``RESET``/``SHOW``, ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered
    here, from a per-session settings dict; nothing runs in DuckDB. Transactions are
-   bookkeeping only (a release is read-only), but they follow PostgreSQL: after an error
-   inside a transaction block, every statement but ``ROLLBACK``/``COMMIT`` is refused with
-   25P02 until the block ends, so that clients that rely on that state (psycopg,
-   SQLAlchemy) see what they expect. 2. **Writes** (INSERT, UPDATE, DELETE, CREATE, DROP,
-   ALTER, COPY, GRANT ...) are refused with SQLSTATE 25006 (read_only_sql_transaction).
-   Whatever the route, the text that is about to run must be exactly one SELECT by
-   DuckDB's own parser (:func:`dpsql.server._guard.check_select`): ATTACH, PRAGMA,
-   CHECKPOINT ... get 25006, a second statement (even hidden in a ``$$...$$`` string)
-   0A000. 3. **Catalog queries** — statements whose every table is a catalog relation
+   bookkeeping only (a release is read-only), but they follow PostgreSQL: after an error inside a transaction block,
+   every statement but ``ROLLBACK``/``COMMIT`` is refused with 25P02 until the block ends,
+   so that clients that rely on that state (psycopg, SQLAlchemy) see what they expect.
+2. **Writes** (INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, COPY, GRANT ...) are refused
+   with SQLSTATE 25006 (read_only_sql_transaction). Whatever the route, the text that is
+   about to run must be exactly one SELECT by DuckDB's own parser
+   (:func:`dpsql.server._guard.check_select`): ATTACH, PRAGMA, CHECKPOINT ... get 25006,
+   a second statement (even hidden in a ``$$...$$`` string) 0A000.
+3. **Catalog queries** — statements whose every table is a catalog relation
    (``pg_catalog.*``, ``information_schema.*``, ``pg_*``, ``duckdb_*``) or that read no
    table at all (``SELECT version()``, ``SELECT current_schema()``) — run on the shared
    *catalog database*: an in-memory DuckDB whose ``public`` schema holds one **empty**
@@ -27,8 +27,8 @@ Every statement a client sends goes one of four ways (:meth:`Session.execute_sql
    ``::regclass``, ``pg_catalog.f(...)`` calls), and ``version()`` and
    ``pg_get_userbyid()`` are macros. Empty tables could answer ``COUNT(*) = 0``, so the
    router sends a statement here only when it names no logical table, and refuses
-   ``query()``/``query_table()`` (which name a table inside a string) here. 4.
-   **Everything else** goes through the dpsql planner on the session's own
+   ``query()``/``query_table()`` (which name a table inside a string) here.
+4. **Everything else** goes through the dpsql planner on the session's own
    :class:`dpsql.dbapi.Connection` (per-session plan cache; the same planning as
    ``dpsql.connect``, so the answers are the same). ``public.<table>`` is read as the
    logical table, because BI tools qualify names with the schema they listed.
