@@ -6,9 +6,10 @@ Every statement a client sends goes one of four ways (:meth:`Session.execute_sql
 1. **Session commands** (:mod:`dpsql.server._commands`: ``BEGIN``/``COMMIT``/``ROLLBACK``,
    ``SET``/``RESET``/``SHOW``, ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered
    here, from a per-session settings dict; nothing runs in DuckDB. Transactions are
-   bookkeeping only (a release is read-only), but they follow PostgreSQL: after an error inside a transaction block,
-   every statement but ``ROLLBACK``/``COMMIT`` is refused with 25P02 until the block ends,
-   so that clients that rely on that state (psycopg, SQLAlchemy) see what they expect.
+   bookkeeping only (a release is read-only), but they follow PostgreSQL: after an error
+   inside a transaction block, every statement but ``ROLLBACK``/``COMMIT`` is refused with
+   25P02 until the block ends, so that clients that rely on that state (psycopg,
+   SQLAlchemy) see what they expect.
 2. **Writes** (INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, COPY, GRANT ...) are refused
    with SQLSTATE 25006 (read_only_sql_transaction). Whatever the route, the text that is
    about to run must be exactly one SELECT by DuckDB's own parser
