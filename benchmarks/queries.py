@@ -49,7 +49,9 @@ The hand-written SQL is what a DuckDB expert would write against the release for
 It may read a different view than the planner picks, so answers are not compared here
 (tests/e2e does that); row counts are, as a sanity check.
 
-Run: ``.venv/bin/python benchmarks/queries.py`` (one to two minutes).
+Run: ``.venv/bin/python benchmarks/queries.py`` (about ten minutes: seven rounds of one to
+two). ``--rounds N`` runs N rounds instead; fewer than seven write ``*_quick.json``, which
+the README table ignores (a check while working, not a result).
 """
 
 from __future__ import annotations
@@ -228,9 +230,17 @@ def measure(release: Path) -> list[dict]:
 
 
 def main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help=f"independent rounds (default {ROUNDS}; fewer write *_quick.json)")
+    n_rounds = ap.parse_args().rounds
+    if n_rounds < 1:
+        ap.error("--rounds must be at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         release = build(Path(tmp))
-        rounds = [measure(release) for _ in range(ROUNDS)]
+        rounds = [measure(release) for _ in range(n_rounds)]
     by_round = [statistics.median(r["dpsql_cold_ms"] / r["duckdb_ms"] for r in rnd)
                 for rnd in rounds]
     # Per query, every timing is the median over the rounds of its per-round medians.
@@ -257,7 +267,7 @@ def main() -> None:
     summary = {
         "queries": len(rows),
         "repeat": REPEAT,
-        "rounds": ROUNDS,
+        "rounds": n_rounds,
         "cold_ratio_median_by_round": by_round,
         "cold_ratio_median": med(rows, "cold_ratio"),
         "warm_ratio_median": med(rows, "warm_ratio"),
@@ -273,7 +283,8 @@ def main() -> None:
         "targets": {"cold_ratio_median": 1.5, "planning_ms_median": 2.0},
     }
     compiled = sqlglot_compiled()
-    path = write("queries_sqlglotc" if compiled else "queries",
+    path = write(("queries_sqlglotc" if compiled else "queries")
+                 + ("_quick" if n_rounds < ROUNDS else ""),
                  {"summary": summary, "by_template": by_template, "queries": rows,
                   "duckdb": duckdb.__version__, "sqlglot": sqlglot.__version__,
                   "sqlglot_compiled": compiled, "rows_in_source": N_ROWS})

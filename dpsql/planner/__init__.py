@@ -24,16 +24,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlglot.dialects.dialect import Dialect
-
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
-from dpsql.planner.parse_sql import DIALECT, bind_params, parse_walked
+from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
 from dpsql.planner.rewrite_query import rewrite_reference
 
 INTERPOLATION = "uniform"
-_GENERATOR = Dialect.get_or_raise(DIALECT)
 
 
 @dataclass(frozen=True)
@@ -66,7 +63,7 @@ def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
     choices = [choose_view(r) for r in refs]
     read = [rewrite_reference(ref, choice) for ref, choice in zip(refs, choices)]
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
-    sql = _GENERATOR.generate(tree, copy=False)  # nothing changes the tree afterwards
+    sql = generate_sql(tree)  # nothing changes the tree afterwards
     return PlannedQuery(sql, lambda: describe(refs, choices, read), columns)
 
 

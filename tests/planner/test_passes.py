@@ -51,3 +51,23 @@ def test_choose_view(catalog, case):
 def test_rewrite_snapshot(catalog, case):
     query, expected = case
     assert plan_query(catalog, query).sql == expected
+
+
+def test_generated_sql_does_not_depend_on_earlier_queries(catalog):
+    """The per-thread generator is reused across queries; the made-up alias names it
+    invents (``_t0``...) restart for every query, so a plan is a function of its query."""
+    q = "SELECT a FROM (VALUES (1)) AS (a)"
+    first = plan_query(catalog, q).sql
+    assert "_t0" in first
+    for _ in range(3):
+        assert plan_query(catalog, q).sql == first
+
+
+def test_planning_from_several_threads_gives_the_same_sql(catalog):
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = [c[0] for c in _cases("rewrite_query.sql")]
+    expected = [plan_query(catalog, q).sql for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda q: plan_query(catalog, q).sql, queries)) == expected
