@@ -201,9 +201,12 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
             return out
     lv = v.meta.level(level)
     m = float(lv.n_nodes)
-    groups = {rel.column_attribute(c).name: c for c in ref.columns}
-    for c in groups.values():
-        m /= max(1, rel.size(c))
+    groups: dict[str, int] = {}  # attribute -> its number of groups: the size of the
+    for c in ref.columns:  # finest grouped column (a hierarchy's columns nest)
+        a = rel.column_attribute(c).name
+        groups[a] = max(groups.get(a, 1), rel.size(c))
+    for n in groups.values():
+        m /= n
     for r in ref.ranges:
         b0, b1 = bins[r.attribute]
         m *= max(b1 - b0, 1) / rel.attributes[r.attribute].bins
