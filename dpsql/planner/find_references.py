@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
-from dpsql.planner.parse_sql import Walked
+from dpsql.planner.parse_sql import Scope, Walked, walk_tree
 
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
@@ -106,12 +106,8 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     ``tree``, if the caller has it (the tree is then walked once per query, not once per
     question asked of it)."""
     if walked is None:
-        walked = Walked()
-        for n in tree.walk():
-            for cls, bucket in ((exp.Select, walked.selects), (exp.Table, walked.tables),
-                                (exp.CTE, walked.ctes)):
-                if isinstance(n, cls):
-                    bucket.append(n)
+        walked = walk_tree(tree)
+    scopes = walked.scopes
     cte_names = {c.alias_or_name.lower() for c in walked.ctes}
     refs: list[Reference] = []
     claimed: set[int] = set()
@@ -132,9 +128,9 @@ def find_references(tree: exp.Expression, catalog: Catalog,
                 "the aggregated results")
         if logical:
             t, (release, views) = logical[0]
-            refs.append(_analyse(select, t, release, views, tables))
+            refs.append(_analyse(select, t, release, views, tables, scopes[id(select)]))
         else:
-            _refuse_orphan_error_functions(select)
+            _refuse_orphan_error_functions(scopes[id(select)])
     for t in walked.tables:
         if id(t) in claimed:
             continue
@@ -167,75 +163,14 @@ def _scope_tables(select: exp.Select) -> list[exp.Table]:
     return out
 
 
-_NESTED = (exp.Select, exp.Subquery, exp.Union, exp.Intersect, exp.Except)
-_S_OTHER, _S_NESTED, _S_COLUMN, _S_CALL, _S_LEAF = range(5)
-_SCOPE_KINDS: dict[type, int] = {}  # node class -> scope kind (isinstance once per class)
-_LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
-
-
-def _scope_kind(cls: type) -> int:
-    kind = _SCOPE_KINDS.get(cls)
-    if kind is None:
-        kind = (_S_NESTED if issubclass(cls, _NESTED) else
-                _S_COLUMN if issubclass(cls, exp.Column) else
-                _S_CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else
-                _S_LEAF if cls in _LEAVES else _S_OTHER)
-        _SCOPE_KINDS[cls] = kind
-    return kind
-
-
-@dataclass(slots=True)
-class _Scope:
-    columns: list[exp.Column]
-    column_args: list[str]  # the SELECT argument ("expressions", "where"...) of each column
-    calls: list[exp.Expression]
-    nested: bool  # a nested query or WITH was left unvisited
-
-
-def _scope(select: exp.Select) -> _Scope:
-    """The nodes of ``select`` itself, not of nested SELECTs (subqueries, CTE bodies),
-    in one depth-first walk: its columns (with the argument of ``select`` each is under)
-    and its aggregate and anonymous function calls (the only nodes an aggregate can be),
-    each list in walk order. The walk takes the arguments last to first, each subtree
-    whole, which is the order of one stack seeded with all of them."""
-    sc = _Scope([], [], [], select.args.get("with") is not None)
-    kinds = _SCOPE_KINDS
-    for key, value in reversed(list(select.args.items())):
-        if value is None or key == "with":
-            continue
-        if isinstance(value, list):
-            stack = [v for v in value if isinstance(v, exp.Expression)]
-        elif isinstance(value, exp.Expression):
-            stack = [value]
-        else:
-            continue
-        while stack:
-            node = stack.pop()
-            kind = kinds.get(type(node))
-            if kind is None:
-                kind = _scope_kind(type(node))
-            if kind == _S_NESTED:
-                sc.nested = True
-                continue
-            if kind == _S_LEAF and type(node.this) is str:
-                continue  # no expression below: nothing to collect, no walk to start
-            if kind == _S_COLUMN:
-                sc.columns.append(node)
-                sc.column_args.append(key)
-            elif kind == _S_CALL:
-                sc.calls.append(node)
-            stack.extend(node.iter_expressions())
-    return sc
-
-
 def _fn_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
     return node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__
 
 
-def _refuse_orphan_error_functions(select: exp.Select) -> None:
-    for node in _scope(select).calls:
+def _refuse_orphan_error_functions(scope: Scope) -> None:
+    for node in scope.calls:
         if isinstance(node, exp.Anonymous) and _fn_name(node) in ERROR_FUNCTIONS:
             raise UnsupportedQueryError(
                 f"{_fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
@@ -261,10 +196,9 @@ def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
 
 
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
-             views: tuple[ViewInfo, ...], tables: list[exp.Table]) -> Reference:
+             views: tuple[ViewInfo, ...], tables: list[exp.Table], sc: Scope) -> Reference:
     alias = table.alias_or_name
     attrs = release.attributes
-    sc = _scope(select)
     scope_columns, scope_calls = sc.columns, sc.calls
     # alone in its FROM, every unqualified column that is not an output alias is ours
     alone = len(tables) == 1 and not select.args.get("joins")

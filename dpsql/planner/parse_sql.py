@@ -60,19 +60,39 @@ _PARSERS = _Parsers()
 
 
 @dataclass(slots=True)
+class Scope:
+    """The nodes of one SELECT itself, not of the queries nested in it (subqueries, CTE
+    bodies, set operations): its columns, with the argument of the SELECT each is under
+    (``"expressions"``, ``"where"``, ``"group"``...), and its aggregate and anonymous
+    function calls (the only nodes an aggregate can be)."""
+
+    columns: list[exp.Column] = field(default_factory=list)
+    column_args: list[str] = field(default_factory=list)
+    calls: list[exp.Expression] = field(default_factory=list)
+    nested: bool = False  # the SELECT has a WITH or a nested query (not in these lists)
+
+
+@dataclass(slots=True)
 class Walked:
-    """The nodes of a parsed tree of the kinds the later passes look for, each list in
-    ``tree.walk()`` (BFS) order: sorted out in the one walk that :func:`parse_walked`
-    makes, so that no pass walks the whole tree again."""
+    """The nodes of a parsed tree of the kinds the later passes look for, sorted out in
+    the one walk that :func:`walk_tree` makes, so that no pass walks the tree again.
+    SELECTs come outermost first, each followed by the ones nested in it, in the order
+    of the text; ``scopes`` maps ``id(select)`` to its :class:`Scope`."""
 
     selects: list[exp.Select] = field(default_factory=list)
     tables: list[exp.Table] = field(default_factory=list)
     ctes: list[exp.CTE] = field(default_factory=list)
     placeholders: list[exp.Placeholder] = field(default_factory=list)
+    scopes: dict[int, Scope] = field(default_factory=dict)
 
 
-_OTHER, _SELECT, _TABLE, _CTE, _PLACEHOLDER, _WRITE, _INTO = range(7)
-_KINDS: dict[type, int] = {}  # node class -> kind; isinstance() answered once per class
+# node kinds, answered once per node class; the order matters: kinds >= _SELECT start a
+# new scope, kinds >= _WRITE are refused
+(_OTHER, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _SELECT, _NESTED, _WRITE,
+ _INTO) = range(11)
+_NESTED_TYPES = (exp.Subquery, exp.Union, exp.Intersect, exp.Except)
+_LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
+_KINDS: dict[type, int] = {}
 
 
 def _kind(cls: type) -> int:
@@ -81,11 +101,81 @@ def _kind(cls: type) -> int:
         kind = (_WRITE if issubclass(cls, _WRITE_TYPES) else
                 _INTO if issubclass(cls, exp.Into) else
                 _SELECT if issubclass(cls, exp.Select) else
+                _NESTED if issubclass(cls, _NESTED_TYPES) else
+                _COLUMN if issubclass(cls, exp.Column) else
+                _CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else
                 _TABLE if issubclass(cls, exp.Table) else
                 _CTE if issubclass(cls, exp.CTE) else
-                _PLACEHOLDER if issubclass(cls, exp.Placeholder) else _OTHER)
+                _PLACEHOLDER if issubclass(cls, exp.Placeholder) else
+                _LEAF if cls in _LEAVES else _OTHER)
         _KINDS[cls] = kind
     return kind
+
+
+def walk_tree(tree: exp.Expression) -> Walked:
+    """Sort the nodes of ``tree`` out by kind and by SELECT scope in one depth-first
+    walk, and refuse writes (INSERT, ``SELECT ... INTO``...) anywhere in it.
+
+    The walk runs scope by scope: a SELECT's arguments are walked with that SELECT as
+    their scope (its WITH with none: CTE bodies are their own SELECTs), and a SELECT or
+    set operation met inside a scope marks that scope ``nested`` and is walked later as
+    a root of its own. Nodes outside every SELECT (a UNION's ORDER BY, a subquery's
+    alias) belong to no scope."""
+    walked = Walked()
+    selects, tables, ctes, holders = (walked.selects, walked.tables, walked.ctes,
+                                      walked.placeholders)
+    kinds = _KINDS
+    work: list[tuple[exp.Expression, Scope | None, str]] = [(tree, None, "")]
+    while work:
+        root, scope, arg = work.pop()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = kinds.get(type(node))
+            if kind is None:
+                kind = _kind(type(node))
+            if kind >= _SELECT:
+                if kind >= _WRITE:
+                    _refuse_writes((node,))
+                if scope is not None:
+                    scope.nested = True
+                if node is not root or scope is not None:
+                    work.append((node, None, ""))  # its own root, after this one
+                    continue
+                if kind == _SELECT:
+                    own = Scope()
+                    walked.scopes[id(node)] = own
+                    selects.append(node)
+                    later = []
+                    for key, value in node.args.items():
+                        if value is None:
+                            continue
+                        if key == "with":
+                            own.nested = True
+                            later.append((value, None, ""))
+                        elif type(value) is list:
+                            later.extend((v, own, key) for v in value
+                                         if isinstance(v, exp.Expression))
+                        elif isinstance(value, exp.Expression):
+                            later.append((value, own, key))
+                    work.extend(reversed(later))  # popped in the order of the text
+                    continue
+            elif kind == _LEAF:
+                if type(node.this) is str:
+                    continue  # no expression below: nothing to collect, no walk to start
+            elif scope is not None and kind == _COLUMN:
+                scope.columns.append(node)
+                scope.column_args.append(arg)
+            elif scope is not None and kind == _CALL:
+                scope.calls.append(node)
+            elif kind == _TABLE:
+                tables.append(node)
+            elif kind == _CTE:
+                ctes.append(node)
+            elif kind == _PLACEHOLDER:
+                holders.append(node)
+            stack.extend(node.iter_expressions())
+    return walked
 
 
 def generate_sql(tree: exp.Expression) -> str:
@@ -99,7 +189,7 @@ def parse_sql(sql: str) -> exp.Expression:
 
 
 def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
-    """:func:`parse_sql`, plus every node of the tree sorted by kind (one walk, which
+    """:func:`parse_sql`, plus its nodes sorted out by :func:`walk_tree` (one walk, which
     the later passes reuse instead of walking the tree again)."""
     if not isinstance(sql, str) or not sql.strip():
         raise SqlSyntaxError("empty query: write a SELECT statement", 1, 1, "")
@@ -128,17 +218,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         raise UnsupportedQueryError(
             f"{what} statements are not supported: a release is read-only and answers "
             "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
-    walked = Walked()
-    buckets = (None, walked.selects, walked.tables, walked.ctes, walked.placeholders)
-    kinds = _KINDS
-    for node in tree.walk():
-        kind = kinds.get(type(node))
-        if kind is None:
-            kind = _kind(type(node))
-        if kind:
-            if kind >= _WRITE:
-                _refuse_writes((node,))
-            buckets[kind].append(node)
+    walked = walk_tree(tree)
     return tree, walked
 
 
