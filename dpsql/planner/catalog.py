@@ -119,6 +119,8 @@ class ReleaseInfo:
     determines: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """Hierarchy column -> the coarser columns its value determines (a province name
     that occurs under one region only determines that region), from the public domain."""
+    choices: dict = field(default_factory=dict, compare=False, repr=False)
+    """Memo of the planner's view choices by reference signature (see choose_view)."""
 
     def closure(self, columns) -> set[str]:
         """``columns`` plus every column they determine."""

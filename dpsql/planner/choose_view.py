@@ -24,8 +24,10 @@ query. The predictions of one-attribute range views are therefore precomputed fo
 bin range at attach time (:func:`range_errors`; up to 128 bins, larger ones are memoized
 by bin range), and the ``m``-node predictions are memoized on the attached view by
 ``(level, m)``: a pure function of public parameters,
-shared by every query that groups or filters alike (it is not a plan cache: every query
-is still parsed, checked and rewritten).
+shared by every query that groups or filters alike. The choice itself is memoized on the
+attached release by the reference's signature (candidate views, grouped columns, measured
+attributes, range filters with their bounds), the only inputs it has. Neither is a plan
+cache: every query is still parsed, checked, rewritten and rendered.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.find_references import RangeFilter, Reference
 
 Z95 = 1.959963984540054
-MAX_MEMO = 4096  # (level, m) predictions kept per attached view
+MAX_MEMO = 4096  # (level, m) predictions per attached view, choices per attached release
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,21 @@ class Choice:
 
 
 def choose_view(ref: Reference) -> Choice:
+    """The view and level with the smallest predicted error among those covering
+    ``ref``: a function of the candidate views and of which attributes ``ref`` groups,
+    filters by range (with its bin range) and measures, memoized on the attached release
+    by exactly that signature (public facts only, like the predictions it ranks by)."""
+    key = (tuple(v.name for v in ref.candidates), ref.columns, ref.measured, ref.ranges)
+    memo = ref.release.choices
+    hit = memo.get(key)
+    if hit is None:
+        hit = _choose(ref)
+        if len(memo) < MAX_MEMO:
+            memo[key] = hit
+    return hit
+
+
+def _choose(ref: Reference) -> Choice:
     needed = ref.needed_attributes()
     covering = [v for v in ref.candidates if needed <= v.attribute_set]
     if not covering:

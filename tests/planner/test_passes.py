@@ -94,3 +94,21 @@ def test_prediction_of_nested_group_columns_is_that_of_the_finest(catalog, colum
     ref = ref_of(f"SELECT {', '.join(columns)}, COUNT(*) FROM trips GROUP BY ALL")
     ordered = dataclasses.replace(ref, columns=columns)  # iterated in exactly this order
     assert _predict(choice.view, choice.level, ordered) == choice.predicted
+
+
+def test_memoized_view_choice_is_the_choice(catalog):
+    """choose_view memoizes by the reference's signature (candidate views, grouped
+    columns, measured attributes, range filters); after every fixture query has filled
+    the memo, each memoized answer must equal a fresh computation."""
+    from dpsql.planner.choose_view import _choose, choose_view
+    from dpsql.planner.find_references import find_references
+
+    queries = [c[0] for name in ("choose_view.sql", "rewrite_query.sql") for c in _cases(name)]
+    queries += [f"SELECT COUNT(*) FROM dist WHERE distance >= {lo} AND distance < {hi}"
+                for lo, hi in ((0, 4), (0, 4.5), (3, 4), (4, 8), (0, 256), (250, 256))]
+    for q in queries:
+        plan_query(catalog, q)
+    assert catalog.releases[0].choices  # the memo is in use
+    for q in reversed(queries):
+        for ref in find_references(parse_sql(q), catalog):
+            assert choose_view(ref) == _choose(ref), q
