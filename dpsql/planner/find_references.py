@@ -331,7 +331,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      tuple(aggregates), tuple(removed), tuple(scope_calls), plain)
 
 
-_PLACING_ARGS = ("where", "with", "from", "from_", "joins", "group")
+_PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
 
 

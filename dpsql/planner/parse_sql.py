@@ -150,9 +150,9 @@ def walk_tree(tree: exp.Expression) -> Walked:
                     for key, value in node.args.items():
                         if value is None:
                             continue
-                        if key == "with":
+                        if key in ("with_", "with"):  # sqlglot 30 names it with_
                             own.nested = True
-                            later.append((value, None, ""))
+                            later.insert(0, (value, None, ""))  # first, as in the text
                         elif type(value) is list:
                             later.extend((v, own, key) for v in value
                                          if isinstance(v, exp.Expression))

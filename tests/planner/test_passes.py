@@ -112,3 +112,30 @@ def test_memoized_view_choice_is_the_choice(catalog):
     for q in reversed(queries):
         for ref in find_references(parse_sql(q), catalog):
             assert choose_view(ref) == _choose(ref), q
+
+
+def test_walk_sorts_selects_and_their_own_nodes():
+    """One walk: SELECTs outermost first, CTE bodies before the body, nested ones after
+    the part of the text that holds them; each scope holds only its own columns and
+    calls, and is ``nested`` when a query or WITH sits inside it."""
+    from dpsql.errors import UnsupportedQueryError
+    from dpsql.planner.parse_sql import parse_walked
+
+    tree, walked = parse_walked(
+        "WITH a AS (SELECT s, COUNT(*) FROM t1 GROUP BY s) "
+        "SELECT (SELECT MAX(u) FROM t3) AS z, SUM(v) FROM a WHERE x IN (SELECT y FROM t2) "
+        "AND w = ?")
+    assert [s.sql() for s in walked.selects] == [
+        tree.sql(), "SELECT s, COUNT(*) FROM t1 GROUP BY s", "SELECT MAX(u) FROM t3",
+        "SELECT y FROM t2"]
+    scopes = [walked.scopes[id(s)] for s in walked.selects]
+    assert [sorted(c.sql() for c in sc.columns) for sc in scopes] == [
+        ["v", "w", "x"], ["s", "s"], ["u"], ["y"]]
+    assert [[c.sql() for c in sc.calls] for sc in scopes] == [
+        ["SUM(v)"], ["COUNT(*)"], ["MAX(u)"], []]
+    assert [sc.nested for sc in scopes] == [True, False, False, False]
+    assert sorted(t.name for t in walked.tables) == ["a", "t1", "t2", "t3"]
+    assert [c.alias for c in walked.ctes] == ["a"]
+    assert len(walked.placeholders) == 1
+    with pytest.raises(UnsupportedQueryError, match="INSERT"):
+        parse_walked("WITH a AS (INSERT INTO t VALUES (1) RETURNING *) SELECT * FROM a")
