@@ -152,6 +152,9 @@ UNSUPPORTED = [
     ("SELECT COUNT(*) FROM trips; SELECT 1", "one SELECT"),
     ("SELECT MEDIAN(mode) FROM trips", "not a binned"),
     ("SELECT COUNT(*) OVER () FROM trips", "row-level"),
+    ("SELECT mode, COUNT(*) FILTER (WHERE region = 'R1') FROM trips GROUP BY mode", "FILTER"),
+    ("SELECT COUNT(*) FROM trips USING SAMPLE 10%", "sampling"),
+    ("SELECT COUNT(*) FROM trips TABLESAMPLE (10 PERCENT)", "sampling"),
 ]
 
 

@@ -232,6 +232,12 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
                 f"{table.name} GROUP BY <columns>")
 
+    if select.args.get("sample") is not None or table.args.get("sample") is not None:
+        raise UnsupportedQueryError(
+            f"sampling the private table {table.name!r} (USING SAMPLE / TABLESAMPLE) is not "
+            "supported: its rows are released counts, not records, so a sample of them is "
+            "no sample of the data; query the whole table")
+
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, list[float | None]] = {}
     removed: list[exp.Expression] = []
@@ -359,6 +365,17 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
 
 
 def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Aggregate | None:
+    agg = _classify_call(node, owned, release, measure)
+    if agg is not None and isinstance(node.parent, exp.Filter):
+        raise UnsupportedQueryError(
+            f"{node.sql('duckdb')} FILTER (WHERE ...) over the private table is not "
+            "supported (its error columns would cover the unfiltered rows); put the "
+            "condition in WHERE, or GROUP BY it")
+    return agg
+
+
+def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
+                   ) -> Aggregate | None:
     node_columns: list[exp.Column] = []
     if isinstance(node, (exp.AggFunc, exp.Anonymous)) and not isinstance(node.parent,
                                                                           exp.Window):

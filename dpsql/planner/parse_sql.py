@@ -234,7 +234,7 @@ def _number_qmarks(sql: str) -> str:
         return sql
     marks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
     for k, t in reversed(list(enumerate(marks))):
-        sql = f"{sql[:t.start]}${_QMARK}{k}{sql[t.end + 1:]}"
+        sql = f"{sql[:t.start]}${_QMARK}{k} {sql[t.end + 1:]}"  # ' ': `?AND` stays 2 tokens
     return sql
 
 
@@ -270,6 +270,12 @@ def bind_params(tree: exp.Expression, params: Sequence[Any] | None,
             raise ProgrammingError(f"{len(params)} parameters given but the query has no "
                                    "'?' placeholder")
         return tree
+    named = sorted({str(h.this) for h in holders if h.this and not str(h.this).isdigit()
+                    and _text_order(h)[0]})
+    if named:
+        raise ProgrammingError(
+            f"named placeholders ({', '.join('$' + n for n in named)}) are not supported: "
+            "use '?' (bound in text order) or $1, $2, ... (bound by number)")
     numbered = [h for h in holders if h.this and str(h.this).isdigit()]
     if numbered and len(numbered) != len(holders):
         raise ProgrammingError("mix of '?' and '$n' placeholders; use one style")

@@ -317,12 +317,12 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
     return rows.table
 
 
-_GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple)
+_GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren)
 
 
 def _plain_group(group: exp.Group) -> bool:
     """A GROUP BY of one or more expressions: no ALL, ROLLUP, CUBE, GROUPING SETS or
-    ``()`` / tuple (sqlglot keeps those among the expressions)."""
+    ``()`` / tuple, parenthesised or not (sqlglot keeps those among the expressions)."""
     return bool(group.expressions) and not group.args.get("all") and not any(
         isinstance(g, _GROUPING_SETS) for g in group.expressions)
 
@@ -330,12 +330,14 @@ def _plain_group(group: exp.Group) -> bool:
 def _may_sum_nothing(ref: Reference, rows: _Rows, inline: bool) -> bool:
     """False when every output row of ``ref.select`` sums at least one node row, so that
     ``SUM`` cannot be NULL and needs no ``COALESCE(..., 0)`` (each extra scalar function
-    costs DuckDB 2.0 about 50 µs to bind, a tenth of a small query). That holds for a
-    plain GROUP BY of expressions (a group exists only if a row falls in it; not
+    costs DuckDB 2.0 about 50 µs to bind, a tenth of a small query). That holds, when
+    the release is the SELECT's only source (no JOIN), for a plain GROUP BY of expressions (a group exists only if a row falls in it; not
     ROLLUP/CUBE/GROUPING SETS, whose grand total exists over no rows, nor GROUP BY ALL,
     which is no grouping when every output is an aggregate), and for an ungrouped SELECT
     over a whole node table (every public node is a row) with no WHERE at all."""
     select = ref.select
+    if select.args.get("joins"):
+        return True  # an outer join can make a group of NULL release rows only
     group = select.args.get("group")
     if group is not None:
         return not _plain_group(group)

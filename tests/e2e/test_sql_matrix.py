@@ -19,7 +19,8 @@ import dpsql
 from dpsql import duck
 
 PUBLIC = ("CREATE TEMP TABLE regions AS SELECT * FROM (VALUES ('R1', 'north'), "
-          "('R2', 'north'), ('R3', 'south'), ('R4', 'south')) AS v(region, label)")
+          "('R2', 'north'), ('R3', 'south'), ('R4', 'south'), ('R9', 'nowhere')) "
+          "AS v(region, label)")  # R9: a public region with no trips
 
 # (query, params); every query is valid SQL on the raw table too.
 MATRIX = [
@@ -109,6 +110,12 @@ NOTHING_PASSES = [
     ("SELECT mode, COUNT(*) FROM geo_mode WHERE region = 'R9' GROUP BY mode", None),
     ("SELECT mode, COUNT(*) FROM mode_dist WHERE mode = 'boat' AND distance >= 8 "
      "AND distance < 40 GROUP BY CUBE (mode)", None),
+    ("SELECT COUNT(*) FROM trips WHERE region = 'R9' GROUP BY (())", None),
+    # outer joins: a public row with no release rows is a group of NULL counts only
+    ("SELECT p.label, COUNT(t.region) FROM trips AS t RIGHT JOIN regions AS p "
+     "ON t.region = p.region GROUP BY p.label", None),
+    ("SELECT p.region, COUNT(t.mode) FROM regions AS p LEFT JOIN trips AS t "
+     "ON t.region = p.region GROUP BY p.region", None),
 ]
 MATRIX += NOTHING_PASSES
 

@@ -40,6 +40,16 @@ def test_bind_params(case):
     assert got == sqlglot.parse_one(expected, dialect="duckdb").sql("duckdb")
 
 
+@pytest.mark.parametrize("query", ["SELECT COUNT(*) FROM trips WHERE mode = $a AND region = $b",
+                                   "SELECT COUNT(*) FROM trips WHERE mode = :a"])
+def test_named_placeholders_are_refused(query):
+    """A positional list cannot bind names: refused, never bound in some walk order."""
+    from dpsql.errors import ProgrammingError
+
+    with pytest.raises(ProgrammingError, match="named placeholders"):
+        bind_params(parse_sql(query), ["car", "R1"][:query.count("$") or 1])
+
+
 @pytest.mark.parametrize("case", _cases("choose_view.sql"))
 def test_choose_view(catalog, case):
     query, expected = case
