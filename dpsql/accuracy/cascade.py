@@ -135,6 +135,7 @@ def _check_ranges(lo: Any, hi: Any, bins: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ------------------------------------------------------------------ 1-D model
 
+@dataclass(frozen=True)
 class RangeLevels:
     """The level shape of a 1-D range view, shared by its error models: K = ``bins``
     leaf bins grouped ``arity``-ary over ``tree_depth`` levels; node j at level d covers
@@ -162,6 +163,24 @@ class RangeLevels:
         s = self.span(level)
         return -(-self.bins // s)
 
+    def _node_ids(self, level: int, node_ids: Any) -> np.ndarray:
+        """``node_ids`` of ``level`` as sorted unique int64; refuses ids off the level."""
+        if not 0 <= level <= self.tree_depth:
+            raise ProgrammingError(f"level must be in 0..{self.tree_depth}, got {level}")
+        ids = np.unique(np.asarray(node_ids, dtype=np.int64).ravel())
+        size = self.level_size(level)
+        if ids.size and (ids[0] < 0 or ids[-1] >= size):
+            raise ProgrammingError(f"node ids at level {level} must be in 0..{size - 1}")
+        return ids
+
+    def _check_shape(self, what: str, count: int, expected: int, noun: str) -> None:
+        """Refuse an inconsistent shape: arity ≥ 2, depth ≥ 0, 1 ≤ bins ≤ arity^depth,
+        and ``count`` per-model parameters (``noun``) where ``expected`` are needed."""
+        m, L, K = int(self.arity), int(self.tree_depth), int(self.bins)
+        if m < 2 or L < 0 or not 1 <= K <= m ** L or count != expected:
+            raise IntegrityError(f"inconsistent {what} error model (arity={m}, depth={L}, "
+                                 f"bins={K}, {count} {noun})")
+
 
 @register
 @dataclass(frozen=True)
@@ -178,19 +197,14 @@ class CascadeErrorModel(RangeLevels, ErrorModel):
     7.111111
     """
 
-    arity: int
-    tree_depth: int
-    bins: int
-    level_variance: tuple[float, ...]
+    level_variance: tuple[float, ...]  # after RangeLevels' arity, tree_depth, bins
 
     kind = "cascade"
 
     def __post_init__(self) -> None:
-        m, L, K = self.arity, self.tree_depth, self.bins
-        if m < 2 or L < 0 or K < 1 or K > m ** L or len(self.level_variance) != L + 1:
-            raise IntegrityError(
-                f"inconsistent cascade error model (arity={m}, depth={L}, bins={K}, "
-                f"{len(self.level_variance)} level variances)")
+        self._check_shape("cascade", len(self.level_variance), self.tree_depth + 1,
+                          "level variances")
+        m = self.arity
         object.__setattr__(self, "level_variance",
                            tuple(float(x) for x in self.level_variance))
         object.__setattr__(self, "_tau2", split_variances(m, self.level_variance))
@@ -252,12 +266,7 @@ class CascadeErrorModel(RangeLevels, ErrorModel):
         """Exact variance of the sum of released nodes ``node_ids`` at ``level`` (any
         set, contiguous or not): the selected leaf coverage is aggregated up the tree
         with sparse bincounts, one step per level (O(|ids|·level))."""
-        if not 0 <= level <= self.tree_depth:
-            raise ProgrammingError(f"level must be in 0..{self.tree_depth}, got {level}")
-        ids = np.unique(np.asarray(node_ids, dtype=np.int64).ravel())
-        size = self.level_size(level)
-        if ids.size and (ids[0] < 0 or ids[-1] >= size):
-            raise ProgrammingError(f"node ids at level {level} must be in 0..{size - 1}")
+        ids = self._node_ids(level, node_ids)
         if ids.size == 0:
             return Variance(0.0, True)
         m, s = self.arity, self.span(level)
@@ -274,7 +283,7 @@ class CascadeErrorModel(RangeLevels, ErrorModel):
             total += self._tau2[d] * float(t.sum())
             cur_ids = parent
             cur_cov = np.bincount(inv, weights=cur_cov, minlength=parent.size)
-        if self.bins % s and ids[-1] == size - 1:  # the straddling node is partial below
+        if self.bins % s and ids[-1] == self.level_size(level) - 1:  # straddling: partial below
             lo = np.array([ids[-1] * s]), np.array([self.bins])
             total += float(self._block_terms(lo[0], lo[1], level, self.tree_depth)[0])
         return Variance(float(total), True)

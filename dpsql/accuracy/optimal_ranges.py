@@ -173,20 +173,14 @@ class RangeOptimalErrorModel(RangeLevels, ErrorModel):
     True
     """
 
-    arity: int
-    tree_depth: int
-    bins: int
-    sigma: float
+    sigma: float  # after RangeLevels' arity, tree_depth, bins
     weights: tuple[float, ...]
 
     kind = "cascade_optimal"
 
     def __post_init__(self) -> None:
-        m, L, K = int(self.arity), int(self.tree_depth), int(self.bins)
-        if m < 2 or L < 0 or not 1 <= K <= m ** L or len(self.weights) != K:
-            raise IntegrityError(
-                f"inconsistent range-optimal error model (arity={m}, depth={L}, bins={K}, "
-                f"{len(self.weights)} weights)")
+        K = int(self.bins)
+        self._check_shape("range-optimal", len(self.weights), K, "weights")
         if not (math.isfinite(self.sigma) and self.sigma > 0):
             raise IntegrityError(f"range-optimal sigma must be > 0, got {self.sigma!r}")
         _check_weights(self.weights, K)
@@ -232,12 +226,7 @@ class RangeOptimalErrorModel(RangeLevels, ErrorModel):
     def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
         """Exact variance of the sum of released nodes ``node_ids`` at ``level``: the
         nodes are merged into maximal runs of bins and every pair of runs is read from P."""
-        if not 0 <= level <= self.tree_depth:
-            raise ProgrammingError(f"level must be in 0..{self.tree_depth}, got {level}")
-        ids = np.unique(np.asarray(node_ids, dtype=np.int64).ravel())
-        size = self.level_size(level)
-        if ids.size and (ids[0] < 0 or ids[-1] >= size):
-            raise ProgrammingError(f"node ids at level {level} must be in 0..{size - 1}")
+        ids = self._node_ids(level, node_ids)
         if ids.size == 0:
             return Variance(0.0, True)
         s = self.span(level)
