@@ -21,6 +21,9 @@ from dpsql.accuracy import ErrorModel
 from dpsql.release.store import AttributeMeta, LevelMeta, Release, ViewMeta
 
 
+MAX_RESOLVED = 4096
+"""At most this many table names are memoized per catalog (see Catalog.resolve_table)."""
+
 MAX_MATERIALIZED_NODES = 250_000
 """Sparse levels with at most this many public nodes get a node table at attach time
 (about 50 bytes a node); larger ones are densified per query (see rewrite_query)."""
@@ -56,6 +59,8 @@ class ViewInfo:
 
     predictions: dict = field(default_factory=dict, compare=False, repr=False)
     """Memo of the planner's (level, m) predictions (see choose_view)."""
+    reads: dict = field(default_factory=dict, compare=False, repr=False)
+    """Memo of the rewrite's facts of each level it reads (see rewrite_query.level_read)."""
 
     def bound_model(self, k: int) -> bool:
         if k <= len(self.bound_levels):
@@ -163,6 +168,10 @@ class Catalog:
     """Every release attached to one connection."""
 
     releases: tuple[ReleaseInfo, ...] = ()
+    resolved: dict = field(default_factory=dict, compare=False, repr=False)
+    """Memo of :meth:`resolve_table` by (db, name) as written: a catalog is never
+    changed (attaching makes a new one), so neither is the answer. At most
+    :data:`MAX_RESOLVED` names are kept (a query may name any number of public tables)."""
 
     def with_release(self, info: ReleaseInfo) -> "Catalog":
         kept = tuple(r for r in self.releases if r.alias != info.alias)
@@ -177,7 +186,18 @@ class Catalog:
     def resolve_table(self, db: str, name: str) -> tuple[ReleaseInfo, tuple[ViewInfo, ...]] | None:
         """The release and candidate views a FROM-clause table name denotes, or None if it
         is not a logical table (a public table, a CTE, a release's physical table)."""
-        lname, ldb = name.lower(), db.lower()
+        key = (db, name)
+        try:
+            return self.resolved[key]
+        except KeyError:
+            pass
+        hit = self._resolve(db.lower(), name.lower())
+        if len(self.resolved) < MAX_RESOLVED:
+            self.resolved[key] = hit
+        return hit
+
+    def _resolve(self, ldb: str, lname: str
+                 ) -> tuple[ReleaseInfo, tuple[ViewInfo, ...]] | None:
         for r in self.releases:
             if ldb and ldb != r.alias.lower():
                 continue

@@ -92,6 +92,7 @@ class Walked:
  _INTO) = range(11)
 _NESTED_TYPES = (exp.Subquery, exp.Union, exp.Intersect, exp.Except)
 _LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
+_COLUMN_PARTS = (exp.Identifier, exp.Star)  # a column whose name is these has no other nodes
 _KINDS: dict[type, int] = {}
 
 
@@ -163,9 +164,12 @@ def walk_tree(tree: exp.Expression) -> Walked:
             elif kind == _LEAF:
                 if type(node.this) is str:
                     continue  # no expression below: nothing to collect, no walk to start
-            elif scope is not None and kind == _COLUMN:
-                scope.columns.append(node)
-                scope.column_args.append(arg)
+            elif kind == _COLUMN:
+                if scope is not None:
+                    scope.columns.append(node)
+                    scope.column_args.append(arg)
+                if type(node.this) in _COLUMN_PARTS:
+                    continue  # below are only its name parts: identifiers (or a star)
             elif scope is not None and kind == _CALL:
                 scope.calls.append(node)
             elif kind == _TABLE:

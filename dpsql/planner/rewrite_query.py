@@ -120,6 +120,23 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict) -> str:
             + f" ORDER BY {', '.join(order)}")
 
 
+def level_read(view: ViewInfo, k: int) -> tuple[tuple[str, ...], dict[str, int], str, str]:
+    """What the rewrite needs of level k of ``view``, memoized on the view (public
+    catalog facts, the same for every query): its label columns and bin spans
+    (:func:`level_columns`), its node table (``""`` if none) and the name of the release
+    table a query reading it reads (the node table's own name when that table is in the
+    release, else the level table's). Callers must not change the spans dict."""
+    facts = view.reads.get(k)
+    if facts is None:
+        labels, spans = level_columns(view, k)
+        node_table = view.node_table(k)
+        table = view.level(k).table
+        if node_table.startswith(q(view.alias) + "."):
+            table = node_table.split(".", 1)[1].strip('"')
+        facts = view.reads[k] = (tuple(labels), spans, node_table, table)
+    return facts
+
+
 class _Rows:
     """SQL text for the node rows of one reference: the FROM item, the extra WHERE
     conjuncts, and the expressions of the (weighted) count, the node id and the clipped
@@ -127,16 +144,14 @@ class _Rows:
 
     def __init__(self, ref: Reference, choice: Choice, inline: bool) -> None:
         view, k = choice.view, choice.level
-        self.labels, spans = level_columns(view, k)
+        self.labels, spans, node_table, self.table = level_read(view, k)
         A = q(ref.alias)
         # key: label columns that identify one source row (None: several rows a group)
-        self.key: list[str] | None = None if spans else self.labels
-        self.table = view.level(k).table
+        self.key: tuple[str, ...] | None = None if spans else self.labels
         if inline and _prefix_range(ref, view) is not None:
             self._prefix(ref, view, A)
             return
         ranges = {r.attribute: r for r in ref.ranges}
-        node_table = view.node_table(k)
         conds: list[str] = []
         weights: list[str] = []
         self.edges: dict[str, tuple[str, str]] = {}
@@ -157,8 +172,6 @@ class _Rows:
         count = p + "dp_count"
         if weights:
             count = f"{count} * " + " * ".join(weights)
-        if node_table.startswith(q(view.alias) + "."):
-            self.table = node_table.split(".", 1)[1].strip('"')
         if inline:
             self.source = f"{node_table} AS {A}"
             self.conds = conds
@@ -189,7 +202,7 @@ class _Rows:
         prefix row (one row a group when b0 = 0): O(1) rows a group, not one per bin."""
         table, labels = view.prefix
         b0, b1 = _prefix_range(ref, view)
-        self.labels, self.edges = list(labels), {}
+        self.labels, self.edges = tuple(labels), {}
         self.source = f"{table} AS {A}"
         self.table = table.split(".", 1)[1].strip('"')
         if b0 == 0:
@@ -345,7 +358,7 @@ def _may_sum_nothing(ref: Reference, rows: _Rows, inline: bool) -> bool:
         or not rows.node
 
 
-def _one_node_per_group(ref: Reference, key: list[str]) -> bool:
+def _one_node_per_group(ref: Reference, key: tuple[str, ...]) -> bool:
     """True when every group of ``ref.select`` is exactly one row of the source, whose
     rows are identified by the columns ``key``: a plain GROUP BY of column references
     that are (or determine, in a hierarchy) all of ``key``, with only COUNT-kind
