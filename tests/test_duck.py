@@ -155,6 +155,20 @@ UNSUPPORTED = [
     ("SELECT mode, COUNT(*) FILTER (WHERE region = 'R1') FROM trips GROUP BY mode", "FILTER"),
     ("SELECT COUNT(*) FROM trips USING SAMPLE 10%", "sampling"),
     ("SELECT COUNT(*) FROM trips TABLESAMPLE (10 PERCENT)", "sampling"),
+    # an outer join that pads the private side: SQL's COUNT(*) counts the padded row as 1
+    ("SELECT r.x, COUNT(*) FROM (SELECT 'R9' AS x) r LEFT JOIN trips t ON t.region = r.x "
+     "GROUP BY r.x", "pad the private table"),
+    ("SELECT r.x, COUNT(1) FROM trips t RIGHT JOIN (SELECT 'R9' AS x) r ON t.region = r.x "
+     "GROUP BY r.x", "pad the private table"),
+    ("SELECT r.x, SUM(1) FROM trips t FULL JOIN (SELECT 'R9' AS x) r ON t.region = r.x "
+     "GROUP BY r.x", "pad the private table"),
+    ("SELECT r.x, COUNT(*) FROM (SELECT 'a' AS x) r CROSS JOIN trips t "
+     "LEFT JOIN (SELECT 'R1' AS y) s ON s.y = t.region RIGHT JOIN (SELECT 1 AS z) u ON TRUE "
+     "GROUP BY r.x", "pad the private table"),
+    ("SELECT r.x, COUNT(*) FROM trips t POSITIONAL JOIN (SELECT 'a' AS x) r GROUP BY r.x",
+     "POSITIONAL"),
+    ("SELECT r.x, COUNT(t.mode) FROM (SELECT 'a' AS x) r POSITIONAL JOIN trips t "
+     "GROUP BY r.x", "POSITIONAL"),
 ]
 
 
@@ -162,6 +176,24 @@ UNSUPPORTED = [
 def test_unsupported_forms_raise_specific_errors(con, query, message):
     with pytest.raises(UnsupportedQueryError, match=message):
         duck.plan(con, query)
+
+
+@pytest.mark.parametrize("query", [
+    # the private side is never padded: COUNT(*) is exactly the release's count
+    "SELECT r.x, COUNT(*) FROM trips t LEFT JOIN (SELECT 'R1' AS x) r ON t.region = r.x "
+    "GROUP BY r.x",
+    "SELECT r.x, COUNT(*) FROM (SELECT 'R1' AS x) r RIGHT JOIN trips t ON t.region = r.x "
+    "GROUP BY r.x",
+    "SELECT r.x, COUNT(*) FROM trips t JOIN (SELECT 'R1' AS x) r ON t.region = r.x "
+    "GROUP BY r.x",
+    # padded, but these skip the padded row as SQL does: 0 where nothing matched
+    "SELECT r.x, COUNT(t.mode) FROM (SELECT 'R9' AS x) r LEFT JOIN trips t "
+    "ON t.region = r.x GROUP BY r.x",
+    "SELECT r.x, SUM(t.dp_count) FROM (SELECT 'R9' AS x) r LEFT JOIN trips t "
+    "ON t.region = r.x GROUP BY r.x",
+])
+def test_outer_joins_that_count_private_rows_only_are_planned(con, query):
+    assert duck.sql(con, query).fetchall()
 
 
 def test_different_units_are_refused(trips_release, exact_release, tmp_path):

@@ -14,6 +14,11 @@ name), this pass collects:
   approximate ``SUM``/``AVG`` of a binned attribute, ``MEDIAN``/``QUANTILE_CONT``/
   ``dp_quantile`` of a binned attribute, and the error pseudo-functions.
 
+Row counts (``COUNT(*)``, ``COUNT(1)``, ``SUM(1)``) over an outer join that can pad the
+private table with NULL rows are refused: SQL counts a padded row as 1, the released
+counts have nothing to back it (``COUNT(attr)`` and ``SUM(dp_count)`` skip it, as SQL
+does). A POSITIONAL join with the private table is refused (it pairs rows by position).
+
 Everything else that touches the private table raises :class:`UnsupportedQueryError`
 naming the construct and the supported form; nothing that could give a wrong number is
 let through.
@@ -238,6 +243,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             "supported: its rows are released counts, not records, so a sample of them is "
             "no sample of the data; query the whole table")
 
+    joins = select.args.get("joins")
+    padded = bool(joins) and _padded(table, joins)
+
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, list[float | None]] = {}
     removed: list[exp.Expression] = []
@@ -288,6 +296,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         aggregates.append(agg)
         inside.update(map(id, agg.node.walk()))
 
+    if padded:
+        for agg in aggregates:
+            if agg.kind == "count" and _counts_rows(agg.node):
+                raise UnsupportedQueryError(
+                    f"{agg.node.sql('duckdb')} over an outer join that can pad the private "
+                    f"table {table.name!r} with NULL rows is not supported: SQL counts each "
+                    "padded row as 1, yet it holds no private rows. Count the private rows "
+                    f"with COUNT({alias}.<attribute>), which is 0 where nothing matched")
+
     if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
                                  for a in aggregates):
         if any(measure(x) for x in scope_columns):
@@ -335,6 +352,33 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     return Reference(select, table, alias, release, views, frozenset(columns),
                      tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items())),
                      tuple(aggregates), tuple(removed), tuple(scope_calls), plain)
+
+
+def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:
+    """True when an outer join of the SELECT can add rows of NULLs on ``table``'s side:
+    its own LEFT/FULL join, or a later RIGHT/FULL join (whose left operand is everything
+    joined before it). A POSITIONAL join pairs rows by their order, which is no function
+    of a row's attributes (node rows are not records), so it is refused outright."""
+    here = next((i for i, j in enumerate(joins) if j.this is table), -1)
+    for i, j in enumerate(joins):
+        if j.method.upper() == "POSITIONAL" and i >= here:  # the table is on one side
+            raise UnsupportedQueryError(
+                f"POSITIONAL JOIN with the private table {table.name!r} is not supported: "
+                "it pairs rows by their position, and the release has no rows, only "
+                "released counts; join on attributes (JOIN ... ON / USING) instead")
+    if here >= 0 and joins[here].side.upper() in ("LEFT", "FULL"):
+        return True
+    return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[here + 1:])
+
+
+def _counts_rows(node: exp.Expression) -> bool:
+    """``COUNT(*)``, ``COUNT(<non-NULL literal>)`` or ``SUM(1)``: aggregates that count a
+    row padded with NULLs by an outer join (``COUNT(attr)`` and ``SUM(dp_count)`` skip it,
+    as the rewritten sum of counts does)."""
+    arg = node.this
+    if isinstance(node, exp.Count):
+        return isinstance(arg, (exp.Star, exp.Literal))
+    return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal)
 
 
 _PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")

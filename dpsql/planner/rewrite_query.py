@@ -292,8 +292,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
     for agg in ref.aggregates:
         if agg.kind == "count":
             new = count_sum
-        elif agg.kind == "sum":
-            new = total(f"{rows.count} * {mid(agg.attribute)}")
+        elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
+            new = f"SUM({rows.count} * {mid(agg.attribute)})"
         elif agg.kind == "avg":
             new = (f"SUM({rows.count} * {mid(agg.attribute)}) / "
                    f"NULLIF(SUM({rows.count}), 0)")

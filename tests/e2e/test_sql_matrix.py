@@ -111,11 +111,18 @@ NOTHING_PASSES = [
     ("SELECT mode, COUNT(*) FROM mode_dist WHERE mode = 'boat' AND distance >= 8 "
      "AND distance < 40 GROUP BY CUBE (mode)", None),
     ("SELECT COUNT(*) FROM trips WHERE region = 'R9' GROUP BY (())", None),
+    # SUM and AVG of a binned attribute over no rows are NULL, as in SQL
+    ("SELECT COUNT(*), AVG(distance), SUM(distance) FROM mode_dist WHERE mode = 'boat'",
+     None),
+    ("SELECT mode, SUM(distance) FROM mode_dist WHERE mode = 'boat' GROUP BY CUBE (mode)",
+     None),
     # outer joins: a public row with no release rows is a group of NULL counts only
     ("SELECT p.label, COUNT(t.region) FROM trips AS t RIGHT JOIN regions AS p "
      "ON t.region = p.region GROUP BY p.label", None),
     ("SELECT p.region, COUNT(t.mode) FROM regions AS p LEFT JOIN trips AS t "
      "ON t.region = p.region GROUP BY p.region", None),
+    ("SELECT p.region, SUM(t.distance) FROM regions AS p LEFT JOIN mode_dist AS t "
+     "ON t.mode = p.label GROUP BY p.region", None),
 ]
 MATRIX += NOTHING_PASSES
 
