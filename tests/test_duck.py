@@ -220,6 +220,29 @@ def test_syntax_errors_carry_position(con):
     assert e.value.line == 2 and e.value.col is not None
 
 
+def test_a_parameter_may_carry_a_cast(con):
+    """``?::INT`` (one token to sqlglot) is a parameter with a cast, bound in text order;
+    a cast that would change the bound (or a type that may) is refused by name."""
+    plain = duck.sql(con, "SELECT mode, COUNT(*) FROM mode_dist WHERE distance < ? AND "
+                          "mode = ? GROUP BY mode", [32, "car"]).fetchall()
+    for q in ("SELECT mode, COUNT(*) FROM mode_dist WHERE distance < ?::INT AND "
+              "mode = ?::VARCHAR GROUP BY mode",
+              "SELECT mode, COUNT(*) FROM mode_dist WHERE distance < ?::DOUBLE AND "
+              "mode = ? GROUP BY mode",
+              "SELECT mode, COUNT(*) FROM mode_dist WHERE distance < TRY_CAST(? AS BIGINT) "
+              "AND mode = ? GROUP BY mode"):
+        assert duck.sql(con, q, [32, "car"]).fetchall() == plain
+    assert duck.sql(con, "SELECT COUNT(*) FROM trips WHERE age BETWEEN $1::INT AND $2",
+                    [20, 40]).fetchall() == duck.sql(
+        con, "SELECT COUNT(*) FROM trips WHERE age BETWEEN 20 AND 40").fetchall()
+    for q, params in (("SELECT COUNT(*) FROM trips WHERE age < ?::INT", [30.5]),
+                      ("SELECT COUNT(*) FROM trips WHERE age < ?::DECIMAL(4, 1)", [30]),
+                      ("SELECT COUNT(*) FROM trips WHERE age < ?::TINYINT", [30]),
+                      ("SELECT COUNT(*) FROM trips WHERE age < ?::INT", ["30"])):
+        with pytest.raises(UnsupportedQueryError, match="the bound of age"):
+            duck.plan(con, q, params)
+
+
 def test_parameters_never_change_the_shape(con):
     evil = "car' OR 1=1 --"
     rows = duck.sql(con, "SELECT COUNT(*) FROM trips WHERE mode = ?", [evil]).fetchall()

@@ -182,8 +182,17 @@ def _refuse_orphan_error_functions(scope: Scope) -> None:
                 "the release (it refers to that row's count)")
 
 
+_T = exp.DataType.Type
+_EXACT_CASTS = {_T.INT: 2.0 ** 31, _T.BIGINT: 2.0 ** 63, _T.INT128: 2.0 ** 127,
+                _T.DOUBLE: None}
+"""Casts a numeric bound may carry, as in ``?::INT``, with the magnitude below which an
+integral value is unchanged by them (None: any value). Other casts (FLOAT, DECIMAL,
+small integers) can change or reject the value: refused, as any other expression."""
+
+
 def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
-    """The value of a numeric literal (``-x`` and ``(x)`` allowed); the error names it
+    """The value of a numeric literal (``-x``, ``(x)`` and a cast that keeps the value,
+    as in ``?::INT`` with an integer or ``x::DOUBLE``, allowed); the error names it
     ``what + what_end`` (two parts, joined only when it is raised)."""
     v = node
     neg = False
@@ -191,12 +200,21 @@ def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
         neg, v = True, v.this
     if isinstance(v, exp.Paren):
         v = v.this
+    if isinstance(v, exp.Cast) and v.to.this in _EXACT_CASTS:  # TryCast is a Cast
+        try:
+            x = _number(v.this, what, what_end)
+        except UnsupportedQueryError:
+            x = None
+        limit = _EXACT_CASTS[v.to.this]
+        if x is not None and (limit is None or x.is_integer() and abs(x) < limit):
+            return -x if neg else x  # the cast changes no value: it is the literal's
     if isinstance(v, exp.Literal) and not v.is_string:
         x = float(v.this)
         if math.isfinite(x):
             return -x if neg else x
     raise UnsupportedQueryError(
-        f"{what}{what_end} must be a numeric literal (or a ? parameter), got "
+        f"{what}{what_end} must be a numeric literal or a ? parameter (cast to INT, BIGINT, "
+        "HUGEINT or DOUBLE if you like, as in ?::INT, when the cast keeps its value), got "
         f"{node.sql('duckdb')!r}")
 
 

@@ -236,9 +236,13 @@ def _number_qmarks(sql: str) -> str:
         tokens = _PARSERS.tokenizer.tokenize(sql)
     except TokenError:
         return sql
-    marks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"]
+    # sqlglot reads ``?::`` as one token (QDCOLON, another dialect's TRY_CAST operator);
+    # in DuckDB it is a parameter with a cast: ``?::INT``
+    marks = [t for t in tokens if t.token_type == TokenType.PLACEHOLDER and t.text == "?"
+             or t.token_type == TokenType.QDCOLON]
     for k, t in reversed(list(enumerate(marks))):
-        sql = f"{sql[:t.start]}${_QMARK}{k} {sql[t.end + 1:]}"  # ' ': `?AND` stays 2 tokens
+        end = t.start if t.token_type == TokenType.QDCOLON else t.end  # the '?' only
+        sql = f"{sql[:t.start]}${_QMARK}{k} {sql[end + 1:]}"  # ' ': `?AND` stays 2 tokens
     return sql
 
 
