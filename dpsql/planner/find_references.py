@@ -88,6 +88,10 @@ class Reference:
     """Columns of the SELECT outside its WHERE, GROUP BY, FROM and JOINs and outside its
     aggregates; None when the SELECT has a WITH or a nested query (whose nodes the scope
     walk does not visit), so that a pass needing them must walk the tree itself."""
+    long_names: tuple[exp.Column, ...] = field(default=(), compare=False, repr=False)
+    """Label columns of the scope qualified by more than the table (``main.trips.region``,
+    ``trips.trips.region``): the rewrite reads the release under the reference's alias,
+    which a longer qualifier no longer names, so it shortens them to the alias."""
 
     @cached_property
     def measured(self) -> frozenset[str]:
@@ -230,7 +234,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     def owned(col: exp.Column) -> bool:
         q = col.table
         if q:
-            return q.lower() == alias.lower()
+            return q.lower() == alias.lower() and (
+                not col.args.get("db") or _long_name_binds(col, table, release))
         if release.column_attribute(col.name) is not None:
             return True
         return alone and col.name.lower() not in out_aliases
@@ -335,6 +340,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- label columns used anywhere else in the scope
     removed_ids = {id(x) for r in removed for x in r.walk()}
     columns: set[str] = set()
+    long_names: list[exp.Column] = []
     for node in scope_columns:
         if id(node) in inside or id(node) in removed_ids:
             continue
@@ -357,6 +363,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "dp_quantile; to list its bins, read the public table "
                 f"dpsql_domain__{a.name} or dp_level(view, k)")
         columns.add(node.name)
+        if node.args.get("db"):
+            long_names.append(node)
 
     if not any(a.kind == "count" for a in aggregates) and any(
             a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
@@ -369,7 +377,23 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if arg not in _PLACING_ARGS and id(c) not in inside)
     return Reference(select, table, alias, release, views, frozenset(columns),
                      tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items())),
-                     tuple(aggregates), tuple(removed), tuple(scope_calls), plain)
+                     tuple(aggregates), tuple(removed), tuple(scope_calls), plain,
+                     tuple(long_names))
+
+
+def _long_name_binds(col: exp.Column, table: exp.Table, release: ReleaseInfo) -> bool:
+    """True when a column qualified by more than a table name (``s.t.c``, ``c.s.t.c``)
+    names ``table``, as DuckDB binds such names: the table must be unaliased, and the
+    extra parts are its catalog or its schema (``s.t.c``), or both (``c.s.t.c``). A
+    logical table sits in the catalog of its release (the attach alias), schema
+    ``main``."""
+    if table.args.get("alias") is not None:
+        return False  # an alias is the only name of an aliased table, as in DuckDB
+    db, catalog = col.text("db").lower(), col.text("catalog").lower()
+    home = release.alias.lower()
+    if catalog:
+        return catalog == home and db == "main"
+    return db in (home, "main")
 
 
 def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:

@@ -326,6 +326,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         select.set("group", None)
     if ref.removed or rows.conds or one_node:
         select.set("where", exp.Where(this=_and_all(keep)) if keep else None)
+    for col in ref.long_names:  # the release is read under the alias: name it so
+        col.set("db", None)
+        col.set("catalog", None)
     ref.table.replace(V(rows.source))
     return rows.table
 

@@ -99,6 +99,15 @@ MATRIX = [
      "GROUP BY region, mode", None),
     ("SELECT city, mode, COUNT(*) AS n FROM geo_mode WHERE mode = 'bus' GROUP BY city, mode "
      "ORDER BY n DESC LIMIT 5", None),
+    # columns qualified by schema and table, as DuckDB binds them on an unaliased table
+    ("SELECT main.trips.mode, COUNT(*) FROM trips WHERE main.trips.mode <> 'car' "
+     "AND main.trips.distance < 40 GROUP BY main.trips.mode", None),
+    ("SELECT main.trips.region, COUNT(*) FROM trips WHERE main.trips.mode = 'car' "
+     "GROUP BY main.trips.region", None),
+    ("SELECT main.mode_dist.mode, COUNT(*) FROM mode_dist GROUP BY ROLLUP "
+     "(main.mode_dist.mode) HAVING COUNT(*) > 0", None),
+    ("SELECT main.trips.region, p.label, COUNT(*) FROM trips JOIN regions AS p "
+     "ON main.trips.region = p.region GROUP BY ALL", None),
 ]
 # no row passes the filter: COUNT(*) is 0 wherever a row exists over no input (no GROUP
 # BY, GROUP BY ALL or (), a ROLLUP's or CUBE's grand total); a plain GROUP BY has no rows
@@ -331,6 +340,41 @@ def test_approximate_aggregates_are_flagged(con):
     avg, med, p90 = duck.sql(con, "SELECT AVG(age), MEDIAN(age), dp_quantile(age, 0.9) "
                                   "FROM trips").fetchall()[0]
     assert 16 <= med <= p90 <= 100 and 16 <= avg <= 100
+
+
+# a logical table sits in its release's catalog (the attach alias), schema main: a column
+# may name it as DuckDB names a column of an unaliased table (catalog, schema or both)
+LONG_NAMES = [
+    ("SELECT trips.trips.region, COUNT(*) FROM trips.trips GROUP BY trips.trips.region",
+     "SELECT region, COUNT(*) FROM trips GROUP BY region"),
+    ("SELECT trips.main.trips.mode, COUNT(*) FROM trips WHERE trips.trips.distance < 40 "
+     "AND trips.main.trips.mode IN ('car', 'bus') GROUP BY ALL",
+     "SELECT mode, COUNT(*) FROM trips WHERE distance < 40 AND mode IN ('car', 'bus') "
+     "GROUP BY ALL"),
+    ("SELECT trips.geo_mode.mode, COUNT(*), dp_stderr() FROM trips.geo_mode "
+     "GROUP BY trips.geo_mode.mode ORDER BY 1",
+     "SELECT mode, COUNT(*), dp_stderr() FROM geo_mode GROUP BY mode ORDER BY 1"),
+]
+
+
+@pytest.mark.parametrize("long,short", LONG_NAMES, ids=[str(i) for i in range(len(LONG_NAMES))])
+def test_catalog_qualified_columns_read_the_same_nodes(con, long, short):
+    assert _rows(duck.sql(con, long).fetchall()) == _rows(duck.sql(con, short).fetchall())
+    a, b = duck.plan(con, long).info, duck.plan(con, short).info
+    assert (a["view"], a["level"]) == (b["view"], b["level"])
+
+
+@pytest.mark.parametrize("query,where", [
+    ("SELECT x.trips.region, COUNT(*) FROM trips GROUP BY 1", '"x.trips" not found'),
+    ("SELECT trips.t.region, COUNT(*) FROM trips AS t GROUP BY 1", '"trips.t" not found'),
+    ("SELECT main.trips.region, COUNT(*) FROM trips AS t GROUP BY 1", '"main.trips" not found'),
+    ("SELECT other.main.trips.region, COUNT(*) FROM trips GROUP BY 1", "other"),
+])
+def test_qualifiers_that_do_not_name_the_table_fail_as_in_duckdb(con, query, where):
+    """DuckDB's own rule: an aliased table has only its alias; the extra parts must be its
+    catalog or schema. Such a column is not the release's, so DuckDB refuses it."""
+    with pytest.raises(dpsql.ProgrammingError, match=where):
+        duck.sql(con, query).fetchall()
 
 
 def test_top_level_api(trips_release):
