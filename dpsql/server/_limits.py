@@ -20,9 +20,8 @@ not expose a server like that. Decisions:
   connection, its catalog cursor and the planner's own DuckDB cursor (interrupting a
   parent connection does not stop a child cursor's query; a CancelRequest on the planner
   route used to be lost so).
-  Known limit: a Describe(statement) that times out answers NoData (a Describe never
-  fails, :meth:`Session.describe`), so the Execute that follows may run up to the limit
-  once more.
+  A Describe(statement) plans and binds the statement without running it
+  (:meth:`Session.describe`), so a statement is run, and timed, once: by its Execute.
   A client may lower its own limit with ``SET statement_timeout`` (PostgreSQL units:
   ``5000``, ``'5s'``, ``'1min'``), never raise it: ``0`` or a longer value leaves the
   server's limit in force.

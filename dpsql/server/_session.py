@@ -194,38 +194,41 @@ class Session(_BVSession):
             return server
         return client if server <= 0 else min(server, client)
 
-    def _timed(self, text: str, word: str, params: list | None) -> Result:
+    def _timed(self, text: str, word: str, params: list | None, shape: bool = False
+               ) -> Result:
         """:meth:`_execute_params` under the statement timeout; a DuckDB interrupt or
         out-of-memory error, however the planner wrapped it, becomes a 57014 (timeout or
-        cancel) or 53200 error that says what happened (:func:`_limits.classify`)."""
+        cancel) or 53200 error that says what happened (:func:`_limits.classify`).
+        ``shape``: plan and bind only, a result with columns and no rows (Describe)."""
         if not text or word in _COMMANDS:  # session commands never reach DuckDB
-            return self._execute_params(text, word, params)
+            return self._execute_params(text, word, params, shape)
         with self.watchdog.statement(self.statement_timeout) as stmt:
             try:
-                return self._execute_params(text, word, params)
+                return self._execute_params(text, word, params, shape)
             except Exception as err:
                 mapped = classify(err, stmt, self.memory_limit)
                 if mapped is err:
                     raise
                 raise mapped from err
 
-    def _execute_params(self, text: str, word: str, params: list | None) -> Result:
+    def _execute_params(self, text: str, word: str, params: list | None,
+                        shape: bool = False) -> Result:
         """Untyped parameters (:class:`UntypedText`, OID 0: node-postgres sends all its
         parameters so) are read as the literal they spell: ``50`` binds as a number, which
         is what the planner needs for a range bound. If that fails and some parameter was
         read as a number, the statement runs once more with them as text (``WHERE zip =
         $1``). Both readings fail loudly on a type mismatch, so no wrong number results."""
         if not params or not any(isinstance(p, UntypedText) for p in params):
-            return self._execute(text, word, params)
+            return self._execute(text, word, params, shape)
         literal = [spelled(p) for p in params]
         plain = [str(p) if isinstance(p, UntypedText) else p for p in params]
         if literal == plain:
-            return self._execute(text, word, plain)
+            return self._execute(text, word, plain, shape)
         try:
-            return self._execute(text, word, literal)
+            return self._execute(text, word, literal, shape)
         except (Exception, duckdb.Error) as first:  # noqa: BLE001
             try:
-                return self._execute(text, word, plain)
+                return self._execute(text, word, plain, shape)
             except (Exception, duckdb.Error):  # noqa: BLE001
                 raise first from None  # the documented reading's error is the one to show
 
@@ -234,20 +237,27 @@ class Session(_BVSession):
         cannot be found. Never changes the session: session commands are not run, a
         failure is swallowed and the transaction state is left as it was (issue: a
         Describe used to run the statement through :meth:`execute_sql`, whose failure
-        marked the block failed and made the client's real Execute fail with 25P02)."""
+        marked the block failed and made the client's real Execute fail with 25P02).
+
+        The statement is planned and bound, never run: DuckDB binds a relation without
+        executing it, and binding gives exactly the column names and types that running
+        gives. So a Describe costs a plan and a bind, not a second run of the query, and a
+        statement that would hit the timeout is timed once, by its Execute (it used to run
+        to the limit twice: once for Describe, once for Execute)."""
         text = _strip(sql)
         word = _first_word(text)
         if not text or word in _COMMANDS or self.failed:
             return None
         try:
-            result = self._timed(text, word, list(params) if params else None)
+            result = self._timed(text, word, list(params) if params else None, shape=True)
         except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
             return None
         return result if result.has_results() else None
 
     # -- routing -------------------------------------------------------------------------
 
-    def _execute(self, text: str, word: str, params: list | None) -> Result:
+    def _execute(self, text: str, word: str, params: list | None, shape: bool = False
+                 ) -> Result:
         if not text:
             return Result(status="EMPTY")
         if ";" in _NOT_CODE.sub("", text):
@@ -259,9 +269,22 @@ class Session(_BVSession):
         logger.debug("%s <- %s", route, sql)
         # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser
         check_select(sql, route)
+        if shape:
+            return self._shape(route, sql, params)
         if route == "catalog":
             return self._run_catalog(sql, params)
         return self._run_planner(sql, params)
+
+    def _shape(self, route: str, sql: str, params: list | None) -> Result:
+        """The columns of ``sql`` without running it: the planner's SQL (or the catalog
+        query) bound as a DuckDB relation, which executes nothing until fetched."""
+        if route == "catalog":
+            rel = self.catalog_cur.sql(sql, params=params) if params else \
+                self.catalog_cur.sql(sql)
+        else:
+            # the connection's plan cache: the Execute that follows reuses this plan
+            rel = self._duck.sql(self.dbapi._plan(sql, params).sql)
+        return Result(rel.columns, [str(t) for t in rel.types], ())
 
     def _route_cached(self, text: str) -> tuple[str, str]:
         """:meth:`route`, remembered per statement text (a deterministic function of the

@@ -17,7 +17,7 @@ from dpsql.errors import ProgrammingError
 from dpsql.server import serve, sqlstate_of
 from dpsql.server._limits import (OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError, Watchdog, parse_pg_timeout)
-from tests.bi.test_serve import _dsn
+from tests.bi.test_serve import _dsn, _last_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -84,6 +84,31 @@ def test_timeout_with_bound_parameters(limited):
             con.execute("SELECT sum(range %% %s) FROM range(1000000000000)", [7])
         assert time.monotonic() - start < 2 * TIMEOUT + 1
         assert con.execute("SELECT %s + 1", [41]).fetchall() == [(42,)]
+
+
+@pytest.mark.parametrize("sql,names", [
+    (LONG.replace("sum(range % 7)", "sum(range % $1) AS s"), [b"s"]),
+    (LONG_PLANNER.replace("COUNT(*)", "COUNT(*) AS n, dp_stderr() AS se")
+     .replace("% 7", "% $1"), [b"n", b"se"]),
+], ids=["catalog", "planner"])
+def test_describe_binds_and_never_runs_the_statement(limited, sql, names):
+    """Describe(statement) of a statement that would run for hours answers its columns
+    (it plans and binds, and runs nothing: it used to run the statement, hit the timeout
+    and answer NoData), and the Execute that follows is the one run that is timed."""
+    with psycopg.connect(_dsn(limited), autocommit=True) as con:
+        pgconn = con.pgconn
+        pgconn.send_prepare(b"long", sql.encode())
+        assert _last_result(pgconn).status == psycopg.pq.ExecStatus.COMMAND_OK
+        pgconn.send_describe_prepared(b"long")
+        desc = _last_result(pgconn)
+        assert desc.status == psycopg.pq.ExecStatus.COMMAND_OK
+        assert [desc.fname(i) for i in range(desc.nfields)] == names
+        pgconn.send_query_prepared(b"long", [b"7"])
+        res = _last_result(pgconn)
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"57014"
+        assert b"1.5-second limit" in res.error_message
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
 
 
 def test_cancel_reaches_the_planner_route(limited):
