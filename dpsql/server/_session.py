@@ -282,7 +282,8 @@ class Session(_BVSession):
             rel = self.catalog_cur.sql(sql, params=params) if params else \
                 self.catalog_cur.sql(sql)
         else:
-            # the connection's plan cache: the Execute that follows reuses this plan
+            # through the connection's plan cache: an Execute of the same text and
+            # parameters (a statement without any, as JDBC prepares) reuses this plan
             rel = self._duck.sql(self.dbapi._plan(sql, params).sql)
         return Result(rel.columns, [str(t) for t in rel.types], ())
 
