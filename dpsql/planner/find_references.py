@@ -126,7 +126,7 @@ def find_references(tree: exp.Expression, catalog: Catalog,
         for t in tables:
             if not t.args.get("db") and t.name.lower() in cte_names:
                 continue
-            hit = catalog.resolve_table(t.args.get("db") and t.text("db") or "", t.name)
+            hit = catalog.resolve_table(_home(t), t.name)
             if hit is not None:
                 logical.append((t, hit))
                 claimed.add(id(t))
@@ -145,7 +145,7 @@ def find_references(tree: exp.Expression, catalog: Catalog,
             continue
         if not t.args.get("db") and t.name.lower() in cte_names:
             continue
-        if catalog.resolve_table(t.args.get("db") and t.text("db") or "", t.name):
+        if catalog.resolve_table(_home(t), t.name):
             raise UnsupportedQueryError(
                 f"the private table {t.name!r} may only appear in the FROM or JOIN clause of "
                 "an aggregating SELECT (SELECT ..., COUNT(*) FROM "
@@ -160,6 +160,19 @@ def find_references(tree: exp.Expression, catalog: Catalog,
 
 
 # --------------------------------------------------------------------------------------
+
+def _home(t: exp.Table) -> str:
+    """The catalog a table name points into, as :meth:`Catalog.resolve_table` takes it:
+    ``""`` for ``t``, ``c`` for ``c.t`` and for ``c.main.t`` (a logical table sits in
+    schema ``main`` of its release's catalog). ``c.s.t`` with another schema ``s`` names
+    no logical table: the answer is then ``c.s``, which is no attach alias."""
+    if not t.args.get("db"):
+        return ""
+    db = t.text("db")
+    if not t.args.get("catalog"):
+        return db
+    return t.text("catalog") if db.lower() == "main" else f"{t.text('catalog')}.{db}"
+
 
 def _scope_tables(select: exp.Select) -> list[exp.Table]:
     out = []

@@ -354,6 +354,11 @@ LONG_NAMES = [
     ("SELECT trips.geo_mode.mode, COUNT(*), dp_stderr() FROM trips.geo_mode "
      "GROUP BY trips.geo_mode.mode ORDER BY 1",
      "SELECT mode, COUNT(*), dp_stderr() FROM geo_mode GROUP BY mode ORDER BY 1"),
+    ("SELECT trips.main.trips.region, t2.n FROM trips.main.trips, (SELECT 1 AS n) AS t2 "
+     "GROUP BY ALL ORDER BY 1",
+     "SELECT region, 1 AS n FROM trips GROUP BY ALL ORDER BY 1"),
+    ("SELECT mode, COUNT(*) FROM trips.main.mode_dist WHERE distance < 40 GROUP BY mode",
+     "SELECT mode, COUNT(*) FROM mode_dist WHERE distance < 40 GROUP BY mode"),
 ]
 
 
@@ -369,6 +374,7 @@ def test_catalog_qualified_columns_read_the_same_nodes(con, long, short):
     ("SELECT trips.t.region, COUNT(*) FROM trips AS t GROUP BY 1", '"trips.t" not found'),
     ("SELECT main.trips.region, COUNT(*) FROM trips AS t GROUP BY 1", '"main.trips" not found'),
     ("SELECT other.main.trips.region, COUNT(*) FROM trips GROUP BY 1", "other"),
+    ("SELECT region, COUNT(*) FROM trips.other.trips GROUP BY 1", '"other.trips" does not'),
 ])
 def test_qualifiers_that_do_not_name_the_table_fail_as_in_duckdb(con, query, where):
     """DuckDB's own rule: an aliased table has only its alias; the extra parts must be its
