@@ -169,6 +169,21 @@ UNSUPPORTED = [
      "POSITIONAL"),
     ("SELECT r.x, COUNT(t.mode) FROM (SELECT 'a' AS x) r POSITIONAL JOIN trips t "
      "GROUP BY r.x", "POSITIONAL"),
+    # NATURAL joins on every shared name, and node rows carry only the names a query uses
+    ("SELECT mode, COUNT(*) FROM trips NATURAL JOIN (SELECT 'R1' AS region, 'car' AS mode) "
+     "GROUP BY mode", "NATURAL JOIN"),
+    ("SELECT COUNT(*) FROM (SELECT 'R1' AS region) p NATURAL LEFT JOIN trips", "NATURAL JOIN"),
+    # an output alias named like a column of the node, prefix or bin rows would bind there
+    ("SELECT mode, COUNT(*) AS rowid FROM trips GROUP BY mode HAVING rowid > 3000",
+     "alias 'rowid' is used in HAVING"),
+    ("SELECT mode, COUNT(*) AS bin FROM mode_dist WHERE distance < 40 GROUP BY mode "
+     "HAVING bin > 3000", "alias 'bin' is used in HAVING"),
+    ("SELECT UPPER(mode) AS cum, COUNT(*) FROM mode_dist WHERE distance < 40 GROUP BY cum",
+     "alias 'cum' is used in GROUP"),
+    ("SELECT UPPER(mode) AS dp_var, COUNT(*) FROM trips WHERE dp_var = 'CAR' GROUP BY 1",
+     "alias 'dp_var' is used in WHERE"),
+    ("SELECT mode AS distance_lo, COUNT(*) FROM mode_dist GROUP BY distance_lo",
+     "alias 'distance_lo' is used in GROUP"),
 ]
 
 

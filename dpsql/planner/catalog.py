@@ -158,6 +158,20 @@ class ReleaseInfo:
                 out.setdefault(c, a)
         return out
 
+    @cached_property
+    def internal_columns(self) -> frozenset[str]:
+        """Lower-case names of the columns that a rewritten query reads besides the
+        attributes: node tables' ``rowid``/``dp_var``/``dp_node``, prefix tables'
+        ``bin``/``cum``, and each binned attribute's ``<attr>_lo``/``_hi``/``_bin_lo``/
+        ``_bin_hi``. An output alias of one of these names would bind to the column in
+        WHERE, GROUP BY or HAVING, so the planner refuses it there."""
+        names = {"rowid", "dp_var", "dp_node", "bin", "cum"}
+        for a in self.release.attributes.values():
+            if a.kind == "range":
+                names.update(f"{a.name}{s}".lower() for s in ("_lo", "_hi", "_bin_lo",
+                                                              "_bin_hi"))
+        return frozenset(names)
+
     def units_key(self) -> tuple[Any, ...]:
         """What must agree for two releases to be combined in one query."""
         return (self.release.neighbouring, self.release.unit, self.release.max_rows)

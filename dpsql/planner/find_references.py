@@ -66,6 +66,9 @@ class Aggregate:
     kind: str
     attribute: str | None = None
     param: float | None = None
+    sums: bool = False
+    """A count written as a SUM (``SUM(1)``, ``SUM(dp_count)``): NULL over no rows, as
+    SQL's SUM, where ``COUNT`` is 0."""
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,16 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             return q.lower() == alias.lower()
         return _enclosing_call(col) is not None or col.name.lower() not in out_aliases
 
+    shadowed = out_aliases & release.internal_columns
+    if shadowed:
+        for col, arg in zip(scope_columns, sc.column_args):
+            if arg in _ALIAS_BINDING_ARGS and not col.table and col.name.lower() in shadowed:
+                raise UnsupportedQueryError(
+                    f"the output alias {col.name!r} is used in {arg.upper().rstrip('_')}, and "
+                    f"{col.name!r} is also a column of the release tables that the query "
+                    "reads (which DuckDB would bind there instead of the alias); rename the "
+                    "alias, or repeat its expression")
+
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
                                        isinstance(e.this, exp.Star)
@@ -281,13 +294,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     joins = select.args.get("joins")
     padded = bool(joins) and _padded(table, joins)
+    using = _join_keys(table, joins) if joins else ()
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, list[float | None]] = {}
     removed: list[exp.Expression] = []
     where = select.args.get("where")
-    conjuncts = list(where.this.flatten()) if where is not None and isinstance(
-        where.this, exp.And) else ([where.this] if where is not None else [])
+    conjuncts = conjuncts_of(where.this) if where is not None else []
     for c in conjuncts:
         c_columns, has_or = [], False  # one walk of the conjunct (subqueries included)
         for x in c.find_all(exp.Column, exp.Or):
@@ -378,6 +391,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         columns.add(node.name)
         if node.args.get("db"):
             long_names.append(node)
+    for name in using:  # USING (col): a join key the node rows must carry
+        if release.column_attribute(name) is not None:
+            columns.add(name)
 
     if not any(a.kind == "count" for a in aggregates) and any(
             a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
@@ -407,6 +423,36 @@ def _long_name_binds(col: exp.Column, table: exp.Table, release: ReleaseInfo) ->
     if catalog:
         return catalog == home and db == "main"
     return db in (home, "main")
+
+
+_ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")
+"""SELECT arguments where DuckDB binds a name to a source column before an output alias."""
+
+
+def conjuncts_of(e: exp.Expression) -> list[exp.Expression]:
+    """The AND-ed terms of a condition, each without its parentheses: ``(a AND b) AND
+    (c)`` and ``((a AND b) AND c)`` are ``[a, b, c]`` (BI tools parenthesise every
+    predicate). The rewrite parenthesises an OR again when it joins the terms back."""
+    while isinstance(e, exp.Paren):
+        e = e.this
+    if not isinstance(e, exp.And):
+        return [e]
+    return [t for part in (e.this, e.expression) for t in conjuncts_of(part)]
+
+
+def _join_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:
+    """The columns of ``USING (...)`` joins of the SELECT; a NATURAL join with the private
+    table is refused: it joins on every shared column name, and the node rows carry only
+    the columns the query names, so it would join on the wrong ones."""
+    keys: list[str] = []
+    for j in joins:
+        if (j.method or "").upper() == "NATURAL":
+            raise UnsupportedQueryError(
+                f"NATURAL JOIN with the private table {table.name!r} is not supported: name "
+                "the join columns, JOIN ... USING (<attribute>) or JOIN ... ON "
+                f"{table.alias_or_name}.<attribute> = <table>.<column>")
+        keys += [u.name for u in j.args.get("using") or []]
+    return tuple(keys)
 
 
 def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:
@@ -482,7 +528,7 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
         cols = [x for x in node_columns if measure(x) and _enclosing_call(x) is node]
         if cols:
             if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
-                return Aggregate(node, "count")  # the BI measure: exactly COUNT(*)
+                return Aggregate(node, "count", sums=True)  # the BI measure: COUNT(*)
             raise UnsupportedQueryError(
                 f"{node.sql('duckdb')} is not supported: {_MEASURE_HELP}")
     if isinstance(node, exp.Anonymous):
@@ -522,7 +568,7 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
             return Aggregate(node, "count")  # attributes are never NULL in a release
     if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
             and not arg.is_string:
-        return Aggregate(node, "count")
+        return Aggregate(node, "count", sums=True)
     if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
         a = release.column_attribute(arg.name)
         if a is not None and a.kind == "range":

@@ -54,7 +54,7 @@ from sqlglot import exp
 
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
-from dpsql.planner.find_references import _PLACING_ARGS, Reference
+from dpsql.planner.find_references import _PLACING_ARGS, Reference, conjuncts_of
 from dpsql.planner.parse_sql import DIALECT
 
 
@@ -263,11 +263,13 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
 
     if one_node:
         t = view.count_type(view.meta.depth if rows.node == "" else k)
-        count_sum = f"CAST({rows.count} AS {t})" if t else rows.count
+        count_sum = sum_only = f"CAST({rows.count} AS {t})" if t else rows.count
     elif rows.node == "":  # prefix sums are DOUBLE: give COUNT(*) its type of the levels
-        count_sum = f"CAST({total(rows.count)} AS {view.count_type(view.meta.depth)})"
+        t = view.count_type(view.meta.depth)
+        count_sum = f"CAST({total(rows.count)} AS {t})"
+        sum_only = f"CAST(SUM({rows.count}) AS {t})"
     else:
-        count_sum = total(rows.count)
+        count_sum, sum_only = total(rows.count), f"SUM({rows.count})"
 
     def err(what: str, param: float | None) -> str:
         return (f"DP_ERROR('{what}', '{_sql_string(view.key)}', {k}, LIST({rows.node}), "
@@ -290,8 +292,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             e.replace(wrapper)
             wrapper.set("this", e)
     for agg in ref.aggregates:
-        if agg.kind == "count":
-            new = count_sum
+        if agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
+            new = sum_only if agg.sums else count_sum
         elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
             new = f"SUM({rows.count} * {mid(agg.attribute)})"
         elif agg.kind == "avg":
@@ -313,7 +315,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         agg.node.replace(V(new))
     # range predicates: removed from WHERE; inline, their bin filters take their place
     where = select.args.get("where")
-    keep = [c for c in _conjuncts(where.this)] if where is not None else []
+    keep = conjuncts_of(where.this) if where is not None else []
     if ref.removed:
         removed = {id(r) for r in ref.removed}
         keep = [c for c in keep if id(c) not in removed]
@@ -425,6 +427,3 @@ def _and_all(items: list[exp.Expression]) -> exp.Expression:
 def _sql_string(s: str) -> str:
     return str(s).replace("'", "''")
 
-
-def _conjuncts(e: exp.Expression) -> list[exp.Expression]:
-    return list(e.flatten()) if isinstance(e, exp.And) else [e]

@@ -99,6 +99,14 @@ MATRIX = [
      "GROUP BY region, mode", None),
     ("SELECT city, mode, COUNT(*) AS n FROM geo_mode WHERE mode = 'bus' GROUP BY city, mode "
      "ORDER BY n DESC LIMIT 5", None),
+    # BI tools parenthesise predicates; USING joins on an attribute
+    ("SELECT COUNT(*) FROM trips WHERE ((distance >= 8) AND (distance < 40)) "
+     "AND (mode = 'car' OR mode = 'bus')", None),
+    ("SELECT mode, COUNT(*) FROM trips WHERE (((mode <> 'walk') AND (distance >= 16)))"
+     " GROUP BY mode", None),
+    ("SELECT p.label, COUNT(*) FROM trips AS t JOIN regions AS p USING (region) "
+     "GROUP BY p.label", None),
+    ("SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY n", None),
     # columns qualified by schema and table, as DuckDB binds them on an unaliased table
     ("SELECT main.trips.mode, COUNT(*) FROM trips WHERE main.trips.mode <> 'car' "
      "AND main.trips.distance < 40 GROUP BY main.trips.mode", None),
@@ -120,6 +128,11 @@ NOTHING_PASSES = [
     ("SELECT mode, COUNT(*) FROM mode_dist WHERE mode = 'boat' AND distance >= 8 "
      "AND distance < 40 GROUP BY CUBE (mode)", None),
     ("SELECT COUNT(*) FROM trips WHERE region = 'R9' GROUP BY (())", None),
+    # SUM(1) (a count written as a sum) is NULL over no rows, as in SQL; COUNT(*) is 0
+    ("SELECT COUNT(*), SUM(1) FROM trips WHERE region = 'R9'", None),
+    ("SELECT region, SUM(1), COUNT(1) FROM trips WHERE region = 'R9' GROUP BY ROLLUP (region)",
+     None),
+    ("SELECT SUM(1) FROM mode_dist WHERE mode = 'boat' AND distance < 40", None),
     # SUM and AVG of a binned attribute over no rows are NULL, as in SQL
     ("SELECT COUNT(*), AVG(distance), SUM(distance) FROM mode_dist WHERE mode = 'boat'",
      None),
