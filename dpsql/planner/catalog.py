@@ -170,7 +170,7 @@ class ReleaseInfo:
             if a.kind == "range":
                 names.update(f"{a.name}{s}".lower() for s in ("_lo", "_hi", "_bin_lo",
                                                               "_bin_hi"))
-        return frozenset(names)
+        return frozenset(names - {c.lower() for c in self._columns})  # attributes bind alike
 
     def units_key(self) -> tuple[Any, ...]:
         """What must agree for two releases to be combined in one query."""
