@@ -147,8 +147,21 @@ class ReleaseInfo:
         return dict(self.column_sizes)
 
     def column_attribute(self, column: str) -> AttributeMeta | None:
-        """The attribute a logical-table column belongs to (range attributes by name)."""
-        return self._columns.get(column)
+        """The attribute a logical-table column belongs to (range attributes by name).
+        Names match case-insensitively, as DuckDB's identifiers do (quoted or not)."""
+        a = self._columns.get(column)
+        if a is None:
+            name = self._spelling.get(column.lower())
+            a = None if name is None else self._columns[name]
+        return a
+
+    def column_name(self, column: str) -> str | None:
+        """The declared spelling of an attribute column (``MODE`` -> ``mode``), or None."""
+        return column if column in self._columns else self._spelling.get(column.lower())
+
+    @cached_property
+    def _spelling(self) -> dict[str, str]:
+        return {c.lower(): c for c in reversed(list(self._columns))}
 
     @cached_property
     def _columns(self) -> dict[str, AttributeMeta]:

@@ -322,11 +322,12 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        range_cols = [x for x in cols if x.name in attrs and attrs[x.name].kind == "range"]
+        range_cols = [x for x in cols if x.name in attrs and attrs[x.name].kind == "range"
+                      or getattr(release.column_attribute(x.name), "kind", "") == "range"]
         if not range_cols:
             continue
-        lo, hi = _range_bounds(c, range_cols[0].name, owned)
-        a = range_cols[0].name
+        a = release.column_attribute(range_cols[0].name).name  # declared spelling
+        lo, hi = _range_bounds(c, a, owned)
         cur = ranges.setdefault(a, [None, None])
         if lo is not None:
             cur[0] = lo if cur[0] is None else max(cur[0], lo)
@@ -388,12 +389,12 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=) or inside SUM/AVG/MEDIAN/"
                 "dp_quantile; to list its bins, read the public table "
                 f"dpsql_domain__{a.name} or dp_level(view, k)")
-        columns.add(node.name)
+        columns.add(release.column_name(node.name))
         if node.args.get("db"):
             long_names.append(node)
     for name in using:  # USING (col): a join key the node rows must carry
         if release.column_attribute(name) is not None:
-            columns.add(name)
+            columns.add(release.column_name(name))
 
     if not any(a.kind == "count" for a in aggregates) and any(
             a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
@@ -491,7 +492,7 @@ _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
 
 def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, float | None]:
     def is_attr(x: exp.Expression) -> bool:
-        return isinstance(x, exp.Column) and owned(x) and x.name == attr
+        return isinstance(x, exp.Column) and owned(x) and x.name.lower() == attr.lower()
 
     if isinstance(c, exp.Between) and is_attr(c.this):
         return _number(c.args["low"], "a BETWEEN bound"), _number(c.args["high"],

@@ -378,7 +378,7 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...]) -> bool:
         if not isinstance(g, exp.Column) or (g.table and g.table.lower()
                                              != ref.alias.lower()):
             return False
-        names.add(g.name)
+        names.add(ref.release.column_name(g.name) or g.name)
     if not names <= set(key) or not set(key) <= ref.release.closure(names):
         return False
     if any(a.kind != "count" for a in ref.aggregates):
@@ -410,8 +410,9 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...]) -> bool:
 
 def _stray(col: exp.Column, names: set[str], ref: Reference) -> bool:
     """A column of the release outside the aggregates that is not grouped."""
-    return col.name not in names and (not col.table or col.table.lower() == ref.alias.lower()
-                                      ) and ref.release.column_attribute(col.name) is not None
+    name = ref.release.column_name(col.name)
+    return name is not None and name not in names and (
+        not col.table or col.table.lower() == ref.alias.lower())
 
 
 def _and_all(items: list[exp.Expression]) -> exp.Expression:

@@ -107,6 +107,12 @@ MATRIX = [
     ("SELECT p.label, COUNT(*) FROM trips AS t JOIN regions AS p USING (region) "
      "GROUP BY p.label", None),
     ("SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY n", None),
+    # identifiers match case-insensitively, quoted or not, as in DuckDB
+    ("SELECT MODE, COUNT(*) FROM TRIPS WHERE DISTANCE < 40 AND Distance >= 8 GROUP BY MODE",
+     None),
+    ('SELECT "Region", COUNT(*) FROM trips GROUP BY ROLLUP ("REGION")', None),
+    ("SELECT Province, COUNT(*) FROM trips WHERE REGION = 'R1' GROUP BY PROVINCE "
+     "ORDER BY province", None),
     # columns qualified by schema and table, as DuckDB binds them on an unaliased table
     ("SELECT main.trips.mode, COUNT(*) FROM trips WHERE main.trips.mode <> 'car' "
      "AND main.trips.distance < 40 GROUP BY main.trips.mode", None),
@@ -353,6 +359,12 @@ def test_approximate_aggregates_are_flagged(con):
     avg, med, p90 = duck.sql(con, "SELECT AVG(age), MEDIAN(age), dp_quantile(age, 0.9) "
                                   "FROM trips").fetchall()[0]
     assert 16 <= med <= p90 <= 100 and 16 <= avg <= 100
+
+
+def test_binned_attribute_names_match_case_insensitively(con):
+    mixed = "SELECT AVG(DISTANCE), MEDIAN(Distance), dp_quantile(\"DISTANCE\", 0.9) FROM trips"
+    lower = "SELECT AVG(distance), MEDIAN(distance), dp_quantile(distance, 0.9) FROM trips"
+    assert duck.sql(con, mixed).fetchall() == duck.sql(con, lower).fetchall()
 
 
 # a logical table sits in its release's catalog (the attach alias), schema main: a column
