@@ -554,6 +554,8 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
         return None
     if isinstance(node.parent, exp.Window):
         return None  # a window over the aggregated rows: DuckDB runs it as written
+    if isinstance(node, (exp.Grouping, exp.GroupingId)):
+        return None  # which grouping set a row belongs to: no count, DuckDB runs it
     name = type(node).__name__.upper()
     arg = node.this
     refs = [x for x in node_columns if owned(x)]  # not in a window: filled above
@@ -590,6 +592,9 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
                                     f"private table is not supported; " + _SUPPORTED)
     if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):
         return None  # an aggregate of aggregates: DuckDB checks it
+    if not node_columns:  # SUM(2), MAX(1): over the private table's rows
+        raise UnsupportedQueryError(f"{node.sql('duckdb')} over the private table is not "
+                                    "supported; " + _SUPPORTED)
     raise UnsupportedQueryError(
         f"{name} over a column joined to the private table is not supported (it would be "
         "weighted by private rows); aggregate the release first in a CTE, then join")

@@ -107,6 +107,9 @@ MATRIX = [
     ("SELECT p.label, COUNT(*) FROM trips AS t JOIN regions AS p USING (region) "
      "GROUP BY p.label", None),
     ("SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode ORDER BY n", None),
+    # GROUPING() says which grouping set a row is: no count, DuckDB runs it
+    ("SELECT region, province, GROUPING(region) AS g, GROUPING_ID(region, province) AS gid, "
+     "COUNT(*) FROM trips GROUP BY ROLLUP (region, province)", None),
     # identifiers match case-insensitively, quoted or not, as in DuckDB
     ("SELECT MODE, COUNT(*) FROM TRIPS WHERE DISTANCE < 40 AND Distance >= 8 GROUP BY MODE",
      None),
