@@ -1,7 +1,8 @@
 """Pass 1: parse the analyst's SQL (DuckDB dialect) and bind its parameters.
 
 Syntax errors become :class:`dpsql.SqlSyntaxError` with the line and column sqlglot
-reports. Only queries (SELECT, set operations, VALUES, with CTEs) are accepted; anything
+reports. Only queries (SELECT, set operations, VALUES, DuckDB's PIVOT/UNPIVOT statements,
+with CTEs) are accepted; anything
 that writes or changes the catalog is refused here, before planning. Parameters (qmark
 ``?`` and DuckDB's ``$1``) are replaced by AST literals *before* any analysis, so a
 parameter value can never change the query's shape: it is always one literal.
@@ -27,7 +28,7 @@ DIALECT = "duckdb"
 _DUCKDB = Dialect.get_or_raise(DIALECT)  # looked up once, not per query
 _QMARK = "dpsql_qmark_"  # '?' number k is parsed as the placeholder $dpsql_qmark_k
 
-_QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values)
+_QUERY_TYPES = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Values, exp.Pivot)
 _WRITE_TYPES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter,
                 exp.Merge, exp.Command)
 

@@ -110,6 +110,11 @@ MATRIX = [
     # GROUPING() says which grouping set a row is: no count, DuckDB runs it
     ("SELECT region, province, GROUPING(region) AS g, GROUPING_ID(region, province) AS gid, "
      "COUNT(*) FROM trips GROUP BY ROLLUP (region, province)", None),
+    # PIVOT / UNPIVOT statements over an aggregating SELECT
+    ("PIVOT (SELECT region, mode, COUNT(*) AS n FROM trips GROUP BY ALL) "
+     "ON mode IN ('car', 'bus') USING SUM(n) GROUP BY region", None),
+    ("UNPIVOT (SELECT region, COUNT(*) AS n, SUM(1) AS m FROM trips GROUP BY region) "
+     "ON n, m INTO NAME k VALUE v", None),
     # identifiers match case-insensitively, quoted or not, as in DuckDB
     ("SELECT MODE, COUNT(*) FROM TRIPS WHERE DISTANCE < 40 AND Distance >= 8 GROUP BY MODE",
      None),
