@@ -169,6 +169,10 @@ UNSUPPORTED = [
      "POSITIONAL"),
     ("SELECT r.x, COUNT(t.mode) FROM (SELECT 'a' AS x) r POSITIONAL JOIN trips t "
      "GROUP BY r.x", "POSITIONAL"),
+    ("SELECT COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM (SELECT 1) AS v(x) "
+     "WHERE trips.distance < 40)", "cannot be used inside a subquery"),
+    ("SELECT COUNT(*) FROM trips WHERE region IN (SELECT 'R1' WHERE dp_count > 3)",
+     "dp_count in WHERE"),
     # PIVOT aggregates the rows it is given: the private table only in an aggregating SELECT
     ("PIVOT trips ON mode USING COUNT(*) GROUP BY region", "may only appear in the FROM"),
     # constants summed over the private rows are not counts dpsql can back (SUM(1) is)

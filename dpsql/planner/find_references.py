@@ -301,17 +301,24 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     removed: list[exp.Expression] = []
     where = select.args.get("where")
     conjuncts = conjuncts_of(where.this) if where is not None else []
+    nested_labels: set[str] = set()
     for c in conjuncts:
-        c_columns, has_or = [], False  # one walk of the conjunct (subqueries included)
-        for x in c.find_all(exp.Column, exp.Or):
-            if isinstance(x, exp.Column):
-                c_columns.append(x)
-            else:
-                has_or = True
-        if any(measure(x) for x in c_columns):
+        c_columns, inner, has_or = _split_columns(c)
+        if any(measure(x) for x in c_columns) or any(measure(x) for x in inner):
             raise UnsupportedQueryError(
                 f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
                 "to filter on the count, use HAVING SUM(dp_count) > x")
+        for x in inner:  # a nested query's columns are its own, but for our attributes
+            a = release.column_attribute(x.name)
+            if a is None or (x.table and x.table.lower() != alias.lower()):
+                continue
+            if a.kind != "range":
+                nested_labels.add(release.column_name(x.name))  # its level must carry it
+            elif x.table:
+                raise UnsupportedQueryError(
+                    f"the binned attribute {a.name!r} cannot be used inside a subquery "
+                    f"({c.sql('duckdb')!r}); filter it in this SELECT's WHERE with BETWEEN, "
+                    "<, <=, >, >= and numeric literals")
         cols = [x for x in c_columns if owned(x)]
         if not cols:
             continue
@@ -395,6 +402,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     for name in using:  # USING (col): a join key the node rows must carry
         if release.column_attribute(name) is not None:
             columns.add(release.column_name(name))
+    columns |= nested_labels
 
     if not any(a.kind == "count" for a in aggregates) and any(
             a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
@@ -424,6 +432,26 @@ def _long_name_binds(col: exp.Column, table: exp.Table, release: ReleaseInfo) ->
     if catalog:
         return catalog == home and db == "main"
     return db in (home, "main")
+
+
+def _split_columns(c: exp.Expression) -> tuple[list[exp.Column], list[exp.Column], bool]:
+    """One walk of a WHERE conjunct: the columns of this SELECT itself, the columns
+    inside queries nested in it (``x IN (SELECT ...)``, ``EXISTS (...)``), and whether
+    this SELECT's own part has an OR (an OR inside a nested query is that query's)."""
+    own: list[exp.Column] = []
+    inner: list[exp.Column] = []
+    has_or = False
+    stack = [(c, False)]
+    while stack:
+        node, nested = stack.pop()
+        if isinstance(node, exp.Column):
+            (inner if nested else own).append(node)
+            continue
+        if not nested and isinstance(node, exp.Or):
+            has_or = True
+        below = nested or (isinstance(node, exp.Query) and node is not c)
+        stack.extend((x, below) for x in node.iter_expressions())
+    return own, inner, has_or
 
 
 _ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")

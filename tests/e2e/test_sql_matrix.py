@@ -110,6 +110,15 @@ MATRIX = [
     # GROUPING() says which grouping set a row is: no count, DuckDB runs it
     ("SELECT region, province, GROUPING(region) AS g, GROUPING_ID(region, province) AS gid, "
      "COUNT(*) FROM trips GROUP BY ROLLUP (region, province)", None),
+    # a nested query in WHERE: its OR and its columns are its own, but an attribute of
+    # ours that it names (correlated) is a label the level read must carry
+    ("SELECT COUNT(*) FROM trips WHERE mode IN (SELECT m FROM (VALUES ('car', 'motor'), "
+     "('train', 'rail'), ('bike', 'none')) AS v(m, kind) WHERE kind = 'rail' OR "
+     "kind = 'motor')", None),
+    ("SELECT region, COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM (VALUES ('car'), "
+     "('bus')) AS v(m) WHERE m = mode) GROUP BY region", None),
+    ("SELECT COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM regions AS p "
+     "WHERE p.region = trips.region AND p.label = 'north') AND mode <> 'car'", None),
     # PIVOT / UNPIVOT statements over an aggregating SELECT
     ("PIVOT (SELECT region, mode, COUNT(*) AS n FROM trips GROUP BY ALL) "
      "ON mode IN ('car', 'bus') USING SUM(n) GROUP BY region", None),
