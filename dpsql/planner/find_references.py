@@ -329,8 +329,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        range_cols = [x for x in cols if x.name in attrs and attrs[x.name].kind == "range"
-                      or getattr(release.column_attribute(x.name), "kind", "") == "range"]
+        range_cols = [x for x in cols
+                      if getattr(release.column_attribute(x.name), "kind", "") == "range"]
         if not range_cols:
             continue
         a = release.column_attribute(range_cols[0].name).name  # declared spelling
