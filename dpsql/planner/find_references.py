@@ -303,7 +303,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     conjuncts = conjuncts_of(where.this) if where is not None else []
     nested_labels: set[str] = set()
     for c in conjuncts:
-        c_columns, inner, has_or = _split_columns(c)
+        if sc.nested:  # a nested query may sit in it: its columns and ORs are its own
+            c_columns, inner, has_or = _split_columns(c)
+        else:  # one compiled walk (most queries)
+            c_columns, inner, has_or = [], (), False
+            for x in c.find_all(exp.Column, exp.Or):
+                if isinstance(x, exp.Column):
+                    c_columns.append(x)
+                else:
+                    has_or = True
         if any(measure(x) for x in c_columns) or any(measure(x) for x in inner):
             raise UnsupportedQueryError(
                 f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
