@@ -90,11 +90,21 @@ def _print_report(console: Console, report: Any) -> None:
 # --------------------------------------------------------------------------------------
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from dpsql.release import build_release
+    from dpsql.release import build_release, plan_release
     from dpsql.spec import ReleaseSpec
 
     console = _console()
+    if args.output is None and not args.dry_run:
+        console.print("error: dpsql release needs -o RELEASE (the file to write), or "
+                      "--dry-run to see the expected error without reading any data")
+        return 2
     spec = ReleaseSpec.from_toml(args.spec)
+    if args.dry_run:
+        for table in release_summary(plan_release(spec, seed=args.seed)):
+            console.print(table)
+        console.print("dry run: the spec is valid; no data was read and nothing was "
+                      "written. The errors above are those of the release it would build.")
+        return 0
     release = build_release(spec, args.output, seed=args.seed, progress=not args.quiet)
     _print_report(console, release.report)
     for table in release_summary(release):
@@ -356,7 +366,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("release", help="build a release file from a spec (curator)")
     p.add_argument("spec", help="the release spec (TOML)")
-    p.add_argument("-o", "--output", required=True, help="the release file to write (.duckdb)")
+    p.add_argument("-o", "--output", help="the release file to write (.duckdb); required "
+                   "unless --dry-run")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the spec and show the guarantee, budget shares and expected "
+                        "per-level error, without reading any data or writing anything")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (reproducible, NOT private: tests and demos only)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")

@@ -46,7 +46,8 @@ from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
 from dpsql.release.ingest import ingest
-from dpsql.release.store import AttributeMeta, Columns, LevelMeta, Release, write_release
+from dpsql.release.store import (AttributeMeta, Columns, LevelMeta, Release, catalog_from_rows,
+                                 catalog_rows, write_release)
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
 
@@ -182,21 +183,55 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
                 view_rows.append(row)
             tables.update(_domain_tables(spec, hcodes))
             bar.stage("writing the release")
-            release_row = {
-                "name": spec.name,
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "neighbouring": spec.neighbouring.value,
-                "privacy_unit": spec.unit.describe(),
-                "max_rows": spec.unit.max_rows,
-                "rng": describe_rng(seed),
-                "attributes": [m.to_json() for m in _attribute_metas(spec)],
-                "spec": spec.to_dict(),
-                **guarantee_row(spec),
-            }
+            release_row = _release_row(
+                spec, datetime.now(timezone.utc).isoformat(timespec="seconds"), seed)
             release = write_release(out, release_row, view_rows, tables, con=con)
         finally:
             con.close()
     return replace(release, report=report)
+
+
+DRY_RUN = "not built: dry run (no data read, nothing written)"
+
+
+def plan_release(spec: ReleaseSpec, seed: int | None = None) -> Release:
+    """What :func:`build_release` would release from ``spec``, without reading any data
+    (STYLE §7, explain before you spend): the guarantee, each view's budget share, levels
+    and error model, so a curator can check the expected error of a spec first.
+
+    The same budget split, public trees and mechanisms run on an all-zero stand-in for
+    the data (no source is opened) with a throwaway generator, and only their error
+    models and level shapes are kept. Error models are functions of public parameters
+    (DESIGN, accuracy), so they are exactly those of a real build; a test checks that.
+    ``seed`` only sets the randomness line the release would record. The returned
+    catalog's ``created`` is :data:`DRY_RUN` and its path ``"(dry run)"``."""
+    budgets = view_budgets(spec)
+    generator = make_rng(0)  # noise for the all-zero stand-in only, never for data
+    trees = {name: attribute_tree(a) for name, a in spec.attributes.items()}
+    view_rows = []
+    for view, budget in zip(spec.views, budgets):
+        nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
+        nothing["n"] = np.zeros(0, dtype=np.int64)
+        row, _ = _release_view(spec, view, budget, trees, nothing, generator)
+        view_rows.append(row)
+    rows = catalog_rows(_release_row(spec, DRY_RUN, seed),
+                        sorted(view_rows, key=lambda v: v["name"]))
+    return catalog_from_rows("(dry run)", *rows)
+
+
+def _release_row(spec: ReleaseSpec, created: str, seed: int | None) -> dict[str, Any]:
+    """The ``dpsql_release`` row of a release built from ``spec``."""
+    return {
+        "name": spec.name,
+        "created": created,
+        "neighbouring": spec.neighbouring.value,
+        "privacy_unit": spec.unit.describe(),
+        "max_rows": spec.unit.max_rows,
+        "rng": describe_rng(seed),
+        "attributes": [m.to_json() for m in _attribute_metas(spec)],
+        "spec": spec.to_dict(),
+        **guarantee_row(spec),
+    }
 
 
 def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:

@@ -273,27 +273,16 @@ _VIEW_COLUMNS = ("name", "mechanism", "weight", "budget", "depth", "attributes",
                  "error_model", "prefix_table", "info")
 
 
-def _write_catalog(con: duckdb.DuckDBPyConnection, row: dict[str, Any],
-                   views: list[dict[str, Any]]
-                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Create and fill ``dpsql_release`` and ``dpsql_views``; return the rows written."""
-    con.execute("""
-        CREATE TABLE dpsql_release (
-            format_version INTEGER, dpsql_version VARCHAR, name VARCHAR, created VARCHAR,
-            neighbouring VARCHAR, privacy_unit VARCHAR, max_rows INTEGER,
-            budget JSON, rho DOUBLE, epsilon DOUBLE, delta DOUBLE, rng VARCHAR,
-            attributes JSON, spec JSON)""")
+def catalog_rows(row: dict[str, Any], views: list[dict[str, Any]]
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``dpsql_release`` row and the ``dpsql_views`` rows (JSON columns as text) that
+    describe a release: what :func:`write_release` stores and :func:`catalog_from_rows`
+    reads."""
     values = [
         FORMAT_VERSION, __version__, row["name"], row["created"], row["neighbouring"],
         row["privacy_unit"], row["max_rows"], json.dumps(row["budget"]), row["rho"],
         row["epsilon"], row["delta"], row["rng"], json.dumps(row["attributes"]),
         json.dumps(row["spec"])]
-    con.execute("INSERT INTO dpsql_release VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                values)
-    con.execute("""
-        CREATE TABLE dpsql_views (
-            name VARCHAR, mechanism VARCHAR, weight VARCHAR, budget JSON, depth INTEGER,
-            attributes JSON, levels JSON, error_model JSON, prefix_table VARCHAR, info JSON)""")
     view_rows = []
     for v in views:
         vals = [v["name"], v["mechanism"], v["weight"], json.dumps(v["budget"]),
@@ -301,10 +290,30 @@ def _write_catalog(con: duckdb.DuckDBPyConnection, row: dict[str, Any],
                 json.dumps(v["error_model"]), v.get("prefix_table"),
                 json.dumps(v.get("info", {}))]
         view_rows.append(dict(zip(_VIEW_COLUMNS, vals)))
+    return dict(zip(_RELEASE_COLUMNS, values)), view_rows
+
+
+def _write_catalog(con: duckdb.DuckDBPyConnection, row: dict[str, Any],
+                   views: list[dict[str, Any]]
+                   ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Create and fill ``dpsql_release`` and ``dpsql_views``; return the rows written."""
+    release_row, view_rows = catalog_rows(row, views)
+    con.execute("""
+        CREATE TABLE dpsql_release (
+            format_version INTEGER, dpsql_version VARCHAR, name VARCHAR, created VARCHAR,
+            neighbouring VARCHAR, privacy_unit VARCHAR, max_rows INTEGER,
+            budget JSON, rho DOUBLE, epsilon DOUBLE, delta DOUBLE, rng VARCHAR,
+            attributes JSON, spec JSON)""")
+    con.execute("INSERT INTO dpsql_release VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                list(release_row.values()))
+    con.execute("""
+        CREATE TABLE dpsql_views (
+            name VARCHAR, mechanism VARCHAR, weight VARCHAR, budget JSON, depth INTEGER,
+            attributes JSON, levels JSON, error_model JSON, prefix_table VARCHAR, info JSON)""")
     if view_rows:
         con.executemany("INSERT INTO dpsql_views VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [list(v.values()) for v in view_rows])
-    return dict(zip(_RELEASE_COLUMNS, values)), view_rows
+    return release_row, view_rows
 
 
 def open_release(path: str | Path) -> Release:

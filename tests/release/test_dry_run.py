@@ -1,0 +1,88 @@
+"""`plan_release` (``dpsql release --dry-run``): the guarantee, budget shares and error
+models of a spec, without reading any data. Error models are functions of public
+parameters only (DESIGN, accuracy), so the dry run must give exactly the real build's."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from dpsql.datasets import trips_spec
+from dpsql.release import build_release, plan_release
+from dpsql.spec import ReleaseSpec
+
+
+def _spec(base, neighbouring: str, optimal: bool) -> ReleaseSpec:
+    d = trips_spec(0.5)
+    d["neighbouring"] = neighbouring
+    if optimal:
+        d["views"].append({"name": "dist_opt", "levels": ["distance"],
+                           "mechanism": "cascade", "covariance": "optimal"})
+    return ReleaseSpec.from_dict(d, base_dir=base)
+
+
+@pytest.mark.parametrize("neighbouring,optimal", [("add_remove", True), ("substitute", False)])
+def test_dry_run_gives_the_error_models_of_the_real_build(trips_data, tmp_path,
+                                                           neighbouring, optimal):
+    spec = _spec(trips_data, neighbouring, optimal)
+    planned = plan_release(spec, seed=5)
+    built = build_release(spec, tmp_path / "r.duckdb", seed=5, progress=False)
+    assert planned.views.keys() == built.views.keys()
+    for name, v in built.views.items():
+        p = planned.views[name]
+        assert (p.mechanism, p.budget, p.levels) == (v.mechanism, v.budget, v.levels)
+        assert p.error_params == v.error_params, name
+        assert p.error_model.level_summary() == v.error_model.level_summary()
+    assert (planned.rho, planned.epsilon, planned.delta, planned.rng) == \
+        (built.rho, built.epsilon, built.delta, built.rng)
+
+
+def test_dry_run_never_opens_the_source(trips_data, tmp_path):
+    """The source is replaced by bytes no reader accepts: a dry run still succeeds (it
+    never opened it), and a real build fails on it."""
+    base = tmp_path / "data"
+    base.mkdir()
+    shutil.copy(trips_data / "geo.csv", base / "geo.csv")  # the public spine
+    (base / "trips.parquet").write_bytes(b"not a parquet file")
+    spec = ReleaseSpec.from_dict(trips_spec(), base_dir=base)
+    planned = plan_release(spec)
+    assert set(planned.views) == {"geo_mode", "geo_gauss", "dist", "age_tree", "mode_dist"}
+    assert planned.created.startswith("not built: dry run")
+    assert not planned.seeded  # the randomness line a real (unseeded) build would record
+    with pytest.raises(Exception):
+        build_release(spec, tmp_path / "r.duckdb", progress=False)
+
+
+def test_cli_dry_run_writes_nothing(trips_data, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"""
+name = "trips"
+source = "{tmp_path / 'missing.parquet'}"
+neighbouring = "add_remove"
+
+[budget]
+rho = 1.0
+
+[attributes.distance]
+kind = "range"
+lower = 0
+upper = 256
+bins = 128
+
+[[views]]
+name = "dist"
+levels = ["distance"]
+mechanism = "cascade"
+""")
+    proc = subprocess.run([sys.executable, "-m", "dpsql.cli", "release", str(spec),
+                           "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "dist" in proc.stdout and "cascade" in proc.stdout and "σ" in proc.stdout
+    assert "no data was read and nothing was written" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.toml"]
+    proc = subprocess.run([sys.executable, "-m", "dpsql.cli", "release", str(spec)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "-o RELEASE" in proc.stdout + proc.stderr
