@@ -120,14 +120,14 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     if walked is None:
         walked = walk_tree(tree)
     scopes = walked.scopes
-    cte_names = {c.alias_or_name.lower() for c in walked.ctes}
+    cte_names = {c.alias_or_name.lower() for c in walked.ctes}  # quick test before _names_cte
     refs: list[Reference] = []
     claimed: set[int] = set()
     for select in walked.selects:
         tables = _scope_tables(select)
         logical = []
         for t in tables:
-            if not t.args.get("db") and t.name.lower() in cte_names:
+            if t.name.lower() in cte_names and _names_cte(t):
                 continue
             hit = catalog.resolve_table(_home(t), t.name)
             if hit is not None:
@@ -146,7 +146,7 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     for t in walked.tables:
         if id(t) in claimed:
             continue
-        if not t.args.get("db") and t.name.lower() in cte_names:
+        if t.name.lower() in cte_names and _names_cte(t):
             continue
         if catalog.resolve_table(_home(t), t.name):
             raise UnsupportedQueryError(
@@ -163,6 +163,36 @@ def find_references(tree: exp.Expression, catalog: Catalog,
 
 
 # --------------------------------------------------------------------------------------
+
+def _names_cte(t: exp.Table) -> bool:
+    """True when the table name ``t`` refers to a CTE in its scope, as SQL scopes them:
+    a CTE of the WITH of an enclosing query, and, inside the body of a CTE, only the CTEs
+    defined before it (that CTE too under WITH RECURSIVE). A non-recursive CTE named like
+    a table reads the table in its own body (``WITH trips AS (SELECT COUNT(*) ... FROM
+    trips)``), and a CTE of one subquery is unknown to its siblings."""
+    if t.args.get("db") or t.args.get("catalog"):
+        return False
+    name = t.name.lower()
+    prev, node, body = t, t.parent, None
+    while node is not None:
+        if isinstance(node, exp.CTE):
+            body = node
+        elif isinstance(node, exp.With):
+            ctes = list(node.expressions)
+            at = next((i for i, c in enumerate(ctes) if c is body), None)
+            if at is not None:
+                ctes = ctes[:at + 1] if node.args.get("recursive") else ctes[:at]
+            if any(c.alias_or_name.lower() == name for c in ctes):
+                return True
+            body = None
+        elif isinstance(node, exp.Query):
+            w = node.args.get("with_") or node.args.get("with")
+            if w is not None and w is not prev and any(
+                    c.alias_or_name.lower() == name for c in w.expressions):
+                return True
+        prev, node = node, node.parent
+    return False
+
 
 def _home(t: exp.Table) -> str:
     """The catalog a table name points into, as :meth:`Catalog.resolve_table` takes it:

@@ -119,6 +119,12 @@ MATRIX = [
      "('bus')) AS v(m) WHERE m = mode) GROUP BY region", None),
     ("SELECT COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM regions AS p "
      "WHERE p.region = trips.region AND p.label = 'north') AND mode <> 'car'", None),
+    # CTEs are scoped as in SQL: one named like the release hides it only where it is
+    # visible, and a non-recursive CTE's own body reads the release
+    ("SELECT (WITH trips AS (SELECT 5 AS n) SELECT n FROM trips) AS a, "
+     "(SELECT COUNT(*) FROM trips) AS b", None),
+    ("WITH trips AS (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode) "
+     "SELECT mode, n FROM trips", None),
     # PIVOT / UNPIVOT statements over an aggregating SELECT
     ("PIVOT (SELECT region, mode, COUNT(*) AS n FROM trips GROUP BY ALL) "
      "ON mode IN ('car', 'bus') USING SUM(n) GROUP BY region", None),
