@@ -34,6 +34,8 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
+                                  scope_tables, split_columns)
 from dpsql.planner.parse_sql import Scope, Walked, walk_tree
 
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
@@ -120,16 +122,16 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     if walked is None:
         walked = walk_tree(tree)
     scopes = walked.scopes
-    cte_names = {c.alias_or_name.lower() for c in walked.ctes}  # quick test before _names_cte
+    cte_names = {c.alias_or_name.lower() for c in walked.ctes}  # quick test before names_cte
     refs: list[Reference] = []
     claimed: set[int] = set()
     for select in walked.selects:
-        tables = _scope_tables(select)
+        tables = scope_tables(select)
         logical = []
         for t in tables:
-            if t.name.lower() in cte_names and _names_cte(t):
+            if t.name.lower() in cte_names and names_cte(t):
                 continue
-            hit = catalog.resolve_table(_home(t), t.name)
+            hit = catalog.resolve_table(home_catalog(t), t.name)
             if hit is not None:
                 logical.append((t, hit))
                 claimed.add(id(t))
@@ -146,9 +148,9 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     for t in walked.tables:
         if id(t) in claimed:
             continue
-        if t.name.lower() in cte_names and _names_cte(t):
+        if t.name.lower() in cte_names and names_cte(t):
             continue
-        if catalog.resolve_table(_home(t), t.name):
+        if catalog.resolve_table(home_catalog(t), t.name):
             raise UnsupportedQueryError(
                 f"the private table {t.name!r} may only appear in the FROM or JOIN clause of "
                 "an aggregating SELECT (SELECT ..., COUNT(*) FROM "
@@ -163,60 +165,6 @@ def find_references(tree: exp.Expression, catalog: Catalog,
 
 
 # --------------------------------------------------------------------------------------
-
-def _names_cte(t: exp.Table) -> bool:
-    """True when the table name ``t`` refers to a CTE in its scope, as SQL scopes them:
-    a CTE of the WITH of an enclosing query, and, inside the body of a CTE, only the CTEs
-    defined before it (that CTE too under WITH RECURSIVE). A non-recursive CTE named like
-    a table reads the table in its own body (``WITH trips AS (SELECT COUNT(*) ... FROM
-    trips)``), and a CTE of one subquery is unknown to its siblings."""
-    if t.args.get("db") or t.args.get("catalog"):
-        return False
-    name = t.name.lower()
-    prev, node, body = t, t.parent, None
-    while node is not None:
-        if isinstance(node, exp.CTE):
-            body = node
-        elif isinstance(node, exp.With):
-            ctes = list(node.expressions)
-            at = next((i for i, c in enumerate(ctes) if c is body), None)
-            if at is not None:
-                ctes = ctes[:at + 1] if node.args.get("recursive") else ctes[:at]
-            if any(c.alias_or_name.lower() == name for c in ctes):
-                return True
-            body = None
-        elif isinstance(node, exp.Query):
-            w = node.args.get("with_") or node.args.get("with")
-            if w is not None and w is not prev and any(
-                    c.alias_or_name.lower() == name for c in w.expressions):
-                return True
-        prev, node = node, node.parent
-    return False
-
-
-def _home(t: exp.Table) -> str:
-    """The catalog a table name points into, as :meth:`Catalog.resolve_table` takes it:
-    ``""`` for ``t``, ``c`` for ``c.t`` and for ``c.main.t`` (a logical table sits in
-    schema ``main`` of its release's catalog). ``c.s.t`` with another schema ``s`` names
-    no logical table: the answer is then ``c.s``, which is no attach alias."""
-    if not t.args.get("db"):
-        return ""
-    db = t.text("db")
-    if not t.args.get("catalog"):
-        return db
-    return t.text("catalog") if db.lower() == "main" else f"{t.text('catalog')}.{db}"
-
-
-def _scope_tables(select: exp.Select) -> list[exp.Table]:
-    out = []
-    frm = select.args.get("from_") or select.args.get("from")
-    sources = [frm.this] if frm is not None else []
-    sources += [j.this for j in select.args.get("joins") or []]
-    for s in sources:
-        if isinstance(s, exp.Table):
-            out.append(s)
-    return out
-
 
 def _fn_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
@@ -281,7 +229,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         q = col.table
         if q:
             return q.lower() == alias.lower() and (
-                not col.args.get("db") or _long_name_binds(col, table, release))
+                not col.args.get("db") or long_name_binds(col, table, release))
         if release.column_attribute(col.name) is not None:
             return True
         return alone and col.name.lower() not in out_aliases
@@ -334,7 +282,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     nested_labels: set[str] = set()
     for c in conjuncts:
         if sc.nested:  # a nested query may sit in it: its columns and ORs are its own
-            c_columns, inner, has_or = _split_columns(c)
+            c_columns, inner, has_or = split_columns(c)
         else:  # one compiled walk (most queries)
             c_columns, inner, has_or = [], (), False
             for x in c.find_all(exp.Column, exp.Or):
@@ -457,54 +405,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      tuple(long_names))
 
 
-def _long_name_binds(col: exp.Column, table: exp.Table, release: ReleaseInfo) -> bool:
-    """True when a column qualified by more than a table name (``s.t.c``, ``c.s.t.c``)
-    names ``table``, as DuckDB binds such names: the table must be unaliased, and the
-    extra parts are its catalog or its schema (``s.t.c``), or both (``c.s.t.c``). A
-    logical table sits in the catalog of its release (the attach alias), schema
-    ``main``."""
-    if table.args.get("alias") is not None:
-        return False  # an alias is the only name of an aliased table, as in DuckDB
-    db, catalog = col.text("db").lower(), col.text("catalog").lower()
-    home = release.alias.lower()
-    if catalog:
-        return catalog == home and db == "main"
-    return db in (home, "main")
-
-
-def _split_columns(c: exp.Expression) -> tuple[list[exp.Column], list[exp.Column], bool]:
-    """One walk of a WHERE conjunct: the columns of this SELECT itself, the columns
-    inside queries nested in it (``x IN (SELECT ...)``, ``EXISTS (...)``), and whether
-    this SELECT's own part has an OR (an OR inside a nested query is that query's)."""
-    own: list[exp.Column] = []
-    inner: list[exp.Column] = []
-    has_or = False
-    stack = [(c, False)]
-    while stack:
-        node, nested = stack.pop()
-        if isinstance(node, exp.Column):
-            (inner if nested else own).append(node)
-            continue
-        if not nested and isinstance(node, exp.Or):
-            has_or = True
-        below = nested or (isinstance(node, exp.Query) and node is not c)
-        stack.extend((x, below) for x in node.iter_expressions())
-    return own, inner, has_or
-
-
 _ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")
 """SELECT arguments where DuckDB binds a name to a source column before an output alias."""
-
-
-def conjuncts_of(e: exp.Expression) -> list[exp.Expression]:
-    """The AND-ed terms of a condition, each without its parentheses: ``(a AND b) AND
-    (c)`` and ``((a AND b) AND c)`` are ``[a, b, c]`` (BI tools parenthesise every
-    predicate). The rewrite parenthesises an OR again when it joins the terms back."""
-    while isinstance(e, exp.Paren):
-        e = e.this
-    if not isinstance(e, exp.And):
-        return [e]
-    return [t for part in (e.this, e.expression) for t in conjuncts_of(part)]
 
 
 def _join_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:

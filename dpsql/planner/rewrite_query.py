@@ -54,7 +54,8 @@ from sqlglot import exp
 
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
-from dpsql.planner.find_references import _PLACING_ARGS, Reference, conjuncts_of
+from dpsql.planner._names import conjuncts_of
+from dpsql.planner.find_references import _PLACING_ARGS, Reference
 from dpsql.planner.parse_sql import DIALECT
 
 
