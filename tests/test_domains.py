@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpsql.domains import (DomainTree, binned, categorical, concat, hierarchy, od_tree)
+from dpsql.domains import (DomainTree, binned, categorical, concat, hierarchy, interleave,
+                           od_tree)
 from dpsql.errors import DataError, SpecError
 
 GEO = [("R1", "P1", "C1"), ("R2", "P3", "C5"), ("R1", "P1", "C2"), ("R1", "P2", "C3"),
@@ -175,6 +176,38 @@ def test_od_tree_italy_scale_is_implicit():
 def test_od_tree_rejects_concatenation():
     with pytest.raises(SpecError, match="one hierarchy"):
         od_tree(concat(categorical("a", [1]), categorical("b", [2])), categorical("c", [1]))
+
+
+def test_interleave_is_round_robin_and_orders_nodes_by_level_labels():
+    a = hierarchy(["a0", "a1", "a2"], GEO)
+    b = categorical("b", ["y", "x"])
+    c = binned("c", 4, 2)
+    t = interleave(a, b, c)
+    assert [t.level_info(k).attribute for k in range(1, t.depth + 1)] == \
+        ["a0", "b", "c", "a1", "c", "a2"]
+    check_tree(t)
+    # tree order: a level-k node sorts by its level-1 code, then its level-2 code, ...
+    k = 4
+    lab = t.labels(k, np.arange(t.size(k)))  # codes (bin edges for c)
+    keys = list(zip(lab["a0"], lab["b"], lab["c_lo"], lab["a1"]))
+    assert keys == sorted(keys) and len(set(keys)) == t.size(k)
+    # two trees: the O/D trees, either way round
+    pairs = [("R1", "P1"), ("R2", "P3"), ("R1", "P2")]
+    o, d = hierarchy(["or", "op"], pairs), hierarchy(["dr", "dp"], pairs)
+    for first, second, kind in ((d, o, "destination"), (o, d, "origin")):
+        x, y = interleave(first, second), od_tree(o, d, kind)
+        assert x.level_sizes == y.level_sizes
+        for k in range(1, x.depth + 1):
+            assert x.level_info(k) == y.level_info(k)
+            lx, ly = x.labels(k, np.arange(x.size(k))), y.labels(k, np.arange(y.size(k)))
+            assert set(lx) == set(ly) and all(np.array_equal(lx[c], ly[c]) for c in lx)
+
+
+def test_interleave_errors():
+    with pytest.raises(SpecError, match="at least two"):
+        interleave(categorical("a", [1]))
+    with pytest.raises(SpecError, match="tree 2 must be one"):
+        interleave(categorical("a", [1]), concat(categorical("b", [2]), categorical("c", [3])))
 
 
 def test_leaf_ids_errors():

@@ -197,3 +197,85 @@ def test_cascade_covariance_errors(view, bins, message):
              "distance": {"kind": "range", "lower": 0, "upper": 5000, "bins": bins}}
     with pytest.raises(dpsql.SpecError, match=message):
         spec(attributes=attrs, views=[{"name": "dist", "levels": ["distance"], **view}])
+
+
+# --------------------------------------------------------------------------------------
+# Interleaved (origin/destination) views and spine files read under other column names
+# --------------------------------------------------------------------------------------
+
+def _od_files(tmp_path):
+    (tmp_path / "geo.csv").write_text("region,province\nN,N1\nN,N2\nS,S1\n")
+    return tmp_path
+
+
+def _od_spec(tmp_path, view=None, **side_changes):
+    def side(name):  # a change to None removes the key
+        d = {"kind": "hierarchy", "columns": [f"{name}_region", f"{name}_province"],
+             "spine_file": "geo.csv", "spine_columns": ["region", "province"],
+             **side_changes}
+        return {k: v for k, v in d.items() if v is not None}
+    data = {**BASE, "attributes": {**BASE["attributes"], "work": side("work"),
+                                   "home": side("home")},
+            "views": [{"name": "flows", "levels": ["work", "home"], "interleave": True,
+                       **(view or {})}]}
+    return ReleaseSpec.from_dict(data, base_dir=_od_files(tmp_path))
+
+
+def test_interleaved_view_and_spine_columns(tmp_path):
+    s = _od_spec(tmp_path)
+    assert s.views[0].interleave is True
+    assert s.attributes["home"].paths == (("N", "N1"), ("N", "N2"), ("S", "S1"))
+    assert s.attributes["home"].columns == ("home_region", "home_province")
+    assert ReleaseSpec.from_json(s.to_json()) == s
+    assert spec().views[0].interleave is False  # levels are taken whole by default
+    assert "interleave" not in spec().views[0].to_json()
+
+
+def test_interleaved_view_from_toml(tmp_path):
+    _od_files(tmp_path)
+    (tmp_path / "spec.toml").write_text('''
+name = "commutes"
+source = "commutes.parquet"
+neighbouring = "substitute"
+[budget]
+rho = 1
+[attributes.work]
+kind = "hierarchy"
+columns = ["work_region", "work_province"]
+spine_file = "geo.csv"
+spine_columns = ["region", "province"]
+[attributes.home]
+kind = "hierarchy"
+columns = ["home_region", "home_province"]
+spine_file = "geo.csv"
+spine_columns = ["region", "province"]
+[[views]]
+name = "flows"
+levels = ["work", "home"]
+interleave = true
+''')
+    s = ReleaseSpec.from_toml(tmp_path / "spec.toml")
+    assert s.views[0].interleave and s.views[0].levels == ("work", "home")
+
+
+@pytest.mark.parametrize("view,side,message", [
+    ({"interleave": "yes"}, {}, r"views\[0\]\.interleave: must be true or false, got 'yes'"),
+    ({"levels": ["work"]}, {}, r"views\[0\]\.interleave: alternates the levels of two or more "
+                               r"attributes; this view lists one"),
+    ({"levels": ["work", "distance"]}, {},
+     r"views\[0\]\.interleave: takes categorical and hierarchy attributes only; 'distance' "
+     r"is a range"),
+    ({}, {"spine_columns": ["region"]},
+     r"attributes\.work\.spine_columns: must list 2 column names of the spine file, one per "
+     r"entry of columns \(work_region, work_province\)"),
+    ({}, {"spine_columns": ["region", "county"]},
+     r"attributes\.work\.spine_file: the spine file has no column 'county'; its header is "
+     r"\['region', 'province'\]"),
+    ({}, {"spine_file": None, "spine": [["N", "N1"]]},
+     r"attributes\.work\.spine_columns: names columns of a spine_file; give the file, or drop "
+     r"spine_columns"),
+], ids=["not-bool", "one-attribute", "range", "spine-columns-length", "spine-column-missing",
+        "spine-columns-without-file"])
+def test_interleave_and_spine_columns_errors(tmp_path, view, side, message):
+    with pytest.raises(dpsql.SpecError, match=message):
+        _od_spec(tmp_path, view, **side)

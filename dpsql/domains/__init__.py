@@ -1,5 +1,5 @@
 """Public domains as arrays: categorical lists, hierarchical spines, binned ordinals, and
-their products (concatenation, origin/destination interleaving).
+their products (concatenation, interleaving: origin/destination trees).
 
 A :class:`DomainTree` has levels 0..d; level 0 is the root (one node, id 0). Node ids at a
 level are 0..size-1 in *tree order*: the children of each parent are contiguous and come
@@ -140,32 +140,52 @@ def binned(name: str, n_bins: int, fanout: int) -> DomainTree:
     return DomainTree([comp], [0] * comp.depth)
 
 
+def interleave(*trees: DomainTree) -> DomainTree:
+    """Round-robin levels of single-attribute trees: one level of the first, one of the
+    second, ..., then the first again; a tree whose levels run out drops out of the
+    turn. Two spines give od_topdown.md §1's alternating origin/destination tree (the
+    first tree is split first: destination first is the paper's destination tree).
+
+    Tree order, and so node ids, follow the schedule: a level-k node is ordered by its
+    level-1 label, then its level-2 label, and so on."""
+    if len(trees) < 2:
+        raise SpecError("interleave() needs at least two trees; one tree is its own "
+                        "levels in order")
+    for i, t in enumerate(trees):
+        if not isinstance(t, DomainTree) or len(t._comps) != 1:
+            raise SpecError(f"interleave() tree {i + 1} must be one hierarchy, categorical "
+                            "or binned tree (not a concatenation)")
+    left = [t.depth for t in trees]
+    sched: list[int] = []
+    while any(left):
+        for c, n in enumerate(left):
+            if n:
+                sched.append(c)
+                left[c] -= 1
+    return DomainTree([t._comps[0] for t in trees], sched)
+
+
 def od_tree(origin: DomainTree, destination: DomainTree,
             kind: str = "destination") -> DomainTree:
     """The alternating origin/destination tree (od_topdown.md §1).
 
     ``kind="destination"``: levels (u0,v1), (u1,v1), (u1,v2), ... (the destination is
     split first); ``kind="origin"`` mirrors it. If the two spines have different depths,
-    the deeper one's remaining levels come last."""
+    the deeper one's remaining levels come last. Components are stored origin first
+    (either kind), so :meth:`DomainTree.to_json` is the same shape for both."""
     if kind not in ("destination", "origin"):
         raise SpecError(f"od_tree kind must be 'destination' or 'origin', got {kind!r}")
     for label, t in (("origin", origin), ("destination", destination)):
         if not isinstance(t, DomainTree) or len(t._comps) != 1:
             raise SpecError(f"od_tree {label} must be one hierarchy, categorical or binned "
                             "tree (not a concatenation)")
-    first, second = (1, 0) if kind == "destination" else (0, 1)
-    depths = {0: origin.depth, 1: destination.depth}
-    sched: list[int] = []
-    left = dict(depths)
-    while left[0] or left[1]:
-        for c in (first, second):
-            if left[c]:
-                sched.append(c)
-                left[c] -= 1
-    return DomainTree([origin._comps[0], destination._comps[0]], sched)
+    if kind == "origin":
+        return interleave(origin, destination)
+    t = interleave(destination, origin)
+    return DomainTree([origin._comps[0], destination._comps[0]], [1 - c for c in t._sched])
 
 
 __all__ = ["DomainTree", "LevelInfo", "binned", "categorical", "concat", "hierarchy",
-           "od_tree"]
+           "interleave", "od_tree"]
 
 concat = DomainTree.concat

@@ -305,7 +305,8 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
         levels, tables = _range_levels(view, attr, tree)
         prefix = _prefix_table(view, attr, tree.leaves.ids, tree.leaves.counts, [], None)
     else:
-        dtree = domains.DomainTree.concat(*(trees[a.name] for a in attrs))
+        combine = domains.interleave if view.interleave else domains.concat
+        dtree = combine(*(trees[a.name] for a in attrs))
         leaf_ids = dtree.leaf_ids({a.name if not isinstance(a, Hierarchy)
                                    else a.level_columns[-1]: leaf[f"c_{a.name}"]
                                    for a in attrs})
