@@ -109,3 +109,41 @@ def test_census_spine_errors_match_the_error_models(census):
         assert max(lv["inftda"]["max_abs_error"]) <= lv["inftda"]["model_bound95"]
     leaf = levels[-1]["gaussian_tree"]
     assert abs(leaf["rmse"] / leaf["model_stderr"] - 1) < 0.10
+
+
+@pytest.fixture(scope="module")
+def commutes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("commutes")
+    proc = run_example("commutes_od.py", "--seed", "7", "--json", str(tmp / "out.json"),
+                       tmp_path=tmp)
+    return proc.stdout, json.loads((tmp / "out.json").read_text())
+
+
+def test_commutes_uses_every_entry_point_and_the_better_tree(commutes):
+    stdout, out = commutes
+    answers = out["answers"]
+    assert {r["interface"] for r in answers} == {"duckdb", "dbapi", "cli"}
+    assert "an analyst never sees this" in stdout and "high-probability" in stdout
+    # each question is read from single nodes of the tree that splits its fine side last
+    kinds = {r["section"].split(" of ")[0]: r["kind"] for r in answers}
+    assert kinds["largest flows between regions"].endswith("level 2")
+    assert kinds["where residents"].endswith("view 'home_first', level 3")
+    assert kinds["where workers"].endswith("view 'work_first', level 5")
+    assert kinds["commuters by home region"].endswith("view 'home_first', level 1")
+    # substitution: the total is public, exact, with no error
+    total = next(r for r in answers if r["label"] == "all commuters")
+    assert total["answer"] == total["truth"] == total["lo"] == total["hi"] == 1_000_000
+    assert [lv["nodes"] for lv in out["levels"][:6]] == [20, 400, 2200, 12100, 165000,
+                                                         2250000]
+
+
+@pytest.mark.statistical
+def test_commutes_errors_stay_inside_the_inftda_bound(commutes):
+    """Seeded. The 95% bound holds for every node of a level at once, so every interval
+    and every level's largest error is inside it; the answers are useful (the error of a
+    region total is under 0.01% of the commuters)."""
+    _, out = commutes
+    assert all(r["lo"] <= r["truth"] <= r["hi"] for r in out["answers"])
+    assert all(lv["max_abs_error"] <= lv["bound95"] for lv in out["levels"])
+    assert all(lv["max_abs_error"] < 1e-4 * out["commuters"] for lv in out["levels"]
+               if lv["level"] == 1)
