@@ -44,7 +44,7 @@ def release_summary(release: Any) -> list[Table]:
     head.add_row("randomness", release.rng)
     head.add_row("created", f"{release.created} by dpsql {release.dpsql_version}")
     views = Table(title="views")
-    for col in ("view", "mechanism", "budget share", "level", "attribute", "nodes",
+    for col in ("view", "mechanism", "budget share", "level", "refines", "nodes",
                 "σ (one node)", "95% bound (one node)"):
         views.add_column(col)
     for v in release.views.values():
@@ -53,9 +53,15 @@ def release_summary(release: Any) -> list[Table]:
             s = summary.get(lv.k, {})
             first = lv.k == 1
             views.add_row(v.name if first else "", _mechanism_label(v) if first else "",
-                          v.budget.describe() if first else "", str(lv.k), lv.attribute,
+                          v.budget.describe() if first else "", str(lv.k), _refines(lv),
                           f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
     return [head, views]
+
+
+def _refines(lv: Any) -> str:
+    """What a level splits: a spine level's column (``home_region``: the interleaved
+    levels of an O/D view tell apart), else the attribute."""
+    return lv.columns[0] if lv.kind == "hierarchy" else lv.attribute
 
 
 def _mechanism_label(view: Any) -> str:

@@ -124,3 +124,15 @@ def test_per_node_mechanisms_take_interleaved_views(commutes_data, tmp_path, mec
             f"sum(dp_count) AS s FROM work_first__l{lv.k + 1} GROUP BY ALL) b "
             f"USING ({cols})").fetchone()
         assert worst < 1e-6 * COMMUTES_TRIPS
+
+
+def test_inspect_names_the_column_each_level_refines(commutes_release):
+    """``dpsql inspect``: an interleaved view's levels alternate attributes, so each row
+    names the spine column it splits."""
+    from dpsql.cli import release_summary
+
+    views = release_summary(open_release(commutes_release))[1]
+    col = [c.header for c in views.columns].index("refines")
+    refines = list(views.columns[col].cells)
+    assert refines[:6] == _labels("home_first", 6)
+    assert refines[6:] == _labels("work_first", 6)
