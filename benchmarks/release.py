@@ -6,6 +6,15 @@ A 10M-row parquet file (seeded), a 3-level region → province → city spine wi
 10k leaves (InfTDA view) and one 1,024-bin range view (Cascade). Targets (issue #5):
 ≤ 3× the bare aggregation; peak memory ≤ 2 GB.
 
+**A unit column** (``unit_column`` in the JSON): the same file and views, but the privacy
+unit is ``person_id`` (about rows / 5 people, uniformly drawn, so most people have more
+than ``max_rows = 3`` rows) and at most 3 rows per person are kept, chosen uniformly at
+random (privacy rule 2). Its reference does that by hand in plain DuckDB: rank each
+person's rows by a salted hash of the row number and keep the first 3, then the same
+counts. Two forms again, the faster one is the reference: a ``row_number()`` window
+(``QUALIFY``) and a top-n aggregate (``arg_min(row, key, 3)`` per person, unnested). Same
+targets: ≤ 3× its reference, peak memory ≤ 2 GB.
+
 **The reference** is the aggregation a release cannot avoid: the true counts of both
 views' leaves (per city path, per distance bin) over the same file, in plain DuckDB. It
 is measured in two forms, two GROUP BYs and one GROUPING SETS query, and the *faster* one
@@ -40,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 SPINE = (20, 25, 20)  # regions, provinces per region, cities per province: 10,000 leaves
+MAX_ROWS = 3  # the unit-column case: at most this many rows per person
+ROWS_PER_PERSON = 5  # on average; person_id is uniform over rows // ROWS_PER_PERSON people
 
 
 def make_data(rows: int, base: Path) -> None:
@@ -54,6 +65,7 @@ def make_data(rows: int, base: Path) -> None:
             fh.write(f"R{region[i]},P{province[i]},C{i}\n")
     weights = 1.0 / np.arange(1, leaves + 1) ** 1.1
     weights = gen.permutation(weights / weights.sum())
+    people = np.random.default_rng(43)  # its own stream: the other columns stay as they were
     writer = None
     chunk = 2_000_000
     for start in range(0, rows, chunk):
@@ -64,16 +76,22 @@ def make_data(rows: int, base: Path) -> None:
             "province": pa.array(np.char.add("P", province[city].astype(str))),
             "city": pa.array(np.char.add("C", city.astype(str))),
             "distance": np.exp(gen.normal(6.0, 1.0, n)).clip(0, 4999),
+            "person_id": people.integers(0, max(1, rows // ROWS_PER_PERSON), n),
         })
         if writer is None:
             writer = pq.ParquetWriter(base / "big.parquet", table.schema)
         writer.write_table(table)
     writer.close()
-    (base / "spec.toml").write_text("""
+    (base / "spec.toml").write_text(SPEC.format(unit=""))
+    (base / "spec_units.toml").write_text(SPEC.format(
+        unit=f'[privacy_unit]\ncolumn = "person_id"\nmax_rows = {MAX_ROWS}\n'))
+
+
+SPEC = """
 name = "big"
 source = "big.parquet"
 neighbouring = "add_remove"
-[budget]
+{unit}[budget]
 rho = 1.0
 [attributes.geo]
 kind = "hierarchy"
@@ -92,7 +110,7 @@ mechanism = "inftda"
 name = "dist"
 levels = ["distance"]
 mechanism = "cascade"
-""")
+"""
 
 
 # Peak RSS of this process in MiB: VmHWM, the high-water mark of its own address space.
@@ -128,6 +146,23 @@ REFERENCES = {
     "grouping_sets": [
         f"SELECT region, province, city, {BIN} AS b, count(*) FROM '{{p}}' "
         "GROUP BY GROUPING SETS ((region, province, city), (b))"],
+}
+
+# The unit-column reference: at most MAX_ROWS rows per person, the first in the order of a
+# salted hash of the row number (the release draws its salt; any fixed one costs the same).
+UNIT_KEY = "hash(xor(file_row_number, 8817263544019))"
+UNIT_ROWS = f"read_parquet('{{p}}', file_row_number = true)"
+UNIT_REFERENCES = {
+    "window": [
+        f"SELECT region, province, city, b, count(*) FROM (SELECT region, province, city, "
+        f"{BIN} AS b FROM {UNIT_ROWS} QUALIFY row_number() OVER (PARTITION BY person_id "
+        f"ORDER BY {UNIT_KEY}) <= {MAX_ROWS}) "
+        "GROUP BY GROUPING SETS ((region, province, city), (b))"],
+    "top_n_aggregate": [
+        f"SELECT r.region, r.province, r.city, r.b, count(*) FROM (SELECT unnest(arg_min("
+        f"struct_pack(region := region, province := province, city := city, b := {BIN}), "
+        f"{UNIT_KEY}, {MAX_ROWS})) AS r FROM {UNIT_ROWS} GROUP BY person_id) "
+        "GROUP BY GROUPING SETS ((r.region, r.province, r.city), (r.b))"],
 }
 
 RUN_BARE = PEAK + """
@@ -190,6 +225,27 @@ def _profile(base: Path) -> dict:
             "profiled_release_seconds": profiler.last_session.duration}
 
 
+def _unit_result(rows: int, runs: dict, best: dict) -> dict:
+    """The unit-column case: its own reference (the faster by-hand form), ratio, memory."""
+    reference = min(UNIT_REFERENCES, key=lambda k: best[f"unit_{k}"])
+    peak = max(r[1] for r in runs["release_unit"])
+    out = {
+        "people": max(1, rows // ROWS_PER_PERSON), "max_rows": MAX_ROWS,
+        "reference": {"name": reference, "queries": UNIT_REFERENCES[reference],
+                      "note": "the faster of the two plain-DuckDB forms below, same run"},
+        "reference_queries": UNIT_REFERENCES,
+        "seconds": {**{f"bare_duckdb_{k}": best[f"unit_{k}"] for k in UNIT_REFERENCES},
+                    "bare_duckdb_reference": best[f"unit_{reference}"],
+                    "dpsql_release": best["release_unit"]},
+        "ratio_release_vs_bare": best["release_unit"] / best[f"unit_{reference}"],
+        "peak_rss_mb_release": peak,
+        "peak_rss_mb_bare": max(r[1] for k in UNIT_REFERENCES for r in runs[f"unit_{k}"]),
+        "targets": {"ratio_release_vs_bare": "<= 3", "peak_rss_mb_release": "<= 2048"},
+    }
+    out["targets_met"] = out["ratio_release_vs_bare"] <= 3 and peak <= 2048
+    return out
+
+
 def main() -> dict:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000_000)
@@ -209,15 +265,20 @@ def main() -> dict:
         parquet, spec, out = str(base / "big.parquet"), str(base / "spec.toml"), \
             str(base / "out.duckdb")
         small = _small_copy(base)
+        units_spec = str(base / "spec_units.toml")
         runs: dict[str, list[tuple[float, float]]] = {
             "two_group_bys": [], "grouping_sets": [], "release": [], "release_progress": [],
-            "release_1k_rows": []}
+            "release_1k_rows": [], "release_unit": [],
+            **{f"unit_{name}": [] for name in UNIT_REFERENCES}}
         for _ in range(reps):
             for name, queries in REFERENCES.items():
                 runs[name].append(_run(RUN_BARE, parquet, json.dumps(queries)))
             runs["release"].append(_run(RUN_RELEASE, spec, out, "0"))
             runs["release_progress"].append(_run(RUN_RELEASE, spec, out, "1", env=tty))
             runs["release_1k_rows"].append(_run(RUN_RELEASE, small, out, "0"))
+            for name, queries in UNIT_REFERENCES.items():
+                runs[f"unit_{name}"].append(_run(RUN_BARE, parquet, json.dumps(queries)))
+            runs["release_unit"].append(_run(RUN_RELEASE, units_spec, out, "0"))
         size = (base / "out.duckdb").stat().st_size
         extra = _profile(base) if args.profile else {}
     best = {k: min(r[0] for r in v) for k, v in runs.items()}
@@ -249,10 +310,11 @@ def main() -> dict:
         **extra,
     }
     result["targets_met"] = result["ratio_release_vs_bare"] <= 3 and peak <= 2048
+    result["unit_column"] = _unit_result(rows, runs, best)
     path = write("release" + ("_quick" if args.quick else ""), result)
     print(json.dumps({k: result[k] for k in ("seconds", "ratio_release_vs_bare",
                                              "ratio_progress_bar", "peak_rss_mb_release",
-                                             "targets_met")}, indent=2))
+                                             "targets_met", "unit_column")}, indent=2))
     print(f"wrote {path}")
     return result
 
