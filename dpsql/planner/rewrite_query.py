@@ -85,13 +85,21 @@ def level_columns(view: ViewInfo, k: int) -> tuple[list[str], dict[str, int]]:
 
 def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict) -> str:
     """Every public node of level k of a sparse view, absent nodes as 0: the public
-    domains of the level's attributes, crossed, LEFT JOINed to the level table, in a
-    fixed order (label columns, then bins). Used at attach time to materialize the node
-    table, and per query for levels too large to materialize."""
+    domains of the level's attributes, crossed, LEFT JOINed to the level table, in node-id
+    order (so ``rowid`` is the node id). Used at attach time to materialize the node
+    table, and per query for levels too large to materialize.
+
+    Node ids are tree order (:mod:`dpsql.domains`): lexicographic in the node's label at
+    level 1, then at level 2, ... in the view's level order, whatever attribute each level
+    refines (interleaved views alternate them). A label's rank is its domain ``code``: a
+    categorical value's, or for a spine prefix the smallest leaf code under it (a spine's
+    leaf codes are in tree order, so every subtree is a contiguous block); a bin's rank is
+    its first bin. Ordering by the label strings would not do: domains keep the curator's
+    order."""
     alias = view.alias
     lv = view.level(k)
     labels, spans = level_columns(view, k)
-    parts, on, cols, order = [], [], [], []
+    parts, on, cols, rank = [], [], [], {}
     for i, a in enumerate(view.meta.attributes):
         meta = attributes[a]
         d = f"d{i}"
@@ -105,16 +113,26 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict) -> str:
                 f"FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
             on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
             cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
-            order.append(f"{d}.{q(a + '_bin_lo')}")
+            rank[a] = f"{d}.{q(a + '_bin_lo')}"
         else:
-            mine = [c for c in labels if c in meta.columns]
+            mine = [c for c in labels if c in meta.columns]  # a spine prefix, coarse first
             if not mine:
                 continue
-            parts.append(f"(SELECT DISTINCT {', '.join(q(c) for c in mine)} FROM "
-                         f"{q(alias)}.{q(meta.domain_table)}) AS {d}")
+            keys = [q(c) for c in mine]
+            ranks = [f"MIN(MIN(code)) OVER (PARTITION BY {', '.join(keys[:j + 1])}) AS "
+                     f"{q('rank_' + c)}" for j, c in enumerate(mine[:-1])]
+            ranks.append(f"MIN(code) AS {q('rank_' + mine[-1])}")
+            parts.append(f"(SELECT {', '.join(keys)}, {', '.join(ranks)} FROM "
+                         f"{q(alias)}.{q(meta.domain_table)} GROUP BY {', '.join(keys)}) "
+                         f"AS {d}")
             on += [f"t.{q(c)} = {d}.{q(c)}" for c in mine]
             cols += [f"{d}.{q(c)}" for c in mine]
-            order += [f"{d}.{q(c)}" for c in mine]
+            rank.update({c: f"{d}.{q('rank_' + c)}" for c in mine})
+    order: list[str] = []
+    for level in view.meta.levels[:k]:
+        key = rank[level.attribute if level.kind == "range" else level.columns[0]]
+        if key not in order:  # a binned attribute's levels share its finest bin rank
+            order.append(key)
     return (f"SELECT {', '.join(cols)}, COALESCE(t.dp_count, 0) AS dp_count, "
             "CAST(NULL AS DOUBLE) AS dp_var FROM " + " CROSS JOIN ".join(parts)
             + f" LEFT JOIN {q(alias)}.{q(lv.table)} AS t ON {' AND '.join(on)}"
