@@ -116,28 +116,15 @@ def top_flows(release: Path, n: int = 8) -> list[dict]:
              "kind": kind} for h, w, c, lo, hi in rows]
 
 
-def province_destinations(cur, province: str) -> list[dict]:
-    """Through DB-API with a '?' parameter: where one province's residents work (coarse
-    work region under a fine home province: one node of the origin tree each)."""
-    cur.execute("SELECT work_region, COUNT(*) AS commuters, dp_ci_low(0.95), "
-                "dp_ci_high(0.95) FROM commutes WHERE home_province = ? GROUP BY ALL "
-                "ORDER BY commuters DESC, work_region LIMIT 5", [province])
+def breakdown(cur, section: str, by: str, where: str, value: str) -> list[dict]:
+    """Through DB-API with a '?' parameter: the top five ``by`` groups of the commuters
+    whose ``where`` column is ``value``."""
+    cur.execute(f"SELECT {by}, COUNT(*) AS commuters, dp_ci_low(0.95), dp_ci_high(0.95) "
+                f"FROM commutes WHERE {where} = ? GROUP BY ALL ORDER BY commuters DESC, "
+                f"{by} LIMIT 5", [value])
     rows, kind = cur.fetchall(), _kind(cur.dp_info)
-    return [{"section": f"where residents of {province} work", "interface": "dbapi",
-             "label": w, "key": [province, w], "answer": c, "lo": lo, "hi": hi,
-             "kind": kind} for w, c, lo, hi in rows]
-
-
-def municipality_origins(cur, municipality: str) -> list[dict]:
-    """Through DB-API: where the workers of one municipality live, by home province (a
-    coarser home under a fine work place: one node of the destination tree each)."""
-    cur.execute("SELECT home_province, COUNT(*) AS commuters, dp_ci_low(0.95), "
-                "dp_ci_high(0.95) FROM commutes WHERE work_municipality = ? GROUP BY ALL "
-                "ORDER BY commuters DESC, home_province LIMIT 5", [municipality])
-    rows, kind = cur.fetchall(), _kind(cur.dp_info)
-    return [{"section": f"where workers of {municipality} live", "interface": "dbapi",
-             "label": h, "key": [municipality, h], "answer": c, "lo": lo, "hi": hi,
-             "kind": kind} for h, c, lo, hi in rows]
+    return [{"section": section, "interface": "dbapi", "label": g, "key": [value, g],
+             "answer": c, "lo": lo, "hi": hi, "kind": kind} for g, c, lo, hi in rows]
 
 
 def dpsql_command() -> list[str]:
@@ -230,20 +217,22 @@ def run(workdir: Path, rho: float, seed: int | None, console: Console) -> dict:
         warnings.simplefilter("ignore", SeededReleaseWarning)  # a seeded release: said above
         conn = dpsql.connect(str(release))
     cur = conn.cursor()
-    # a mid-sized province and municipality (their names are public; picking them by
-    # true size is the script's shortcut, not something an analyst could do)
-    province = truth.execute("SELECT home_province FROM raw GROUP BY ALL ORDER BY "
-                             "count(*) DESC, 1 LIMIT 1 OFFSET 10").fetchone()[0]
-    dest = province_destinations(cur, province)
-    _truth(truth, dest, "home_province = ? AND work_region = ?")
-    print_section(console, f"Where residents of province {province} work (DB-API, a ? "
-                           "parameter)", dest)
-    municipality = truth.execute("SELECT work_municipality FROM raw GROUP BY ALL ORDER BY "
-                                 "count(*) DESC, 1 LIMIT 1 OFFSET 3").fetchone()[0]
-    orig = municipality_origins(cur, municipality)
-    _truth(truth, orig, "work_municipality = ? AND home_province = ?")
-    print_section(console, f"Where the workers of municipality {municipality} live, by "
-                           "home province (DB-API)", orig)
+    # A mid-sized province and municipality (their names are public; picking them by true
+    # size is the script's shortcut, not something an analyst could do). A coarse work
+    # region under a fine home province is one node of the origin tree, a home province
+    # under a fine work municipality one node of the destination tree.
+    breakdowns = []
+    for where, by, offset, section, title in (
+            ("home_province", "work_region", 10, "where residents of {} work",
+             "Where residents of province {} work (DB-API, a ? parameter)"),
+            ("work_municipality", "home_province", 3, "where workers of {} live",
+             "Where the workers of municipality {} live, by home province (DB-API)")):
+        value = truth.execute(f"SELECT {where} FROM raw GROUP BY ALL ORDER BY count(*) "
+                              f"DESC, 1 LIMIT 1 OFFSET {offset}").fetchone()[0]
+        rows = breakdown(cur, section.format(value), by, where, value)
+        _truth(truth, rows, f"{where} = ? AND {by} = ?")
+        print_section(console, title.format(value), rows)
+        breakdowns += rows
     conn.close()
 
     console.print('$ dpsql query commutes.duckdb "SELECT home_region, COUNT(*) ... GROUP BY '
@@ -267,7 +256,7 @@ def run(workdir: Path, rho: float, seed: int | None, console: Console) -> dict:
     console.print(table)
     console.print(f"done in {time.perf_counter() - t0:.1f} s. Every answer came from one "
                   "release: consistent, and free of further privacy cost.")
-    return {"answers": flows + dest + orig + regions, "levels": errors,
+    return {"answers": flows + breakdowns + regions, "levels": errors,
             "commuters": COMMUTERS, "rho": rho}
 
 

@@ -28,24 +28,24 @@ def trips_data(tmp_path_factory) -> Path:
     return write_trips(tmp_path_factory.mktemp("trips"), N_ROWS, seed=7)
 
 
-def _build(base: Path, rho: float, name: str, exact: bool = False) -> Path:
+def _build(base: Path, spec: dict, name: str, seed: int) -> Path:
     from dpsql.release import build_release
     from dpsql.spec import ReleaseSpec
 
-    spec = ReleaseSpec.from_dict(trips_spec(rho, gaussian_tree=not exact), base_dir=base)
     out = base / name
-    build_release(spec, out, seed=11, progress=False)
+    build_release(ReleaseSpec.from_dict(spec, base_dir=base), out, seed=seed, progress=False)
     return out
 
 
 @pytest.fixture(scope="session")
 def trips_release(trips_data) -> Path:
-    return _build(trips_data, 1.0, "trips.duckdb")
+    return _build(trips_data, trips_spec(1.0), "trips.duckdb", seed=11)
 
 
 @pytest.fixture(scope="session")
 def exact_release(trips_data) -> Path:
-    return _build(trips_data, 1e6, "trips_exact.duckdb", exact=True)
+    return _build(trips_data, trips_spec(1e6, gaussian_tree=False), "trips_exact.duckdb",
+                  seed=11)
 
 
 COMMUTES_SHAPE = {"n_regions": 4, "n_provinces": 10, "n_munis": 60, "n_pairs": 900}
@@ -59,21 +59,11 @@ def commutes_data(tmp_path_factory) -> Path:
                           **COMMUTES_SHAPE)
 
 
-def _build_commutes(base: Path, rho: float, name: str) -> Path:
-    from dpsql.release import build_release
-    from dpsql.spec import ReleaseSpec
-
-    out = base / name
-    build_release(ReleaseSpec.from_dict(commutes_spec(rho), base_dir=base), out, seed=13,
-                  progress=False)
-    return out
-
-
 @pytest.fixture(scope="session")
 def commutes_release(commutes_data) -> Path:
-    return _build_commutes(commutes_data, 1.0, "commutes.duckdb")
+    return _build(commutes_data, commutes_spec(1.0), "commutes.duckdb", seed=13)
 
 
 @pytest.fixture(scope="session")
 def commutes_exact(commutes_data) -> Path:
-    return _build_commutes(commutes_data, 1e6, "commutes_exact.duckdb")
+    return _build(commutes_data, commutes_spec(1e6), "commutes_exact.duckdb", seed=13)
