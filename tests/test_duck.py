@@ -353,6 +353,29 @@ def test_node_table_rowid_is_the_node_id(request, fixture):
     c.close()
 
 
+@pytest.mark.parametrize("fixture", ["trips_release", "commutes_release"])
+def test_unordered_node_rows_carry_a_unique_key_per_public_node(request, fixture):
+    """The per-query form of a sparse level for a node-counting model (InfTDA): every
+    public node once, each with its own dp_key, so the bound counts the right nodes."""
+    from dpsql.planner.rewrite_query import dense_nodes_sql
+
+    c = duckdb.connect()
+    duck.attach(c, str(request.getfixturevalue(fixture)))
+    release = duck.catalog_of(c).releases[0]
+    sparse = [v for v in release.views if not v.dense]
+    assert sparse and all(v.model.counts_nodes for v in sparse)
+    for view in sparse:
+        for lv in view.meta.levels:
+            sql = dense_nodes_sql(view, lv.k, release.attributes, release.size)
+            assert "ORDER BY" not in sql and "row_number" not in sql
+            n, keys, total = c.execute(f"SELECT count(*), count(DISTINCT dp_key), "
+                                       f"sum(dp_count) FROM ({sql})").fetchone()
+            assert n == keys == lv.n_nodes, (view.meta.name, lv.k)
+            assert total == c.execute(f"SELECT sum(dp_count) FROM "
+                                      f"{view.node_table(lv.k)}").fetchone()[0]
+    c.close()
+
+
 def test_one_node_per_group_keeps_sql_errors(con):
     # grouped by province alone, region is neither grouped nor aggregated: DuckDB's error
     with pytest.raises(ProgrammingError, match="GROUP BY"):

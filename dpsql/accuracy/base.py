@@ -49,6 +49,10 @@ class ErrorModel(ABC):
     :func:`register`."""
 
     kind: ClassVar[str]
+    counts_nodes: ClassVar[bool] = False
+    """True when :meth:`sum_variance`/:meth:`sum_bound` depend on *how many distinct*
+    node ids they get, not on which nodes: any unique key per node then serves as its
+    id (the planner uses that to read large sparse levels without numbering them)."""
 
     @abstractmethod
     def to_params(self) -> dict[str, Any]:

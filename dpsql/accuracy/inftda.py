@@ -61,6 +61,7 @@ class InfTDAErrorModel(ErrorModel):
     """High-probability L∞ bounds of InfTDA (see the module docstring)."""
 
     kind = "inftda"
+    counts_nodes = True  # a sum's bound depends on its number of nodes only
 
     def __init__(self, sigma2: Sequence[float], level_sizes: Sequence[int],
                  root_sigma2: float | None = None, rounding_slack: float = 0.0) -> None:
