@@ -4,17 +4,19 @@ Every view needs the true count of each non-empty combination of its attributes'
 (its leaves). Views share a source, so all of them are counted in **one scan** with
 ``GROUP BY GROUPING SETS``: one grouping set per distinct set of attributes. Two scans of
 that kind exist, and both live here, so that this module stays the scale-out seam of
-DESIGN (a Spark implementation is the same two GROUP BYs in Spark SQL):
+DESIGN (a Spark implementation is the same GROUP BYs in Spark SQL):
 
 * :func:`count_keys` groups the *source* by raw keys (the raw values of categorical and
   hierarchy columns, an encoded bin for ranges). It is the fast path when rows are their
   own privacy unit: the few distinct keys are then looked up in the public domains and
   checked against the policies, weighted by their counts, instead of every row.
 * :func:`count_codes` groups already coded rows (``c_<attr>`` columns): the path when a
-  privacy-unit column forces row-level contribution bounding first, or when a dropped
-  row must vanish from views that do not group by the attribute that dropped it.
+  dropped row must vanish from views that do not group by the attribute that dropped it.
+* :func:`count_bounded` is :func:`count_codes` after contribution bounding, when a
+  privacy-unit column forces it: one aggregate by unit keeps each unit's rows of least
+  key, then the same ``GROUPING SETS`` scan counts them.
 
-Both feed the temporary table ``dpsql_leaves(dpsql_set, c_<attr>..., n)``; a view reads
+All feed the temporary table ``dpsql_leaves(dpsql_set, c_<attr>..., n)``; a view reads
 its leaves back with :func:`leaf_counts`. ``dpsql_set`` names the attribute set
 (:func:`set_key`), so views over the same attributes share one grouping set.
 """
@@ -84,6 +86,70 @@ def count_codes(con: duckdb.DuckDBPyConnection, relation: str,
         f"SELECT {label}, {', '.join(cols)}, n FROM ("
         f"SELECT {', '.join(cols)}, count(*)::BIGINT AS n, GROUPING({', '.join(cols)}) AS g "
         f"FROM {relation} GROUP BY GROUPING SETS ({grouped}))")
+
+
+# A unit's kept codes ride in the low bits of its rows' keys when they need at most this
+# many bits: the key keeps >= 40 random bits, so two rows of a unit of k rows tie (and are
+# ordered by their codes instead) with probability below k²·2⁻⁴¹.
+PAYLOAD_BITS = 24
+
+
+def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dict[str, int],
+                  sets: Sequence[Sequence[str]], max_rows: int) -> int:
+    """Keep each unit's ``max_rows`` rows of least key, then count them as
+    :func:`count_codes` does. Returns the number of rows before bounding.
+
+    ``relation`` holds coded rows: ``c_<attr>`` (a code in ``[0, code_sizes[attr])``),
+    ``dpsql_unit`` (NULL is one unit, as in GROUP BY) and ``dpsql_key`` (a UBIGINT,
+    distinct per row; the caller makes it a salted random order). One hash aggregate by
+    unit keeps the codes of those rows in a bounded heap per unit, so at most m rows per
+    unit survive by construction. The codes travel packed into one integer (mixed
+    radix, :func:`_pack_codes`):
+
+    * up to :data:`PAYLOAD_BITS` bits: in the low bits of the key itself, and the
+      aggregate is ``min(key_with_codes, m)`` (``min`` for m = 1), DuckDB's cheapest;
+    * up to 63 bits: ``arg_min(codes, key, m)``; beyond: the same over a struct.
+
+    A ``row_number() OVER (PARTITION BY unit ORDER BY key) <= m`` filter keeps the same
+    rows, but DuckDB runs it as a top-n aggregate over whole rows (a struct) and a join
+    back: several times the time and memory. In Spark the same step is a
+    ``groupBy(unit)`` aggregate ahead of the GROUPING SETS."""
+    m = int(max_rows)
+    packed, decode, bits = _pack_codes(code_sizes)
+    top = "" if m == 1 else f", {m}"
+    if bits <= PAYLOAD_BITS:
+        mask = (1 << bits) - 1
+        choose = f"min((dpsql_key >> {bits} << {bits}) | ({packed})::UBIGINT{top})"
+        code = f"(dpsql_x & {mask})::BIGINT"
+    else:
+        choose = f"arg_min({packed}, dpsql_key{top})"
+        code = "dpsql_x"
+    con.execute(f"CREATE TEMP TABLE dpsql_units AS SELECT count(*) AS k, {choose} AS "
+                f"dpsql_kept FROM {relation} GROUP BY dpsql_unit")
+    rows = int(con.execute("SELECT coalesce(sum(k), 0) FROM dpsql_units").fetchall()[0][0])
+    kept = "dpsql_kept" if m == 1 else "unnest(dpsql_kept)"
+    con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {decode} FROM (SELECT {code} AS "
+                f"dpsql_p FROM (SELECT {kept} AS dpsql_x FROM dpsql_units))")
+    count_codes(con, "dpsql_rows", sets)
+    return rows
+
+
+def _pack_codes(code_sizes: dict[str, int]) -> tuple[str, str, int]:
+    """SQL packing the ``c_<attr>`` columns into one value ``dpsql_p``, the select list
+    unpacking them, and the bits the packed value needs (64 or more: a struct)."""
+    attrs = sorted(code_sizes)
+    strides, span = {}, 1
+    for a in attrs:
+        strides[a] = span
+        span *= max(1, int(code_sizes[a]))
+    bits = (span - 1).bit_length()
+    if bits > 63:
+        return ("struct_pack(" + ", ".join(f"c_{a} := c_{a}" for a in attrs) + ")",
+                ", ".join(f"dpsql_p.c_{a} AS c_{a}" for a in attrs), bits)
+    packed = " + ".join(f"c_{a} * {strides[a]}" for a in attrs)
+    decode = ", ".join(f"(dpsql_p // {strides[a]}) % {max(1, int(code_sizes[a]))} AS c_{a}"
+                       for a in attrs)
+    return packed, decode, bits
 
 
 def leaf_counts(con: duckdb.DuckDBPyConnection, attributes: Sequence[str]) -> pa.Table:

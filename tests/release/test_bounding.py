@@ -4,6 +4,8 @@ are kept is a random choice drawn from the release's salt, not a function of the
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import combinations
 from pathlib import Path
 
 import duckdb
@@ -67,8 +69,23 @@ def _leaves(spec: ReleaseSpec, salt: int) -> tuple[dict, ingest_module.IngestRep
     return got, report
 
 
+@pytest.fixture(params=["codes_in_key", "arg_min", "struct"])
+def bounding_path(request, monkeypatch):
+    """Each way :func:`counts.count_bounded` can carry the kept codes: in the low bits of
+    the key (small domains), as a packed BIGINT, or as a struct (domains too large to
+    pack). Forced by shrinking the payload bits or inflating the code bounds."""
+    if request.param == "arg_min" and hasattr(counts, "PAYLOAD_BITS"):
+        monkeypatch.setattr(counts, "PAYLOAD_BITS", 0)
+    if request.param == "struct" and hasattr(ingest_module, "_code_sizes"):
+        real = ingest_module._code_sizes
+        monkeypatch.setattr(ingest_module, "_code_sizes",
+                            lambda *a: {k: v << 30 for k, v in real(*a).items()})
+    return request.param
+
+
 @pytest.mark.parametrize("max_rows", [1, 2, 5])
-def test_no_unit_contributes_more_than_max_rows_to_any_count(tmp_path, max_rows):
+def test_no_unit_contributes_more_than_max_rows_to_any_count(tmp_path, max_rows,
+                                                             bounding_path):
     table, sizes = _units_table(seed=max_rows)
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, len(sizes), max_rows)
@@ -101,7 +118,7 @@ def test_no_unit_contributes_more_than_max_rows_to_any_count(tmp_path, max_rows)
         in report.actions
 
 
-def test_the_choice_is_drawn_from_the_salt(tmp_path):
+def test_the_choice_is_drawn_from_the_salt(tmp_path, bounding_path):
     table, sizes = _units_table(seed=7)
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, len(sizes), 2)
@@ -127,3 +144,104 @@ def test_every_row_of_a_unit_can_be_the_one_kept(tmp_path):
         assert sum(got["who_dist"].values()) == 1
         kept |= {d for (_, d) in got["who_dist"]}
     assert kept == set(range(BINS))
+
+
+# --------------------------------------------------------------------------------------
+# Uniformity: every set of max_rows of a unit's rows is equally likely to be kept
+# --------------------------------------------------------------------------------------
+
+UNITS = 3000
+
+
+def _layout_table(bins_per_unit: list[int], seed: int) -> pa.Table:
+    """UNITS units, each with one row in each of ``bins_per_unit`` (a repeated bin is two
+    identical rows) and its own category ``who``, so that the counts per (who, bin) say
+    which rows each unit kept. Shuffled through the file."""
+    g = np.random.default_rng(seed)
+    unit = np.repeat(np.arange(UNITS), len(bins_per_unit))
+    dist = np.tile(np.asarray(bins_per_unit, dtype=float) + 0.5, UNITS)
+    order = g.permutation(unit.size)
+    return pa.table({"uid": unit[order], "who": [f"u{u}" for u in unit[order]],
+                     "distance": dist[order]})
+
+
+def _kept_sets(tmp_path: Path, table: pa.Table, max_rows: int, salt: int) -> Counter:
+    """How many units kept each multiset of bins."""
+    pq.write_table(table, tmp_path / "t.parquet")
+    spec = ReleaseSpec.from_dict({
+        "name": "uniform", "source": "t.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": 1}, "privacy_unit": {"column": "uid", "max_rows": max_rows},
+        "attributes": {
+            "who": {"kind": "categorical", "domain": [f"u{u}" for u in range(UNITS)]},
+            "distance": {"kind": "range", "lower": 0, "upper": BINS, "bins": BINS}},
+        "views": [{"name": "d", "levels": ["who", "distance"]}],
+    }, base_dir=tmp_path)
+    con = duckdb.connect()
+    ingest(spec, con, salt=salt)
+    rows = con.execute("SELECT c_who, c_distance, n FROM dpsql_leaves").fetchall()
+    return _sets_of(rows)
+
+
+def _sets_of(rows) -> Counter:
+    per_unit: dict[int, list[int]] = {}
+    for u, b, n in rows:
+        per_unit.setdefault(u, []).extend([b] * n)
+    return Counter(tuple(sorted(bins)) for bins in per_unit.values())
+
+
+def _chances(bins: list[int], max_rows: int) -> dict[tuple[int, ...], float]:
+    """The chance of each kept multiset of bins when every max_rows-subset of the rows
+    is equally likely."""
+    subsets = Counter(tuple(sorted(bins[i] for i in c))
+                      for c in combinations(range(len(bins)), max_rows))
+    total = sum(subsets.values())
+    return {k: v / total for k, v in subsets.items()}
+
+
+def _worst_z(kept: Counter, chances: dict[tuple[int, ...], float]) -> float:
+    """The largest |z| over the possible kept sets: each unit keeps set s with chance
+    ``chances[s]``, independently of the others (a binomial count)."""
+    assert set(kept) <= set(chances), kept  # never a set that is not max_rows rows
+    return max(abs(kept[s] - UNITS * p) / np.sqrt(UNITS * p * (1 - p))
+               for s, p in chances.items())
+
+
+# (bins of each unit's rows, max_rows)
+LAYOUTS = {
+    "three_rows_keep_one": ([0, 1, 2], 1),
+    "a_repeated_row_is_two_chances": ([0, 0, 1], 1),
+    "three_rows_keep_two": ([0, 1, 2], 2),
+    "four_rows_keep_two": ([0, 1, 2, 3], 2),
+    "four_rows_two_alike_keep_two": ([0, 0, 1, 2], 2),
+}
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_set_of_max_rows_rows_is_equally_likely(tmp_path, layout, bounding_path):
+    # Within 5 standard errors, for two salts. Which rows a unit keeps must not depend
+    # on their values: identical rows are two chances, and rows that differ only in
+    # their last code are as likely as any others.
+    bins, max_rows = LAYOUTS[layout]
+    for salt in (11, 2**61 + 5):
+        kept = _kept_sets(tmp_path, _layout_table(bins, seed=salt % 97), max_rows, salt)
+        assert sum(kept.values()) == UNITS
+        assert _worst_z(kept, _chances(bins, max_rows)) < 5, kept
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_uniformity_check_rejects_a_salted_hash_of_values(layout):
+    # Power check: the same criterion fails on the choice that a salted hash of the unit
+    # and the row's codes makes (dpsql's choice until this test was written). DuckDB
+    # hashes several arguments by XOR-ing their hashes, so the salt cannot reorder rows
+    # that differ in the last code alone, and identical rows share one key.
+    bins, max_rows = LAYOUTS[layout]
+    con = duckdb.connect()
+    con.register("t", _layout_table(bins, seed=3))
+    rows = con.execute(
+        f"SELECT uid, b, count(*) FROM (SELECT uid, floor(distance)::BIGINT AS b, "
+        f"row_number() OVER (PARTITION BY uid ORDER BY hash(11, uid, uid, "
+        f"floor(distance)::BIGINT)) AS r FROM t) WHERE r <= {max_rows} GROUP BY ALL"
+    ).fetchall()
+    assert _worst_z(_sets_of(rows), _chances(bins, max_rows)) > 5
