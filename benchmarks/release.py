@@ -26,8 +26,9 @@ Every run is a fresh subprocess (cold DuckDB, own peak RSS), the reference and t
 release interleaved so that drift on a shared machine hits both alike; each time is the
 minimum over the repetitions. The release is also timed with its progress bar on (a
 forced terminal, output discarded) to show that the bar costs nothing measurable.
-``--profile`` adds a pyinstrument profile of one release (``results/release_profile.txt``)
-and DuckDB's EXPLAIN ANALYZE of the counting scan (needs the ``bench`` extra).
+``--profile`` adds a pyinstrument profile of one release and of one unit-column release
+(``results/release_profile.txt``) and DuckDB's EXPLAIN ANALYZE of the counting scan (needs
+the ``bench`` extra).
 """
 
 from __future__ import annotations
@@ -211,6 +212,12 @@ def _profile(base: Path) -> dict:
     build_release(spec, base / "prof.duckdb", progress=False)
     profiler.stop()
     text = profiler.output_text(unicode=False, color=False)
+    units = Profiler(interval=0.001)
+    units.start()
+    build_release(ReleaseSpec.from_toml(base / "spec_units.toml"), base / "prof.duckdb",
+                  progress=False)
+    units.stop()
+    text_units = units.output_text(unicode=False, color=False)
     key = range_key(spec.attributes["distance"], '"distance"')
     scan = (f"SELECT region, province, city, k, count(*) FROM (SELECT region, province, city, "
             f"{key} AS k FROM '{base / 'big.parquet'}') "
@@ -220,9 +227,11 @@ def _profile(base: Path) -> dict:
     plan = con.execute("EXPLAIN ANALYZE " + scan).fetchall()[0][1]
     path = Path(__file__).resolve().parent / "results" / "release_profile.txt"
     path.write_text(f"pyinstrument, one release\n\n{text}\n\nEXPLAIN ANALYZE of the counting "
-                    f"scan\n\n{scan}\n\n{plan}\n")
+                    f"scan\n\n{scan}\n\n{plan}\n\npyinstrument, one release with the unit "
+                    f"column (max_rows = {MAX_ROWS})\n\n{text_units}\n")
     return {"profile_file": str(path.relative_to(Path(__file__).resolve().parents[1])),
-            "profiled_release_seconds": profiler.last_session.duration}
+            "profiled_release_seconds": profiler.last_session.duration,
+            "profiled_unit_release_seconds": units.last_session.duration}
 
 
 def _unit_result(rows: int, runs: dict, best: dict) -> dict:
