@@ -94,15 +94,40 @@ def count_codes(con: duckdb.DuckDBPyConnection, relation: str,
 PAYLOAD_BITS = 24
 
 
-def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dict[str, int],
-                  sets: Sequence[Sequence[str]], max_rows: int) -> int:
-    """Keep each unit's ``max_rows`` rows of least key, then count them as
-    :func:`count_codes` does. Returns the number of rows before bounding.
+def bounding_key(salt: int, payload: str) -> str:
+    """The SQL key by which a unit keeps its rows (the ``max_rows`` of least key), over
+    the columns ``dpsql_unit``, ``payload`` (the row's codes as one UBIGINT) and
+    ``dpsql_occ`` (0, 1, ... among the unit's rows with those same codes).
 
-    ``relation`` holds coded rows: ``c_<attr>`` (a code in ``[0, code_sizes[attr])``),
-    ``dpsql_unit`` (NULL is one unit, as in GROUP BY) and ``dpsql_key`` (a UBIGINT,
-    distinct per row; the caller makes it a salted random order). One hash aggregate by
-    unit keeps the codes of those rows in a bounded heap per unit, so at most m rows per
+    **It depends on the unit's own rows only** (and the salt): adding or removing
+    another unit's rows, or reordering the source, never changes which of this unit's
+    rows are kept. That is what makes bounding a stable transformation, so a unit moves
+    at most ``max_rows`` rows of the counts for *every* salt, and the sensitivity of
+    DESIGN privacy rule 2 holds without any assumption on the hash. (A key of the row's
+    position in the source would not do: another unit's rows shift the positions.)
+
+    The key chains DuckDB's 64-bit ``hash`` (for an integer, the murmur3 finaliser, a
+    bijection) one input at a time: h(h(h(h(unit) ⊕ salt) ⊕ payload) ⊕ occ). So the salt
+    goes in before the mixing, rows with different codes get different keys, and
+    identical rows get different keys through ``dpsql_occ`` (two identical rows are two
+    chances to be kept). For a secret salt every set of ``max_rows`` of a unit's rows is
+    then equally likely (``tests/release/test_bounding.py`` checks it). ``hash(a, b, c)``
+    would not do: DuckDB combines the hashes of several arguments by XOR, so the salt
+    would only XOR every key with one constant."""
+    unit = f"hash(xor(hash(dpsql_unit), {int(salt)}::UBIGINT))"
+    return f"hash(xor(hash(xor({unit}, {payload})), dpsql_occ::UBIGINT))"
+
+
+def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dict[str, int],
+                  sets: Sequence[Sequence[str]], max_rows: int, salt: int) -> int:
+    """Keep each unit's ``max_rows`` rows of least :func:`bounding_key`, then count them
+    as :func:`count_codes` does. Returns the number of rows before bounding.
+
+    ``relation`` holds coded rows: ``c_<attr>`` (a code in ``[0, code_sizes[attr])``)
+    and ``dpsql_unit`` (NULL is one unit, as in GROUP BY). Identical rows of a unit are
+    first counted (one hash aggregate by unit and codes) and expanded again with their
+    occurrence number, which the key needs. One hash aggregate by unit then keeps the
+    codes of the rows of least key in a bounded heap per unit, so at most m rows per
     unit survive by construction. The codes travel packed into one integer (mixed
     radix, :func:`_pack_codes`):
 
@@ -116,6 +141,14 @@ def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dic
     ``groupBy(unit)`` aggregate ahead of the GROUPING SETS."""
     m = int(max_rows)
     packed, decode, bits = _pack_codes(code_sizes)
+    codes = ", ".join(f"c_{a}" for a in sorted(code_sizes))
+    payload = f"({packed})::UBIGINT" if bits <= 63 else f"hash({packed})"
+    con.execute(
+        f"CREATE TEMP VIEW dpsql_keyed AS SELECT *, {bounding_key(salt, 'dpsql_pay')} AS "
+        f"dpsql_key FROM (SELECT {codes}, dpsql_unit, {payload} AS dpsql_pay, "
+        f"unnest(range(dpsql_n)) AS dpsql_occ FROM (SELECT {codes}, dpsql_unit, count(*) "
+        f"AS dpsql_n FROM {relation} GROUP BY ALL))")
+    relation = "dpsql_keyed"
     top = "" if m == 1 else f", {m}"
     if bits <= PAYLOAD_BITS:
         mask = (1 << bits) - 1

@@ -17,9 +17,9 @@ Two paths, chosen by the privacy unit; both give the same counts and the same re
   table). That second read assumes a deterministic source (a file, a table, or a query
   without ``random()``/``SAMPLE``); it re-applies every validity check on its own rows.
 * **A unit column**: rows must be seen one by one to keep at most ``max_rows`` per unit
-  (privacy rule 2), so the coded rows are materialised once, with their position in the
-  source; one aggregate by unit keeps each unit's rows of least salted key
-  (:func:`row_key`, a uniform random choice), and they are counted in one
+  (privacy rule 2), so the coded rows are materialised once; one aggregate by unit keeps
+  each unit's rows of least salted key (:func:`counts.bounding_key`: a uniform random
+  choice that depends on the unit's own rows only), and they are counted in one
   ``GROUPING SETS`` scan (:func:`counts.count_bounded`).
 
 What the policies did (rows dropped, clamped, bounded away) is reported to the curator in
@@ -312,10 +312,8 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
 def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: str | None,
                       table: bool) -> None:
     """``dpsql_looked_up``: per source row, ``n_<a>`` (NULL flag) and ``c_<a>`` (domain
-    code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE). With a unit
-    column, also ``dpsql_unit`` and ``dpsql_pos``, the row's position in the source as
-    read (0, 1, ...). It is numbered before the lookups: their joins do not keep the
-    source's order, so a table's rowid would vary from run to run."""
+    code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE), and with a
+    unit column ``dpsql_unit``."""
     selects, joins = [], []
     for attr in used:
         refs = {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns}
@@ -327,15 +325,11 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: s
         sel, join = _lookup(attr, refs)
         selects += sel
         joins.append(join)
-    source = "dpsql_src"
     if unit_column is not None:
-        selects += [f"dpsql_src.{quote_ident(unit_column)} AS dpsql_unit", "dpsql_pos"]
-        needed = dict.fromkeys([c for a in used for c in a.columns] + [unit_column])
-        source = (f"(SELECT {', '.join(quote_ident(c) for c in needed)}, "
-                  "row_number() OVER () - 1 AS dpsql_pos FROM dpsql_src) AS dpsql_src")
+        selects.append(f"dpsql_src.{quote_ident(unit_column)} AS dpsql_unit")
     kind = "TABLE" if table else "VIEW"
     con.execute(f"CREATE TEMP {kind} dpsql_looked_up AS SELECT {', '.join(selects)} "
-                f"FROM {source} {' '.join(joins)}")
+                f"FROM dpsql_src {' '.join(joins)}")
 
 
 def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
@@ -364,31 +358,6 @@ def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
     return code_cols, conds
 
 
-def row_key(position: str, salt: int) -> str:
-    """The SQL order key of contribution bounding for the row at ``position``.
-
-    A unit keeps its ``max_rows`` rows of smallest key. The key is DuckDB's 64-bit
-    ``hash`` of the position XOR the salt. For a BIGINT that hash is the murmur3
-    finaliser, a bijection, so keys are distinct (no ties); and the salt goes in *before*
-    the mixing, so for a secret salt the keys of one unit's rows behave as independent
-    uniform draws and every set of ``max_rows`` of its rows is equally likely to be kept
-    (``tests/release/test_bounding.py`` checks this). Two forms that look equivalent are
-    not:
-
-    * ``hash(salt, position)`` (or any salted hash of several values): DuckDB hashes each
-      argument and combines them by XOR, so the salt only XORs every key of the release
-      with one constant. The order then follows the bits of ``hash(position)`` alone (a
-      binary trie): of three rows, one is first half of the time.
-    * hashing the row's *values* instead of its position: identical rows get one key, so
-      a unit with rows (A, A, B) keeps B half of the time instead of a third, and the
-      last hashed value suffers the XOR problem above.
-
-    The position is the row's place in the source as read (``dpsql_pos``), so a seeded
-    build is reproducible on a source with a stable row order (a file, a table, a query
-    with ORDER BY)."""
-    return f"hash(xor({position}, {int(salt)}))"
-
-
 def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
                     sets: list[tuple[str, ...]], salt: int, code_sizes: dict[str, int]
                     ) -> IngestReport:
@@ -402,12 +371,11 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         aggs += _stats_sql(attr, "TRUE", "1")
     policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report)
     code_cols, conds = _row_codes(used, policy, strict=False)
-    con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit, "
-                f"{row_key('dpsql_pos', salt)} AS dpsql_key FROM dpsql_looked_up "
-                f"WHERE {' AND '.join(conds) or 'TRUE'}")
+    con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
+                f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
     # Privacy rule 2: each unit keeps at most max_rows rows, a uniform random choice
-    # keyed by the salt (drawn from the release RNG): its rows of least row_key.
-    kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows)
+    # keyed by the salt (drawn from the release RNG) and by the unit's own rows only.
+    kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt)
     report.rows_used = counts.total_rows(con, sets[0])
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
                kept - report.rows_used)

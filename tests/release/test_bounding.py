@@ -130,6 +130,32 @@ def test_the_choice_is_drawn_from_the_salt(tmp_path, bounding_path):
         assert r["who"] == {(u,): int(min(k, 2)) for u, k in enumerate(sizes)}
 
 
+def test_a_units_kept_rows_depend_on_its_own_rows_only(tmp_path, bounding_path):
+    """Bounding is a stable transformation: for one salt, adding another unit's rows
+    (anywhere in the file) or reordering the source never changes which rows of this
+    unit are kept. Otherwise one person joining could move every other person's counts,
+    and the sensitivity of privacy rule 2 would rest on the hash behaving randomly. A key
+    of the row's position in the source fails this test."""
+    table, sizes = _units_table(seed=3, n_units=80)
+    more, _ = _units_table(seed=4, n_units=40)
+    # the newcomers are units 80..119 (category u80..u119; none is NULL, which would be
+    # the same unit as this table's NULL unit)
+    uid = pa.array(more.column("uid").fill_null(39).to_numpy() + 80)
+    more = more.set_column(0, "uid", uid).set_column(
+        1, "who", pa.array([f"u{int(w[1:]) + 80}" for w in more.column("who").to_pylist()]))
+    both = pa.concat_tables([more.slice(0, 500), table, more.slice(500)])
+    runs = {}
+    for name, t in (("alone", table), ("with_others", both), ("reversed", table.take(
+            np.arange(table.num_rows)[::-1]))):
+        base = tmp_path / name
+        base.mkdir()
+        pq.write_table(t, base / "t.parquet")
+        got, _ = _leaves(_spec(base, 120, 2), salt=99)
+        runs[name] = {k: n for k, n in got["who_dist"].items() if k[0] < 80}
+    assert runs["alone"] == runs["with_others"] == runs["reversed"]
+    assert sum(runs["alone"].values()) == int(np.minimum(sizes, 2).sum())
+
+
 def test_every_row_of_a_unit_can_be_the_one_kept(tmp_path):
     # One unit with a row in each distance bin, max_rows = 1: over 60 salts each bin is
     # kept at least once (a bin is missed with probability about 8·(7/8)^60 = 3e-3;

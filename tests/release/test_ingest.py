@@ -251,9 +251,10 @@ print(sorted(m for m in ("pandas", "dpsql.planner", "dpsql.dbapi") if m in sys.m
 @pytest.mark.parametrize("max_rows", [1, 3, 40])
 def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
     # Units of every size (and NULL, which is one unit): the rows kept must be exactly
-    # those of ranking every unit's rows by the salted hash of their position in the
-    # source (row_number() over the unit, as privacy rule 2 states it), whatever the
-    # builder's plan.
+    # those of ranking every unit's rows by counts.bounding_key (row_number() over the
+    # unit, as privacy rule 2 states it), whatever the builder's plan.
+    from dpsql.release.ingest import _code_sizes
+
     table = _messy(3000, 7, nan=False)
     g = np.random.default_rng(8)
     uid = g.zipf(1.6, table.num_rows) % 200
@@ -264,23 +265,28 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
         "column": "uid", "max_rows": max_rows}}, base_dir=tmp_path)
     got, report = _ingested(spec)
     _, facts = _oracle(table, spec)
-    used = [a for a in spec.attributes if a in facts["codes"]]  # the builder's hash order
+    used = [a for a in spec.attributes if a in facts["codes"]]
     con = duckdb.connect()
     con.register("coded", {**{f"c_{a}": facts["codes"][a] for a in used},
-                           "u": uid[facts["keep"]].astype(np.float64),
-                           "pos": np.flatnonzero(facts["keep"])})
+                           "u": uid[facts["keep"]].astype(np.float64)})
     con.execute("CREATE TABLE coded2 AS SELECT * EXCLUDE (u), "
                 "CASE WHEN isnan(u) THEN NULL ELSE u::BIGINT END AS dpsql_unit FROM coded")
     nulls = table.column("uid").is_null().to_numpy(zero_copy_only=False)[facts["keep"]]
     con.execute("UPDATE coded2 SET dpsql_unit = NULL WHERE rowid IN (SELECT unnest(?))",
                 [np.flatnonzero(nulls).tolist()])
+    packed, _, bits = counts._pack_codes(_code_sizes([spec.attributes[a] for a in used], {}))
+    assert bits <= 63
+    codes = ", ".join(f"c_{a}" for a in used)
+    key = counts.bounding_key(1, "dpsql_pay")  # the salt _ingested uses
+    con.execute(f"CREATE TABLE ranked AS SELECT *, row_number() OVER (PARTITION BY "
+                f"dpsql_unit ORDER BY {key}) AS r FROM (SELECT *, ({packed})::UBIGINT AS "
+                f"dpsql_pay, row_number() OVER (PARTITION BY dpsql_unit, {codes}) - 1 AS "
+                "dpsql_occ FROM coded2)")
     want = {}
     for s in attribute_sets(spec):
         cols = ", ".join(f"c_{a}" for a in s)
-        rows = con.execute(
-            f"SELECT {cols}, count(*) FROM (SELECT *, row_number() OVER (PARTITION BY "
-            f"dpsql_unit ORDER BY hash(xor(pos, 1))) AS r FROM coded2) "
-            f"WHERE r <= {max_rows} GROUP BY ALL").fetchall()
+        rows = con.execute(f"SELECT {cols}, count(*) FROM ranked WHERE r <= {max_rows} "
+                           "GROUP BY ALL").fetchall()
         want[counts.set_key(s)] = {tuple(r[:-1]): r[-1] for r in rows}
     assert got == want
     heavy = sum(max(0, k - max_rows) for k in np.unique(
