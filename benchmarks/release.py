@@ -150,18 +150,23 @@ REFERENCES = {
 }
 
 # The unit-column reference: at most MAX_ROWS rows per person, the first in the order of a
-# salted hash of the row number (the release draws its salt; any fixed one costs the same).
-UNIT_KEY = "hash(xor(file_row_number, 8817263544019))"
-UNIT_ROWS = f"read_parquet('{{p}}', file_row_number = true)"
+# salted key of the person's own rows (the release draws its salt; any fixed one costs the
+# same): identical rows of a person counted, expanded again with their occurrence number,
+# and keyed by person, row and occurrence, as counts.bounding_key does (a stable choice:
+# another person's rows never change it).
+UNIT_KEY = ("hash(xor(hash(xor(hash(xor(hash(person_id), 8817263544019::UBIGINT)), "
+            "hash(region, province, city, b))), occ::UBIGINT))")
+UNIT_ROWS = (f"(SELECT *, unnest(range(n)) AS occ FROM (SELECT person_id, region, province, "
+             f"city, {BIN} AS b, count(*) AS n FROM '{{p}}' GROUP BY ALL))")
 UNIT_REFERENCES = {
     "window": [
         f"SELECT region, province, city, b, count(*) FROM (SELECT region, province, city, "
-        f"{BIN} AS b FROM {UNIT_ROWS} QUALIFY row_number() OVER (PARTITION BY person_id "
+        f"b FROM {UNIT_ROWS} QUALIFY row_number() OVER (PARTITION BY person_id "
         f"ORDER BY {UNIT_KEY}) <= {MAX_ROWS}) "
         "GROUP BY GROUPING SETS ((region, province, city), (b))"],
     "top_n_aggregate": [
         f"SELECT r.region, r.province, r.city, r.b, count(*) FROM (SELECT unnest(arg_min("
-        f"struct_pack(region := region, province := province, city := city, b := {BIN}), "
+        f"struct_pack(region := region, province := province, city := city, b := b), "
         f"{UNIT_KEY}, {MAX_ROWS})) AS r FROM {UNIT_ROWS} GROUP BY person_id) "
         "GROUP BY GROUPING SETS ((r.region, r.province, r.city), (r.b))"],
 }

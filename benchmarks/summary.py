@@ -134,8 +134,8 @@ ROWS: list[Row] = [
         path("peak_rss_mb_release"), "MB", LOWER,
         target_json=path("targets", "peak_rss_mb_release")),
     Row("release", "the same release with a unit column (2M people, at most 3 random rows "
-        "each): time", "plain DuckDB: each person's 3 rows of least salted hash, then the "
-        "same `GROUP BY`s (faster of two forms)", path("unit_column", "ratio_release_vs_bare"),
+        "each): time", "plain DuckDB: each person's 3 rows of least salted key of their own "
+        "rows, then the same `GROUP BY`s (faster of two forms)", path("unit_column", "ratio_release_vs_bare"),
         "×", LOWER, target_json=path("unit_column", "targets", "ratio_release_vs_bare")),
     Row("release", "the same with a unit column: peak memory", "none (absolute)",
         path("unit_column", "peak_rss_mb_release"), "MB", LOWER,
