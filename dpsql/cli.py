@@ -1,4 +1,4 @@
-"""The ``dpsql`` command line: release, inspect, query, report, serve, demo.
+"""The ``dpsql`` command line: release, inspect, query, report, serve, passwd, demo.
 
 Every command returns an exit status: 0 on success, 1 for a dpsql error (the message is
 printed without a traceback), 2 for bad usage.
@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dpsql import __version__
-from dpsql.errors import Error
+from dpsql.errors import Error, ProgrammingError
 
 
 def _console() -> Console:
@@ -244,7 +244,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     import warnings
 
     from dpsql.dbapi import SeededReleaseWarning, connect
-    from dpsql.errors import ProgrammingError
 
     out = _console()
     err = Console(stderr=True, highlight=False)
@@ -331,7 +330,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import warnings
 
     from dpsql.dbapi import SeededReleaseWarning
-    from dpsql.server import serve
+    from dpsql.server import UnencryptedServerWarning, serve
 
     err = Console(stderr=True, highlight=False, soft_wrap=True)
     if args.verbose:
@@ -339,20 +338,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         logging.getLogger("buenavista").setLevel(logging.WARNING)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SeededReleaseWarning)
+        warnings.simplefilter("always", UnencryptedServerWarning)
         server = serve(args.release, host=args.host, port=args.port,
                        password_file=args.password_file,
                        max_connections=args.max_connections,
                        statement_timeout=args.statement_timeout,
-                       memory_limit=args.memory_limit)
+                       memory_limit=args.memory_limit, auth=args.auth,
+                       tls_cert=args.tls_cert, tls_key=args.tls_key)
     if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
         err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
                                 "private (tests and demos only)"))
+    for w in caught:
+        if issubclass(w.category, UnencryptedServerWarning):
+            err.print(Text.assemble(("warning: ", "bold yellow"), str(w.message)))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    auth = "password required" if args.password_file else "no password (loopback only)"
-    print(f"dpsql serve: {server.url} ({auth}; read-only; no TLS)", flush=True)
-    print(f"  psql -h {server.host} -p {server.port} -d {server.database}    "
+    auth = f"password required, {server.auth}" if server.auth else \
+        "no password (loopback only)"
+    tls = "TLS required" if server.tls else "no TLS"
+    print(f"dpsql serve: {server.url} ({auth}; {tls}; read-only)", flush=True)
+    ssl = " sslmode=require" if server.tls else ""
+    print(f"  psql \"host={server.host} port={server.port} dbname={server.database}{ssl}\"    "
           "Ctrl-C or SIGTERM stops the server", flush=True)
     try:
         while not stop.wait(0.5):
@@ -360,6 +367,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.stop()
     err.print("dpsql serve: stopped")
+    return 0
+
+
+def cmd_passwd(args: argparse.Namespace) -> int:
+    """Prompt twice (or read one line from a pipe) and write the verifier."""
+    import getpass
+
+    from dpsql.server import write_verifier
+
+    if sys.stdin.isatty():
+        password = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != password:
+            raise ProgrammingError("the two passwords differ; nothing written")
+    else:
+        password = sys.stdin.readline().rstrip("\r\n")
+    write_verifier(args.file, password)
+    _console().print(f"wrote a SCRAM-SHA-256 verifier to {args.file} (mode 600): "
+                     f"dpsql serve RELEASE --password-file {args.file}")
     return 0
 
 
@@ -417,8 +442,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=os.environ.get("DPSQL_PORT", "5433"),
                    help="TCP port (default 5433, env DPSQL_PORT; 0 picks a free port)")
     p.add_argument("--password-file", default=os.environ.get("DPSQL_PASSWORD_FILE"),
-                   metavar="FILE", help="require this password (first line of FILE, mode "
-                                        "600; env DPSQL_PASSWORD_FILE)")
+                   metavar="FILE", help="require this password: the first line of FILE, "
+                                        "mode 600, is the password or a SCRAM verifier "
+                                        "from `dpsql passwd` (env DPSQL_PASSWORD_FILE)")
+    p.add_argument("--auth", choices=("scram-sha-256", "md5"), default="scram-sha-256",
+                   help="how the password is checked (default scram-sha-256; md5 only for "
+                        "clients that predate SCRAM)")
+    p.add_argument("--tls-cert", default=os.environ.get("DPSQL_TLS_CERT"), metavar="FILE",
+                   help="serve TLS with this PEM certificate (chain), and require it of "
+                        "every client (env DPSQL_TLS_CERT)")
+    p.add_argument("--tls-key", default=os.environ.get("DPSQL_TLS_KEY"), metavar="FILE",
+                   help="the PEM private key of --tls-cert, mode 600 (default: inside the "
+                        "certificate file; env DPSQL_TLS_KEY)")
     p.add_argument("--max-connections", type=int, default=64, metavar="N",
                    help="serve at most N clients at once, those still authenticating "
                         "included (default 64); the next get SQLSTATE 53300")
@@ -433,6 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every statement and where it was routed (stderr)")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("passwd", help="write a SCRAM verifier of a password for `dpsql serve "
+                                      "--password-file` (no password is stored)")
+    p.add_argument("file", help="the file to create (mode 600; never overwritten)")
+    p.set_defaults(func=cmd_passwd)
 
     p = sub.add_parser("demo", help="build a release of synthetic trips and query it")
     p.add_argument("--workdir", default=None, help="where to write the demo files "

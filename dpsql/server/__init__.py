@@ -25,17 +25,26 @@ Security decisions:
   reconfigured (``enable_external_access = false``, ``lock_configuration = true``).
 * Loopback by default. Listening on any other address needs a password file; without one
   :func:`serve` refuses (and ``dpsql serve`` exits with status 1 and says why).
-* Password authentication is PostgreSQL's MD5 challenge (what buenavista implements),
-  checked in constant time. There is no TLS: use loopback, or an SSH tunnel
-  (``ssh -L 5433:127.0.0.1:5433 host``) from other machines.
+* Passwords are checked with SCRAM-SHA-256 (PostgreSQL's default since 14: the password
+  never crosses the wire and the client authenticates the server too), ``-PLUS`` with
+  channel binding over TLS; ``auth="md5"`` keeps PostgreSQL's older MD5 challenge for
+  clients that predate SCRAM. See :mod:`dpsql.server._scram`.
 * The password file is refused when group or others may read or write it (libpq's rule for
-  ``.pgpass``): ``chmod 600`` it. Its first line is the password; any user name is
-  accepted with it.
+  ``.pgpass``): ``chmod 600`` it. Its first line is the password, or better a SCRAM
+  verifier (``SCRAM-SHA-256$4096:...``, written by ``dpsql passwd FILE`` or copied from
+  PostgreSQL's ``pg_authid``), so that the server's disk holds no password at all; any
+  user name is accepted with it.
+* TLS with ``tls_cert``/``tls_key`` (PEM; the key file is refused unless ``chmod 600``,
+  PostgreSQL's rule for ``ssl_key_file``): TLS 1.2 or newer, and then required of every
+  client. Without it, listening beyond loopback warns
+  (:class:`UnencryptedServerWarning`): queries and answers would cross the network in
+  plain text; use TLS, or an SSH tunnel (``ssh -L 5433:127.0.0.1:5433 host``).
 
 SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxError 42601,
 read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
-InternalError XX000, OperationalError 58000, wrong password 28P01, too many clients 53300,
-statement timeout or cancel 57014, out of memory 53200, SET of a resource limit 42501.
+InternalError XX000, OperationalError 58000, wrong password 28P01, TLS required 28000,
+too many clients 53300, statement timeout or cancel 57014, out of memory 53200, SET of a
+resource limit 42501.
 
 Resource limits: a session (an in-memory DuckDB with the release attached, ~10 MB) is
 built only after the password is checked; a client has 10 s to finish start-up and
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import socket
 import stat
 import threading
@@ -59,7 +69,14 @@ from typing import Any
 
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 
-__all__ = ["Server", "serve", "SQLSTATES", "sqlstate_of", "BI_EXTRA"]
+__all__ = ["Server", "serve", "SQLSTATES", "sqlstate_of", "BI_EXTRA",
+           "UnencryptedServerWarning", "write_verifier"]
+
+AUTH_METHODS = ("scram-sha-256", "md5")
+
+
+class UnencryptedServerWarning(UserWarning):
+    """``dpsql serve`` listens beyond loopback without TLS."""
 
 BI_EXTRA = 'pip install "dpsql[bi]"'
 
@@ -80,25 +97,113 @@ def __getattr__(name: str) -> Any:  # SQLSTATES / sqlstate_of without importing 
     raise AttributeError(f"module 'dpsql.server' has no attribute {name!r}")
 
 
-def read_password_file(path: str | os.PathLike) -> str:
-    """The password in ``path`` (its first line). Refused when the file is missing, empty,
-    or readable/writable by group or others (libpq's ``.pgpass`` rule)."""
+def _read_private(path: str | os.PathLike, what: str, hint: str) -> str:
+    """The text of ``path``, refused when it is missing or readable/writable by group or
+    others (libpq's ``.pgpass`` rule, PostgreSQL's for its key file)."""
     p = Path(path)
     try:
         mode = p.stat().st_mode
         text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ProgrammingError(f"cannot read the password file {str(p)!r}: {err.strerror}; "
-                               "write the password on its first line") from err
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or "not UTF-8 text"
+        raise ProgrammingError(f"cannot read the {what} {str(p)!r}: {reason}; {hint}") from err
     if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ProgrammingError(
-            f"the password file {str(p)!r} is accessible by group or others (mode "
+            f"the {what} {str(p)!r} is accessible by group or others (mode "
             f"{stat.S_IMODE(mode):03o}); restrict it with `chmod 600 {p}`")
+    return text
+
+
+def read_password_file(path: str | os.PathLike) -> str:
+    """The first line of ``path``: a password or a SCRAM verifier. Refused when the file is
+    missing, empty, or readable/writable by group or others (libpq's ``.pgpass`` rule)."""
+    p = Path(path)
+    text = _read_private(p, "password file", "write the password on its first line")
     password = text.splitlines()[0] if text else ""
     if not password:
         raise ProgrammingError(f"the password file {str(p)!r} is empty: write the password "
                                "on its first line")
     return password
+
+
+def write_verifier(path: str | os.PathLike, password: str) -> str:
+    """Write a SCRAM-SHA-256 verifier of ``password`` (fresh salt, 4096 iterations) as
+    the first line of a new file ``path`` with mode 600, for ``--password-file``; return
+    the verifier. An existing file is refused (nothing is overwritten)."""
+    from dpsql.server._scram import Verifier
+
+    if not password:
+        raise ProgrammingError("the password is empty: choose one")
+    text = f"{Verifier.from_password(password)}\n"
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as err:
+        raise ProgrammingError(f"{str(p)!r} exists; remove it first or pick another "
+                               "file (it is never overwritten)") from err
+    except OSError as err:
+        raise ProgrammingError(f"cannot create {str(p)!r}: {err.strerror}") from err
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(text)
+    return text.strip()
+
+
+def _credentials(password_file: str | os.PathLike | None, auth: str
+                 ) -> tuple[str | None, Any]:
+    """(plain-text password or None, SCRAM verifier or None) from the password file."""
+    from dpsql.server._scram import ScramError, Verifier
+
+    if auth not in AUTH_METHODS:
+        raise ProgrammingError(f"auth {auth!r} is not offered: use one of "
+                               f"{', '.join(AUTH_METHODS)} (scram-sha-256 unless a client "
+                               "predates it)")
+    if password_file is None:
+        return None, None
+    line = read_password_file(password_file)
+    try:
+        verifier = Verifier.parse(line)
+    except ScramError as err:
+        raise ProgrammingError(f"the password file {str(password_file)!r}: {err}") from err
+    if verifier is None:
+        return line, Verifier.from_password(line)
+    if auth == "md5":
+        raise ProgrammingError(
+            f"the password file {str(password_file)!r} holds a SCRAM verifier, and MD5 needs "
+            "the password itself; use --auth scram-sha-256 (supported by libpq 10+, JDBC "
+            "42.2+, Npgsql 3.2+), or put the password in the file")
+    return None, verifier
+
+
+def _tls(cert: str | os.PathLike | None, key: str | os.PathLike | None
+         ) -> tuple[Any, bytes | None]:
+    """(server SSLContext, tls-server-end-point channel binding data or None), or
+    (None, None) without a certificate."""
+    if cert is None:
+        if key is not None:
+            raise ProgrammingError("--tls-key needs --tls-cert (the certificate to serve)")
+        return None, None
+    import ssl
+
+    from dpsql.server._scram import endpoint_binding
+
+    # the key (its own file, or inside the certificate file) must be private
+    _read_private(key if key is not None else cert, "TLS key file",
+                  "give the PEM private key of the certificate")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2  # PostgreSQL's ssl_min_protocol_version
+    try:
+        ctx.load_cert_chain(str(cert), None if key is None else str(key))
+        pem = Path(cert).read_text(encoding="ascii", errors="replace")
+    except (OSError, ssl.SSLError) as err:
+        raise ProgrammingError(
+            f"cannot load the TLS certificate {str(cert)!r}"
+            + (f" with the key {str(key)!r}" if key is not None else "")
+            + f": {getattr(err, 'strerror', None) or err}; give the PEM certificate (chain) "
+            "and the PEM private key that belongs to it") from err
+    # channel binding hashes the server's own certificate: the first one of the chain
+    first = re.search(r"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", pem, re.S)
+    binding = endpoint_binding(ssl.PEM_cert_to_DER_cert(first.group(0))) if first else None
+    return ctx, binding
 
 
 def _resolve(host: str, port: int) -> tuple[int, tuple, bool]:
@@ -137,7 +242,18 @@ class Server:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"postgresql://{host}:{self.port}/{self.database}"
+        tls = "?sslmode=require" if self.tls else ""
+        return f"postgresql://{host}:{self.port}/{self.database}{tls}"
+
+    @property
+    def tls(self) -> bool:
+        """Clients must use TLS."""
+        return self._wire.tls is not None
+
+    @property
+    def auth(self) -> str | None:
+        """The password check (``"scram-sha-256"`` or ``"md5"``), or None without one."""
+        return self._wire.auth_method if self._wire.verifier is not None else None
 
     @property
     def running(self) -> bool:
@@ -181,7 +297,9 @@ class Server:
 def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 5433,
           password_file: str | os.PathLike | None = None, name: str | None = None,
           plan_cache_size: int = 256, max_connections: int = 64,
-          statement_timeout: float = 300.0, memory_limit: str = "1GB") -> Server:
+          statement_timeout: float = 300.0, memory_limit: str = "1GB",
+          auth: str = "scram-sha-256", tls_cert: str | os.PathLike | None = None,
+          tls_key: str | os.PathLike | None = None) -> Server:
     """Serve the release file ``release`` over the PostgreSQL protocol, in a background
     thread; return the running :class:`Server`.
 
@@ -192,6 +310,10 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     session's DuckDB, without spilling to disk (53200). ``name`` is the database
     name clients see (default: the release name). A seeded (not private) release emits
     :class:`dpsql.dbapi.SeededReleaseWarning` once, here.
+
+    ``password_file``: its first line is the password or a SCRAM verifier; ``auth`` is
+    ``"scram-sha-256"`` (default) or ``"md5"``. ``tls_cert``/``tls_key``: PEM files
+    (the key may sit in the certificate file); with them every client must use TLS.
     """
     _require_buenavista()
     import duckdb
@@ -213,12 +335,18 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     statement_timeout = check_statement_timeout(statement_timeout)
     memory_limit, memory_bytes = check_memory_limit(memory_limit)
     family, address, loopback = _resolve(host, port)
-    password = read_password_file(password_file) if password_file is not None else None
-    if not loopback and password is None:
+    password, verifier = _credentials(password_file, auth)
+    tls, binding = _tls(tls_cert, tls_key)
+    if not loopback and verifier is None:
         raise ProgrammingError(
             f"refusing to listen on {host!r} without a password: only loopback addresses "
             "(127.0.0.1, ::1, localhost) may be served without one; pass --password-file "
-            "(and prefer an SSH tunnel: the server has no TLS)")
+            "(and --tls-cert/--tls-key, or use an SSH tunnel)")
+    if not loopback and tls is None:
+        warnings.warn(f"serving {host!r} without TLS: queries and answers cross the network "
+                      "in plain text (the password does not, with SCRAM); pass --tls-cert "
+                      "and --tls-key, or serve loopback behind an SSH tunnel",
+                      UnencryptedServerWarning, stacklevel=2)
     path = str(Path(release))
     # the probe runs under the sessions' memory cap: a cap too small to open the release
     # fails here, at start-up, not in every client's session
@@ -242,7 +370,8 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     conn = ReleaseConnection(path, alias, catalog, plan_cache_size, statement_timeout,
                              memory_limit, memory_bytes)
     try:
-        wire = WireServer(address, family, conn, password, max_connections)
+        wire = WireServer(address, family, conn, password, max_connections,
+                          verifier=verifier, auth_method=auth, tls=tls, binding=binding)
     except OSError as err:
         catalog.close()
         raise OperationalError(f"cannot listen on {host}:{port}: {err.strerror}; pick "

@@ -7,13 +7,20 @@ or patches its code:
 * **SQLSTATE codes.** buenavista's ErrorResponse carries only a message. Ours carries the
   severity, the SQLSTATE from :data:`SQLSTATES` (dpsql's PEP 249 hierarchy mapped onto
   PostgreSQL's error classes), the message and, for dpsql errors, a hint.
-* **Password authentication.** buenavista offers MD5 (``AuthenticationMD5Password``) and
-  compares with ``==``. We keep its MD5 challenge (a fresh 4-byte salt per connection)
-  and compare with :func:`hmac.compare_digest`; a wrong password gets FATAL 28P01 and the
-  connection is closed, so a client cannot retry on the same socket. The user name is
-  free: one password guards the server (MD5 salts the hash with the user name, so the
-  check uses whatever name the client sent). Neither MD5 nor the server offer TLS: keep
-  the server on loopback or behind an SSH tunnel.
+* **Password authentication.** SCRAM-SHA-256 by default (:mod:`dpsql.server._scram`:
+  AuthenticationSASL, SASLContinue, SASLFinal; ``-PLUS`` with channel binding over TLS),
+  PostgreSQL's own default since version 14. buenavista offers only MD5 and compares with
+  ``==``; MD5 stays available (``auth="md5"``) for old clients, with a fresh 4-byte salt
+  per connection and :func:`hmac.compare_digest`. A wrong password gets FATAL 28P01 and
+  the connection is closed, so a client cannot retry on the same socket. The user name
+  is free: one password guards the server (MD5 salts the hash with the user name, so
+  that check uses whatever name the client sent).
+* **TLS.** With a certificate (``tls=`` an :class:`ssl.SSLContext`), an SSLRequest is
+  answered ``S`` and the socket is wrapped before anything else is read; TLS is then
+  *required* (a client that starts in plain text gets FATAL 28000, as under a
+  ``hostssl`` rule), CancelRequests excepted (they carry only the secret key). Bytes that
+  arrive after the SSLRequest but before the handshake are refused, not read as part of
+  the encrypted stream (the injection PostgreSQL fixed as CVE-2021-23214).
 * **Typed parameters.** buenavista decodes text parameters of unknown type as dates
   (``dateutil``) and leaves numbers as strings. We decode by the type OID the client
   declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> int or float,
@@ -28,7 +35,7 @@ or patches its code:
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
-* **Startup.** GSSAPI encryption requests are declined like SSL ones; a CancelRequest
+* **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
   interrupts the running DuckDB query (buenavista closes the session instead). The
   session is built only after authentication, start-up must finish within 10 s, at most
   ``max_connections`` clients are served (FATAL 53300 beyond), messages over 64 MB are
@@ -45,6 +52,8 @@ import logging
 import re
 import secrets
 import socket
+import socketserver
+import ssl
 import struct
 import threading
 from typing import Any
@@ -65,6 +74,7 @@ from dpsql.errors import (
     UnsupportedQueryError,
 )
 from dpsql.server._commands import UnknownSettingError
+from dpsql.server._scram import Exchange, ScramError, Verifier
 from dpsql.server._session import (
     _NOT_CODE,
     FailedTransactionError,
@@ -83,6 +93,10 @@ class AuthenticationError(OperationalError):
     """Wrong password: SQLSTATE 28P01, FATAL, and the connection is closed."""
 
 
+class TlsRequiredError(OperationalError):
+    """A plain-text client of a server with TLS: SQLSTATE 28000, FATAL."""
+
+
 class TooManyConnectionsError(OperationalError):
     """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
 
@@ -97,6 +111,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
     (UnknownSettingError, "42704"),      # undefined_object
     (AuthenticationError, "28P01"),      # invalid_password
+    (TlsRequiredError, "28000"),         # invalid_authorization_specification
     (TooManyConnectionsError, "53300"),  # too_many_connections
     (StatementTimeoutError, "57014"),    # query_canceled
     (QueryCanceledError, "57014"),
@@ -174,7 +189,8 @@ class Context(BVContext):
         self.result_cache: dict = {}
         self.has_error = False
         self.authenticated = False
-        self.salt = None
+        self.salt = None  # MD5's
+        self.scram: Exchange | None = None  # SCRAM's, between its messages
 
 
 class Handler(BuenaVistaHandler):
@@ -197,6 +213,7 @@ class Handler(BuenaVistaHandler):
     def setup(self) -> None:
         super().setup()
         self.admitted = False
+        self.tls = False  # the socket is wrapped in TLS
         self.request.settimeout(self.server.startup_timeout)
         self.server.track(self.request)
 
@@ -207,6 +224,8 @@ class Handler(BuenaVistaHandler):
             pass
         finally:
             self.server.untrack(self.request)
+            if self.tls:  # socketserver closes the socket it accepted, now detached
+                self._close_tls()
             if self.admitted:
                 self.server.release_slot()
 
@@ -217,6 +236,10 @@ class Handler(BuenaVistaHandler):
         password), with a cap on the packet size and on the number of clients, and with
         unpredictable cancel keys (``secrets``, not ``random``)."""
         size, code = self.r.read_uint32(), self.r.read_uint32()
+        if code == _SSL_REQUEST and self.server.tls is not None and not self.tls:
+            if not self._start_tls():
+                return None
+            return self.handle_startup(conn)
         if code in (_SSL_REQUEST, _GSSENC_REQUEST):
             self.wfile.write(b"N")
             return self.handle_startup(conn)
@@ -232,6 +255,12 @@ class Handler(BuenaVistaHandler):
                                 "speaks the PostgreSQL protocol 3.0")
         if not 8 <= size <= _MAX_STARTUP:
             raise ProtocolError(f"startup packet of {size} bytes refused")
+        if self.server.tls is not None and not self.tls:
+            self.send_error(TlsRequiredError(
+                "this server requires TLS: connect with sslmode=require, or better "
+                "sslmode=verify-full and sslrootcert=<the CA that signed its certificate>"),
+                fatal=True)
+            return None
         msg = [x.decode("utf-8") for x in self.r.read_bytes(size - 8).split(b"\x00")]
         params = dict(zip(msg[::2], msg[1::2]))
         if not self.server.take_slot():
@@ -243,6 +272,72 @@ class Handler(BuenaVistaHandler):
         ctx = Context(params, self.server.rewriter, self.server.ctxts)
         self.send_auth_request(ctx)
         return ctx
+
+    def _start_tls(self) -> bool:
+        """Answer an SSLRequest with ``S`` and wrap the socket (the handshake runs under
+        the start-up timeout). False, with the reason logged, when it cannot be done."""
+        if self._buffered():
+            logger.warning("client %s sent data after its SSL request, before the TLS "
+                           "handshake: connection closed", self.client_address[0])
+            return False
+        self.wfile.write(b"S")
+        raw = self.request
+        try:
+            wrapped = self.server.tls.wrap_socket(raw, server_side=True)
+        except (ssl.SSLError, OSError) as err:
+            logger.warning("TLS handshake with %s failed: %s", self.client_address[0], err)
+            return False
+        self.server.untrack(raw)
+        self.server.track(wrapped)
+        self.request = self.connection = wrapped
+        self.rfile = wrapped.makefile("rb", self.rbufsize)
+        self.wfile = socketserver._SocketWriter(wrapped)  # what StreamRequestHandler uses
+        self.r = BVBuffer(self.rfile)
+        self.tls = True
+        return True
+
+    def _close_tls(self) -> None:
+        """End TLS with a close_notify alert, then close. libpq (OpenSSL 3) reports a
+        connection that ends without one as an error: a cancel request over TLS would
+        fail. The peer's own close_notify is waited for briefly only."""
+        sock = self.request
+        try:
+            sock.settimeout(0.2)
+            sock.unwrap()
+        except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors
+            pass
+        sock.close()
+
+    def _buffered(self) -> bool:
+        """Whether bytes beyond the SSLRequest were already received (in the reader's
+        buffer, or waiting on the socket): a client must wait for ``S`` before the
+        handshake, so such bytes were sent in plain text by someone else's design."""
+        timeout = self.request.gettimeout()
+        self.request.setblocking(False)
+        try:
+            return bool(self.rfile.peek(1))
+        except OSError:
+            return False
+        finally:
+            self.request.settimeout(timeout)
+
+    def send_auth_request(self, ctx) -> None:  # noqa: ANN001
+        """Ask for the password: SCRAM-SHA-256 (with -PLUS over TLS when the certificate
+        allows channel binding) or MD5, as the server was configured; nothing when no
+        password guards the server (loopback only)."""
+        server = self.server
+        if server.verifier is None and server.password is None:
+            self.send_authentication_ok()
+            self.handle_post_auth(ctx)
+        elif server.auth_method == "md5":
+            self.send_authentication_md5(ctx)
+        else:
+            ctx.scram = Exchange(server.verifier, server.binding if self.tls else None)
+            body = b"".join(m.encode("ascii") + b"\x00" for m in ctx.scram.mechanisms())
+            self._send_auth(10, body + b"\x00")  # AuthenticationSASL
+
+    def _send_auth(self, code: int, data: bytes) -> None:
+        self.wfile.write(struct.pack("!cii", b"R", 8 + len(data), code) + data)
 
     def handle_post_auth(self, ctx) -> None:  # noqa: ANN001
         """Authenticated: now build the session (never before the password is checked)."""
@@ -256,6 +351,12 @@ class Handler(BuenaVistaHandler):
         super().handle_post_auth(ctx)
 
     def handle_md5_password(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        """Every password message ('p') before authentication (buenavista's name for its
+        one method): a SASL message when SCRAM is under way, else an MD5 answer."""
+        if ctx.scram is not None:
+            return self._scram_step(ctx, payload or b"")
+        if self.server.password is None or self.server.auth_method != "md5":
+            raise ProtocolError("unexpected password message")
         user = ctx.params.get("user", "")
         secret = self.server.password
         inner = hashlib.md5((secret + user).encode("utf-8")).hexdigest()
@@ -265,10 +366,43 @@ class Handler(BuenaVistaHandler):
             self.send_authentication_ok()
             self.handle_post_auth(ctx)
             return
-        logger.warning("password authentication failed for user %r from %s", user,
-                       self.client_address[0])
-        self.send_error(AuthenticationError(
-            f'password authentication failed for user "{user}"'), fatal=True)
+        self._refuse(ctx, None)
+
+    def _scram_step(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        """SASLInitialResponse (mechanism, length, client-first) or SASLResponse
+        (client-final); a malformed message or a wrong proof ends the connection."""
+        exchange = ctx.scram
+        try:
+            if exchange.done:
+                raise ScramError("unexpected SASL message after authentication")
+            if not exchange.started:
+                mechanism, sep, rest = payload.partition(b"\x00")
+                if not sep or len(rest) < 4:
+                    raise ScramError("malformed SASLInitialResponse")
+                n = struct.unpack("!i", rest[:4])[0]
+                data = rest[4:] if n >= 0 else b""
+                if n != len(data):
+                    raise ScramError("malformed SASLInitialResponse: wrong length")
+                self._send_auth(11, exchange.first(mechanism.decode("ascii", "replace"),
+                                                   data))
+                return None
+            final = exchange.final(payload)
+        except ScramError as err:
+            return self._refuse(ctx, err)
+        self._send_auth(12, final)  # AuthenticationSASLFinal: the server proves itself
+        self.send_authentication_ok()
+        self.handle_post_auth(ctx)
+        return None
+
+    def _refuse(self, ctx, err: ScramError | None) -> None:  # noqa: ANN001
+        """FATAL 28P01, logged, and no second try on this connection."""
+        user = ctx.params.get("user", "")
+        logger.warning("password authentication failed for user %r from %s%s", user,
+                       self.client_address[0], f" ({err})" if err is not None else "")
+        message = f'password authentication failed for user "{user}"'
+        if err is not None and not err.wrong_password:
+            message += f": {err}"
+        self.send_error(AuthenticationError(message), fatal=True)
         self.request.shutdown(socket.SHUT_RD)  # no second try on this connection
 
     # -- queries ---------------------------------------------------------------------------
@@ -445,21 +579,27 @@ class WireServer(BuenaVistaServer):
     block_on_close = True  # server_close() waits for the client threads to finish
 
     def __init__(self, address: tuple, family: int, conn: Any, password: str | None,
-                 max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT
-                 ) -> None:
+                 max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT, *,
+                 verifier: Verifier | None = None, auth_method: str = "scram-sha-256",
+                 tls: ssl.SSLContext | None = None, binding: bytes | None = None) -> None:
         self.address_family = family
-        self.password = password
+        self.password = password  # plain text: needed by MD5 only
+        self.verifier = verifier if verifier is not None or password is None else \
+            Verifier.from_password(password)
+        self.auth_method = auth_method
+        self.tls = tls
+        self.binding = binding  # tls-server-end-point data of the certificate, or None
         self.max_connections = max_connections
         self.startup_timeout = startup_timeout
         self._slots = 0
         self._clients: set[socket.socket] = set()
         self._clients_lock = threading.Lock()
-        # buenavista asks for MD5 whenever ``auth`` is not None; the check is ours
-        super().__init__(address, conn, auth={} if password is not None else None)
+        guarded = self.verifier is not None
+        super().__init__(address, conn, auth={} if guarded else None)  # the checks are ours
         self.RequestHandlerClass = Handler
 
     def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
-        return self.password is not None or is_loopback(client_address[0])
+        return self.verifier is not None or is_loopback(client_address[0])
 
     def take_slot(self) -> bool:
         """Admit one more client, unless ``max_connections`` are already served."""

@@ -27,7 +27,7 @@ import dpsql
 from dpsql.errors import (DataError, Error, IntegrityError, InternalError, InterfaceError,
                           NotSupportedError, OperationalError, ProgrammingError,
                           SqlSyntaxError, UnsupportedQueryError)
-from dpsql.server import serve, sqlstate_of
+from dpsql.server import UnencryptedServerWarning, serve, sqlstate_of
 
 # The fixture releases are seeded on purpose (reproducible tests).
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -411,7 +411,9 @@ def test_password_file_must_be_private(trips_release, password_file, tmp_path):
 def test_non_loopback_needs_a_password(trips_release, password_file):
     with pytest.raises(ProgrammingError, match="--password-file"):
         _start(trips_release, host="0.0.0.0")
-    with _start(trips_release, host="0.0.0.0", password_file=password_file) as srv:
+    with pytest.warns(UnencryptedServerWarning, match="without TLS"):
+        srv = _start(trips_release, host="0.0.0.0", password_file=password_file)
+    with srv:
         with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
             assert con.execute("SELECT 1").fetchone() == (1,)
 
@@ -689,7 +691,7 @@ def test_no_session_before_authentication(trips_release, password_file):
             for _ in range(5):
                 s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
                 s.sendall(_startup_packet())
-                assert _read_message(s)[0] == b"R"  # the MD5 challenge
+                assert _read_message(s)[0] == b"R"  # the SCRAM challenge
                 socks.append(s)
             assert srv.sessions == 0
             with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
