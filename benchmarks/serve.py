@@ -12,7 +12,14 @@ a warm plan cache (a dashboard re-issues its queries). Reported per side: latenc
 * ``protocol_floor_ms``: p50 of ``SELECT 1`` through the server (the wire round trip
   plus routing, no planner);
 * ``concurrent_qps``: total queries per second of ``CLIENTS`` psycopg clients at once, and
-  its ratio to one client.
+  its ratio to one client;
+* ``server_tls``: the same queries through a second server, started with a password
+  (SCRAM-SHA-256) and TLS (a throwaway CA from ``trustme``; the client checks the
+  certificate, ``sslmode=verify-full``, and binds the channel), timed in the same
+  interleaved loop; ``tls_overhead_p50_ms`` is its p50 minus the plain server's;
+* ``connect_ms``: median time to open a connection and run ``SELECT 1``, without a
+  password or TLS against SCRAM + TLS + channel binding (the PBKDF2 of the password on
+  the client and the TLS handshake are most of the difference).
 
 Answers are compared once (server == in process) before timing. Run:
 ``.venv/bin/python benchmarks/serve.py`` (about a minute).
@@ -69,10 +76,10 @@ def build(base: Path) -> Path:
     return out
 
 
-def start_server(release: Path) -> tuple[subprocess.Popen, int]:
+def start_server(release: Path, *extra: str) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(release),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+                             "--port", "0", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     if "postgresql://" not in line:
         proc.kill()
@@ -93,6 +100,35 @@ def summary(lat: list[float]) -> dict:
     return {"p50_ms": statistics.median(lat) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3,
             "mean_ms": statistics.fmean(lat) * 1e3, "qps": 1.0 / statistics.fmean(lat),
             "n": len(lat)}
+
+
+def tls_files(base: Path) -> tuple[Path, Path, Path, Path]:
+    """(certificate, key, CA certificate, password file) for the TLS server."""
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    paths = base / "cert.pem", base / "key.pem", base / "ca.pem", base / "pw"
+    cert.cert_chain_pems[0].write_to_path(str(paths[0]))
+    cert.private_key_pem.write_to_path(str(paths[1]))
+    ca.cert_pem.write_to_path(str(paths[2]))
+    paths[3].write_text(PASSWORD + "\n")
+    for p in (paths[1], paths[3]):
+        p.chmod(0o600)
+    return paths
+
+
+PASSWORD = "bench-password"
+
+
+def connect_ms(dsn: str, n: int = 30) -> float:
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        with psycopg.connect(dsn, autocommit=True) as con:
+            con.execute("SELECT 1").fetchall()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
 
 
 def concurrent_qps(dsn: str, clients: int, seconds: float) -> float:
@@ -126,26 +162,34 @@ def concurrent_qps(dsn: str, clients: int, seconds: float) -> float:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         release = build(Path(tmp))
+        cert, key, ca, pw = tls_files(Path(tmp))
         proc, port = start_server(release)
+        proc_tls, port_tls = start_server(release, "--password-file", str(pw), "--tls-cert",
+                                          str(cert), "--tls-key", str(key))
         try:
             dsn = f"host=127.0.0.1 port={port} dbname=trips user=bench sslmode=disable"
+            dsn_tls = (f"host=127.0.0.1 port={port_tls} dbname=trips user=bench "
+                       f"password={PASSWORD} sslmode=verify-full sslrootcert={ca} "
+                       "channel_binding=require")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", SeededReleaseWarning)
                 local = dpsql.connect(release)
             remote = psycopg.connect(dsn, autocommit=True)
+            remote_tls = psycopg.connect(dsn_tls, autocommit=True)
             cur = local.cursor()
 
             def run_local(q, p):
                 cur.execute(q, p)
                 return cur.fetchall()
 
-            def run_remote(q, p):
-                return remote.execute(pg_sql(q), p).fetchall()
+            def run_remote(q, p, con=remote):
+                return con.execute(pg_sql(q), p).fetchall()
 
-            for q, p in QUERIES:  # warm both plan caches; answers must agree
+            for q, p in QUERIES:  # warm the plan caches; answers must agree
                 a, b = run_local(q, p), [tuple(r) for r in run_remote(q, p)]
-                assert a == b, (q, a, b)
-            lat_local, lat_remote, floor = [], [], []
+                c = [tuple(r) for r in run_remote(q, p, remote_tls)]
+                assert a == b == c, (q, a, b, c)
+            lat_local, lat_remote, lat_tls, floor = [], [], [], []
             per_query = {}
             for _ in range(ROUNDS):
                 for i, (q, p) in enumerate(QUERIES):
@@ -154,8 +198,11 @@ def main() -> None:
                     t1 = time.perf_counter()
                     run_remote(q, p)
                     t2 = time.perf_counter()
+                    run_remote(q, p, remote_tls)
+                    t3 = time.perf_counter()
                     lat_local.append(t1 - t0)
                     lat_remote.append(t2 - t1)
+                    lat_tls.append(t3 - t2)
                     per_query.setdefault(i, ([], []))
                     per_query[i][0].append(t1 - t0)
                     per_query[i][1].append(t2 - t1)
@@ -164,12 +211,16 @@ def main() -> None:
                 floor.append(time.perf_counter() - t0)
             one = concurrent_qps(dsn, 1, CONCURRENT_SECONDS)
             many = concurrent_qps(dsn, CLIENTS, CONCURRENT_SECONDS)
+            connects = {"no_password_no_tls": connect_ms(dsn),
+                        "scram_tls_channel_binding": connect_ms(dsn_tls)}
             remote.close()
+            remote_tls.close()
             local.close()
         finally:
-            proc.terminate()
-            proc.wait(20)
-    inproc, server = summary(lat_local), summary(lat_remote)
+            for p in (proc, proc_tls):
+                p.terminate()
+                p.wait(20)
+    inproc, server, server_tls = summary(lat_local), summary(lat_remote), summary(lat_tls)
     payload = {
         "description": "psycopg -> dpsql serve (separate process) vs dpsql.connect in "
                        "process; same release, same queries, interleaved, warm plan caches",
@@ -185,13 +236,18 @@ def main() -> None:
              "server": statistics.median(b) * 1e3} for i, (a, b) in per_query.items()],
         "concurrent_qps": {"clients": CLIENTS, "one_client": one, "all_clients": many,
                            "ratio": many / one},
+        "server_tls": server_tls,
+        "tls_overhead_p50_ms": server_tls["p50_ms"] - server["p50_ms"],
+        "connect_ms": connects,
     }
     path = write("serve", payload)
     print(f"in process p50 {inproc['p50_ms']:.2f} ms, server p50 {server['p50_ms']:.2f} ms "
           f"(+{payload['overhead_p50_ms']:.2f} ms, x{payload['p50_ratio_server_over_in_process']:.2f}); "
           f"p99 {inproc['p99_ms']:.2f} / {server['p99_ms']:.2f} ms; SELECT 1 "
           f"{payload['protocol_floor_ms']:.2f} ms; {CLIENTS} clients {many:.0f} q/s "
-          f"(x{many / one:.2f} one client) -> {path}")
+          f"(x{many / one:.2f} one client); with SCRAM + TLS p50 {server_tls['p50_ms']:.2f} ms "
+          f"(+{payload['tls_overhead_p50_ms']:.2f} ms); connect {connects['no_password_no_tls']:.1f}"
+          f" ms plain, {connects['scram_tls_channel_binding']:.1f} ms SCRAM + TLS -> {path}")
 
 
 if __name__ == "__main__":

@@ -160,6 +160,9 @@ ROWS: list[Row] = [
     Row("serve", "psycopg → `dpsql serve`: p50 latency", "`dpsql.connect` in process, "
         "same queries", path("p50_ratio_server_over_in_process"), "×", LOWER,
         note="slower"),
+    Row("serve", "psycopg → `dpsql serve` with SCRAM and verified TLS: latency added at p50",
+        "the same server without password or TLS, same queries",
+        path("tls_overhead_p50_ms"), "ms", LOWER),
 ]
 
 
