@@ -51,8 +51,8 @@ import ipaddress
 import logging
 import re
 import secrets
+import io
 import socket
-import socketserver
 import ssl
 import struct
 import threading
@@ -159,6 +159,25 @@ _GSSENC_REQUEST = 80877104
 _CANCEL_REQUEST = 80877102
 _PROTOCOL_3 = 196608
 _MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
+
+
+class _SocketWriter(io.BufferedIOBase):
+    """An unbuffered writer over a socket that sends every write whole (``sendall``):
+    what :class:`socketserver.StreamRequestHandler` makes of a socket with
+    ``wbufsize = 0``, rebuilt here for the TLS socket that replaces it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # noqa: ANN001
+        self._sock.sendall(b)
+        return len(b)
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
 
 
 class _CappedBuffer(BVBuffer):
@@ -291,7 +310,7 @@ class Handler(BuenaVistaHandler):
         self.server.track(wrapped)
         self.request = self.connection = wrapped
         self.rfile = wrapped.makefile("rb", self.rbufsize)
-        self.wfile = socketserver._SocketWriter(wrapped)  # what StreamRequestHandler uses
+        self.wfile = _SocketWriter(wrapped)
         self.r = BVBuffer(self.rfile)
         self.tls = True
         return True
@@ -546,8 +565,7 @@ def _formats(result: Result) -> list[int]:
     return out
 
 
-def _io(payload: bytes):  # noqa: ANN202
-    import io
+def _io(payload: bytes) -> io.BytesIO:
     return io.BytesIO(payload)
 
 
