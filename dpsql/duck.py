@@ -279,7 +279,13 @@ def plan(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = N
 
 def sql(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
         ) -> duckdb.DuckDBPyRelation:
-    """``con.sql`` over the planned query: a lazy DuckDB relation."""
+    """``con.sql`` over the planned query: a lazy DuckDB relation.
+
+    Planning errors are dpsql's (:class:`~dpsql.UnsupportedQueryError`...), and so are
+    DuckDB's errors binding the planned SQL. The relation runs later, when it is fetched
+    or composed, outside this function: errors *then* (an interrupt, DuckDB running out
+    of memory) are DuckDB's own exceptions. Use :func:`execute` or :func:`dpsql.connect`
+    where every error must be a dpsql error."""
     planned = plan_query(catalog_of(con), query, params)
     try:
         return con.sql(planned.sql)
