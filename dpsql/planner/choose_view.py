@@ -61,7 +61,8 @@ def choose_view(ref: Reference) -> Choice:
     ``ref``: a function of the candidate views and of which attributes ``ref`` groups,
     filters by range (with its bin range) and measures, memoized on the attached release
     by exactly that signature (public facts only, like the predictions it ranks by)."""
-    key = (tuple(v.name for v in ref.candidates), ref.columns, ref.measured, ref.ranges)
+    key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
+           ref.ranges)
     memo = ref.release.choices
     hit = memo.get(key)
     if hit is None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from sqlglot import exp
 
@@ -36,7 +35,7 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
-from dpsql.planner.parse_sql import Scope, Walked, walk_tree
+from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
@@ -97,12 +96,9 @@ class Reference:
     """Label columns of the scope qualified by more than the table (``main.trips.region``,
     ``trips.trips.region``): the rewrite reads the release under the reference's alias,
     which a longer qualifier no longer names, so it shortens them to the alias."""
-
-    @cached_property
-    def measured(self) -> frozenset[str]:
-        """Binned attributes whose distribution an aggregate needs (leaf level)."""
-        return frozenset(a.attribute for a in self.aggregates
-                         if a.kind in ("sum", "avg", "quantile") and a.attribute)
+    measured: frozenset[str] = frozenset()
+    """Binned attributes whose distribution an aggregate needs (leaf level): those of
+    the SUM, AVG and quantile aggregates."""
 
     def needed_attributes(self) -> frozenset[str]:
         out = set(self.measured) | {r.attribute for r in self.ranges}
@@ -122,40 +118,43 @@ def find_references(tree: exp.Expression, catalog: Catalog,
     if walked is None:
         walked = walk_tree(tree)
     scopes = walked.scopes
-    cte_names = {c.alias_or_name.lower() for c in walked.ctes}  # quick test before names_cte
+    # quick test before names_cte
+    cte_names = {c.alias_or_name.lower() for c in walked.ctes} if walked.ctes else ()
+    resolve = catalog.resolve_table
     refs: list[Reference] = []
     claimed: set[int] = set()
     for select in walked.selects:
         tables = scope_tables(select)
-        logical = []
+        logical = None
         for t in tables:
-            if t.name.lower() in cte_names and names_cte(t):
+            name = t.name
+            if cte_names and name.lower() in cte_names and names_cte(t):
                 continue
-            hit = catalog.resolve_table(home_catalog(t), t.name)
+            hit = resolve(home_catalog(t), name)
             if hit is not None:
-                logical.append((t, hit))
+                if logical is not None:
+                    raise UnsupportedQueryError(
+                        "joining two private tables row by row is not supported; aggregate "
+                        "each in its own CTE (WITH a AS (SELECT ..., COUNT(*) ... GROUP BY "
+                        "...)) and join the aggregated results")
+                logical = (t, hit)
                 claimed.add(id(t))
-        if len(logical) > 1:
-            raise UnsupportedQueryError(
-                "joining two private tables row by row is not supported; aggregate each "
-                "in its own CTE (WITH a AS (SELECT ..., COUNT(*) ... GROUP BY ...)) and join "
-                "the aggregated results")
-        if logical:
-            t, (release, views) = logical[0]
+        if logical is not None:
+            t, (release, views) = logical
             refs.append(_analyse(select, t, release, views, tables, scopes[id(select)]))
         else:
             _refuse_orphan_error_functions(scopes[id(select)])
     for t in walked.tables:
         if id(t) in claimed:
             continue
-        if t.name.lower() in cte_names and names_cte(t):
+        if cte_names and t.name.lower() in cte_names and names_cte(t):
             continue
-        if catalog.resolve_table(home_catalog(t), t.name):
+        if resolve(home_catalog(t), t.name):
             raise UnsupportedQueryError(
                 f"the private table {t.name!r} may only appear in the FROM or JOIN clause of "
                 "an aggregating SELECT (SELECT ..., COUNT(*) FROM "
                 f"{t.name} GROUP BY ...)")
-    units = {r.release.units_key() for r in refs}
+    units = {r.release.units_key() for r in refs} if len(refs) > 1 else ()
     if len(units) > 1:
         raise UnsupportedQueryError(
             "this query combines releases with different privacy units or neighbouring "
@@ -219,20 +218,25 @@ def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
              views: tuple[ViewInfo, ...], tables: list[exp.Table], sc: Scope) -> Reference:
     alias = table.alias_or_name
+    alias_l = alias.lower()
     attrs = release.attributes
+    column_attribute = release.column_attribute
     scope_columns, scope_calls = sc.columns, sc.calls
+    args = select.args
+    joins = args.get("joins")
     # alone in its FROM, every unqualified column that is not an output alias is ours
-    alone = len(tables) == 1 and not select.args.get("joins")
+    alone = len(tables) == 1 and not joins
     out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
 
     def owned(col: exp.Column) -> bool:
         q = col.table
         if q:
-            return q.lower() == alias.lower() and (
+            return q.lower() == alias_l and (
                 not col.args.get("db") or long_name_binds(col, table, release))
-        if release.column_attribute(col.name) is not None:
+        name = col.name
+        if column_attribute(name) is not None:
             return True
-        return alone and col.name.lower() not in out_aliases
+        return alone and name.lower() not in out_aliases
 
     def measure(col: exp.Column) -> bool:
         """``dp_count`` of this reference (qualified by its alias, or unqualified and not
@@ -242,8 +246,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             return False
         q = col.table
         if q:
-            return q.lower() == alias.lower()
-        return _enclosing_call(col) is not None or col.name.lower() not in out_aliases
+            return q.lower() == alias_l
+        return _enclosing_call(col) is not None or MEASURE not in out_aliases
 
     shadowed = out_aliases & release.internal_columns
     if shadowed:
@@ -258,45 +262,40 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
                                        isinstance(e.this, exp.Star)
-                                       and (not e.table or e.table.lower() == alias.lower())):
+                                       and (not e.table or e.table.lower() == alias_l)):
             raise UnsupportedQueryError(
                 f"SELECT * on the private table {table.name!r} is not supported: there are no "
                 "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
                 f"{table.name} GROUP BY <columns>")
 
-    if select.args.get("sample") is not None or table.args.get("sample") is not None:
+    if args.get("sample") is not None or table.args.get("sample") is not None:
         raise UnsupportedQueryError(
             f"sampling the private table {table.name!r} (USING SAMPLE / TABLESAMPLE) is not "
             "supported: its rows are released counts, not records, so a sample of them is "
             "no sample of the data; query the whole table")
 
-    joins = select.args.get("joins")
     padded = bool(joins) and _padded(table, joins)
     using = _join_keys(table, joins) if joins else ()
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, list[float | None]] = {}
     removed: list[exp.Expression] = []
-    where = select.args.get("where")
-    conjuncts = conjuncts_of(where.this) if where is not None else []
+    removed_ids: set[int] = set()  # the scope's columns in them
     nested_labels: set[str] = set()
-    for c in conjuncts:
+    where = args.get("where")
+    for c in conjuncts_of(where.this) if where is not None else ():
         if sc.nested:  # a nested query may sit in it: its columns and ORs are its own
             c_columns, inner, has_or = split_columns(c)
-        else:  # one compiled walk (most queries)
-            c_columns, inner, has_or = [], (), False
-            for x in c.find_all(exp.Column, exp.Or):
-                if isinstance(x, exp.Column):
-                    c_columns.append(x)
-                else:
-                    has_or = True
-        if any(measure(x) for x in c_columns) or any(measure(x) for x in inner):
+        else:
+            c_columns, has_or = columns_below(c)
+            inner = ()
+        if any(map(measure, c_columns)) or any(map(measure, inner)):
             raise UnsupportedQueryError(
                 f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
                 "to filter on the count, use HAVING SUM(dp_count) > x")
         for x in inner:  # a nested query's columns are its own, but for our attributes
-            a = release.column_attribute(x.name)
-            if a is None or (x.table and x.table.lower() != alias.lower()):
+            a = column_attribute(x.name)
+            if a is None or (x.table and x.table.lower() != alias_l):
                 continue
             if a.kind != "range":
                 nested_labels.add(release.column_name(x.name))  # its level must carry it
@@ -305,39 +304,49 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     f"the binned attribute {a.name!r} cannot be used inside a subquery "
                     f"({c.sql('duckdb')!r}); filter it in this SELECT's WHERE with BETWEEN, "
                     "<, <=, >, >= and numeric literals")
-        cols = [x for x in c_columns if owned(x)]
-        if not cols:
+        col_attrs: set[str] = set()
+        range_attr = None  # the first binned attribute among them
+        for x in c_columns:
+            if not owned(x):
+                continue
+            a = column_attribute(x.name)
+            if a is None:
+                col_attrs.add(x.name)
+            else:
+                col_attrs.add(a.name)
+                if range_attr is None and a.kind == "range":
+                    range_attr = a.name  # declared spelling
+        if not col_attrs:
             continue
-        col_attrs = {release.column_attribute(x.name).name if release.column_attribute(x.name)
-                     else x.name for x in cols}
         if has_or and len(col_attrs) > 1:
             raise UnsupportedQueryError(
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        range_cols = [x for x in cols
-                      if getattr(release.column_attribute(x.name), "kind", "") == "range"]
-        if not range_cols:
+        if range_attr is None:
             continue
-        a = release.column_attribute(range_cols[0].name).name  # declared spelling
-        lo, hi = _range_bounds(c, a, owned)
-        cur = ranges.setdefault(a, [None, None])
+        lo, hi = _range_bounds(c, range_attr, owned)
+        cur = ranges.setdefault(range_attr, [None, None])
         if lo is not None:
             cur[0] = lo if cur[0] is None else max(cur[0], lo)
         if hi is not None:
             cur[1] = hi if cur[1] is None else min(cur[1], hi)
         removed.append(c)
+        removed_ids.update(map(id, c_columns))
 
     # ---- aggregates
     aggregates: list[Aggregate] = []
-    inside: set[int] = set()
-    has_group = select.args.get("group") is not None
+    inside: set[int] = set()  # the scope's columns in them
     for node in scope_calls:  # _classify answers None for every other node
-        agg = _classify(node, owned, release, measure)
+        node_columns = columns_below(node)[0]
+        agg = _classify(node, node_columns, owned, release, measure)
         if agg is None:
             continue
         aggregates.append(agg)
-        inside.update(map(id, agg.node.walk()))
+        inside.update(map(id, node_columns))
+    kinds = {a.kind for a in aggregates}
+    measured = frozenset() if kinds.isdisjoint(_DISTRIBUTION_KINDS) else frozenset(
+        a.attribute for a in aggregates if a.kind in _DISTRIBUTION_KINDS and a.attribute)
 
     if padded:
         for agg in aggregates:
@@ -348,8 +357,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     "padded row as 1, yet it holds no private rows. Count the private rows "
                     f"with COUNT({alias}.<attribute>), which is 0 where nothing matched")
 
-    if not has_group and not any(a.kind in ("count", "sum", "avg", "quantile")
-                                 for a in aggregates):
+    if args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
         if any(measure(x) for x in scope_columns):
             raise UnsupportedQueryError(
                 f"the bare column dp_count is not supported: {_MEASURE_HELP}")
@@ -358,7 +366,6 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
 
     # ---- label columns used anywhere else in the scope
-    removed_ids = {id(x) for r in removed for x in r.walk()}
     columns: set[str] = set()
     long_names: list[exp.Column] = []
     for node in scope_columns:
@@ -369,12 +376,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"the bare column dp_count is not supported: {_MEASURE_HELP}")
         if not owned(node):
             continue
-        a = release.column_attribute(node.name)
+        name = node.name
+        a = column_attribute(name)
         if a is None:
             known = sorted(c for x in attrs.values() for c in
                            ((x.name,) if x.kind == "range" else x.columns))
             raise UnsupportedQueryError(
-                f"column {node.name!r} is not an attribute of the release "
+                f"column {name!r} is not an attribute of the release "
                 f"{release.release.name!r}; its attributes are: {', '.join(known)}")
         if a.kind == "range":
             raise UnsupportedQueryError(
@@ -382,17 +390,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=) or inside SUM/AVG/MEDIAN/"
                 "dp_quantile; to list its bins, read the public table "
                 f"dpsql_domain__{a.name} or dp_level(view, k)")
-        columns.add(release.column_name(node.name))
+        columns.add(release.column_name(name))
         if node.args.get("db"):
             long_names.append(node)
     for name in using:  # USING (col): a join key the node rows must carry
-        if release.column_attribute(name) is not None:
+        if column_attribute(name) is not None:
             columns.add(release.column_name(name))
     columns |= nested_labels
 
-    if not any(a.kind == "count" for a in aggregates) and any(
-            a.kind in ERROR_FUNCTIONS or a.kind in ("stderr", "ci_low", "ci_high", "bound")
-            for a in aggregates):
+    if "count" not in kinds and not kinds.isdisjoint(_ERROR_KINDS):
         raise UnsupportedQueryError(
             "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
             "COUNT(*): add COUNT(*) to the same SELECT")
@@ -400,9 +406,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         c for c, arg in zip(scope_columns, sc.column_args)
         if arg not in _PLACING_ARGS and id(c) not in inside)
     return Reference(select, table, alias, release, views, frozenset(columns),
-                     tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items())),
+                     tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items()))
+                     if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls), plain,
-                     tuple(long_names))
+                     tuple(long_names), measured)
+
+
+_MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
+_DISTRIBUTION_KINDS = frozenset(("sum", "avg", "quantile"))
+_ERROR_KINDS = frozenset(ERROR_FUNCTIONS) | {"stderr", "ci_low", "ci_high", "bound"}
 
 
 _ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")
@@ -469,7 +481,7 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
         left, right, kind = c.this, c.expression, type(c)
         if is_attr(right) and not is_attr(left):
             left, right, kind = right, left, _FLIP[kind]
-        if is_attr(left) and not any(is_attr(x) for x in right.find_all(exp.Column)):
+        if is_attr(left) and not any(map(is_attr, columns_below(right)[0])):
             v = _number(right, "the bound of ", attr)
             return (v, None) if kind in (exp.GT, exp.GTE) else (None, v)
     raise UnsupportedQueryError(
@@ -478,8 +490,11 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
         "with numeric literals, combined with AND")
 
 
-def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Aggregate | None:
-    agg = _classify_call(node, owned, release, measure)
+def _classify(node: exp.Expression, node_columns: list[exp.Column], owned,
+              release: ReleaseInfo, measure) -> Aggregate | None:
+    """The aggregate that the call ``node`` is, if it is one this pass rewrites;
+    ``node_columns``: the columns below it (:func:`~dpsql.planner.parse_sql.columns_below`)."""
+    agg = _classify_call(node, node_columns, owned, release, measure)
     if agg is not None and isinstance(node.parent, exp.Filter):
         raise UnsupportedQueryError(
             f"{node.sql('duckdb')} FILTER (WHERE ...) over the private table is not "
@@ -488,12 +503,10 @@ def _classify(node: exp.Expression, owned, release: ReleaseInfo, measure) -> Agg
     return agg
 
 
-def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
-                   ) -> Aggregate | None:
-    node_columns: list[exp.Column] = []
-    if isinstance(node, (exp.AggFunc, exp.Anonymous)) and not isinstance(node.parent,
-                                                                          exp.Window):
-        node_columns = list(node.find_all(exp.Column))
+def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
+                   release: ReleaseInfo, measure) -> Aggregate | None:
+    windowed = isinstance(node.parent, exp.Window)
+    if not windowed and node_columns and isinstance(node, (exp.AggFunc, exp.Anonymous)):
         cols = [x for x in node_columns if measure(x) and _enclosing_call(x) is node]
         if cols:
             if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
@@ -520,13 +533,11 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
         return None
     if not isinstance(node, exp.AggFunc):
         return None
-    if isinstance(node.parent, exp.Window):
+    if windowed:
         return None  # a window over the aggregated rows: DuckDB runs it as written
     if isinstance(node, (exp.Grouping, exp.GroupingId)):
         return None  # which grouping set a row belongs to: no count, DuckDB runs it
-    name = type(node).__name__.upper()
     arg = node.this
-    refs = [x for x in node_columns if owned(x)]  # not in a window: filled above
     if isinstance(node, exp.Count):
         if isinstance(arg, exp.Distinct):
             raise UnsupportedQueryError(
@@ -540,6 +551,7 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
     if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
             and not arg.is_string:
         return Aggregate(node, "count", sums=True)
+    name = type(node).__name__.upper()
     if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
         a = release.column_attribute(arg.name)
         if a is not None and a.kind == "range":
@@ -555,7 +567,7 @@ def _classify_call(node: exp.Expression, owned, release: ReleaseInfo, measure
         if p is None:
             raise UnsupportedQueryError(f"{name} needs a probability argument")
         return _quantile(node, arg, p, owned, release)
-    if refs or isinstance(node, exp.Count):
+    if isinstance(node, exp.Count) or any(map(owned, node_columns)):
         raise UnsupportedQueryError(f"{name}({arg.sql('duckdb') if arg else ''}) over the "
                                     f"private table is not supported; " + _SUPPORTED)
     if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):

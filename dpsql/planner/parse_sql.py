@@ -204,6 +204,38 @@ def walk_tree(tree: exp.Expression) -> Walked:
     return walked
 
 
+def columns_below(node: exp.Expression) -> tuple[list[exp.Column], bool]:
+    """The columns in the subtree of ``node`` (``node`` itself if it is one), and whether
+    an OR is in it: what ``find_all(exp.Column, exp.Or)`` finds, in a walk like
+    :func:`walk_tree`'s (a few nodes in a WHERE conjunct or an aggregate call: a
+    generator per node was most of the cost)."""
+    columns: list[exp.Column] = []
+    has_or = False
+    kinds = _KINDS
+    Expr = exp.Expr
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        kind = kinds[type(node)]
+        if kind == _COLUMN:
+            columns.append(node)
+            if type(node.this) in _COLUMN_PARTS:
+                continue
+        elif kind == _LEAF:
+            if type(node.this) is str:
+                continue
+        elif kind == _SKIP:
+            continue
+        elif not has_or and isinstance(node, exp.Or):
+            has_or = True
+        for value in node.args.values():
+            if type(value) is list:
+                stack += value
+            elif isinstance(value, Expr):
+                stack.append(value)
+    return columns, has_or
+
+
 def generate_sql(tree: exp.Expression) -> str:
     """Render a (rewritten) tree as DuckDB SQL with this thread's generator."""
     return _PARSERS.generate(tree)
