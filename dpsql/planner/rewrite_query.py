@@ -289,15 +289,15 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
     return the name of the release table it now reads."""
     select = ref.select
     view, k = choice.view, choice.level
+    group = select.args.get("group")
+    plain_group = group is not None and _plain_group(group)
     joined = bool(select.args.get("joins"))
     inline = not joined and bool(view.node_table(k))
     rows = _Rows(ref, choice, inline)
-    one_node = inline and rows.key is not None and _one_node_per_group(ref, rows.key)
-
-    def V(text: str) -> exp.Expression:
-        return exp.Var(this=text)
-
-    empty = _may_sum_nothing(ref, rows, inline)
+    one_node = inline and plain_group and rows.key is not None and _one_node_per_group(
+        ref, rows.key, group)
+    V = _var
+    empty = _may_sum_nothing(ref, rows, inline, group, plain_group)
 
     def total(x: str) -> str:
         """The SQL sum of ``x`` over a group's rows, 0 for no rows."""
@@ -321,18 +321,22 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         lo_e, hi_e = rows.edges[attr]
         return f"({lo_e} + {hi_e}) / 2"
 
-    # keep the output names the analyst would get from DuckDB
-    agg_ids = {id(a.node) for a in ref.aggregates}
+    # keep the output names the analyst would get from DuckDB: an unaliased output that
+    # holds an aggregate is the one below the SELECT on each aggregate's parent chain
+    outputs = set()
+    for a in ref.aggregates:
+        node = a.node
+        while node.parent is not select and node.parent is not None:
+            node = node.parent
+        outputs.add(id(node))
     for e in list(select.expressions):
-        if isinstance(e, exp.Alias):
+        if id(e) not in outputs or isinstance(e, exp.Alias):
             continue
-        if any(id(x) in agg_ids for x in e.walk()):
-            name = "count_star()" if (isinstance(e, exp.Count) and
-                                      isinstance(e.this, exp.Star)) \
-                else e.sql(DIALECT, normalize_functions="lower")
-            wrapper = exp.Alias(alias=exp.to_identifier(name, quoted=True))
-            e.replace(wrapper)
-            wrapper.set("this", e)
+        name = "count_star()" if (isinstance(e, exp.Count) and isinstance(e.this, exp.Star)) \
+            else e.sql(DIALECT, normalize_functions="lower")
+        wrapper = exp.Alias(alias=exp.to_identifier(name, quoted=True))
+        e.replace(wrapper)
+        wrapper.set("this", e)
     for agg in ref.aggregates:
         if agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
             new = sum_only if agg.sums else count_sum
@@ -356,19 +360,19 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             raise AssertionError(agg.kind)
         agg.node.replace(V(new))
     # range predicates: removed from WHERE; inline, their bin filters take their place
-    where = select.args.get("where")
-    keep = conjuncts_of(where.this) if where is not None else []
-    if ref.removed:
-        removed = {id(r) for r in ref.removed}
-        keep = [c for c in keep if id(c) not in removed]
-    keep += [V(c) for c in rows.conds]
-    if one_node:
-        having = select.args.get("having")
-        if having is not None:
-            keep.append(exp.Paren(this=having.this))
-            select.set("having", None)
-        select.set("group", None)
     if ref.removed or rows.conds or one_node:
+        where = select.args.get("where")
+        keep = conjuncts_of(where.this) if where is not None else []
+        if ref.removed:
+            removed = {id(r) for r in ref.removed}
+            keep = [c for c in keep if id(c) not in removed]
+        keep += [V(c) for c in rows.conds]
+        if one_node:
+            having = select.args.get("having")
+            if having is not None:
+                keep.append(exp.Paren(this=having.this))
+                select.set("having", None)
+            select.set("group", None)
         select.set("where", exp.Where(this=_and_all(keep)) if keep else None)
     for col in ref.long_names:  # the release is read under the alias: name it so
         col.set("db", None)
@@ -387,7 +391,12 @@ def _plain_group(group: exp.Group) -> bool:
         isinstance(g, _GROUPING_SETS) for g in group.expressions)
 
 
-def _may_sum_nothing(ref: Reference, rows: _Rows, inline: bool) -> bool:
+def _var(text: str) -> exp.Expression:
+    return exp.Var(this=text)
+
+
+def _may_sum_nothing(ref: Reference, rows: _Rows, inline: bool, group: exp.Group | None,
+                     plain_group: bool) -> bool:
     """False when every output row of ``ref.select`` sums at least one node row, so that
     ``SUM`` cannot be NULL and needs no ``COALESCE(..., 0)`` (each extra scalar function
     costs DuckDB 2.0 about 50 µs to bind, a tenth of a small query). That holds, when
@@ -398,22 +407,21 @@ def _may_sum_nothing(ref: Reference, rows: _Rows, inline: bool) -> bool:
     select = ref.select
     if select.args.get("joins"):
         return True  # an outer join can make a group of NULL release rows only
-    group = select.args.get("group")
     if group is not None:
-        return not _plain_group(group)
+        return not plain_group
     return not inline or select.args.get("where") is not None or bool(rows.conds) \
         or not rows.node
 
 
-def _one_node_per_group(ref: Reference, key: tuple[str, ...]) -> bool:
+def _one_node_per_group(ref: Reference, key: tuple[str, ...], group: exp.Group) -> bool:
     """True when every group of ``ref.select`` is exactly one row of the source, whose
     rows are identified by the columns ``key``: a plain GROUP BY of column references
     that are (or determine, in a hierarchy) all of ``key``, with only COUNT-kind
     aggregates, and no column outside WHERE and the aggregates that is not grouped (the
-    grouped query would be an error; it must stay one)."""
+    grouped query would be an error; it must stay one). ``group``: the SELECT's GROUP
+    BY, which the caller has found plain (:func:`_plain_group`)."""
     select = ref.select
-    group = select.args.get("group")
-    if group is None or not key or not _plain_group(group):
+    if not key:
         return False
     names = set()
     for g in group.expressions:
@@ -421,17 +429,22 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...]) -> bool:
                                              != ref.alias.lower()):
             return False
         names.add(ref.release.column_name(g.name) or g.name)
-    if not names <= set(key) or not set(key) <= ref.release.closure(names):
+    if not names.issubset(key) or not ref.release.closure(names).issuperset(key):
         return False
-    if any(a.kind != "count" for a in ref.aggregates):
-        return False
-    counted = {id(a.node) for a in ref.aggregates}
+    counted = set()
+    for a in ref.aggregates:
+        if a.kind != "count":
+            return False
+        counted.add(id(a.node))
     if ref.plain_columns is not None:  # no nested query: the scope walk saw every node
         for node in ref.calls:
             if isinstance(node, exp.AggFunc) and id(node) not in counted \
                     and not isinstance(node.parent, exp.Window):
                 return False  # an aggregate this pass does not rewrite: keep the GROUP BY
-        return not any(_stray(node, names, ref) for node in ref.plain_columns)
+        for node in ref.plain_columns:
+            if _stray(node, names, ref):
+                return False
+        return True
     for node in select.find_all(exp.AggFunc):
         if id(node) not in counted and not isinstance(node.parent, exp.Window):
             return False  # an aggregate this pass does not rewrite: keep the GROUP BY
