@@ -226,7 +226,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     joins = args.get("joins")
     # alone in its FROM, every unqualified column that is not an output alias is ours
     alone = len(tables) == 1 and not joins
-    out_aliases = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    out_aliases: set[str] = set()
+    star = False  # SELECT * or <alias>.*: refused below, after the alias check
+    for e in select.expressions:
+        if isinstance(e, exp.Alias):
+            out_aliases.add(e.alias.lower())
+        elif isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
+                                         isinstance(e.this, exp.Star)
+                                         and (not e.table or e.table.lower() == alias_l)):
+            star = True
 
     def owned(col: exp.Column) -> bool:
         q = col.table
@@ -259,14 +267,11 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     "reads (which DuckDB would bind there instead of the alias); rename the "
                     "alias, or repeat its expression")
 
-    for e in select.expressions:
-        if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and
-                                       isinstance(e.this, exp.Star)
-                                       and (not e.table or e.table.lower() == alias_l)):
-            raise UnsupportedQueryError(
-                f"SELECT * on the private table {table.name!r} is not supported: there are no "
-                "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
-                f"{table.name} GROUP BY <columns>")
+    if star:
+        raise UnsupportedQueryError(
+            f"SELECT * on the private table {table.name!r} is not supported: there are no "
+            "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
+            f"{table.name} GROUP BY <columns>")
 
     if args.get("sample") is not None or table.args.get("sample") is not None:
         raise UnsupportedQueryError(
@@ -368,16 +373,28 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- label columns used anywhere else in the scope
     columns: set[str] = set()
     long_names: list[exp.Column] = []
-    for node in scope_columns:
-        if id(node) in inside or id(node) in removed_ids:
+    plain: list[exp.Column] | None = None if sc.nested else []
+    for node, arg in zip(scope_columns, sc.column_args):
+        if id(node) in inside:
             continue
-        if measure(node):
-            raise UnsupportedQueryError(
-                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
-        if not owned(node):
+        if plain is not None and arg not in _PLACING_ARGS:
+            plain.append(node)
+        if id(node) in removed_ids:  # in WHERE, a placing argument
             continue
         name = node.name
+        lname = name.lower()
+        if lname == MEASURE and measure(node):
+            raise UnsupportedQueryError(
+                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
+        # owned(node), with the name and its attribute looked up once
+        q = node.table
         a = column_attribute(name)
+        if q:
+            if q.lower() != alias_l or (node.args.get("db") and
+                                         not long_name_binds(node, table, release)):
+                continue
+        elif a is None and not (alone and lname not in out_aliases):
+            continue
         if a is None:
             known = sorted(c for x in attrs.values() for c in
                            ((x.name,) if x.kind == "range" else x.columns))
@@ -402,14 +419,11 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         raise UnsupportedQueryError(
             "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
             "COUNT(*): add COUNT(*) to the same SELECT")
-    plain = None if sc.nested else tuple(
-        c for c, arg in zip(scope_columns, sc.column_args)
-        if arg not in _PLACING_ARGS and id(c) not in inside)
     return Reference(select, table, alias, release, views, frozenset(columns),
                      tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items()))
                      if ranges else (),
-                     tuple(aggregates), tuple(removed), tuple(scope_calls), plain,
-                     tuple(long_names), measured)
+                     tuple(aggregates), tuple(removed), tuple(scope_calls),
+                     None if plain is None else tuple(plain), tuple(long_names), measured)
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

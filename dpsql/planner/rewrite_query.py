@@ -387,8 +387,13 @@ _GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren)
 def _plain_group(group: exp.Group) -> bool:
     """A GROUP BY of one or more expressions: no ALL, ROLLUP, CUBE, GROUPING SETS or
     ``()`` / tuple, parenthesised or not (sqlglot keeps those among the expressions)."""
-    return bool(group.expressions) and not group.args.get("all") and not any(
-        isinstance(g, _GROUPING_SETS) for g in group.expressions)
+    expressions = group.expressions
+    if not expressions or group.args.get("all"):
+        return False
+    for g in expressions:
+        if isinstance(g, _GROUPING_SETS):
+            return False
+    return True
 
 
 def _var(text: str) -> exp.Expression:
