@@ -9,8 +9,9 @@ connection with the release attached read-only as ``trips``, interleaved query b
   afresh: ``plan_cache_size=0``) / (hand-written DuckDB time), each time the median of
   ``REPEAT`` runs of execute + fetchall. Target ≤ 1.5. The whole workload runs in
   ``ROUNDS`` independent rounds (fresh connections) and each timing is the median over
-  the rounds: single rounds spread about ±4% (1.46–1.58× on one quiet machine), more
-  than the target's margin. ``cold_ratio_median_by_round`` keeps every round's figure.
+  the rounds: single rounds spread about ±4% (1.39–1.50× in one run of the code of
+  2026-11-25, 1.46–1.58× before its planner speed-ups), more than the target's margin.
+  ``cold_ratio_median_by_round`` keeps every round's figure.
 * ``warm_ratio``: the same with the connection's plan cache (a re-issued query, as from a
   dashboard): the planned SQL's execution against the hand-written SQL's.
 * ``exec_ratio``: the planned SQL run directly on DuckDB against the hand-written SQL: the
@@ -52,8 +53,8 @@ The hand-written SQL is what a DuckDB expert would write against the release for
 It may read a different view than the planner picks, so answers are not compared here
 (tests/e2e does that); row counts are, as a sanity check.
 
-Run: ``.venv/bin/python benchmarks/queries.py`` (about ten minutes: seven rounds of one to
-two). ``--rounds N`` runs N rounds instead; fewer than seven write ``*_quick.json``, which
+Run: ``.venv/bin/python benchmarks/queries.py`` (under a minute on 2 cores: seven rounds
+of about five seconds, plus building the release). ``--rounds N`` runs N rounds instead; fewer than seven write ``*_quick.json``, which
 the README table ignores (a check while working, not a result).
 """
 
