@@ -28,6 +28,8 @@ from dpsql.errors import (DataError, Error, IntegrityError, InternalError, Inter
                           NotSupportedError, OperationalError, ProgrammingError,
                           SqlSyntaxError, UnsupportedQueryError)
 from dpsql.server import UnencryptedServerWarning, serve, sqlstate_of
+from tests.bi.pg_client import (cancelled_errors, cli_server, read_message,
+                                 startup_packet)
 
 # The fixture releases are seeded on purpose (reproducible tests).
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -235,20 +237,7 @@ def test_cancel_request_interrupts_the_query(server):
     """psycopg's cancel() sends a CancelRequest on a new socket: the running DuckDB query
     stops with 57014 (query_canceled) and the session stays usable."""
     with psycopg.connect(_dsn(server), autocommit=True) as con:
-        errors = []
-
-        def long_query():
-            try:
-                con.execute("SELECT COUNT(*) FROM range(1000000000000)")
-            except psycopg.Error as err:
-                errors.append(err)
-
-        t = threading.Thread(target=long_query)
-        t.start()
-        time.sleep(0.5)
-        con.cancel_safe(timeout=20)  # non-blocking libpq API: the server shares our GIL
-        t.join(30)
-        assert not t.is_alive()
+        errors = cancelled_errors(con, "SELECT COUNT(*) FROM range(1000000000000)")
         assert [e.sqlstate for e in errors] == ["57014"]
         assert con.execute("SELECT 1").fetchone() == (1,)
 
@@ -437,26 +426,13 @@ def test_stop_ends_open_sessions(trips_release):
 # --------------------------------------------------------------------------------------
 
 def test_cli_serve_and_sigterm(trips_release):
-    with subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
-                           "--port", "0", "--max-connections", "3"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
-        try:
-            line = ""
-            deadline = time.monotonic() + 30
-            while "postgresql://" not in line and time.monotonic() < deadline:
-                line = proc.stdout.readline()
-                assert line or proc.poll() is None, proc.stderr.read()
-            port = int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
-            # libpq's default sslmode=prefer: the server declines SSL, the client goes on
-            with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x") as con:
-                assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(20) == 0
-            assert "NOT private" in proc.stderr.read()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with cli_server(trips_release, "--max-connections", "3") as (proc, port, _):
+        # libpq's default sslmode=prefer: the server declines SSL, the client goes on
+        with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x") as con:
+            assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert "NOT private" in proc.stderr.read()
 
 
 def test_cli_refuses_non_loopback_without_password(trips_release):
@@ -664,25 +640,6 @@ def test_describe_never_fails_the_transaction(server, local):
         _last_result(pgconn)
 
 
-def _startup_packet(user=USER, database="trips") -> bytes:
-    body = f"user\x00{user}\x00database\x00{database}\x00\x00".encode()
-    return struct.pack("!II", len(body) + 8, 196608) + body
-
-
-def _read_message(sock) -> tuple[bytes, bytes]:
-    head = b""
-    while len(head) < 5:
-        chunk = sock.recv(5 - len(head))
-        if not chunk:
-            return b"", b""
-        head += chunk
-    size = struct.unpack("!I", head[1:])[0] - 4
-    body = b""
-    while len(body) < size:
-        body += sock.recv(size - len(body))
-    return head[:1], body
-
-
 def test_no_session_before_authentication(trips_release, password_file):
     """Unauthenticated connections cost no session (no DuckDB, no release attached)."""
     with _start(trips_release, password_file=password_file) as srv:
@@ -690,8 +647,8 @@ def test_no_session_before_authentication(trips_release, password_file):
         try:
             for _ in range(5):
                 s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-                s.sendall(_startup_packet())
-                assert _read_message(s)[0] == b"R"  # the SCRAM challenge
+                s.sendall(startup_packet())
+                assert read_message(s)[0] == b"R"  # the SCRAM challenge
                 socks.append(s)
             assert srv.sessions == 0
             with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
@@ -712,8 +669,8 @@ def test_max_connections(trips_release):
                 psycopg.connect(_dsn(srv))
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
             with s:
-                s.sendall(_startup_packet())
-                kind, body = _read_message(s)
+                s.sendall(startup_packet())
+                kind, body = read_message(s)
                 assert kind == b"E" and b"C53300\x00" in body and b"SFATAL\x00" in body
             assert a.execute("SELECT 1").fetchone() == b.execute("SELECT 1").fetchone()
         deadline = time.monotonic() + 10  # the slots are free again once they closed
@@ -739,11 +696,11 @@ def test_startup_timeout_and_oversized_messages(trips_release):
                 pass
             assert time.monotonic() - t0 < 5
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-            s.sendall(_startup_packet())
-            while _read_message(s)[0] != b"Z":  # authenticated, ready for query
+            s.sendall(startup_packet())
+            while read_message(s)[0] != b"Z":  # authenticated, ready for query
                 pass
             s.sendall(b"Q" + struct.pack("!I", 0x7FFFFFF0))  # claims a 2 GB query
-            kind, body = _read_message(s)
+            kind, body = read_message(s)
             assert kind == b"E" and b"C08P01\x00" in body and b"limit" in body
 
 

@@ -17,6 +17,7 @@ from dpsql.errors import ProgrammingError
 from dpsql.server import serve, sqlstate_of
 from dpsql.server._limits import (OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError, Watchdog, parse_pg_timeout)
+from tests.bi.pg_client import cancelled_errors
 from tests.bi.test_serve import _dsn, _last_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -117,20 +118,7 @@ def test_cancel_reaches_the_planner_route(limited):
     it says "user request", not timeout."""
     with serve(limited.release, port=0, statement_timeout=0) as srv, \
             psycopg.connect(_dsn(srv), autocommit=True) as con:
-        errors = []
-
-        def run():
-            try:
-                con.execute(LONG_PLANNER)
-            except psycopg.Error as err:
-                errors.append(err)
-
-        t = threading.Thread(target=run)
-        t.start()
-        time.sleep(0.5)
-        con.cancel_safe(timeout=20)
-        t.join(30)
-        assert not t.is_alive()
+        errors = cancelled_errors(con, LONG_PLANNER)
         assert [e.sqlstate for e in errors] == ["57014"]
         assert "user request" in str(errors[0]) and "limit" not in str(errors[0])
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]

@@ -11,7 +11,6 @@ import ssl
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 import psycopg
@@ -21,6 +20,8 @@ import trustme
 import dpsql
 from dpsql.errors import ProgrammingError
 from dpsql.server import serve, write_verifier
+from tests.bi.pg_client import (cancelled_errors, cli_server, read_message,
+                                 startup_packet)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -68,31 +69,12 @@ def _connect(srv, tls_files=None, **kw):
     return psycopg.connect(**params)
 
 
-def _read_message(sock) -> tuple[bytes, bytes]:
-    head = b""
-    while len(head) < 5:
-        chunk = sock.recv(5 - len(head))
-        if not chunk:
-            return b"", b""
-        head += chunk
-    size = struct.unpack("!I", head[1:])[0] - 4
-    body = b""
-    while len(body) < size:
-        body += sock.recv(size - len(body))
-    return head[:1], body
-
-
 def _no_sessions_left(srv) -> None:
     """No session is open (a closed client's session ends once the server sees it)."""
     deadline = time.monotonic() + 10
     while srv.sessions and time.monotonic() < deadline:
         time.sleep(0.05)
     assert srv.sessions == 0
-
-
-def _startup_packet(user="analyst", database="trips") -> bytes:
-    body = f"user\x00{user}\x00database\x00{database}\x00\x00".encode()
-    return struct.pack("!II", len(body) + 8, 196608) + body
 
 
 # --------------------------------------------------------------------------------------
@@ -116,8 +98,8 @@ def test_plain_text_clients_are_refused(tls_server):
     with pytest.raises(psycopg.OperationalError, match="requires TLS"):
         _connect(tls_server, sslmode="disable")
     with socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as s:
-        s.sendall(_startup_packet())
-        kind, body = _read_message(s)
+        s.sendall(startup_packet())
+        kind, body = read_message(s)
         assert kind == b"E" and b"C28000\x00" in body and b"SFATAL\x00" in body
         assert s.recv(1) == b""  # and the connection is closed
     _no_sessions_left(tls_server)
@@ -138,20 +120,7 @@ def test_the_client_checks_the_certificate(tls_server, tmp_path):
 def test_cancel_over_tls(tls_server, tls_files):
     """libpq sends the CancelRequest over TLS too (it repeats the SSLRequest first)."""
     with _connect(tls_server, tls_files, autocommit=True) as con:
-        errors = []
-
-        def long_query():
-            try:
-                con.execute("SELECT COUNT(*) FROM range(1000000000000)")
-            except psycopg.Error as err:
-                errors.append(err)
-
-        t = threading.Thread(target=long_query)
-        t.start()
-        time.sleep(0.5)
-        con.cancel_safe(timeout=20)
-        t.join(30)
-        assert not t.is_alive()
+        errors = cancelled_errors(con, "SELECT COUNT(*) FROM range(1000000000000)")
         assert [e.sqlstate for e in errors] == ["57014"]
         assert con.execute("SELECT 1").fetchone() == (1,)
 
@@ -161,7 +130,7 @@ def test_bytes_sent_before_the_handshake_are_refused(tls_server, tls_files):
     answer 'S' and later read those bytes as if they came through TLS
     (CVE-2021-23214 in PostgreSQL)."""
     with socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as s:
-        s.sendall(SSL_REQUEST + _startup_packet())
+        s.sendall(SSL_REQUEST + startup_packet())
         assert s.recv(1) == b""  # closed, no 'S'
     with _connect(tls_server, tls_files) as con:  # and the server is fine
         assert con.execute("SELECT 1").fetchone() == (1,)
@@ -239,8 +208,8 @@ def test_scram_is_the_default(trips_release, password_file):
         with pytest.raises(psycopg.OperationalError, match="SASL"):
             _connect(srv, sslmode="disable", require_auth="md5")
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-            s.sendall(_startup_packet())
-            kind, body = _read_message(s)  # AuthenticationSASL, no -PLUS without TLS
+            s.sendall(startup_packet())
+            kind, body = read_message(s)  # AuthenticationSASL, no -PLUS without TLS
             assert kind == b"R" and body == struct.pack("!i", 10) + b"SCRAM-SHA-256\x00\x00"
 
 
@@ -290,11 +259,11 @@ def test_an_unknown_auth_method_is_refused(trips_release, password_file):
 def test_malformed_sasl_messages_end_the_connection(trips_release, password_file):
     with serve(trips_release, port=0, password_file=password_file) as srv:
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
-            s.sendall(_startup_packet())
-            assert _read_message(s)[0] == b"R"
+            s.sendall(startup_packet())
+            assert read_message(s)[0] == b"R"
             body = b"SCRAM-SHA-256\x00" + struct.pack("!i", 99) + b"n,,n=,r=abc"
             s.sendall(b"p" + struct.pack("!I", len(body) + 4) + body)
-            kind, msg = _read_message(s)
+            kind, msg = read_message(s)
             assert kind == b"E" and b"C28P01\x00" in msg and b"wrong length" in msg
         _no_sessions_left(srv)
 
@@ -328,37 +297,22 @@ def test_cli_passwd_then_serve_with_tls(trips_release, tls_files, tmp_path):
     again = subprocess.run([sys.executable, "-m", "dpsql.cli", "passwd", str(verifier)],
                            input="x\n", capture_output=True, text=True, timeout=60)
     assert again.returncode == 1 and "never overwritten" in again.stderr
-    with subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
-                           "--port", "0", "--password-file", str(verifier),
-                           "--tls-cert", str(tls_files / "cert.pem"),
-                           "--tls-key", str(tls_files / "key.pem")],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            line = proc.stdout.readline()
-            assert "scram-sha-256" in line and "TLS required" in line, line
-            port = int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
-            with psycopg.connect(host="127.0.0.1", port=port, dbname="trips", user="x",
-                                 password=PASSWORD, sslmode="verify-full",
-                                 sslrootcert=str(tls_files / "ca.pem")) as con:
-                assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(20) == 0
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with cli_server(trips_release, "--password-file", verifier, "--tls-cert",
+                    tls_files / "cert.pem", "--tls-key", tls_files / "key.pem") as (
+            proc, port, line):
+        assert "scram-sha-256" in line and "TLS required" in line, line
+        with psycopg.connect(host="127.0.0.1", port=port, dbname="trips", user="x",
+                             password=PASSWORD, sslmode="verify-full",
+                             sslrootcert=str(tls_files / "ca.pem")) as con:
+            assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
 
 
 def test_cli_warns_when_serving_beyond_loopback_without_tls(trips_release, password_file):
-    with subprocess.Popen([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
-                           "--host", "0.0.0.0", "--port", "0", "--password-file",
-                           str(password_file)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            line = proc.stdout.readline()
-            assert "no TLS" in line, line
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(20) == 0
-            assert "without TLS" in proc.stderr.read()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with cli_server(trips_release, "--host", "0.0.0.0", "--password-file",
+                    password_file) as (proc, _, line):
+        assert "no TLS" in line, line
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        assert "without TLS" in proc.stderr.read()
