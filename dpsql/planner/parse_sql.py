@@ -93,12 +93,13 @@ class Walked:
 (_OTHER, _SKIP, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _SELECT, _NESTED,
  _WRITE, _INTO) = range(12)
 _NESTED_TYPES = (exp.Subquery, exp.Union, exp.Intersect, exp.Except)
+_EXPR = getattr(exp, "Expr", exp.Expression)  # every node's base: Expr in sqlglot 30+
 _LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
 _COLUMN_PARTS = (exp.Identifier, exp.Star)  # a column whose name is these has no other nodes
 
 
 def _kind(cls: type) -> int:
-    return (_SKIP if not issubclass(cls, exp.Expr) else
+    return (_SKIP if not issubclass(cls, _EXPR) else
             _WRITE if issubclass(cls, _WRITE_TYPES) else
             _INTO if issubclass(cls, exp.Into) else
             _SELECT if issubclass(cls, exp.Select) else
@@ -136,7 +137,7 @@ def walk_tree(tree: exp.Expression) -> Walked:
     selects, tables, ctes, holders, scopes = (walked.selects, walked.tables, walked.ctes,
                                               walked.placeholders, walked.scopes)
     kinds = _KINDS
-    Expr = exp.Expr
+    Expr = _EXPR
     work: list[tuple[exp.Expression, Scope | None, str]] = [(tree, None, "")]
     while work:
         root, scope, arg = work.pop()
@@ -212,7 +213,7 @@ def columns_below(node: exp.Expression) -> tuple[list[exp.Column], bool]:
     columns: list[exp.Column] = []
     has_or = False
     kinds = _KINDS
-    Expr = exp.Expr
+    Expr = _EXPR
     stack = [node]
     while stack:
         node = stack.pop()
