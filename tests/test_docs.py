@@ -7,7 +7,7 @@ documenting it fails this test:
 * CLI commands and their options, from ``dpsql.cli.build_parser()``;
 * Python UDFs, from the functions ``dpsql.duck.register`` adds to a real connection;
 * SQL macros, from the ``CREATE … MACRO`` statements of ``udfs/*.sql``;
-* the planner's pseudo-functions, from ``dpsql.planner.find_references``;
+* the planner's pseudo-functions, from ``dpsql.planner.classify_calls``;
 * error classes, from ``dpsql.errors``;
 * spec keys, from the key sets that ``dpsql/spec.py`` validates against.
 """
@@ -28,7 +28,7 @@ import dpsql.errors
 from dpsql import duck
 from dpsql.cli import build_parser
 
-find_references = importlib.import_module("dpsql.planner.find_references")
+classify_calls = importlib.import_module("dpsql.planner.classify_calls")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,7 +96,7 @@ def macro_names() -> set[str]:
 
 def test_udfs_macros_and_sql_functions_are_documented():
     udfs, macros = registered_udfs(), macro_names()
-    pseudo = set(find_references.ERROR_FUNCTIONS) | set(find_references.QUANTILE_FUNCTIONS)
+    pseudo = set(classify_calls.ERROR_FUNCTIONS) | set(classify_calls.QUANTILE_FUNCTIONS)
     assert {"dp_error", "dp_hist_quantile"} <= udfs
     assert "dp_level" in macros and "dp_stderr" in pseudo
     text = docs_text()

@@ -5,7 +5,8 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
 1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries, bind
    parameters as literals *before* planning;
 2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
-   that it is only used under supported aggregates;
+   that it is only used under supported aggregates (each call sorted out by
+   :mod:`~dpsql.planner.classify_calls`);
 3. :mod:`~dpsql.planner.choose_view` — pick the covering view with the smallest
    predicted error and the level to read;
 4. :mod:`~dpsql.planner.rewrite_query` — replace the reference by a subquery over that

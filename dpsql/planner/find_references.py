@@ -10,9 +10,10 @@ name), this pass collects:
 * the **range filters** on binned attributes (``<``, ``<=``, ``>``, ``>=``, ``BETWEEN``
   with literals, combined by AND into one interval per attribute). They are removed
   from the WHERE clause; the rewrite turns them into bin overlap weights;
-* the **aggregates**: counts (``COUNT(*)``, ``COUNT(1)``, ``COUNT(attr)``, ``SUM(1)``),
-  approximate ``SUM``/``AVG`` of a binned attribute, ``MEDIAN``/``QUANTILE_CONT``/
-  ``dp_quantile`` of a binned attribute, and the error pseudo-functions.
+* the **aggregates** (each call sorted out by :mod:`~dpsql.planner.classify_calls`):
+  counts (``COUNT(*)``, ``COUNT(1)``, ``COUNT(attr)``, ``SUM(1)``), approximate
+  ``SUM``/``AVG`` of a binned attribute, ``MEDIAN``/``QUANTILE_CONT``/``dp_quantile`` of
+  a binned attribute, and the error pseudo-functions.
 
 Row counts (``COUNT(*)``, ``COUNT(1)``, ``SUM(1)``) over an outer join that can pad the
 private table with NULL rows are refused: SQL counts a padded row as 1, the released
@@ -26,7 +27,6 @@ let through.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -35,18 +35,10 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
+from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
+                                          classify, counts_rows, enclosing_call, fn_name,
+                                          literal_number)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
-
-ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
-QUANTILE_FUNCTIONS = {"dp_quantile"}
-MEASURE = "dp_count"
-_MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical table: only "
-                 "SUM(dp_count) is supported, and it is exactly COUNT(*) (same answer, same "
-                 "error columns); write SUM(dp_count) or COUNT(*)")
-_SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
-              "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
-              "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta)")
-
 
 @dataclass(frozen=True)
 class RangeFilter:
@@ -56,20 +48,6 @@ class RangeFilter:
     attribute: str
     lo: float | None
     hi: float | None
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """One aggregate call to be rewritten: ``kind`` is count | sum | avg | quantile |
-    stderr | ci_low | ci_high | bound."""
-
-    node: exp.Expression
-    kind: str
-    attribute: str | None = None
-    param: float | None = None
-    sums: bool = False
-    """A count written as a SUM (``SUM(1)``, ``SUM(dp_count)``): NULL over no rows, as
-    SQL's SUM, where ``COUNT`` is 0."""
 
 
 @dataclass(frozen=True)
@@ -165,54 +143,12 @@ def find_references(tree: exp.Expression, catalog: Catalog,
 
 # --------------------------------------------------------------------------------------
 
-def _fn_name(node: exp.Expression) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.this).lower()
-    return node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__
-
-
 def _refuse_orphan_error_functions(scope: Scope) -> None:
     for node in scope.calls:
-        if isinstance(node, exp.Anonymous) and _fn_name(node) in ERROR_FUNCTIONS:
+        if isinstance(node, exp.Anonymous) and fn_name(node) in ERROR_FUNCTIONS:
             raise UnsupportedQueryError(
-                f"{_fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
+                f"{fn_name(node)}() must be used in the SELECT that computes COUNT(*) over "
                 "the release (it refers to that row's count)")
-
-
-_T = exp.DataType.Type
-_EXACT_CASTS = {_T.INT: 2.0 ** 31, _T.BIGINT: 2.0 ** 63, _T.INT128: 2.0 ** 127,
-                _T.DOUBLE: None}
-"""Casts a numeric bound may carry, as in ``?::INT``, with the magnitude below which an
-integral value is unchanged by them (None: any value). Other casts (FLOAT, DECIMAL,
-small integers) can change or reject the value: refused, as any other expression."""
-
-
-def _number(node: exp.Expression, what: str, what_end: str = "") -> float:
-    """The value of a numeric literal (``-x``, ``(x)`` and a cast that keeps the value,
-    as in ``?::INT`` with an integer or ``x::DOUBLE``, allowed); the error names it
-    ``what + what_end`` (two parts, joined only when it is raised)."""
-    v = node
-    neg = False
-    if isinstance(v, exp.Neg):
-        neg, v = True, v.this
-    if isinstance(v, exp.Paren):
-        v = v.this
-    if isinstance(v, exp.Cast) and v.to.this in _EXACT_CASTS:  # TryCast is a Cast
-        try:
-            x = _number(v.this, what, what_end)
-        except UnsupportedQueryError:
-            x = None
-        limit = _EXACT_CASTS[v.to.this]
-        if x is not None and (limit is None or x.is_integer() and abs(x) < limit):
-            return -x if neg else x  # the cast changes no value: it is the literal's
-    if isinstance(v, exp.Literal) and not v.is_string:
-        x = float(v.this)
-        if math.isfinite(x):
-            return -x if neg else x
-    raise UnsupportedQueryError(
-        f"{what}{what_end} must be a numeric literal or a ? parameter (cast to INT, BIGINT, "
-        "HUGEINT or DOUBLE if you like, as in ?::INT, when the cast keeps its value), got "
-        f"{node.sql('duckdb')!r}")
 
 
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
@@ -255,7 +191,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         q = col.table
         if q:
             return q.lower() == alias_l
-        return _enclosing_call(col) is not None or MEASURE not in out_aliases
+        return enclosing_call(col) is not None or MEASURE not in out_aliases
 
     shadowed = out_aliases & release.internal_columns
     if shadowed:
@@ -296,7 +232,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             inner = ()
         if any(map(measure, c_columns)) or any(map(measure, inner)):
             raise UnsupportedQueryError(
-                f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {_MEASURE_HELP}; "
+                f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {MEASURE_HELP}; "
                 "to filter on the count, use HAVING SUM(dp_count) > x")
         for x in inner:  # a nested query's columns are its own, but for our attributes
             a = column_attribute(x.name)
@@ -342,9 +278,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- aggregates
     aggregates: list[Aggregate] = []
     inside: set[int] = set()  # the scope's columns in them
-    for node in scope_calls:  # _classify answers None for every other node
+    for node in scope_calls:  # classify answers None for every other node
         node_columns = columns_below(node)[0]
-        agg = _classify(node, node_columns, owned, release, measure)
+        agg = classify(node, node_columns, owned, release, measure)
         if agg is None:
             continue
         aggregates.append(agg)
@@ -355,7 +291,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     if padded:
         for agg in aggregates:
-            if agg.kind == "count" and _counts_rows(agg.node):
+            if agg.kind == "count" and counts_rows(agg.node):
                 raise UnsupportedQueryError(
                     f"{agg.node.sql('duckdb')} over an outer join that can pad the private "
                     f"table {table.name!r} with NULL rows is not supported: SQL counts each "
@@ -365,7 +301,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     if args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
         if any(measure(x) for x in scope_columns):
             raise UnsupportedQueryError(
-                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
+                f"the bare column dp_count is not supported: {MEASURE_HELP}")
         raise UnsupportedQueryError(
             f"row-level access to the private table {table.name!r} is not supported; "
             f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
@@ -385,7 +321,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         lname = name.lower()
         if lname == MEASURE and measure(node):
             raise UnsupportedQueryError(
-                f"the bare column dp_count is not supported: {_MEASURE_HELP}")
+                f"the bare column dp_count is not supported: {MEASURE_HELP}")
         # owned(node), with the name and its attribute looked up once
         q = node.table
         a = column_attribute(name)
@@ -467,16 +403,6 @@ def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:
     return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[here + 1:])
 
 
-def _counts_rows(node: exp.Expression) -> bool:
-    """``COUNT(*)``, ``COUNT(<non-NULL literal>)`` or ``SUM(1)``: aggregates that count a
-    row padded with NULLs by an outer join (``COUNT(attr)`` and ``SUM(dp_count)`` skip it,
-    as the rewritten sum of counts does)."""
-    arg = node.this
-    if isinstance(node, exp.Count):
-        return isinstance(arg, (exp.Star, exp.Literal))
-    return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal)
-
-
 _PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
 
@@ -489,127 +415,16 @@ def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, fl
         return isinstance(x, exp.Column) and owned(x) and x.name.lower() == attr.lower()
 
     if isinstance(c, exp.Between) and is_attr(c.this):
-        return _number(c.args["low"], "a BETWEEN bound"), _number(c.args["high"],
+        return literal_number(c.args["low"], "a BETWEEN bound"), literal_number(c.args["high"],
                                                                    "a BETWEEN bound")
     if type(c) in _FLIP:
         left, right, kind = c.this, c.expression, type(c)
         if is_attr(right) and not is_attr(left):
             left, right, kind = right, left, _FLIP[kind]
         if is_attr(left) and not any(map(is_attr, columns_below(right)[0])):
-            v = _number(right, "the bound of ", attr)
+            v = literal_number(right, "the bound of ", attr)
             return (v, None) if kind in (exp.GT, exp.GTE) else (None, v)
     raise UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {attr!r} is not supported; "
         f"write {attr} BETWEEN lo AND hi, {attr} < x, {attr} <= x, {attr} > x or {attr} >= x "
         "with numeric literals, combined with AND")
-
-
-def _classify(node: exp.Expression, node_columns: list[exp.Column], owned,
-              release: ReleaseInfo, measure) -> Aggregate | None:
-    """The aggregate that the call ``node`` is, if it is one this pass rewrites;
-    ``node_columns``: the columns below it (:func:`~dpsql.planner.parse_sql.columns_below`)."""
-    agg = _classify_call(node, node_columns, owned, release, measure)
-    if agg is not None and isinstance(node.parent, exp.Filter):
-        raise UnsupportedQueryError(
-            f"{node.sql('duckdb')} FILTER (WHERE ...) over the private table is not "
-            "supported (its error columns would cover the unfiltered rows); put the "
-            "condition in WHERE, or GROUP BY it")
-    return agg
-
-
-def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
-                   release: ReleaseInfo, measure) -> Aggregate | None:
-    windowed = isinstance(node.parent, exp.Window)
-    if not windowed and node_columns and isinstance(node, (exp.AggFunc, exp.Anonymous)):
-        cols = [x for x in node_columns if measure(x) and _enclosing_call(x) is node]
-        if cols:
-            if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
-                return Aggregate(node, "count", sums=True)  # the BI measure: COUNT(*)
-            raise UnsupportedQueryError(
-                f"{node.sql('duckdb')} is not supported: {_MEASURE_HELP}")
-    if isinstance(node, exp.Anonymous):
-        name = _fn_name(node)
-        if name in ERROR_FUNCTIONS:
-            args = node.expressions
-            if len(args) != ERROR_FUNCTIONS[name]:
-                raise UnsupportedQueryError(
-                    f"{name}() takes {ERROR_FUNCTIONS[name]} argument(s), got {len(args)}")
-            param = _number(args[0], f"the argument of {name}()") if args else None
-            if param is not None and not 0.0 < param < 1.0:
-                raise UnsupportedQueryError(
-                    f"the argument of {name}() must be in (0, 1), got {param}")
-            return Aggregate(node, name[3:], None, param)
-        if name in QUANTILE_FUNCTIONS:
-            args = node.expressions
-            if len(args) != 2:
-                raise UnsupportedQueryError("dp_quantile(attr, p) takes two arguments")
-            return _quantile(node, args[0], args[1], owned, release)
-        return None
-    if not isinstance(node, exp.AggFunc):
-        return None
-    if windowed:
-        return None  # a window over the aggregated rows: DuckDB runs it as written
-    if isinstance(node, (exp.Grouping, exp.GroupingId)):
-        return None  # which grouping set a row belongs to: no count, DuckDB runs it
-    arg = node.this
-    if isinstance(node, exp.Count):
-        if isinstance(arg, exp.Distinct):
-            raise UnsupportedQueryError(
-                "COUNT(DISTINCT ...) is not supported on a private table; count rows with "
-                "COUNT(*), or list groups with GROUP BY")
-        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal) and not arg.is_string
-                                         and arg.this == "1"):
-            return Aggregate(node, "count")
-        if isinstance(arg, exp.Column) and owned(arg):
-            return Aggregate(node, "count")  # attributes are never NULL in a release
-    if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
-            and not arg.is_string:
-        return Aggregate(node, "count", sums=True)
-    name = type(node).__name__.upper()
-    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
-        a = release.column_attribute(arg.name)
-        if a is not None and a.kind == "range":
-            return Aggregate(node, "sum" if isinstance(node, exp.Sum) else "avg", a.name)
-        raise UnsupportedQueryError(
-            f"{name}({arg.name}) is not supported: {arg.name!r} is a categorical attribute; "
-            + _SUPPORTED)
-    if isinstance(node, exp.Median) and isinstance(arg, exp.Column) and owned(arg):
-        return _quantile(node, arg, exp.Literal.number(0.5), owned, release)
-    if isinstance(node, (exp.PercentileCont, exp.Quantile)) and isinstance(arg, exp.Column) \
-            and owned(arg):
-        p = node.args.get("expression") or node.args.get("quantile")
-        if p is None:
-            raise UnsupportedQueryError(f"{name} needs a probability argument")
-        return _quantile(node, arg, p, owned, release)
-    if isinstance(node, exp.Count) or any(map(owned, node_columns)):
-        raise UnsupportedQueryError(f"{name}({arg.sql('duckdb') if arg else ''}) over the "
-                                    f"private table is not supported; " + _SUPPORTED)
-    if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):
-        return None  # an aggregate of aggregates: DuckDB checks it
-    if not node_columns:  # SUM(2), MAX(1): over the private table's rows
-        raise UnsupportedQueryError(f"{node.sql('duckdb')} over the private table is not "
-                                    "supported; " + _SUPPORTED)
-    raise UnsupportedQueryError(
-        f"{name} over a column joined to the private table is not supported (it would be "
-        "weighted by private rows); aggregate the release first in a CTE, then join")
-
-
-def _enclosing_call(node: exp.Expression) -> exp.Expression | None:
-    p = node.parent
-    while p is not None and not isinstance(p, (exp.AggFunc, exp.Anonymous)):
-        p = p.parent
-    return p
-
-
-def _quantile(node, arg, p, owned, release) -> Aggregate:
-    if not (isinstance(arg, exp.Column) and owned(arg)):
-        raise UnsupportedQueryError("dp_quantile/MEDIAN take a binned attribute of the release")
-    a = release.column_attribute(arg.name)
-    if a is None or a.kind != "range":
-        raise UnsupportedQueryError(
-            f"quantiles of {arg.name!r} are not supported: it is not a binned attribute; "
-            + _SUPPORTED)
-    q = _number(p, "the quantile probability")
-    if not 0.0 <= q <= 1.0:
-        raise UnsupportedQueryError(f"the quantile probability must be in [0, 1], got {q}")
-    return Aggregate(node, "quantile", a.name, q)

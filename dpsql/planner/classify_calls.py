@@ -1,0 +1,207 @@
+"""Pass 2, its calls: which aggregate or pseudo-function a call over a logical table is.
+
+:func:`classify` sorts one call of a SELECT that reads a logical table into an
+:class:`Aggregate` that the rewrite replaces (counts, approximate SUM/AVG and quantiles of
+binned attributes, the error pseudo-functions), None for a call DuckDB runs as written (a
+window over the aggregated rows, GROUPING, an aggregate of aggregates), or an
+:class:`~dpsql.UnsupportedQueryError` that names the construct and the supported form.
+:func:`literal_number` reads the numeric literals these calls and range predicates take.
+Used by :mod:`dpsql.planner.find_references`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.catalog import ReleaseInfo
+
+ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
+QUANTILE_FUNCTIONS = {"dp_quantile"}
+MEASURE = "dp_count"
+MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical table: only "
+                 "SUM(dp_count) is supported, and it is exactly COUNT(*) (same answer, same "
+                 "error columns); write SUM(dp_count) or COUNT(*)")
+SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
+              "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
+              "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta)")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate call to be rewritten: ``kind`` is count | sum | avg | quantile |
+    stderr | ci_low | ci_high | bound."""
+
+    node: exp.Expression
+    kind: str
+    attribute: str | None = None
+    param: float | None = None
+    sums: bool = False
+    """A count written as a SUM (``SUM(1)``, ``SUM(dp_count)``): NULL over no rows, as
+    SQL's SUM, where ``COUNT`` is 0."""
+
+
+def fn_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower()
+    return node.sql_name().lower() if hasattr(node, "sql_name") else type(node).__name__
+
+
+_T = exp.DataType.Type
+_EXACT_CASTS = {_T.INT: 2.0 ** 31, _T.BIGINT: 2.0 ** 63, _T.INT128: 2.0 ** 127,
+                _T.DOUBLE: None}
+"""Casts a numeric bound may carry, as in ``?::INT``, with the magnitude below which an
+integral value is unchanged by them (None: any value). Other casts (FLOAT, DECIMAL,
+small integers) can change or reject the value: refused, as any other expression."""
+
+
+def literal_number(node: exp.Expression, what: str, what_end: str = "") -> float:
+    """The value of a numeric literal (``-x``, ``(x)`` and a cast that keeps the value,
+    as in ``?::INT`` with an integer or ``x::DOUBLE``, allowed); the error names it
+    ``what + what_end`` (two parts, joined only when it is raised)."""
+    v = node
+    neg = False
+    if isinstance(v, exp.Neg):
+        neg, v = True, v.this
+    if isinstance(v, exp.Paren):
+        v = v.this
+    if isinstance(v, exp.Cast) and v.to.this in _EXACT_CASTS:  # TryCast is a Cast
+        try:
+            x = literal_number(v.this, what, what_end)
+        except UnsupportedQueryError:
+            x = None
+        limit = _EXACT_CASTS[v.to.this]
+        if x is not None and (limit is None or x.is_integer() and abs(x) < limit):
+            return -x if neg else x  # the cast changes no value: it is the literal's
+    if isinstance(v, exp.Literal) and not v.is_string:
+        x = float(v.this)
+        if math.isfinite(x):
+            return -x if neg else x
+    raise UnsupportedQueryError(
+        f"{what}{what_end} must be a numeric literal or a ? parameter (cast to INT, BIGINT, "
+        "HUGEINT or DOUBLE if you like, as in ?::INT, when the cast keeps its value), got "
+        f"{node.sql('duckdb')!r}")
+
+
+def counts_rows(node: exp.Expression) -> bool:
+    """``COUNT(*)``, ``COUNT(<non-NULL literal>)`` or ``SUM(1)``: aggregates that count a
+    row padded with NULLs by an outer join (``COUNT(attr)`` and ``SUM(dp_count)`` skip it,
+    as the rewritten sum of counts does)."""
+    arg = node.this
+    if isinstance(node, exp.Count):
+        return isinstance(arg, (exp.Star, exp.Literal))
+    return isinstance(node, exp.Sum) and isinstance(arg, exp.Literal)
+
+
+def classify(node: exp.Expression, node_columns: list[exp.Column], owned,
+              release: ReleaseInfo, measure) -> Aggregate | None:
+    """The aggregate that the call ``node`` is, if it is one this pass rewrites;
+    ``node_columns``: the columns below it (:func:`~dpsql.planner.parse_sql.columns_below`)."""
+    agg = _classify_call(node, node_columns, owned, release, measure)
+    if agg is not None and isinstance(node.parent, exp.Filter):
+        raise UnsupportedQueryError(
+            f"{node.sql('duckdb')} FILTER (WHERE ...) over the private table is not "
+            "supported (its error columns would cover the unfiltered rows); put the "
+            "condition in WHERE, or GROUP BY it")
+    return agg
+
+
+def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
+                   release: ReleaseInfo, measure) -> Aggregate | None:
+    windowed = isinstance(node.parent, exp.Window)
+    if not windowed and node_columns and isinstance(node, (exp.AggFunc, exp.Anonymous)):
+        cols = [x for x in node_columns if measure(x) and enclosing_call(x) is node]
+        if cols:
+            if isinstance(node, exp.Sum) and node.this is cols[0] and len(cols) == 1:
+                return Aggregate(node, "count", sums=True)  # the BI measure: COUNT(*)
+            raise UnsupportedQueryError(
+                f"{node.sql('duckdb')} is not supported: {MEASURE_HELP}")
+    if isinstance(node, exp.Anonymous):
+        name = fn_name(node)
+        if name in ERROR_FUNCTIONS:
+            args = node.expressions
+            if len(args) != ERROR_FUNCTIONS[name]:
+                raise UnsupportedQueryError(
+                    f"{name}() takes {ERROR_FUNCTIONS[name]} argument(s), got {len(args)}")
+            param = literal_number(args[0], f"the argument of {name}()") if args else None
+            if param is not None and not 0.0 < param < 1.0:
+                raise UnsupportedQueryError(
+                    f"the argument of {name}() must be in (0, 1), got {param}")
+            return Aggregate(node, name[3:], None, param)
+        if name in QUANTILE_FUNCTIONS:
+            args = node.expressions
+            if len(args) != 2:
+                raise UnsupportedQueryError("dp_quantile(attr, p) takes two arguments")
+            return _quantile(node, args[0], args[1], owned, release)
+        return None
+    if not isinstance(node, exp.AggFunc):
+        return None
+    if windowed:
+        return None  # a window over the aggregated rows: DuckDB runs it as written
+    if isinstance(node, (exp.Grouping, exp.GroupingId)):
+        return None  # which grouping set a row belongs to: no count, DuckDB runs it
+    arg = node.this
+    if isinstance(node, exp.Count):
+        if isinstance(arg, exp.Distinct):
+            raise UnsupportedQueryError(
+                "COUNT(DISTINCT ...) is not supported on a private table; count rows with "
+                "COUNT(*), or list groups with GROUP BY")
+        if isinstance(arg, exp.Star) or (isinstance(arg, exp.Literal) and not arg.is_string
+                                         and arg.this == "1"):
+            return Aggregate(node, "count")
+        if isinstance(arg, exp.Column) and owned(arg):
+            return Aggregate(node, "count")  # attributes are never NULL in a release
+    if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
+            and not arg.is_string:
+        return Aggregate(node, "count", sums=True)
+    name = type(node).__name__.upper()
+    if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
+        a = release.column_attribute(arg.name)
+        if a is not None and a.kind == "range":
+            return Aggregate(node, "sum" if isinstance(node, exp.Sum) else "avg", a.name)
+        raise UnsupportedQueryError(
+            f"{name}({arg.name}) is not supported: {arg.name!r} is a categorical attribute; "
+            + SUPPORTED)
+    if isinstance(node, exp.Median) and isinstance(arg, exp.Column) and owned(arg):
+        return _quantile(node, arg, exp.Literal.number(0.5), owned, release)
+    if isinstance(node, (exp.PercentileCont, exp.Quantile)) and isinstance(arg, exp.Column) \
+            and owned(arg):
+        p = node.args.get("expression") or node.args.get("quantile")
+        if p is None:
+            raise UnsupportedQueryError(f"{name} needs a probability argument")
+        return _quantile(node, arg, p, owned, release)
+    if isinstance(node, exp.Count) or any(map(owned, node_columns)):
+        raise UnsupportedQueryError(f"{name}({arg.sql('duckdb') if arg else ''}) over the "
+                                    f"private table is not supported; " + SUPPORTED)
+    if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):
+        return None  # an aggregate of aggregates: DuckDB checks it
+    if not node_columns:  # SUM(2), MAX(1): over the private table's rows
+        raise UnsupportedQueryError(f"{node.sql('duckdb')} over the private table is not "
+                                    "supported; " + SUPPORTED)
+    raise UnsupportedQueryError(
+        f"{name} over a column joined to the private table is not supported (it would be "
+        "weighted by private rows); aggregate the release first in a CTE, then join")
+
+
+def enclosing_call(node: exp.Expression) -> exp.Expression | None:
+    p = node.parent
+    while p is not None and not isinstance(p, (exp.AggFunc, exp.Anonymous)):
+        p = p.parent
+    return p
+
+
+def _quantile(node, arg, p, owned, release) -> Aggregate:
+    if not (isinstance(arg, exp.Column) and owned(arg)):
+        raise UnsupportedQueryError("dp_quantile/MEDIAN take a binned attribute of the release")
+    a = release.column_attribute(arg.name)
+    if a is None or a.kind != "range":
+        raise UnsupportedQueryError(
+            f"quantiles of {arg.name!r} are not supported: it is not a binned attribute; "
+            + SUPPORTED)
+    q = literal_number(p, "the quantile probability")
+    if not 0.0 <= q <= 1.0:
+        raise UnsupportedQueryError(f"the quantile probability must be in [0, 1], got {q}")
+    return Aggregate(node, "quantile", a.name, q)
