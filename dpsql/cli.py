@@ -17,69 +17,11 @@ from rich.text import Text
 
 from dpsql import __version__
 from dpsql.errors import Error, ProgrammingError
+from dpsql.present import release_summary
 
 
 def _console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=120)
-
-
-# --------------------------------------------------------------------------------------
-# Summaries shared by `release` and `inspect`
-# --------------------------------------------------------------------------------------
-
-def _fmt(x: Any) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, float):
-        return f"{x:,.3g}" if abs(x) < 1e4 else f"{x:,.0f}"
-    return str(x)
-
-
-def release_summary(release: Any) -> list[Table]:
-    """Rich tables describing a release: its guarantee and each view's per-level error."""
-    head = Table(title=f"release {release.name!r}", show_header=False)
-    head.add_row("guarantee", guarantee_text(release))
-    head.add_row("neighbouring", release.neighbouring)
-    head.add_row("privacy unit", release.unit)
-    head.add_row("randomness", release.rng)
-    head.add_row("created", f"{release.created} by dpsql {release.dpsql_version}")
-    views = Table(title="views")
-    for col in ("view", "mechanism", "budget share", "level", "refines", "nodes",
-                "σ (one node)", "95% bound (one node)"):
-        views.add_column(col)
-    for v in release.views.values():
-        summary = {s["level"]: s for s in v.error_model.level_summary()}
-        for lv in v.levels:
-            s = summary.get(lv.k, {})
-            first = lv.k == 1
-            views.add_row(v.name if first else "", _mechanism_label(v) if first else "",
-                          v.budget.describe() if first else "", str(lv.k), _refines(lv),
-                          f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
-    return [head, views]
-
-
-def _refines(lv: Any) -> str:
-    """What a level splits: a spine level's column (``home_region``: the interleaved
-    levels of an O/D view tell apart), else the attribute."""
-    return lv.columns[0] if lv.kind == "hierarchy" else lv.attribute
-
-
-def _mechanism_label(view: Any) -> str:
-    """The mechanism, plus the cascade's covariance when it is not the default tree (its
-    σ column is then the largest node's, since node variances differ across a level)."""
-    if view.info.get("covariance") == "optimal":
-        return f"{view.mechanism} (optimal covariance; σ: largest node)"
-    return view.mechanism
-
-
-def guarantee_text(release: Any) -> str:
-    """The release's total guarantee in its forms, e.g. ``ρ=1-zCDP; (ε=9.52, δ=1e-09)-DP``."""
-    parts = [f"ρ={release.rho:.6g}-zCDP"]
-    if release.delta == 0:
-        parts.insert(0, f"ε={release.epsilon:.6g} pure DP")
-    else:
-        parts.append(f"(ε={release.epsilon:.6g}, δ={release.delta:.3g})-DP")
-    return "; ".join(parts)
 
 
 def _print_report(console: Console, report: Any) -> None:

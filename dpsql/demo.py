@@ -95,7 +95,7 @@ QUERIES = [
 def run_demo(console: Console, workdir: str | None = None, rows: int = 50_000) -> int:
     """Build the demo release and print DP answers beside the truth. Returns 0."""
     from dpsql import duck
-    from dpsql.cli import release_summary
+    from dpsql.present import release_summary
     from dpsql.release import build_release
     from dpsql.spec import ReleaseSpec
 

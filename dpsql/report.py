@@ -360,7 +360,7 @@ _CSS = (
 
 
 def _guarantee_section(release: Release) -> str:
-    from dpsql.cli import guarantee_text
+    from dpsql.present import guarantee_text
     from dpsql.privacy import ZCDP
 
     rows = [["guarantee", _e(guarantee_text(release))],

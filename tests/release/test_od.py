@@ -129,7 +129,7 @@ def test_per_node_mechanisms_take_interleaved_views(commutes_data, tmp_path, mec
 def test_inspect_names_the_column_each_level_refines(commutes_release):
     """``dpsql inspect``: an interleaved view's levels alternate attributes, so each row
     names the spine column it splits."""
-    from dpsql.cli import release_summary
+    from dpsql.present import release_summary
 
     views = release_summary(open_release(commutes_release))[1]
     col = [c.header for c in views.columns].index("refines")
