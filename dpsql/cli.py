@@ -65,7 +65,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from dpsql.release import open_release
+    from dpsql.release_file import open_release
 
     console = _console()
     release = open_release(args.release)

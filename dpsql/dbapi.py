@@ -107,7 +107,7 @@ apilevel = "2.0"
 threadsafety = 1
 paramstyle = "qmark"
 
-_PRIVATE_RNG = "os-entropy AES-CTR"  # dpsql.release.store.Release.seeded compares to this
+_PRIVATE_RNG = "os-entropy AES-CTR"  # dpsql.release_file.Release.seeded compares to this
 SEEDED_NOTE = "seeded: not private"
 
 

@@ -50,7 +50,7 @@ from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner import PlannedQuery, plan_query
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
-from dpsql.release.store import read_catalog
+from dpsql.release_file import read_catalog
 
 
 @dataclass

@@ -4,7 +4,7 @@
 report and the summary state the guarantee with :func:`guarantee_text`. This module imports
 no other part of dpsql, so that the CLI, the demo and the report all import it and none of
 them imports another (DESIGN, layering). A release here is anything with the attributes of
-:class:`dpsql.release.store.Release`: a built one, a dry run's plan or a file read back.
+:class:`dpsql.release_file.Release`: a built one, a dry run's plan or a file read back.
 """
 
 from __future__ import annotations

@@ -48,8 +48,7 @@ import numpy as np
 
 from dpsql import __version__
 from dpsql.errors import IntegrityError, NotSupportedError
-from dpsql.release import open_release
-from dpsql.release.store import Release, ViewMeta
+from dpsql.release_file import Release, ViewMeta, open_release
 
 __all__ = ["build_report", "level_rows", "range_curves", "LevelRow", "RangeCurve"]
 

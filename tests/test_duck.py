@@ -117,6 +117,16 @@ def test_query_side_never_imports_mechanisms():
                                     "dpsql.release.ingest")) == "[]"
 
 
+def test_query_side_reads_releases_without_the_builders_package():
+    # the catalog reader is dpsql.release_file; dpsql.release (the curator's package) stays unloaded
+    code = ("import sys, dpsql.duck, dpsql.planner, dpsql.dbapi\n"
+            "print(sorted(m for m in sys.modules\n"
+            "             if m == 'dpsql.release' or m.startswith('dpsql.release.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
 def test_query_side_never_loads_the_rng_modules():
     assert _imported_by_query_side(("dpsql.privacy.generator",
                                     "dpsql.privacy.samplers")) == "[]"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dpsql.accuracy import ErrorModel
-from dpsql.release.store import AttributeMeta, LevelMeta, Release, ViewMeta
+from dpsql.release_file import AttributeMeta, LevelMeta, Release, ViewMeta
 
 
 MAX_RESOLVED = 4096

@@ -46,8 +46,8 @@ from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
 from dpsql.release.ingest import ingest
-from dpsql.release.store import (AttributeMeta, Columns, LevelMeta, Release, catalog_from_rows,
-                                 catalog_rows, write_release)
+from dpsql.release.store import Columns, catalog_rows, write_release
+from dpsql.release_file import AttributeMeta, LevelMeta, Release, catalog_from_rows
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
 

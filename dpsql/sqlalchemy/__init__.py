@@ -56,7 +56,7 @@ Decisions, and why:
   returns an integer type and no such view has a binned level (an interpolated range
   gives fractions); otherwise ``Float``. Types are read through :mod:`dpsql.dbapi` (a
   ``LIMIT 0`` query on the public domain table, a planned ``COUNT(*)``), the catalog
-  through :func:`dpsql.release.store.open_release`: nothing re-parses the file. Column
+  through :func:`dpsql.release_file.open_release`: nothing re-parses the file. Column
   and table comments say how to use each column. There are no keys or indexes.
 * ``supports_statement_cache = True``: compiled SQL depends only on the statement and
   this dialect's constants, so SQLAlchemy may cache it (on top of the DB-API plan cache).

@@ -1,7 +1,7 @@
 """The Inspector side of the ``dpsql`` SQLAlchemy dialect: schemas, tables, columns.
 
 What is listed, and why, is in :mod:`dpsql.sqlalchemy`'s docstring (**Catalog**,
-**Columns**). The catalog comes from :func:`dpsql.release.store.open_release` for each
+**Columns**). The catalog comes from :func:`dpsql.release_file.open_release` for each
 release the DB-API connection attached, and the column types from queries through
 :mod:`dpsql.dbapi`: nothing here parses the release file itself.
 """
@@ -29,13 +29,13 @@ class Inspection:
 
 
     def _catalog(self, connection: Any, **kw: Any) -> dict[str, Any]:
-        """alias → :class:`~dpsql.release.store.Release` of every attached release.
+        """alias → :class:`~dpsql.release_file.Release` of every attached release.
 
         Read once per DB-API connection (and again only if it attaches another
         release): a release is immutable, and a file replaced on disk after the
         connection attached it is not what that connection reads. ``pandas.read_sql``
         asks ``has_table`` on every call, so re-reading the file would cost ~20 ms."""
-        from dpsql.release.store import open_release
+        from dpsql.release_file import open_release
 
         dcon = dbapi_conn(connection)
         attached = tuple(dcon.releases.items())
