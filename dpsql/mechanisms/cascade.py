@@ -29,6 +29,11 @@ Decisions (digest section in brackets):
   with sensitivity Δ_C (``calibration="tight"``), or the paper's Thm 3.8/3.9 formula
   σ² = 2Δ_C²·ln(2/δ)/ε², valid only for ε ≤ 1, δ ≤ 1/2 (``calibration="paper"``).
   Pure DP is refused: Gaussian noise is never ε-DP.
+* **Covariance** (the spec's ``covariance``). :func:`cascade` is the one place that picks
+  the tree covariance (this module) or the range-optimal one
+  (:mod:`dpsql.mechanisms.cascade_optimal`). What both share — input checks, the σ
+  calibration above and the consistent levels — is in
+  :mod:`dpsql.mechanisms._cascade_common`, which both import.
 * **Outputs** are float64, unbiased, not rounded or clipped [§6.6].
 """
 
@@ -49,12 +54,18 @@ from dpsql.accuracy.cascade import (
     substitution_constant,
 )
 from dpsql.errors import DataError, InvalidPrivacyParameterError
-from dpsql.mechanisms.base import PrivateLevel, PrivateTree
-from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP
-from dpsql.privacy.calibrate import analytic_gaussian_sigma, gaussian_sigma_zcdp
-from dpsql.privacy.units import Neighbouring, histogram_sensitivity
-
-MECHANISM = "cascade"
+from dpsql.mechanisms._cascade_common import (
+    MECHANISM,
+    calibrate_sigma,
+    check_arity,
+    check_hist,
+    check_neighbouring_rows,
+    range_levels,
+)
+from dpsql.mechanisms.base import PrivateTree
+from dpsql.mechanisms.cascade_optimal import cascade_optimal
+from dpsql.privacy.budgets import Budget
+from dpsql.privacy.units import Neighbouring
 
 
 # ------------------------------------------------------------------ the sampler
@@ -136,16 +147,11 @@ def cascade_noise(depth: int, rng: np.random.Generator, *, arity: int = 2,
 
 # ------------------------------------------------------------------ calibration
 
-def _check_neighbouring_rows(neighbouring: Any, max_rows: Any) -> tuple[Neighbouring, int]:
-    sens = histogram_sensitivity(neighbouring, max_rows)
-    return sens.neighbouring, sens.max_rows
-
-
 def mahalanobis_sensitivity(arity: int, level_variance: Sequence[float], *,
                             neighbouring: Neighbouring | str, max_rows: int = 1) -> float:
     """Δ_C = max over neighbours of ‖C^{-1/2}(x − x')‖ for node variances
     ``level_variance`` (use a unit shape and calibrate σ on top)."""
-    nb, m = _check_neighbouring_rows(neighbouring, max_rows)
+    nb, m = check_neighbouring_rows(neighbouring, max_rows)
     if nb is Neighbouring.ADD_REMOVE:
         const = inverse_diagonal(arity, level_variance)
     else:
@@ -153,75 +159,7 @@ def mahalanobis_sensitivity(arity: int, level_variance: Sequence[float], *,
     return m * math.sqrt(const)
 
 
-def paper_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
-    """σ of the paper's Thm 3.8: sqrt(2Δ_C²·ln(2/δ))/ε (ε ≤ 1, δ ≤ 1/2). With
-    Δ_C² = 1 + k/3 this is Thm 3.9 (σ = 136.24 at ε = 0.1, δ = 1e-9, k = 10)."""
-    e, d = float(epsilon), float(delta)
-    if not (0 < e <= 1) or not (0 < d <= 0.5):
-        raise InvalidPrivacyParameterError(
-            f"the paper's calibration holds only for 0 < epsilon <= 1 and 0 < delta <= 1/2, "
-            f"got epsilon={e!r}, delta={d!r}; use calibration='tight' (analytic Gaussian)")
-    return float(sensitivity) * math.sqrt(2.0 * math.log(2.0 / d)) / e
-
-
-def calibrate_sigma(sensitivity: float, budget: Budget, calibration: str = "tight") -> float:
-    """σ for Mahalanobis sensitivity Δ_C under ``budget``: Δ/√(2ρ) for zCDP, the
-    analytic Gaussian (``"tight"``) or the paper's formula (``"paper"``) for (ε, δ)."""
-    if calibration not in ("tight", "paper"):
-        raise InvalidPrivacyParameterError(
-            f"calibration must be 'tight' or 'paper', got {calibration!r}")
-    if isinstance(budget, PureDP):
-        raise InvalidPrivacyParameterError(
-            "Cascade Sampling adds Gaussian noise, which is never pure ε-DP; give a ZCDP "
-            "budget (e.g. PureDP(eps).to_zcdp()) or an ApproxDP(epsilon, delta)")
-    if isinstance(budget, ZCDP):
-        if calibration == "paper":
-            raise InvalidPrivacyParameterError(
-                "calibration='paper' is an (ε, δ) formula; give an ApproxDP budget or use "
-                "calibration='tight' with a ZCDP budget")
-        return gaussian_sigma_zcdp(sensitivity, float(budget.rho))
-    if isinstance(budget, ApproxDP):
-        if calibration == "paper":
-            return paper_sigma(float(budget.epsilon), float(budget.delta), sensitivity)
-        return analytic_gaussian_sigma(sensitivity, float(budget.epsilon),
-                                       float(budget.delta))
-    raise InvalidPrivacyParameterError(f"budget must be ZCDP or ApproxDP, got {budget!r}")
-
-
-def _check_hist(hist: Any, ndim: int) -> np.ndarray:
-    h = np.asarray(hist)
-    if h.ndim != ndim or h.size == 0:
-        raise DataError(f"the histogram must be a non-empty {ndim}-D array, got shape {h.shape}")
-    if not np.issubdtype(h.dtype, np.integer):
-        raise DataError(f"the histogram must hold integer counts, got dtype {h.dtype}")
-    if np.any(h < 0):
-        raise DataError("the histogram holds negative counts; true counts are >= 0")
-    return h.astype(np.int64, copy=False)
-
-
-def _check_arity(arity: Any) -> int:
-    if isinstance(arity, bool) or not isinstance(arity, (int, np.integer)) or arity < 2:
-        raise InvalidPrivacyParameterError(f"arity must be an integer >= 2, got {arity!r}")
-    return int(arity)
-
-
 # ------------------------------------------------------------------ 1-D release
-
-def range_levels(leaves: np.ndarray, arity: int, depth: int,
-                 node_variance: Any) -> tuple[PrivateLevel, ...]:
-    """Levels 0..depth over released leaf counts: each upper level is the m-ary
-    bottom-up sum of the one below (padding past K adds public zeros), so the tree is
-    exactly consistent; ``node_variance(d)`` gives each level's dp_var column."""
-    per_level = [leaves]
-    for _ in range(depth):
-        child = per_level[0]
-        pad = (-child.size) % arity
-        if pad:
-            child = np.concatenate([child, np.zeros(pad)])
-        per_level.insert(0, child.reshape(-1, arity).sum(axis=1))
-    return tuple(PrivateLevel(np.arange(c.size, dtype=np.int64), c, node_variance(d))
-                 for d, c in enumerate(per_level))
-
 
 def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
             max_rows: int = 1, rng: np.random.Generator, arity: int = 2,
@@ -257,12 +195,11 @@ def cascade(hist: Any, budget: Budget, *, neighbouring: Neighbouring | str,
             raise InvalidPrivacyParameterError(
                 "relative_variance shapes the tree covariance; the range-optimal "
                 "covariance has no level shape to set")
-        from dpsql.mechanisms.cascade_optimal import cascade_optimal
         return cascade_optimal(hist, budget, neighbouring=neighbouring, max_rows=max_rows,
                                rng=rng, arity=arity, calibration=calibration)
-    h = _check_hist(hist, 1)
-    m = _check_arity(arity)
-    nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
+    h = check_hist(hist, 1)
+    m = check_arity(arity)
+    nb, rows = check_neighbouring_rows(neighbouring, max_rows)
     k = h.size
     depth = depth_for(k, m)
     shape = np.ones(depth + 1) if relative_variance is None \
@@ -329,9 +266,9 @@ def cascade_2d(hist2d: Any, budget: Budget, *, neighbouring: Neighbouring | str,
     """Algorithm 4: every dyadic (m-adic) rectangle of the padded grid gets noise
     N(0, σ²); leaf covariance σ²(C_rows ⊗ C_cols). A column cascade per row normal,
     then a row cascade on the results (each row node has its own column cascade)."""
-    h = _check_hist(hist2d, 2)
-    m = _check_arity(arity)
-    nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
+    h = check_hist(hist2d, 2)
+    m = check_arity(arity)
+    nb, rows = check_neighbouring_rows(neighbouring, max_rows)
     (k1, k2), depth = h.shape, (depth_for(h.shape[0], m), depth_for(h.shape[1], m))
     const = grid_constant((m, m), depth, nb)
     delta_c = rows * math.sqrt(const)
@@ -373,7 +310,7 @@ class CascadeStream:
             raise InvalidPrivacyParameterError(
                 f"horizon must be an integer >= 1 (the most leaves the stream will emit), "
                 f"got {horizon!r}")
-        nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
+        nb, rows = check_neighbouring_rows(neighbouring, max_rows)
         self.horizon = int(horizon)
         self.horizon_depth = depth_for(self.horizon, 2)
         shape = np.ones(self.horizon_depth + 1)
@@ -426,7 +363,7 @@ class CascadeStream:
 
     def extend(self, counts: Any) -> np.ndarray:
         """Release several counts in order."""
-        return np.array([self.append(int(x)) for x in _check_hist(counts, 1)])
+        return np.array([self.append(int(x)) for x in check_hist(counts, 1)])
 
     @property
     def error_model(self) -> CascadeErrorModel:

@@ -42,15 +42,15 @@ from dpsql.accuracy.optimal_ranges import (
     privacy_constants,
 )
 from dpsql.accuracy.cascade import depth_for
-from dpsql.mechanisms.base import PrivateTree
-from dpsql.mechanisms.cascade import (
+from dpsql.mechanisms._cascade_common import (
     MECHANISM,
-    _check_arity,
-    _check_hist,
-    _check_neighbouring_rows,
     calibrate_sigma,
+    check_arity,
+    check_hist,
+    check_neighbouring_rows,
     range_levels,
 )
+from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy.budgets import Budget
 from dpsql.privacy.units import Neighbouring
 
@@ -78,9 +78,9 @@ def cascade_optimal(hist: Any, budget: Budget, *, neighbouring: Neighbouring | s
     >>> bool(abs(t.levels[0].counts[0] - t.leaves.counts.sum()) < 1e-9)
     True
     """
-    h = _check_hist(hist, 1)
-    m = _check_arity(arity)
-    nb, rows = _check_neighbouring_rows(neighbouring, max_rows)
+    h = check_hist(hist, 1)
+    m = check_arity(arity)
+    nb, rows = check_neighbouring_rows(neighbouring, max_rows)
     k = h.size
     depth = depth_for(k, m)
     weights, gap, steps = optimal_range_weights(k)

@@ -24,9 +24,9 @@ from dpsql.accuracy.cascade import (
     substitution_constant,
 )
 from dpsql.errors import DataError, InvalidPrivacyParameterError, ProgrammingError
+from dpsql.mechanisms._cascade_common import calibrate_sigma, paper_sigma
 from dpsql.mechanisms.cascade import (
     CascadeStream,
-    calibrate_sigma,
     cascade,
     cascade_2d,
     cascade_noise,
@@ -34,7 +34,6 @@ from dpsql.mechanisms.cascade import (
     grid_constant,
     mahalanobis_sensitivity,
     normals_needed,
-    paper_sigma,
     tree_cascade_noise,
     tree_cascade_transform,
     tree_privacy_constant,
