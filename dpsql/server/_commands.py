@@ -5,20 +5,20 @@ Session commands (``BEGIN``/``COMMIT``/``ROLLBACK``, ``SET``/``RESET``/``SHOW``,
 dict; nothing runs in DuckDB (:mod:`dpsql.server._session` routes them here). ``SET`` and
 ``RESET`` of DuckDB's resource settings are refused (42501), and ``SET
 statement_timeout`` may only lower the server's limit (:mod:`dpsql.server._limits`).
+
+The session imports this module, never the reverse: a command sees the session through
+:class:`SessionState`, the few attributes it reads and sets.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from buenavista.core import BVType, QueryResult
 
 from dpsql.errors import DataError, UnsupportedQueryError
 from dpsql.server._limits import OPERATOR_SETTINGS, operator_setting, parse_pg_timeout, pg_timeout
-
-if TYPE_CHECKING:
-    from dpsql.server._session import Session
 
 
 class FailedTransactionError(UnsupportedQueryError):
@@ -65,30 +65,38 @@ class Result(QueryResult):
         return self._status
 
 
-
-
 def first_word(sql: str) -> str:
     m = re.match(r"[A-Za-z_]+", sql)
     return m.group(0).upper() if m else ""
-
 
 
 # --------------------------------------------------------------------------------------
 # Session commands
 # --------------------------------------------------------------------------------------
 
-def _begin(s: Session, text: str) -> Result:
+class SessionState(Protocol):
+    """What a session command reads and sets (:class:`dpsql.server._session.Session`)."""
+
+    in_txn: bool  # inside a BEGIN ... COMMIT block
+    failed: bool  # ... and a statement in it failed: the rest is refused until its end
+    settings: dict[str, str]  # what SHOW answers
+    client_timeout: float  # SET statement_timeout, in seconds (0: none)
+
+    @property
+    def statement_timeout(self) -> float: ...
+
+def _begin(s: SessionState, text: str) -> Result:
     s.in_txn = True
     return Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
 
 
-def _commit(s: Session, text: str) -> Result:
+def _commit(s: SessionState, text: str) -> Result:
     failed = s.failed
     s.in_txn = s.failed = False
     return Result(status="ROLLBACK" if failed else "COMMIT")
 
 
-def _rollback(s: Session, text: str) -> Result:
+def _rollback(s: SessionState, text: str) -> Result:
     if re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", text, re.I):
         s.failed = False  # back to a savepoint: the block continues
         return Result(status="ROLLBACK")
@@ -108,7 +116,7 @@ def _refuse_operator_setting(text: str) -> None:
         raise operator_setting(m.group("name").lower(), first_word(text))
 
 
-def _set_timeout(s: Session, value: str) -> None:
+def _set_timeout(s: SessionState, value: str) -> None:
     seconds = parse_pg_timeout(value)
     if seconds is None:
         raise DataError(f"invalid value for parameter \"statement_timeout\": {value!r}; give "
@@ -118,7 +126,7 @@ def _set_timeout(s: Session, value: str) -> None:
     s.settings["statement_timeout"] = pg_timeout(s.statement_timeout)
 
 
-def _set(s: Session, text: str) -> Result:
+def _set(s: SessionState, text: str) -> Result:
     _refuse_operator_setting(text)
     m = _SET.match(text)
     if m:
@@ -137,7 +145,7 @@ def _set(s: Session, text: str) -> Result:
     return Result(status="SET")  # SET TRANSACTION ..., SET SESSION CHARACTERISTICS: no-op
 
 
-def _reset(s: Session, text: str) -> Result:
+def _reset(s: SessionState, text: str) -> Result:
     _refuse_operator_setting(text)
     m = _SET_NAME.match(text)
     if m and m.group("name").lower() in ("statement_timeout", "all"):
@@ -148,7 +156,7 @@ def _reset(s: Session, text: str) -> Result:
 _DESCRIPTIONS = {"transaction_read_only": "dpsql serve is read-only"}
 
 
-def _show(s: Session, text: str) -> Result:
+def _show(s: SessionState, text: str) -> Result:
     name = re.sub(r"^SHOW\s+", "", text, flags=re.I).strip().strip('"').lower()
     name = {"transaction isolation level": "transaction_isolation",
             "time zone": "timezone"}.get(re.sub(r"\s+", " ", name), name)
@@ -162,12 +170,12 @@ def _show(s: Session, text: str) -> Result:
 
 
 def _noop(tag: str):
-    def run(s: Session, text: str) -> Result:
+    def run(s: SessionState, text: str) -> Result:
         return Result(status=tag)
     return run
 
 
-def _discard(s: Session, text: str) -> Result:
+def _discard(s: SessionState, text: str) -> Result:
     return Result(status="DISCARD " + text.split(None, 1)[-1].upper())
 
 

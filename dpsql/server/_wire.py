@@ -60,16 +60,11 @@ from dpsql.errors import (
     SqlSyntaxError,
     UnsupportedQueryError,
 )
-from dpsql.server._commands import UnknownSettingError
+from dpsql.server._commands import FailedTransactionError, Result, UnknownSettingError
+from dpsql.server._guard import ReadOnlyError, UntypedText
 from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
 from dpsql.server._scram import Exchange, Verifier
-from dpsql.server._session import (
-    _NOT_CODE,
-    FailedTransactionError,
-    ReadOnlyError,
-    Result,
-    UntypedText,
-)
+from dpsql.server._session import _NOT_CODE
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
 from dpsql.server._types import ProtocolError, decode_param, pg_type
