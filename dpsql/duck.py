@@ -19,9 +19,13 @@ UDFs (Arrow-vectorised, deterministic, read-only; they evaluate public error mod
 the public prefix sums loaded at attach time and never touch the connection):
 
 * ``dp_error(what, 'alias.view', level, nodes BIGINT[], param)`` — the error columns the
-  planner emits: ``stderr``, ``half`` (CI half-width at confidence ``param``) or
+  planner emits: ``stderr``, ``half`` (CI half-width at confidence ``param``), ``low`` /
+  ``high`` (how far below / above the count the interval at confidence ``param`` reaches:
+  ``half`` for unbiased models, ``half ± bias`` for InfTDA's calibrated intervals) or
   ``bound`` (at failure probability ``param``), from the view's error model on exactly
-  the nodes of the output row;
+  the nodes of the output row. For a model that reads the support (calibrated InfTDA)
+  the nodes are row codes and the support (each released node's parent, fan-out and
+  bias, :class:`~dpsql.accuracy.inftda_answers.Support`) is loaded once at attach;
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
@@ -46,17 +50,19 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner import PlannedQuery, plan_query
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
-from dpsql.release_file import read_catalog
+from dpsql.release_file import read_catalog, read_support
 
 
 @dataclass
 class _State:
     catalog: Catalog = field(default_factory=Catalog)
     prefixes: dict[str, np.ndarray] = field(default_factory=dict)  # view key -> cum[K+1]
+    supports: dict[str, Support] = field(default_factory=dict)  # view key -> its support
     registered: bool = False
 
 
@@ -149,6 +155,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None) -
             cum = con.execute(f"SELECT SUM(cum) FROM {_ident(name)}.{_ident(vm.prefix_table)} "
                               "GROUP BY bin ORDER BY bin").fetchall()
             st.prefixes[v.key] = np.array([c[0] for c in cum], dtype=np.float64)
+        if v.model.reads_support:
+            st.supports[v.key] = read_support(con, vm, schema=name)
     sizes, determines = [], []
     for a in release.attributes.values():
         if a.kind == "range":
@@ -374,10 +382,13 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
             continue
         v = _view(st, k)
         ids_np = np.asarray(ids or [], dtype=np.int64)
+        if v.model.reads_support:
+            out.append(_support_error(st.supports[v.key], v.model, w, lv, ids_np, p))
+            continue
         var = v.model.sum_variance(lv, ids_np)
         if w == "stderr":
             out.append(None if var is None else math.sqrt(var.value))
-        elif w == "half":
+        elif w in ("half", "low", "high"):
             if var is None:
                 out.append(float(v.model.sum_bound(lv, ids_np, 1.0 - p)))
             else:
@@ -388,6 +399,28 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
         else:
             raise ProgrammingError(f"dp_error: unknown quantity {w!r}")
     return pa.array(out, pa.float64())
+
+
+def _support_error(support: Support, model: Any, what: str, level: int, rows: np.ndarray,
+                   param: float) -> float:
+    """An error column of a calibrated InfTDA answer (:mod:`dpsql.accuracy.inftda_answers`)."""
+    if what == "bound":
+        bounds = model.level_bounds(level, param)
+        whole_level = model.root_bound(level, param) + (
+            model.level_sizes[level] - rows.size) * bounds[level]
+        return min(cover_bound(support, level, rows, bounds), whole_level)
+    se, below, above = interval_offsets(support, model.calibration, model.sigma2,
+                                        model.root_sigma2, level, rows,
+                                        param if what != "stderr" else 0.95)
+    if what == "stderr":
+        return se
+    if what == "half":
+        return (below + above) / 2.0
+    if what == "low":
+        return below
+    if what == "high":
+        return above
+    raise ProgrammingError(f"dp_error: unknown quantity {what!r}")
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:

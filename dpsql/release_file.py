@@ -28,8 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 
 from dpsql.accuracy import ErrorModel, load
+from dpsql.accuracy.inftda_answers import Support
 from dpsql.errors import IntegrityError, OperationalError
 from dpsql.privacy import Budget, budget_from_json
 
@@ -181,6 +183,31 @@ def read_catalog(con: duckdb.DuckDBPyConnection, path: str, schema: str | None =
     cur = con.execute(f"SELECT * FROM {pre}dpsql_views ORDER BY name")
     vcols = [d[0] for d in cur.description]
     return catalog_from_rows(path, r, [dict(zip(vcols, row)) for row in cur.fetchall()])
+
+
+def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | None = None
+                 ) -> Support:
+    """The support of an InfTDA view whose error model reads it (``reads_support``):
+    each released node's parent row, public fan-out and bootstrap bias, level by level,
+    in row order (the level tables' ``dp_parent``/``dp_fanout``/``dp_bias``). All of it is
+    the mechanism's public output; the query side and the report read it once."""
+    pre = f'"{schema}".' if schema else ""
+    parents, fanouts, biases = [], [], []
+    for lv in view.levels:
+        table = '"' + lv.table.replace('"', '""') + '"'
+        try:
+            cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias FROM {pre}{table} "
+                               "ORDER BY rowid").fetchnumpy()
+        except duckdb.Error as err:
+            raise IntegrityError(f"view {view.name!r}: level table {lv.table!r} lacks the "
+                                 f"support columns its error model needs ({err}); the file "
+                                 "is damaged or was not written by dpsql") from err
+        parents.append(np.asarray(cols["dp_parent"], dtype=np.int64))
+        fanouts.append(np.asarray(cols["dp_fanout"], dtype=np.int64))
+        biases.append(np.asarray(cols["dp_bias"], dtype=np.float64))
+    model = view.error_model
+    root = np.full(1 if parents and parents[0].size else 0, model.level_sizes[1], np.int64)
+    return Support.from_levels(parents, [root] + fanouts, biases)
 
 
 def catalog_from_rows(path: str, r: dict[str, Any], view_rows: list[dict[str, Any]]

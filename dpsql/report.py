@@ -18,9 +18,15 @@ Decisions:
   over any leading levels (e.g. every ``mode`` of a ``mode × distance`` view), evaluated by
   the view's error model: ``range_variance`` where the model has it (Cascade, b-ary tree:
   exact, vectorised), else ``sum_variance`` of the node set (tree counts: exact), both shown
-  as ±1.96 σ (normal approximation; for Laplace noise the true coverage differs). InfTDA
-  gives no variances: its band is the Theorem-1 high-probability L∞ bound at β = 0.05,
-  which holds for every edge at once. Each plot says which one it shows. Where the model
+  as ±1.96 σ (normal approximation; for Laplace noise the true coverage differs). InfTDA's
+  band is its calibrated per-answer 95 % interval (:mod:`dpsql.accuracy.inftda_answers`:
+  the linear support model over the released nodes of the prefix, calibrated by the
+  release-time bootstrap; pointwise, like the others); a release without a calibration
+  (written by an earlier dpsql) shows the Theorem-1 high-probability L∞ bound at
+  β = 0.05 instead, which holds for every edge at once. Each plot says which one it shows.
+* **Per-answer and simultaneous.** For InfTDA the per-level table gives both the
+  calibrated standard error of one node (what ``dp_stderr``/``dp_ci_*`` report, per
+  answer) and Theorem 1's bound (what ``dp_bound`` reports, simultaneous over the level). Where the model
   is not vectorised, the band is evaluated at ≤ 257 evenly spaced edges. Bands are drawn
   clipped at 0 (no true count is negative); when one dwarfs the counts (InfTDA's union
   bound over many leaves), the axis keeps to the counts and the plot states the reach.
@@ -48,7 +54,8 @@ import numpy as np
 
 from dpsql import __version__
 from dpsql.errors import IntegrityError, NotSupportedError
-from dpsql.release_file import Release, ViewMeta, open_release
+from dpsql.accuracy.inftda_answers import interval_offsets
+from dpsql.release_file import Release, ViewMeta, open_release, read_support
 
 __all__ = ["build_report", "level_rows", "range_curves", "LevelRow", "RangeCurve"]
 
@@ -171,6 +178,30 @@ def _bands(model: Any, level: int, K: int, groups: int
     return at, band, per_bin, kind
 
 
+def _support_bands(con: duckdb.DuckDBPyConnection, view: ViewMeta, lv: Any, attr: str,
+                   K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
+    """The calibrated InfTDA band: the 95 % half-width of the released nodes of the
+    prefix [0, b) (summed over the groups above), and of each bin, from the support."""
+    model = view.error_model
+    support = read_support(con, view)
+    bins = np.array([r[0] for r in _rows(con, f"SELECT {_q(attr + '_bin_lo')} FROM "
+                                              f"{_q(lv.table)} ORDER BY rowid")], np.int64)
+    rows = np.arange(bins.size, dtype=np.int64)
+
+    def half(sel: np.ndarray) -> float:
+        if not sel.any():
+            return 0.0
+        _, below, above = interval_offsets(support, model.calibration, model.sigma2,
+                                           model.root_sigma2, lv.k, rows[sel], 0.95)
+        return (below + above) / 2.0
+
+    at = np.unique(np.round(np.linspace(0, K, min(K, _MAX_BAND_POINTS - 1) + 1))
+                   ).astype(np.int64)
+    band = np.array([half(bins < b) for b in at])
+    per_bin = np.array([half(bins == j) for j in range(K)]) if K <= _MAX_BIN_LOOP else None
+    return at, band, per_bin, "calibrated"
+
+
 def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
                  ) -> list[RangeCurve]:
     """One :class:`RangeCurve` per range attribute of ``view``, at the level where the
@@ -192,7 +223,10 @@ def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMet
             counts[int(b)] = float(c)
         edges = attr.lower + np.arange(K + 1) * attr.width
         edges[-1] = attr.upper
-        at, band, per_bin, kind = _bands(view.error_model, lv.k, K, groups)
+        if view.error_model.reads_support:
+            at, band, per_bin, kind = _support_bands(con, view, lv, name, K)
+        else:
+            at, band, per_bin, kind = _bands(view.error_model, lv.k, K, groups)
         out.append(RangeCurve(name, lv.k, groups, edges, counts,
                               np.concatenate([[0.0], np.cumsum(counts)]), at, band, per_bin,
                               kind))
@@ -245,7 +279,12 @@ class _Plotter:
         ks = [r.k for r in rows]
         sd = np.array([np.nan if r.stderr is None else r.stderr for r in rows])
         b95 = np.array([np.nan if r.bound95 is None else r.bound95 for r in rows])
-        if not np.all(np.isnan(sd)):
+        if view.error_model.reads_support:
+            ax.plot(ks, sd, "o-", label="σ of one node (calibrated, per answer)")
+            ax.plot(ks, _Z95 * sd, "^--", label="95% interval of one node (±1.96 σ)")
+            ax.plot(ks, b95, "s:", color="C3",
+                    label="95% L∞ bound (Theorem 1: every node of the level at once)")
+        elif not np.all(np.isnan(sd)):
             ax.plot(ks, sd, "o-", label="σ of one node (worst node of the level)")
             ax.plot(ks, b95, "s--", label="95% bound, one node (±1.96 σ)")
         else:
@@ -412,11 +451,15 @@ _BAND_TEXT = {
                       "(pointwise, normal approximation)",
     "bound": "95% band: InfTDA high-probability L∞ bound (β = 0.05, holds for every edge at "
              "once); not a standard error",
+    "calibrated": "95% band: InfTDA's calibrated per-answer interval of each prefix (linear "
+                  "support model, bootstrap-calibrated at release time; pointwise, normal "
+                  "approximation)",
 }
 
 _BAND_LEGEND = {"variance": "95% band: ±1.96 σ (exact variance)",
                 "variance bound": "95% band: ±1.96 σ (variance upper bound)",
-                "bound": "95% band: InfTDA L∞ bound (β = 0.05)"}
+                "bound": "95% band: InfTDA L∞ bound (β = 0.05)",
+                "calibrated": "95% band: InfTDA calibrated interval"}
 
 
 def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Release,
@@ -430,9 +473,16 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
              f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>.</p>"]
     bounds_only = all(r.stderr is None for r in rows)
     parts.append('<p class="note">' + (
-        "InfTDA releases no variances: the error is its high-probability L∞ bound "
-        "(Theorem 1): with probability ≥ 95% every node of a level errs by at most the bound "
-        "shown, all at once." if bounds_only else
+        "This release's InfTDA model has no calibration (an earlier dpsql wrote it): the "
+        "error is its high-probability L∞ bound (Theorem 1): with probability ≥ 95% every "
+        "node of a level errs by at most the bound shown, all at once." if bounds_only else
+        "Two kinds of error. <strong>Per answer</strong>: σ is the calibrated standard "
+        "error of one node (its 95% interval is ±1.96 σ around the count less its "
+        "estimated bias); <code>dp_stderr</code> and <code>dp_ci_low/high</code> give it "
+        "for every answer, from the released support, calibrated by a bootstrap at release "
+        "time. <strong>Simultaneous</strong>: the 95% bound is Theorem 1's, which holds for "
+        "every node of the level at once (<code>dp_bound</code>)."
+        if view.error_model.reads_support else
         "σ is the standard error of one released count from the view's error model (the "
         "worst node where nodes differ); the 95% bound is ±1.96 σ.") + "</p>")
     parts.append(_img(plot.level_errors(view, rows), f"per-level error of view {view.name}"))

@@ -32,7 +32,8 @@ PURE_MECHANISMS = ("btree", "laplace_tree")
 RANGE_ONLY_MECHANISMS = ("cascade", "btree")
 COVARIANCES = ("tree", "optimal")  # cascade: Cascade Sampling's C_k, or range-optimal
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED = {"dp_count", "dp_var", "dp_stderr"}
+_RESERVED = {"dp_count", "dp_var", "dp_stderr", "dp_row", "dp_parent", "dp_fanout",
+             "dp_bias"}
 
 
 def _err(path: str, message: str) -> SpecError:

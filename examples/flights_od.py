@@ -7,7 +7,8 @@ The script plays both roles, one after the other:
 * **Curator.** It writes the 336,776 flights that left New York City in 2013 to a parquet
   file, writes a TOML spec and builds one release with three views:
 
-  - ``routes``: origin -> dest -> carrier, InfTDA (integer, consistent, bounded L∞ error);
+  - ``routes``: origin -> dest -> carrier, InfTDA (integer, consistent, calibrated
+    per-answer intervals and a bounded L∞ error);
   - ``dist``: distance in 10-mile bins, Cascade with the range-optimal covariance
     (unbiased range counts with the least variance over all ranges);
   - ``delays``: departure delay in 1-minute bins, the pure-DP b-ary tree (CDFs, medians).
@@ -38,8 +39,9 @@ Decisions a reviewer should know:
   that departed to an airport of the public list*, and the truth column is computed for
   exactly that population.
 * **Intervals.** Cascade and b-ary answers come with Gaussian 95% confidence intervals
-  from exact variances. InfTDA answers come with its 95% **high-probability L∞ bound**,
-  which holds for every node of the level at once. Each table says which one it shows.
+  from exact variances. InfTDA answers come with calibrated per-answer 95% intervals
+  (the linear support model, calibrated by a bootstrap when the release is built); its
+  guaranteed simultaneous bound is ``dp_bound``. Each table says which one it shows.
   A median has no variance formula of its own. Its interval comes from inverting
   95% tests on released counts (see :func:`median_interval`), still only SQL on the
   release.
@@ -180,6 +182,8 @@ def build(console: Console, workdir: Path, rho: float, seed: int | None) -> Path
 def _kind(info: dict) -> str:
     if info.get("error_family") == "bound":
         return "95% L∞ bound (InfTDA, high-probability, whole level)"
+    if info.get("error_family") == "calibrated":
+        return "95% CI (InfTDA, calibrated per answer)"
     return "95% CI (Gaussian, exact variance)"
 
 

@@ -40,7 +40,7 @@ def test_flights_uses_every_entry_point_and_labels_the_truth(flights):
     assert {r["section"] for r in results} == {
         "top routes", "per-origin totals (ROLLUP)", "distance bands", "median departure delay"}
     assert "an analyst never sees this" in stdout
-    assert "L∞ bound" in stdout and "high-probability" in stdout
+    assert "95% CI (InfTDA, calibrated per answer)" in stdout
     assert "dropped (out of domain)" in stdout and "dropped (NULL)" in stdout
     # The spec the curator wrote, and a release that mixes pure DP and zCDP views soundly.
     spec = (work / "flights.toml").read_text()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -20,9 +21,11 @@ import duckdb
 import numpy as np
 import pytest
 
+from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.cli import main
 from dpsql.errors import NotSupportedError
 from dpsql.release import build_release, open_release
+from dpsql.release_file import read_support
 from dpsql.report import build_report, level_rows, range_curves
 from dpsql.spec import ReleaseSpec
 
@@ -207,8 +210,9 @@ def test_trips_report_has_every_section(trips_release, trips_report):
         else:
             assert len(alts) == 1 and not sec["h3"]
     # InfTDA states its bound for what it is; variance views say σ
-    assert "high-probability L∞ bound" in views["geo_mode"]["text"]
-    assert "InfTDA high-probability L∞ bound" in views["mode_dist"]["text"]
+    assert "Per answer" in views["geo_mode"]["text"]  # InfTDA: both kinds of error
+    assert "Simultaneous" in views["geo_mode"]["text"]
+    assert "InfTDA's calibrated per-answer interval" in views["mode_dist"]["text"]
     assert "exact variance" in views["dist"]["text"]
     assert _check_images(parsed) == len(release.views) + 2 * len(range_views)
 
@@ -221,7 +225,7 @@ def test_range_views_of_every_kind(ranges_release, ranges_report):
     for name, sec in views.items():
         assert len(sec["imgs"]) == 3, name
         assert len(sec["h3"]) == 1, name
-    assert "InfTDA high-probability L∞ bound" in views["age_inftda"]["text"]
+    assert "InfTDA's calibrated per-answer interval" in views["age_inftda"]["text"]
     for name in ("dist_cascade", "age_btree", "dist_laplace", "age_gauss", "mode_dist"):
         assert "±1.96 σ from the exact variance" in views[name]["text"], name
     assert "Summed over the 7 nodes of the levels above distance" in views["mode_dist"]["text"]
@@ -288,7 +292,8 @@ def test_level_tables_come_from_the_release(trips_release, trips_report, trips_d
             summary = view.error_model.level_summary()
             if view.mechanism == "inftda":  # integer counts; only positive nodes stored
                 assert f"Released total: {int(total):,}." in views[name]["text"]
-                assert all(r[col["σ (one node)"]] == "—" for r in table[1:])
+                # per answer: the calibrated σ of one node; simultaneous: Theorem 1
+                assert table[1][col["σ (one node)"]] == f"{summary[0]['stderr']:.3g}"
                 assert table[1][col["95% bound (one node)"]] == \
                     f"{summary[0]['bound95']:.3g}"
             else:
@@ -362,17 +367,31 @@ def test_bands_follow_the_error_model(ranges_release):
     assert c.band[i] == pytest.approx(1.959964 * model.sum_variance(c.level, ids).stderr, rel=1e-6)
     assert c.bin_half[3] == pytest.approx(
         1.959964 * model.sum_variance(c.level, np.arange(7) * 64 + 3).stderr, rel=1e-6)
-    # InfTDA: the Theorem-1 bound; the whole range is the root's own bound
-    c, model = curves["age_inftda"], release.views["age_inftda"].error_model
-    assert c.band_kind == "bound"
-    assert c.band[-1] == pytest.approx(model.root_bound(model.depth, 0.05))
-    assert c.bin_half[50] == pytest.approx(model.node_bound(model.depth, 0.05))
+    # InfTDA: the calibrated interval of the released nodes; the whole range is the root
+    view = release.views["age_inftda"]
+    c, model = curves["age_inftda"], view.error_model
+    assert c.band_kind == "calibrated"
+    raw = duckdb.connect(str(ranges_release), read_only=True)
+    support = read_support(raw, view)
+    bins = raw.execute(f"SELECT age_bin_lo FROM {view.level(c.level).table} ORDER BY rowid"
+                       ).fetchnumpy()["age_bin_lo"]
+    raw.close()
+
+    def half(rows):
+        _, below, above = interval_offsets(support, model.calibration, model.sigma2,
+                                           model.root_sigma2, c.level, rows, 0.95)
+        return (below + above) / 2
+
+    assert c.band[-1] == pytest.approx(half(np.arange(bins.size)))
+    assert c.band[-1] == pytest.approx(1.959964 * math.sqrt(model.root_sigma2 * (
+        1 + 1 / model.calibration.replicates) * model.calibration.kappa[-1]), rel=1e-6)
+    assert c.bin_half[50] == pytest.approx(half(np.flatnonzero(bins == 50)))
 
 
 @pytest.mark.statistical
 def test_bands_cover_the_true_cdf(ranges_release, trips_data):
-    """Seeded: the true CDF lies within 5 standard errors at every edge (variance views)
-    and inside the InfTDA bound (it holds for every edge at once w.p. ≥ 0.95)."""
+    """Seeded: the true CDF lies within 5 standard errors at every edge (variance views
+    and InfTDA's calibrated intervals)."""
     release = open_release(ranges_release)
     truth = _true_age_cdf(trips_data)
     con = duckdb.connect(str(ranges_release), read_only=True)
@@ -380,7 +399,8 @@ def test_bands_cover_the_true_cdf(ranges_release, trips_data):
         for name in ("age_btree", "age_gauss", "age_inftda"):
             c = range_curves(con, release, release.views[name])[0]
             err = np.abs(c.cdf[c.band_at] - truth[c.band_at])
-            scale = c.band / 1.959964 * 5 if c.band_kind == "variance" else c.band
+            scale = c.band / 1.959964 * 5 if c.band_kind in ("variance", "calibrated") \
+                else c.band
             assert np.all(err <= scale + 1e-9), name
             assert np.any(err > 0), name
     finally:

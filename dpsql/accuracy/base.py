@@ -54,6 +54,14 @@ class ErrorModel(ABC):
     node ids they get, not on which nodes: any unique key per node then serves as its
     id (the planner uses that to read large sparse levels without numbering them)."""
 
+    @property
+    def reads_support(self) -> bool:
+        """True when answers are evaluated on the release's support (which nodes came out
+        positive, their parents, their bootstrap bias): the planner then passes each
+        node's *row code* (:mod:`dpsql.accuracy.inftda_answers`), not its id, and the
+        query side evaluates :mod:`dpsql.accuracy.inftda_answers` on it."""
+        return False
+
     @abstractmethod
     def to_params(self) -> dict[str, Any]:
         """JSON-serialisable public parameters; ``load(to_params())`` rebuilds the model.

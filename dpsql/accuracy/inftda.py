@@ -23,7 +23,17 @@ digest's two-sided fix, generalised to per-level variances σ²_ℓ as §5.6 say
 
 Sums of nodes: on the event above, a sum of m distinct nodes of level k errs by at most
 m·B_k; and since all |V_k| nodes of a level sum to the (possibly noisy) root, also by at
-most B_root + (|V_k| − m)·B_k. ``sum_bound`` returns the smaller.
+most B_root + (|V_k| − m)·B_k. ``sum_bound`` returns the smaller. With the release's
+support (which nodes came out positive, their parents and fan-outs) the answer path
+tightens this further with the minimal cover: every whole sibling set is bounded
+through its parent (:func:`dpsql.accuracy.inftda_answers.cover_bound`).
+
+**Per-answer intervals.** A release built by this version also stores a
+:class:`~dpsql.accuracy.inftda_answers.Calibration` (``calibration``): the model then
+gives calibrated per-answer standard errors and intervals from the linear support model
+(:mod:`dpsql.accuracy.inftda_answers`), and ``sum_variance`` returns a data-free
+*prediction* (``exact=False``) for the planner's choice of view. Without it (releases of
+earlier versions, the TopDown baselines) the model gives bounds only, as before.
 
 ``vanilla_gauss`` (:class:`LeafGaussErrorModel`) — exact variances: independent noise of
 variance σ² on every leaf, so a sum of nodes has variance σ² × (number of leaves under
@@ -42,6 +52,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dpsql.accuracy.base import ErrorModel, Variance, register
+from dpsql.accuracy.inftda_answers import Calibration, prediction_variance
 from dpsql.errors import IntegrityError, InvalidPrivacyParameterError
 
 
@@ -64,7 +75,8 @@ class InfTDAErrorModel(ErrorModel):
     counts_nodes = True  # a sum's bound depends on its number of nodes only
 
     def __init__(self, sigma2: Sequence[float], level_sizes: Sequence[int],
-                 root_sigma2: float | None = None, rounding_slack: float = 0.0) -> None:
+                 root_sigma2: float | None = None, rounding_slack: float = 0.0,
+                 calibration: Calibration | None = None) -> None:
         self.sigma2 = tuple(float(s) for s in sigma2)
         self.level_sizes = tuple(int(n) for n in level_sizes)
         if len(self.level_sizes) != len(self.sigma2) + 1:
@@ -73,23 +85,47 @@ class InfTDAErrorModel(ErrorModel):
             raise IntegrityError("inftda error model: every sigma2 must be finite and > 0")
         self.root_sigma2 = None if root_sigma2 is None else float(root_sigma2)
         self.rounding_slack = float(rounding_slack)
+        if calibration is not None and len(calibration.kappa) != len(self.sigma2):
+            raise IntegrityError("inftda error model: the calibration must have one entry "
+                                 "per level")
+        self.calibration = calibration
+
+    @property
+    def reads_support(self) -> bool:
+        """True when answers get per-answer intervals (the release stores the support)."""
+        return self.calibration is not None
 
     def to_params(self) -> dict[str, Any]:
-        return {"kind": self.kind, "sigma2": list(self.sigma2),
-                "level_sizes": list(self.level_sizes), "root_sigma2": self.root_sigma2,
-                "rounding_slack": self.rounding_slack}
+        out = {"kind": self.kind, "sigma2": list(self.sigma2),
+               "level_sizes": list(self.level_sizes), "root_sigma2": self.root_sigma2,
+               "rounding_slack": self.rounding_slack}
+        if self.calibration is not None:
+            out["calibration"] = self.calibration.to_json()
+        return out
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> "InfTDAErrorModel":
+        cal = params.get("calibration")
         return cls(params["sigma2"], params["level_sizes"], params.get("root_sigma2"),
-                   params.get("rounding_slack", 0.0))
+                   params.get("rounding_slack", 0.0),
+                   None if cal is None else Calibration.from_json(cal))
+
+    def with_calibration(self, calibration: Calibration) -> "InfTDAErrorModel":
+        return InfTDAErrorModel(self.sigma2, self.level_sizes, self.root_sigma2,
+                                self.rounding_slack, calibration)
 
     @property
     def depth(self) -> int:
         return len(self.sigma2)
 
     def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance | None:
-        return None
+        """None without a calibration; with one, a *prediction* for that many nodes
+        (answers use the support: :mod:`dpsql.accuracy.inftda_answers`)."""
+        if self.calibration is None:
+            return None
+        return Variance(prediction_variance(self.calibration, self.sigma2, self.root_sigma2,
+                                            self.level_sizes, level, _n_unique(node_ids)),
+                        exact=False)
 
     def _parts(self, level: int) -> int:
         return level + (1 if self.root_sigma2 is not None else 0)
@@ -103,16 +139,24 @@ class InfTDAErrorModel(ErrorModel):
 
     def node_bound(self, level: int, beta: float) -> float:
         """B_k(β): with probability ≥ 1 − β every node of ``level`` errs by at most this."""
+        return self.level_bounds(level, beta)[level]
+
+    def level_bounds(self, level: int, beta: float) -> list[float]:
+        """[B_0, …, B_level] on one event of probability ≥ 1 − β: β is split over the
+        noisy levels up to ``level`` (and the noisy root), so every node of every level
+        ℓ ≤ ``level`` errs by at most B_ℓ at once (the minimal cover needs that)."""
         if not (0 <= level <= self.depth):
             raise InvalidPrivacyParameterError(f"level {level} is outside 0..{self.depth}")
         b = _beta(beta)
         j = max(self._parts(level), 1)
         total = self.root_bound(level, b)
+        out = [total]
         for lvl in range(1, level + 1):
             cells = self.level_sizes[lvl]
             total += 2.0 * math.sqrt(2.0 * self.sigma2[lvl - 1]
                                      * math.log(2.0 * j * cells / b)) + self.rounding_slack
-        return total
+            out.append(total)
+        return out
 
     def sum_bound(self, level: int, node_ids: np.ndarray, beta: float) -> float:
         m = _n_unique(node_ids)
@@ -123,8 +167,16 @@ class InfTDAErrorModel(ErrorModel):
         return min(m * per_node, self.root_bound(level, beta) + rest * per_node)
 
     def level_summary(self) -> list[dict[str, Any]]:
-        return [{"level": k, "sigma2": self.sigma2[k - 1], "stderr": None,
-                 "bound95": self.node_bound(k, 0.05)} for k in range(1, self.depth + 1)]
+        """Per level: σ², the bound of Theorem 1 at β = 0.05 and, when calibrated, the
+        typical standard error of one node (κ_k·σ²_k: a node with many active siblings)."""
+        out = []
+        for k in range(1, self.depth + 1):
+            stderr = None
+            if self.calibration is not None:
+                stderr = math.sqrt(self.calibration.kappa[k - 1] * self.sigma2[k - 1])
+            out.append({"level": k, "sigma2": self.sigma2[k - 1], "stderr": stderr,
+                        "bound95": self.node_bound(k, 0.05)})
+        return out
 
 
 def _leaves_under(leaves: Sequence[Any], level: int, node_ids: np.ndarray) -> tuple[float, bool]:

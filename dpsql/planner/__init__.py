@@ -107,6 +107,11 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
     if bound_model:
         notes.append("this view's error model gives high-probability bounds, not variances: "
                      "dp_stderr() is NULL and dp_ci_low/dp_ci_high use dp_bound(1 - conf)")
+    elif model.reads_support:
+        notes.append("InfTDA per-answer intervals: dp_stderr/dp_ci_* come from the linear "
+                     "support model calibrated by a parametric bootstrap at release time "
+                     "(approximate; centred on the count minus its estimated bias; never "
+                     "below 0); dp_bound is the guaranteed simultaneous bound")
     if rel.seeded:
         notes.append("the release was built with a fixed seed: NOT PRIVATE (tests/demos only)")
     return {
@@ -120,7 +125,8 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         "mechanism": v.meta.mechanism,
         "budget": str(v.meta.budget),
         "error_model": model.kind,
-        "error_family": "bound" if bound_model else "variance",
+        "error_family": ("bound" if bound_model else
+                         "calibrated" if model.reads_support else "variance"),
         "interpolation": (INTERPOLATION if ref.ranges and not choice.aligned
                           else "none (bounds on the bin grid)" if ref.ranges else "none"),
         "ranges": [{"attribute": r.attribute, "lo": r.lo, "hi": r.hi} for r in ref.ranges],

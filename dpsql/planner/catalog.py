@@ -174,11 +174,13 @@ class ReleaseInfo:
     @cached_property
     def internal_columns(self) -> frozenset[str]:
         """Lower-case names of the columns that a rewritten query reads besides the
-        attributes: node tables' ``rowid``/``dp_var``/``dp_node``, prefix tables'
+        attributes: node tables' ``rowid``/``dp_var``/``dp_node``/``dp_row`` (and InfTDA
+        level tables' ``dp_parent``/``dp_fanout``/``dp_bias``), prefix tables'
         ``bin``/``cum``, and each binned attribute's ``<attr>_lo``/``_hi``/``_bin_lo``/
         ``_bin_hi``. An output alias of one of these names would bind to the column in
         WHERE, GROUP BY or HAVING, so the planner refuses it there."""
-        names = {"rowid", "dp_var", "dp_node", "bin", "cum"}
+        names = {"rowid", "dp_var", "dp_node", "dp_row", "dp_parent", "dp_fanout",
+                 "dp_bias", "bin", "cum"}
         for a in self.release.attributes.values():
             if a.kind == "range":
                 names.update(f"{a.name}{s}".lower() for s in ("_lo", "_hi", "_bin_lo",

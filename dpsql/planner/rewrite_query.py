@@ -107,11 +107,18 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
     categorical value's, or for a spine prefix the smallest leaf code under it (a spine's
     leaf codes are in tree order, so every subtree is a contiguous block); a bin's rank is
     its first bin. Ordering by the label strings would not do: domains keep the curator's
-    order."""
+    order.
+
+    For views whose error model reads the release's support (``reads_support``:
+    calibrated InfTDA) the rows also carry ``dp_row``, the node's row code of
+    :mod:`dpsql.accuracy.inftda_answers`: its row in the level table, ``-2 - p`` for an
+    absent node whose parent is row p of the level above, ``-1`` when the parent is absent
+    too (a LEFT JOIN onto the level above by the parent's labels)."""
     alias = view.alias
     lv = view.level(k)
     labels, spans = level_columns(view, k)
     parts, on, cols, rank = [], [], [], {}
+    ref: dict[str, str] = {}  # label column or '<attr>_bin_lo' -> its domain column
     key = ""  # with size: the mixed-radix node key, attribute by attribute
     for i, a in enumerate(view.meta.attributes):
         meta = attributes[a]
@@ -126,7 +133,7 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
                 f"FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
             on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
             cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
-            rank[a] = f"{d}.{q(a + '_bin_lo')}"
+            rank[a] = ref[a + "_bin_lo"] = f"{d}.{q(a + '_bin_lo')}"
             if size is not None:
                 key = (f"({key}) * {kb} + " if key else "") + rank[a]
         else:
@@ -142,14 +149,26 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
                          f"AS {d}")
             on += [f"t.{q(c)} = {d}.{q(c)}" for c in mine]
             cols += [f"{d}.{q(c)}" for c in mine]
+            ref.update({c: f"{d}.{q(c)}" for c in mine})
             rank.update({c: f"{d}.{q('rank_' + c)}" for c in mine})
             if size is not None:  # radix: the attribute's number of leaves
                 key = (f"({key}) * {size(meta.columns[-1])} + " if key else "") \
                     + rank[mine[-1]]
     base = (f"SELECT {', '.join(cols)}, COALESCE(t.dp_count, 0) AS dp_count, "
-            "CAST(NULL AS DOUBLE) AS dp_var")
+            "t.dp_var AS dp_var")
     joined = (" FROM " + " CROSS JOIN ".join(parts)
               + f" LEFT JOIN {q(alias)}.{q(lv.table)} AS t ON {' AND '.join(on)}")
+    if view.model.reads_support:
+        parent_row = "0"  # level 1: the root is row 0
+        if k > 1:
+            p_labels, p_spans = level_columns(view, k - 1)
+            p_on = [f"p.{q(c)} = {ref[c]}" for c in p_labels] + [
+                f"p.{q(a + '_bin_lo')} = ({ref[a + '_bin_lo']} // {s}) * {s}"
+                for a, s in p_spans.items()]
+            joined += (f" LEFT JOIN {q(alias)}.{q(view.level(k - 1).table)} AS p ON "
+                       + " AND ".join(p_on))
+            parent_row = "p.rowid"
+        base += f", COALESCE(t.rowid, -2 - {parent_row}, -1) AS dp_row"
     if size is not None:
         return f"{base}, {key} AS dp_key{joined}"
     order: list[str] = []
@@ -212,10 +231,14 @@ class _Rows:
         count = p + "dp_count"
         if weights:
             count = f"{count} * " + " * ".join(weights)
+        # the node of each row: its id, or for a model that reads the support its row code
+        # (a level table that is its own node table: its rowid is the row)
+        rows_col = "dp_row" if view.model.reads_support and not node_table.startswith(
+            q(view.alias) + ".") else "rowid"
         if inline:
             self.source = f"{node_table} AS {A}"
             self.conds = conds
-            self.count, self.node = count, f"{A}.rowid"
+            self.count, self.node = count, f"{A}.{rows_col}"
             return
         # the general form: a filtered, weighted subquery over the node rows
         keyed = not node_table and view.model.counts_nodes
@@ -228,7 +251,8 @@ class _Rows:
         for a, (lo_e, hi_e) in self.edges.items():
             out += [f"{lo_e} AS {q(a + '_lo')}", f"{hi_e} AS {q(a + '_hi')}",
                     q(f"{a}_bin_lo"), q(f"{a}_bin_hi")]
-        out += [f"{count} AS dp_count", "dp_var", "rowid AS dp_node" if node_table
+        out += [f"{count} AS dp_count", "dp_var", f"{rows_col} AS dp_node" if node_table
+                else "dp_row AS dp_node" if view.model.reads_support
                 else "dp_key AS dp_node" if keyed else "row_number() OVER () AS dp_node"]
         sql = f"SELECT {', '.join(out)} FROM {base} AS b"
         if conds:
@@ -353,9 +377,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             new = err("stderr", None)
         elif agg.kind == "bound":
             new = err("bound", agg.param)
-        elif agg.kind in ("ci_low", "ci_high"):
-            op = "-" if agg.kind == "ci_low" else "+"
-            new = f"({count_sum} {op} {err('half', agg.param)})"
+        elif agg.kind in ("ci_low", "ci_high"):  # a count's interval never goes below 0
+            op, what = ("-", "low") if agg.kind == "ci_low" else ("+", "high")
+            new = f"GREATEST({count_sum} {op} {err(what, agg.param)}, 0)"
         else:  # pragma: no cover - find_references only emits the kinds above
             raise AssertionError(agg.kind)
         agg.node.replace(V(new))

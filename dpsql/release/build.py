@@ -313,9 +313,17 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
         order = np.argsort(leaf_ids, kind="stable")
         leaf_ids, leaf_n = leaf_ids[order], leaf["n"][order]
         lw = list(view.level_weights) if view.level_weights else None
+        extra = None
         if view.mechanism == "inftda":
             from dpsql.mechanisms.inftda import inftda
-            tree = inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, **common)
+            from dpsql.mechanisms.inftda_calibration import calibrated_tree
+
+            def rerun(ids: np.ndarray, n: np.ndarray, g: np.random.Generator) -> PrivateTree:
+                return inftda(dtree, ids, n, budget, level_weights=lw,
+                              **{**common, "rng": g})
+
+            tree, extra = calibrated_tree(dtree, rerun(leaf_ids, leaf_n, generator), rerun,
+                                          generator)
         else:
             n_nodes = sum(dtree.level_sizes)
             if n_nodes > MAX_DENSE_NODES:
@@ -328,7 +336,7 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
             np.add.at(dense, leaf_ids, leaf_n)
             fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
             tree = fn(parents, dense, budget, level_weights=lw, **common)
-        levels, tables = _tree_levels(view, spec, dtree, tree)
+        levels, tables = _tree_levels(view, spec, dtree, tree, extra)
         prefix = None
         if isinstance(attrs[-1], Range):
             prefix = _prefix_table(view, attrs[-1], tree.leaves.ids, tree.leaves.counts,
@@ -390,8 +398,10 @@ def _range_levels(view: View, attr: Range, tree: PrivateTree
     return levels, tables
 
 
-def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree: PrivateTree
+def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree: PrivateTree,
+                 extra: list[Columns] | None = None
                  ) -> tuple[list[LevelMeta], dict[str, Columns]]:
+    """Level tables 1..d; ``extra`` adds columns per level (InfTDA's support and bias)."""
     levels, tables = [], {}
     for k in range(1, dtree.depth + 1):
         info = dtree.level_info(k)
@@ -408,6 +418,8 @@ def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree:
                     if c in labels:
                         cols[c] = typed_values(dtree.values(c))[labels[c]]
         cols.update(_count_columns(lv))
+        if extra is not None:
+            cols.update(extra[k - 1])
         name = f"{view.name}__l{k}"
         tables[name] = cols
         attr = spec.attributes[info.attribute] if info.attribute in spec.attributes else None

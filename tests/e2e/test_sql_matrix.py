@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 
 import duckdb
 import numpy as np
@@ -17,6 +19,8 @@ import pytest
 
 import dpsql
 from dpsql import duck
+from dpsql.accuracy.inftda_answers import Support, answer_error, zero_allowance
+from dpsql.release_file import open_release
 
 PUBLIC = ("CREATE TEMP TABLE regions AS SELECT * FROM (VALUES ('R1', 'north'), "
           "('R2', 'north'), ('R3', 'south'), ('R4', 'south'), ('R9', 'nowhere')) "
@@ -354,17 +358,90 @@ def test_range_error_matches_range_variance(con):
                                                               np.array([12]))[0]))
 
 
-def test_bound_model_gives_null_stderr_and_bound_intervals(con):
-    planned = duck.plan(con, "SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), "
-                             "dp_bound(0.05) FROM geo_mode GROUP BY mode")
-    assert planned.info["error_family"] == "bound"
-    rows = duck.sql(con, "SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), "
-                         "dp_bound(0.05) FROM geo_mode GROUP BY mode").fetchall()
+def _support(path, view):
+    """The support of an InfTDA view read straight from the release file (an independent
+    path from duck's loader): parents, fan-outs and biases in row order."""
+    raw = duckdb.connect(str(path), read_only=True)
+    meta = open_release(path).views[view]
+    cols = [raw.execute(f"SELECT dp_parent, dp_fanout, dp_bias FROM {lv.table} "
+                        "ORDER BY rowid").fetchnumpy() for lv in meta.levels]
+    raw.close()
+    root = np.array([meta.error_model.level_sizes[1]])
+    return Support.from_levels([c["dp_parent"] for c in cols],
+                               [root] + [c["dp_fanout"] for c in cols],
+                               [c["dp_bias"] for c in cols])
+
+
+def test_inftda_gives_calibrated_per_answer_errors_and_a_tighter_bound(con, trips_release):
+    """GROUP BY mode over geo_mode sums one leaf per city: its error columns are the
+    calibrated model evaluated on exactly those rows (checked against the support read
+    independently from the file), the interval is centred on count − bias and never
+    below 0, and dp_bound is never looser than the node-by-node Theorem-1 bound."""
+    q = ("SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95), "
+         "dp_bound(0.05) FROM geo_mode GROUP BY mode ORDER BY mode")
+    assert duck.plan(con, q).info["error_family"] == "calibrated"
     model = duck.catalog_of(con).find_view("geo_mode").model
+    support = _support(trips_release, "geo_mode")
+    raw = duckdb.connect(str(trips_release), read_only=True)
+    rows_of = dict(raw.execute("SELECT mode, list(rowid) FROM geo_mode__l4 GROUP BY mode"
+                               ).fetchall())
+    z = 1.959963984540054
+    for mode, n, se, lo, hi, b in duck.sql(con, q).fetchall():
+        # every city holds this mode (60 leaves), released or a zero under its city
+        released = np.array(rows_of.get(mode, []), dtype=np.int64)
+        cities = set(support.parent[4][released].tolist())
+        zeros = np.array([-2 - c for c in range(60) if c not in cities], dtype=np.int64)
+        bias, var = answer_error(support, model.calibration, model.sigma2,
+                                 model.root_sigma2, 4, np.r_[released, zeros])
+        assert se == pytest.approx(math.sqrt(var), rel=1e-9)
+        assert lo == pytest.approx(max(n - bias - z * se, 0.0), rel=1e-9, abs=1e-9)
+        room = zero_allowance(0.95) * math.sqrt(model.sigma2[3]) if zeros.size else 0.0
+        assert hi == pytest.approx(max(n + max(z * se - bias, room), 0.0), rel=1e-9,
+                                   abs=1e-9)
+        assert 0 < b <= model.sum_bound(4, np.arange(60), 0.05) + 1e-9
+        assert hi - lo < 0.2 * b  # per-answer, not simultaneous
+
+
+def test_whole_sibling_sets_are_bounded_through_their_parent(con):
+    """The minimal cover: all modes of one city (read at the leaf level) sum to the city's
+    node, so their bound is the city's (level 3) bound, not six leaf bounds; one mode of
+    it costs a leaf bound."""
+    model = duck.catalog_of(con).find_view("geo_mode").model
+    bounds = model.level_bounds(4, 0.05)
+    city = con.execute("SELECT city FROM trips.geo_mode__l3 LIMIT 1").fetchall()[0][0]
+    modes = ", ".join(f"'{m}'" for m in ("car", "train", "bus", "bike", "walk", "plane"))
+    q = f"SELECT COUNT(*), dp_bound(0.05) FROM geo_mode WHERE city = '{city}' AND mode "
+    assert duck.plan(con, q + f"IN ({modes})").info["level"] == 4
+    whole = duck.sql(con, q + f"IN ({modes})").fetchall()[0][1]
+    assert whole == pytest.approx(bounds[3], rel=1e-12)
+    one = duck.sql(con, q + "= 'car'").fetchall()[0][1]
+    assert one == pytest.approx(bounds[4], rel=1e-12)
+
+
+def test_an_uncalibrated_release_gives_null_stderr_and_bound_intervals(trips_release,
+                                                                       tmp_path):
+    """A release whose InfTDA model has no calibration (written before per-answer
+    intervals existed) still answers, with the Theorem-1 bounds as before."""
+    old = tmp_path / "old.duckdb"
+    shutil.copy(trips_release, old)
+    raw = duckdb.connect(str(old))
+    params = json.loads(raw.execute("SELECT error_model FROM dpsql_views WHERE name = "
+                                    "'geo_mode'").fetchall()[0][0])
+    params.pop("calibration")
+    raw.execute("UPDATE dpsql_views SET error_model = ? WHERE name = 'geo_mode'",
+                [json.dumps(params)])
+    raw.close()
+    c = duckdb.connect()
+    duck.attach(c, str(old))
+    planned = duck.plan(c, "SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), "
+                           "dp_bound(0.05) FROM geo_mode GROUP BY mode")
+    assert planned.info["error_family"] == "bound"
+    rows = duck.sql(c, planned.sql).fetchall()
+    model = duck.catalog_of(c).find_view("geo_mode").model
     for mode, n, se, lo, b in rows:
         assert se is None
         assert b == pytest.approx(model.sum_bound(4, np.arange(60), 0.05))  # 60 cities
-        assert lo == pytest.approx(n - b)
+        assert lo == pytest.approx(max(n - b, 0.0))
 
 
 def test_view_choice_prefers_smaller_error(con):

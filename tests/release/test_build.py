@@ -92,7 +92,7 @@ def _join_condition(con, upper: str) -> str:
     intervals contained in the parent's."""
     on = []
     for name, *_ in _rows(con, f"DESCRIBE {upper}"):
-        if name in ("dp_count", "dp_var") or name.endswith(("_lo", "_hi")):
+        if name.startswith("dp_") or name.endswith(("_lo", "_hi")):
             if name.endswith("_bin_lo"):
                 attr = name[: -len("_bin_lo")]
                 on.append(f"b.{attr}_bin_lo >= a.{attr}_bin_lo AND "

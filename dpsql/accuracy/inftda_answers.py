@@ -1,0 +1,299 @@
+"""Per-answer error of an InfTDA release: the linear support model, calibrated.
+
+InfTDA's Theorem 1 bounds the error of every node of a level at once. That bound is the
+right tool for a guarantee (``dp_bound``) but 3× to over 1,000× wider than the error of
+one answer. This module gives each answer its own standard error and interval.
+
+**The model.** At an expanded parent u with private count c(u), InfTDA adds noise η of
+variance σ²_ℓ to every child and projects onto {y ≥ 0 integer, Σy = c(u)}. Away from
+zero the projection is a common shift of the children that come out positive (the
+*active* set A(u), which the release shows: it is the mechanism's output), so for
+i ∈ A(u)
+
+    e_i = η_i − mean_{A(u)} η + e_u / |A(u)|.
+
+The error is linear in the noise. For a sum with weights w over the released nodes of
+level k, the weight of a parent is the mean weight of its active children, and
+
+    Var(Σ w·e) = Σ_ℓ σ²_ℓ · Σ_{u} Σ_{i ∈ A(u)} (w_i − w̄_u)²   (+ σ²₀·w̄²_root),
+
+evaluated level by level up the tree (:func:`linear_variance`; O(nodes touched)).
+
+**What the linear model misses, and the calibration.** IntOpt breaks ties and spreads
+its rounding remainder on the smallest children first, and it truncates at zero. Both
+bias the released counts in a structured way (the smallest category of every parent
+loses about half a unit; summed over 60 cities that is −40 against a standard error of
+31), and they change the variance a little. A **parametric bootstrap at release time**
+measures both: InfTDA is re-run ``B`` times on the released tree as if it were the truth
+(post-processing: it reads only released counts and costs no budget), and the release
+stores, per released node, the mean bootstrap error (``dp_bias``) and, per level,
+
+* ``kappa``: Σ bootstrap variance / Σ linear-model variance over the level's released
+  nodes (the variance calibration factor; 1.0–1.1 in practice);
+* ``zero_mean``/``zero_var``: the mean and variance of the (bootstrap-true) count of a
+  node that came out 0 under a positive parent (what a released zero may hide).
+
+An answer over released rows R and z released zeros with released parents then has
+
+    centre = released − (Σ_{R} bias − z·zero_mean),
+    var    = kappa_k · Var_lin(R) · (1 + 1/B) + z·zero_var,
+
+and its interval at confidence γ is centre ± z_γ·√var, intersected with [0, ∞). The
+interval is approximate (normal approximation, bootstrap bias estimated at the released
+tree rather than the true one); benchmarks/calibration.py measures its coverage.
+
+**Rows.** The planner passes one integer per node of the answer: its row in the level
+table (≥ 0, the released nodes), ``-2 - p`` for a released zero whose parent is row p of
+the level above, and ``-1`` for a zero under a zero parent (a pruned subtree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any, Sequence
+
+import numpy as np
+
+DEEP_ZERO = -1
+"""Row code of a node whose parent is not released either (inside a pruned subtree)."""
+
+
+@dataclass(frozen=True)
+class Support:
+    """The public shape of an InfTDA release, level by level (index 0 = the root).
+
+    ``parent[k]``: for each released node of level k ≥ 1, its parent's row at level k−1
+    (``parent[0]`` is empty). ``active[k]``: for each released node of level k < d, how many
+    of its children were released. ``fanout[k]``: how many public children it has.
+    ``bias[k]``: each released node's bootstrap bias (zeros where not calibrated)."""
+
+    parent: tuple[np.ndarray, ...]
+    active: tuple[np.ndarray, ...]
+    fanout: tuple[np.ndarray, ...]
+    bias: tuple[np.ndarray, ...]
+
+    @classmethod
+    def from_levels(cls, parents: Sequence[np.ndarray], fanouts: Sequence[np.ndarray],
+                    biases: Sequence[np.ndarray] | None = None) -> "Support":
+        """From per-level arrays: ``parents`` of levels 1..d (each released node's parent
+        row), ``fanouts`` of levels 0..d (each released node's number of public children,
+        0 at the leaves; level 0 is the root: one entry if it was released, else none) and
+        ``biases`` of levels 1..d (None: not calibrated)."""
+        d = len(parents)
+        par = [np.zeros(0, np.int64)] + [np.asarray(p, np.int64) for p in parents]
+        fan = [np.asarray(f, np.int64) for f in fanouts]
+        sizes = [f.size for f in fan]
+        active = [np.bincount(par[k + 1], minlength=sizes[k]).astype(np.int64)
+                  for k in range(d)] + [np.zeros(sizes[d], np.int64)]
+        bias = [np.zeros(sizes[0])] + [
+            np.asarray(b, np.float64) if b is not None else np.zeros(sizes[k + 1])
+            for k, b in enumerate(biases if biases is not None else [None] * d)]
+        return cls(tuple(par), tuple(active), tuple(fan), tuple(bias))
+
+    @property
+    def depth(self) -> int:
+        return len(self.parent) - 1
+
+
+def linear_variance(support: Support, sigma2: Sequence[float], root_sigma2: float | None,
+                    level: int, rows: np.ndarray) -> float:
+    """Var(Σ error) of the released nodes ``rows`` (distinct, ≥ 0) of ``level`` under the
+    linear support model (module doc), propagated up to the root."""
+    idx = np.asarray(rows, dtype=np.int64)
+    w = np.ones(idx.size)
+    total = 0.0
+    for lv in range(level, 0, -1):
+        if idx.size == 0:
+            return total
+        p = support.parent[lv][idx]
+        if p.size > 1 and np.any(p[1:] < p[:-1]):
+            order = np.argsort(p, kind="stable")
+            p, w = p[order], w[order]
+        starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+        up = p[starts]
+        touched = np.diff(np.r_[starts, p.size])
+        n_act = support.active[lv - 1][up].astype(np.float64)
+        wbar = np.add.reduceat(w, starts) / n_act
+        inside = float(np.sum((w - np.repeat(wbar, touched)) ** 2))
+        outside = float(np.sum((n_act - touched) * wbar ** 2))
+        total += float(sigma2[lv - 1]) * (inside + outside)
+        idx, w = up, wbar
+    if root_sigma2 is not None and idx.size:
+        total += float(root_sigma2) * float(w[0]) ** 2
+    return total
+
+
+def node_variances(support: Support, sigma2: Sequence[float],
+                   root_sigma2: float | None) -> list[np.ndarray]:
+    """The linear-model variance of every released node, level by level (index 0 = the
+    root): v_i = σ²_ℓ·(1 − 1/|A(u)|) + v_u/|A(u)|², top-down in one pass per level."""
+    out = [np.full(support.fanout[0].size, float(root_sigma2 or 0.0))]
+    for lv in range(1, support.depth + 1):
+        p = support.parent[lv]
+        a = support.active[lv - 1][p].astype(np.float64)
+        out.append(float(sigma2[lv - 1]) * (1.0 - 1.0 / a) + out[lv - 1][p] / a ** 2)
+    return out
+
+
+def split_rows(rows: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """(distinct released rows, parent rows of released zeros, number of deep zeros)."""
+    r = np.asarray(rows, dtype=np.int64)
+    released = np.unique(r[r >= 0])
+    zero_parents = -2 - r[r <= -2]
+    return released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What the release-time bootstrap measured, per level 1..d (index k−1)."""
+
+    replicates: int
+    kappa: tuple[float, ...]
+    zero_mean: tuple[float, ...]
+    zero_var: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"replicates": self.replicates, "kappa": list(self.kappa),
+                "zero_mean": list(self.zero_mean), "zero_var": list(self.zero_var)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Calibration":
+        return cls(int(d["replicates"]), tuple(float(x) for x in d["kappa"]),
+                   tuple(float(x) for x in d["zero_mean"]),
+                   tuple(float(x) for x in d["zero_var"]))
+
+
+def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[float],
+                 root_sigma2: float | None, level: int, rows: Any) -> tuple[float, float]:
+    """(bias, variance) of the released sum over ``rows`` at ``level`` (module doc): the
+    truth is estimated by released − bias, with that variance.
+
+    A released zero may hide a count (mean ``zero_mean``); IntOpt gave that count to the
+    zero's released siblings, so it is missing from the answer only in the share of
+    those siblings the answer leaves out: a zero under parent p contributes
+    −zero_mean·(1 − f_p) to the bias and zero_var·(1 − f_p)² to the variance, where f_p
+    is the fraction of p's released children in the answer (a whole sibling set: f = 1,
+    nothing missing; a zero asked alone: f = 0, all of it)."""
+    released, zero_parents, _ = split_rows(rows)
+    if level == 0:
+        return 0.0, float(root_sigma2 or 0.0) if released.size else 0.0
+    k = level - 1
+    var = calibration.kappa[k] * linear_variance(support, sigma2, root_sigma2, level,
+                                                 released)
+    var *= 1.0 + 1.0 / max(calibration.replicates, 1)
+    bias = float(support.bias[level][released].sum())
+    if zero_parents.size:
+        mine = np.bincount(np.searchsorted(
+            np.unique(zero_parents), support.parent[level][released][
+                np.isin(support.parent[level][released], zero_parents)]),
+            minlength=np.unique(zero_parents).size)
+        keys, per_parent = np.unique(zero_parents, return_counts=True)
+        missing = 1.0 - mine / support.active[k][keys]
+        bias -= calibration.zero_mean[k] * float(np.sum(per_parent * missing))
+        var += calibration.zero_var[k] * float(np.sum(per_parent * missing ** 2))
+    return bias, var
+
+
+def cover_bound(support: Support, level: int, rows: Any, bounds: Sequence[float]) -> float:
+    """A bound on |error| of the sum over ``rows`` at ``level``, on the event that every
+    node of level ℓ ≤ ``level`` errs by at most ``bounds[ℓ]`` (Theorem 1 with its β split
+    over levels 1..level, so the event holds for all of them at once).
+
+    Each whole sibling set is bounded through its parent (the minimal cover), bottom-up:
+    a parent whose released children are all in the sum (each whole, recursively) costs
+    ``bounds[ℓ−1]`` plus ``bounds[ℓ]`` per zero child left out (a released zero can hide
+    a count up to that), when that is less than its children's costs; everything else
+    costs ``bounds[ℓ]`` per node. Deep zeros (in pruned subtrees) cost ``bounds[level]``
+    each: their parent is unknown to the answer, so they are never covered."""
+    released, zero_parents, deep = split_rows(rows)
+    b = [float(x) for x in bounds]
+    total = deep * b[level]
+    # items at the current level: released rows with (cost, whole) and zero rows by parent
+    idx = released
+    cost = np.full(idx.size, b[level])
+    whole = np.ones(idx.size, dtype=bool)
+    zp = zero_parents
+    for lv in range(level, 0, -1):
+        if idx.size == 0 and zp.size == 0:
+            break
+        parents = support.parent[lv][idx] if idx.size else np.zeros(0, np.int64)
+        keys = np.unique(np.concatenate([parents, zp]))
+        pos_r = np.searchsorted(keys, parents)
+        pos_z = np.searchsorted(keys, zp)
+        child_cost = np.bincount(pos_r, weights=cost, minlength=keys.size) \
+            + b[lv] * np.bincount(pos_z, minlength=keys.size)
+        n_rel = np.bincount(pos_r, minlength=keys.size)
+        n_whole = np.bincount(pos_r, weights=whole.astype(np.float64), minlength=keys.size)
+        n_zero = np.bincount(pos_z, minlength=keys.size)
+        act = support.active[lv - 1][keys]
+        fan = support.fanout[lv - 1][keys]
+        all_released = (n_rel == act) & (n_whole == n_rel)
+        missing_zeros = fan - act - n_zero
+        via_parent = np.where(all_released, b[lv - 1] + b[lv] * missing_zeros, np.inf)
+        cost = np.minimum(child_cost, via_parent)
+        whole = all_released & (missing_zeros == 0) & (via_parent <= child_cost)
+        idx, zp = keys, np.zeros(0, np.int64)
+    return total + float(cost.sum())
+
+
+def prediction_variance(calibration: Calibration | None, sigma2: Sequence[float],
+                        root_sigma2: float | None, level_sizes: Sequence[int], level: int,
+                        m: int) -> float:
+    """A data-free prediction of the variance of a sum of ``m`` nodes of ``level`` (for
+    the planner's choice of view, before any node is read): κ_k·σ²_k·m·(1 − m/|V_k|)
+    plus the root's share. Answers use :func:`answer_error`."""
+    if level == 0 or m <= 0:
+        return float(root_sigma2 or 0.0) if m > 0 else 0.0
+    kappa = calibration.kappa[level - 1] if calibration else 1.0
+    n = max(int(level_sizes[level]), 1)
+    frac = min(m, n) / n
+    var = kappa * float(sigma2[level - 1]) * min(m, n) * (1.0 - frac)
+    return var + float(root_sigma2 or 0.0) * frac ** 2
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence``."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def zero_allowance(confidence: float) -> float:
+    """How far above 0, in units of σ, the true count of one released zero can reach at
+    ``confidence``: the upper quantile u of the count given a released 0 under a flat
+    prior on counts ≥ 0 (a count q comes out 0 when q + η falls below its siblings'
+    common shift, ≈ 0, so its density is ∝ Φ(−q/σ)): (φ(u) − u·Φ(−u)) / φ(0) = 1 − γ.
+    1.68σ at 95%. The bootstrap's ``zero_mean``/``zero_var`` describe released zeros on
+    average (in sparse data most are true zeros); this keeps room for the one that is
+    not, so an answer holding a released zero always reaches at least this high."""
+    n = NormalDist()
+    target = (1.0 - confidence) * n.pdf(0.0)
+    lo, hi = 0.0, 40.0
+    for _ in range(80):
+        u = (lo + hi) / 2.0
+        if n.pdf(u) - u * n.cdf(-u) > target:
+            lo = u
+        else:
+            hi = u
+    return (lo + hi) / 2.0
+
+
+def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
+                     root_sigma2: float | None, level: int, rows: Any, confidence: float
+                     ) -> tuple[float, float, float]:
+    """(standard error, how far below, how far above the released sum) the interval at
+    ``confidence`` reaches: released − bias ∓ z·se, and at least
+    :func:`zero_allowance` × σ_level above when the answer holds a released zero."""
+    bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, rows)
+    se = var ** 0.5
+    half = z_value(confidence) * se
+    below, above = half + bias, half - bias
+    codes = np.asarray(rows, dtype=np.int64)
+    if level > 0 and codes.size and codes.min() < 0:
+        above = max(above, zero_allowance(confidence) * float(sigma2[level - 1]) ** 0.5)
+    return se, below, above
+
+
+__all__ = ["Calibration", "DEEP_ZERO", "Support", "answer_error", "cover_bound",
+           "interval_offsets", "linear_variance", "node_variances", "prediction_variance",
+           "split_rows", "z_value", "zero_allowance"]
+

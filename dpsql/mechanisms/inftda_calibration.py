@@ -1,0 +1,155 @@
+"""Release-time calibration of InfTDA's per-answer intervals: a parametric bootstrap.
+
+:mod:`dpsql.accuracy.inftda_answers` explains the model. This module measures what the
+linear model misses (IntOpt's structured bias, its variance effects, what released zeros
+hide) by re-running InfTDA ``B`` times on the *released* tree as if it were the truth,
+with the same noise scales, and comparing each replicate with the released tree.
+
+Privacy: the bootstrap reads only the released counts and the public domain tree, and
+draws fresh noise: it is post-processing of the release and costs no budget. Its noise
+comes from a *jumped* copy of the release's generator (an independent AES-CTR stream),
+so the calibration does not shift any view's noise: a seeded release's counts are the
+same with and without it.
+
+Cost: ``B`` runs of InfTDA over the released leaves (at most n of them), so about ``B``
+times the mechanism's own time. ``B`` is chosen from the number of noise draws
+(:func:`replicates_for`): 64 for small trees, down to 8 for the largest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from dpsql.accuracy.inftda_answers import Calibration, Support, node_variances
+from dpsql.mechanisms.base import PrivateTree
+
+MAX_REPLICATES = 64
+MIN_REPLICATES = 8
+DRAW_BUDGET = 200_000_000
+"""Noise draws the bootstrap may spend in all (B × draws of one run), before the floor."""
+
+
+def replicates_for(draws: int) -> int:
+    """B: as many replicates as :data:`DRAW_BUDGET` allows, between 8 and 64."""
+    return int(min(MAX_REPLICATES, max(MIN_REPLICATES, DRAW_BUDGET // max(int(draws), 1))))
+
+
+@dataclass(frozen=True)
+class SupportArrays:
+    """Per level 1..d (index k−1): each released node's parent row at level k−1, and
+    per level 0..d each released node's number of public children; what the release
+    stores as ``dp_parent``/``dp_fanout`` and the query side reads back as a
+    :class:`~dpsql.accuracy.inftda_answers.Support`."""
+
+    parents: tuple[np.ndarray, ...]
+    fanouts: tuple[np.ndarray, ...]
+
+
+def support_arrays(dtree: Any, released: PrivateTree) -> SupportArrays:
+    """The released tree's shape: parent rows and public fan-outs, level by level."""
+    d = dtree.depth
+    levels = released.levels
+    parents = []
+    for k in range(1, d + 1):
+        pub = dtree.parent(k, levels[k].ids)
+        parents.append(np.searchsorted(levels[k - 1].ids, pub).astype(np.int64))
+    fanouts = [dtree.n_children(k + 1, levels[k].ids).astype(np.int64) if k < d
+               else np.zeros(levels[k].ids.size, np.int64) for k in range(d + 1)]
+    return SupportArrays(tuple(parents), tuple(fanouts))
+
+
+def _lookup(ids: np.ndarray, counts: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """counts at the sorted ids ``at`` (0 where ``ids`` lacks them)."""
+    if ids.size == 0:
+        return np.zeros(at.size, np.int64)
+    pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
+    return np.where(ids[pos] == at, counts[pos], 0)
+
+
+def calibrate(dtree: Any, released: PrivateTree,
+              rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
+              rng: np.random.Generator, replicates: int | None = None
+              ) -> tuple[Calibration, tuple[np.ndarray, ...], SupportArrays, list[np.ndarray]]:
+    """Bootstrap ``released`` (module doc). ``rerun(leaf_ids, leaf_counts, rng)`` runs the
+    same mechanism with the same parameters on other leaf counts.
+
+    Returns the calibration, each level's per-node bias (levels 1..d), the support
+    arrays, and each level's calibrated per-node variance (levels 1..d, the ``dp_var``
+    column: κ_k × the linear-model variance × (1 + 1/B))."""
+    d = dtree.depth
+    model = released.error_model
+    sigma2, root_sigma2 = model.sigma2, model.root_sigma2
+    shape = support_arrays(dtree, released)
+    support = Support.from_levels(shape.parents, shape.fanouts)
+    v_lin = node_variances(support, sigma2, root_sigma2)
+    B = replicates if replicates is not None else replicates_for(released.draws)
+    levels = released.levels
+    ids = [lv.ids for lv in levels]
+    truth = [lv.counts.astype(np.float64) for lv in levels]
+    parent_pub = [None] + [dtree.parent(k, ids[k]) for k in range(1, d + 1)]
+    s1 = [np.zeros(ids[k].size) for k in range(d + 1)]
+    s2 = [np.zeros(ids[k].size) for k in range(d + 1)]
+    z_sum, z_sq, z_n = np.zeros(d + 1), np.zeros(d + 1), np.zeros(d + 1)
+    for _ in range(B):
+        rep = rerun(ids[d], levels[d].counts, rng)
+        for k in range(1, d + 1):
+            r_ids, r_cnt = rep.levels[k].ids, rep.levels[k].counts
+            y = _lookup(r_ids, r_cnt, ids[k])
+            e = y - truth[k]
+            s1[k] += e
+            s2[k] += e * e
+            expanded = rep.levels[k - 1].ids
+            if expanded.size:
+                under = _lookup(expanded, np.ones(expanded.size, np.int64),
+                                parent_pub[k]) > 0
+                lost = truth[k][under & (y == 0)]
+                z_sum[k] += lost.sum()
+                z_sq[k] += (lost * lost).sum()
+                z_n[k] += float(dtree.n_children(k, expanded).sum()) - r_ids.size
+    kappa, zero_mean, zero_var, biases, variances = [], [], [], [], []
+    for k in range(1, d + 1):
+        bias = s1[k] / B
+        var_boot = np.maximum(s2[k] / B - bias * bias, 0.0) * (B / max(B - 1, 1))
+        lin = float(v_lin[k].sum())
+        kap = float(var_boot.sum()) / lin if lin > 0 else 1.0
+        kappa.append(max(kap, 1e-3) if lin > 0 else 1.0)
+        mean0 = z_sum[k] / z_n[k] if z_n[k] > 0 else 0.0
+        zero_mean.append(float(mean0))
+        zero_var.append(float(max(z_sq[k] / z_n[k] - mean0 * mean0, 0.0)) if z_n[k] > 0
+                        else 0.0)
+        biases.append(bias)
+        variances.append(kappa[-1] * v_lin[k] * (1.0 + 1.0 / B))
+    cal = Calibration(B, tuple(kappa), tuple(zero_mean), tuple(zero_var))
+    return cal, tuple(biases), shape, variances
+
+
+
+
+def calibrated_tree(dtree: Any, released: PrivateTree,
+                    rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
+                    rng: np.random.Generator, replicates: int | None = None
+                    ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
+    """``released`` with a calibrated error model and per-node variances, and the extra
+    columns of each level table 1..d: ``dp_parent`` (the parent's row in the level above),
+    ``dp_fanout`` (public children; 0 at the leaves) and ``dp_bias`` (bootstrap bias).
+
+    The bootstrap draws from a jumped copy of ``rng`` (an independent stream), so
+    ``rng`` itself is not advanced: the other views' noise is unchanged."""
+    boot = np.random.Generator(rng.bit_generator.jumped())
+    cal, biases, shape, variances = calibrate(dtree, released, rerun, boot, replicates)
+    levels = [released.levels[0]] + [replace(lv, variance=v) for lv, v in
+                                      zip(released.levels[1:], variances)]
+    model = released.error_model.with_calibration(cal)
+    info = {**released.info, "calibration": {"method": "parametric bootstrap",
+                                             "replicates": cal.replicates}}
+    tree = replace(released, levels=tuple(levels), error_model=model, info=info)
+    extra = [{"dp_parent": shape.parents[k - 1], "dp_fanout": shape.fanouts[k],
+              "dp_bias": biases[k - 1]} for k in range(1, dtree.depth + 1)]
+    return tree, extra
+
+
+__all__ = ["SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
+           "support_arrays"]
