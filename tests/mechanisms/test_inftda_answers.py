@@ -1,0 +1,176 @@
+"""InfTDA's per-answer error model (dpsql.accuracy.inftda_answers) and its release-time
+calibration (dpsql.mechanisms.inftda_calibration).
+
+* The linear support model's variance is checked exactly against the explicit linear
+  map from every noise draw to every node's error (a matrix built independently, level
+  by level), for random trees, supports and answer sets (hypothesis).
+* The minimal-cover bound is checked for soundness on real InfTDA runs: with each
+  level's bound set to that run's largest node error (so the event of Theorem 1 holds by
+  construction), it is never below the answer's true error, and never above m × B_k.
+* The bootstrap draws from its own stream: a seeded mechanism's noise, and so every
+  other view's, is unchanged by calibrating."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, cover_bound,
+                                           interval_offsets, linear_variance,
+                                           node_variances, zero_allowance)
+from dpsql.domains import categorical, concat
+from dpsql.mechanisms.inftda import inftda, true_levels
+from dpsql.mechanisms.inftda_calibration import calibrated_tree, support_arrays
+from dpsql.privacy import ZCDP, rng
+
+
+def _random_support(draw, depth: int) -> tuple[Support, list[float]]:
+    """A random released tree: every released node has 1..4 released children (levels
+    1..depth) and a public fan-out of at least that many."""
+    parents, fanouts = [], []
+    n_above = 1
+    for _ in range(depth):
+        kids = np.array([draw(st.integers(1, 4)) for _ in range(n_above)])
+        fanouts.append(kids + np.array([draw(st.integers(0, 3)) for _ in range(n_above)]))
+        parents.append(np.repeat(np.arange(n_above), kids))
+        n_above = int(kids.sum())
+    fanouts.append(np.zeros(n_above, np.int64))
+    sigma2 = [draw(st.floats(0.5, 20.0)) for _ in range(depth)]
+    return Support.from_levels(parents, fanouts), sigma2
+
+
+def _error_map(support: Support, sigma2: list[float], root_sigma2: float | None
+               ) -> list[np.ndarray]:
+    """Per level, the matrix E with error = E @ (standardised noise of the root and every
+    released node), built directly from e_i = η_i − mean_A η + e_parent / |A|."""
+    sizes = [support.fanout[0].size] + [p.size for p in support.parent[1:]]
+    total = sum(sizes)
+    offsets = np.cumsum([0] + sizes)
+    root = np.zeros((sizes[0], total))
+    if root_sigma2 is not None and sizes[0]:
+        root[0, 0] = np.sqrt(root_sigma2)
+    maps = [root]
+    for k in range(1, support.depth + 1):
+        p = support.parent[k]
+        E = np.zeros((p.size, total))
+        for i in range(p.size):
+            sibs = np.flatnonzero(p == p[i])
+            E[i, offsets[k] + i] += np.sqrt(sigma2[k - 1])
+            E[i, offsets[k] + sibs] -= np.sqrt(sigma2[k - 1]) / sibs.size
+            E[i] += maps[k - 1][p[i]] / sibs.size
+        maps.append(E)
+    return maps
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_linear_variance_is_exactly_the_linear_maps(data):
+    depth = data.draw(st.integers(1, 3))
+    support, sigma2 = _random_support(data.draw, depth)
+    root_sigma2 = data.draw(st.one_of(st.none(), st.floats(0.5, 10.0)))
+    maps = _error_map(support, sigma2, root_sigma2)
+    k = data.draw(st.integers(1, depth))
+    n = maps[k].shape[0]
+    rows = np.array(sorted(set(data.draw(st.lists(st.integers(0, n - 1), min_size=1,
+                                                  max_size=n)))), dtype=np.int64)
+    exact = float(np.sum(maps[k][rows].sum(axis=0) ** 2))
+    assert linear_variance(support, sigma2, root_sigma2, k, rows) == \
+        pytest.approx(exact, rel=1e-9, abs=1e-9)
+    per_node = node_variances(support, sigma2, root_sigma2)[k]
+    assert per_node == pytest.approx(np.sum(maps[k] ** 2, axis=1), rel=1e-9, abs=1e-9)
+
+
+def _rows_of(tree, released, k: int, nodes: np.ndarray) -> np.ndarray:
+    """Row codes of public nodes ``nodes`` of level k (see inftda_answers)."""
+    ids = released.levels[k].ids
+    pos = np.searchsorted(ids, nodes)
+    hit = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == nodes)
+    out = np.where(hit, pos, -1).astype(np.int64)
+    if k > 1:
+        up = released.levels[k - 1].ids
+        par = tree.parent(k, nodes)
+        ppos = np.searchsorted(up, par)
+        phit = (ppos < up.size) & (up[np.minimum(ppos, up.size - 1)] == par)
+        out = np.where(hit, out, np.where(phit, -2 - ppos, -1))
+    else:
+        out = np.where(hit, out, -2)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_cover_bound_is_sound_and_never_looser_than_node_by_node(seed):
+    g = np.random.default_rng(seed)
+    tree = concat(categorical("a", range(3)), categorical("b", range(4)),
+                  categorical("c", range(5)))
+    leaves = g.choice(tree.level_sizes[3], size=25, replace=False)
+    counts = g.integers(1, 40, size=leaves.size)
+    order = np.argsort(leaves)
+    leaves, counts = leaves[order], counts[order]
+    out = inftda(tree, leaves, counts, ZCDP(0.3), neighbouring="substitute", rng=rng(seed))
+    truth = true_levels(tree, leaves, counts)
+    shape = support_arrays(tree, out)
+    support = Support.from_levels(shape.parents, shape.fanouts)
+    dense = []
+    for k in range(4):
+        t = np.zeros(tree.level_sizes[k])
+        t[truth[k][0]] = truth[k][1]
+        r = np.zeros(tree.level_sizes[k])
+        r[out.levels[k].ids] = out.levels[k].counts
+        dense.append(r - t)
+    bounds = [float(np.abs(e).max()) for e in dense]  # the event holds by construction
+    for _ in range(40):
+        k = int(g.integers(1, 4))
+        m = int(g.integers(1, tree.level_sizes[k] + 1))
+        nodes = np.sort(g.choice(tree.level_sizes[k], size=m, replace=False))
+        rows = _rows_of(tree, out, k, nodes)
+        b = cover_bound(support, k, rows, bounds)
+        assert abs(dense[k][nodes].sum()) <= b + 1e-9
+        assert b <= m * bounds[k] + 1e-9
+    # a whole sibling set costs its parent's bound: all children of released node 0 at k=1
+    kids = np.arange(4) + 4 * int(out.levels[1].ids[0])
+    b = cover_bound(support, 2, _rows_of(tree, out, 2, kids), bounds)
+    assert b == pytest.approx(min(bounds[1], 4 * bounds[2]))
+
+
+def test_zeros_hide_what_their_siblings_leave_out():
+    """A released zero alone carries the whole expected hidden count; with all its
+    released siblings it carries none (IntOpt gave it to them); the interval of a zero
+    reaches at least zero_allowance × σ."""
+    support = Support.from_levels([np.array([0, 0])], [np.array([3]), np.zeros(2, np.int64)])
+    cal = Calibration(32, (1.0,), (2.0,), (4.0,))
+    alone = answer_error(support, cal, [9.0], None, 1, np.array([-2]))
+    assert alone == pytest.approx((-2.0, 4.0))
+    whole = answer_error(support, cal, [9.0], None, 1, np.array([0, 1, -2]))
+    assert whole[0] == pytest.approx(0.0)
+    assert whole[1] == pytest.approx(0.0)  # the released children sum to the exact root
+    se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([-2]), 0.95)
+    assert above >= zero_allowance(0.95) * 3.0 - 1e-12
+    assert zero_allowance(0.95) == pytest.approx(1.664, abs=1e-3)
+    assert zero_allowance(0.99) > zero_allowance(0.95) > zero_allowance(0.9)
+
+
+def test_calibration_does_not_move_the_release_generator():
+    tree = concat(categorical("a", range(3)), categorical("b", range(4)))
+    leaves, counts = np.array([0, 5, 7, 11]), np.array([30, 12, 7, 50])
+
+    def run(ids, n, g):
+        return inftda(tree, ids, n, ZCDP(0.5), neighbouring="add_remove", rng=g)
+
+    g1 = rng(42)
+    out, extra = calibrated_tree(tree, run(leaves, counts, g1), run, g1, replicates=8)
+    after = g1.integers(0, 2**62, size=4)
+    g2 = rng(42)
+    run(leaves, counts, g2)
+    assert np.array_equal(after, g2.integers(0, 2**62, size=4))
+    # the support columns describe the released tree
+    for k in range(1, 3):
+        assert extra[k - 1]["dp_parent"].size == out.levels[k].ids.size
+        up = out.levels[k - 1].ids[extra[k - 1]["dp_parent"]]
+        assert np.array_equal(up, tree.parent(k, out.levels[k].ids))
+        if k < 2:
+            assert np.array_equal(extra[k - 1]["dp_fanout"],
+                                  tree.n_children(k + 1, out.levels[k].ids))
+    assert out.error_model.calibration.replicates == 8
+    assert all(v.variance is not None for v in out.levels[1:])
