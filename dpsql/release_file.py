@@ -188,16 +188,18 @@ def read_catalog(con: duckdb.DuckDBPyConnection, path: str, schema: str | None =
 def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | None = None
                  ) -> Support:
     """The support of an InfTDA view whose error model reads it (``reads_support``):
-    each released node's parent row, public fan-out and bootstrap bias, level by level,
-    in row order (the level tables' ``dp_parent``/``dp_fanout``/``dp_bias``). All of it is
+    each released node's parent row, public fan-out, bootstrap bias and variance and count,
+    level by level, in row order (the level tables' ``dp_parent``/``dp_fanout``/
+    ``dp_bias``/``dp_var``/``dp_count``), with each node's linear-model variance computed
+    once. All of it is
     the mechanism's public output; the query side and the report read it once."""
     pre = f'"{schema}".' if schema else ""
-    parents, fanouts, biases = [], [], []
+    parents, fanouts, biases, variances, counts = [], [], [], [], []
     for lv in view.levels:
         table = '"' + lv.table.replace('"', '""') + '"'
         try:
-            cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias FROM {pre}{table} "
-                               "ORDER BY rowid").fetchnumpy()
+            cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias, dp_var, dp_count "
+                               f"FROM {pre}{table} ORDER BY rowid").fetchnumpy()
         except duckdb.Error as err:
             raise IntegrityError(f"view {view.name!r}: level table {lv.table!r} lacks the "
                                  f"support columns its error model needs ({err}); the file "
@@ -205,9 +207,12 @@ def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | N
         parents.append(np.asarray(cols["dp_parent"], dtype=np.int64))
         fanouts.append(np.asarray(cols["dp_fanout"], dtype=np.int64))
         biases.append(np.asarray(cols["dp_bias"], dtype=np.float64))
+        variances.append(np.asarray(cols["dp_var"], dtype=np.float64))
+        counts.append(np.asarray(cols["dp_count"], dtype=np.float64))
     model = view.error_model
     root = np.full(1 if parents and parents[0].size else 0, model.level_sizes[1], np.int64)
-    return Support.from_levels(parents, [root] + fanouts, biases)
+    return Support.from_levels(parents, [root] + fanouts, biases, variances, counts
+                               ).with_linear(model.sigma2, model.root_sigma2)
 
 
 def catalog_from_rows(path: str, r: dict[str, Any], view_rows: list[dict[str, Any]]

@@ -36,9 +36,10 @@ Decisions a reviewer should know:
   O/D table (od_topdown's setting, m = 1).
 * **One geography file, two attributes.** ``home`` and ``work`` read the same public
   ``municipalities.csv`` through ``spine_columns``.
-* **Intervals.** InfTDA answers carry its high-probability L∞ bound: with probability at
-  least 95% it holds for every node of the level at once. A row that sums m nodes gets m
-  times the node bound (dp_info's ``predicted_error95``).
+* **Intervals.** InfTDA answers carry calibrated per-answer 95% intervals (about 95% of
+  answers are covered; docs/sql.md, "Error columns"). The curator's check at the end
+  compares each level's largest error with InfTDA's guaranteed bound (Theorem 1), which
+  holds for every node of a level at once (``dp_bound``).
 * **Seeds.** Without ``--seed`` the noise comes from OS entropy and the release is
   private. ``--seed N`` makes the run reproducible and marks the release ``seeded: not
   private``. The tests use it.
@@ -98,7 +99,7 @@ def build(console: Console, workdir: Path, rho: float, seed: int | None) -> Path
 # --------------------------------------------------------------------------------------
 
 def _kind(info: dict) -> str:
-    return (f"95% L∞ bound (InfTDA, high-probability, whole level); answered by view "
+    return (f"95% interval (InfTDA, calibrated per answer); answered by view "
             f"{info['view']!r}, level {info['level']}")
 
 

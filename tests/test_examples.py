@@ -62,12 +62,13 @@ def test_flights_answers_are_consistent(flights):
 
 @pytest.mark.statistical
 def test_flights_intervals_cover_the_truth(flights):
-    """Seeded: the InfTDA bound (simultaneous, ≥ 95%) covers every count of a level; of
-    the Gaussian 95% intervals, most contain the truth; the median's interval holds it."""
+    """Seeded: of InfTDA's per-answer 95% intervals and of the Gaussian ones, all but at
+    most one per section contain the truth; the median's interval holds it."""
     _, results, _ = flights
     inside = [r["lo"] <= r["truth"] <= r["hi"] for r in results]
-    assert all(ok for r, ok in zip(results, inside)
-               if r["section"] in ("top routes", "per-origin totals (ROLLUP)"))
+    for section in ("top routes", "per-origin totals (ROLLUP)"):
+        ok = [x for r, x in zip(results, inside) if r["section"] == section]
+        assert sum(ok) >= len(ok) - 1, section
     bands = [ok for r, ok in zip(results, inside) if r["section"] == "distance bands"]
     assert sum(bands) >= len(bands) - 1
     median = next(r for r in results if r["section"] == "median departure delay")
@@ -139,11 +140,13 @@ def test_commutes_uses_every_entry_point_and_the_better_tree(commutes):
 
 @pytest.mark.statistical
 def test_commutes_errors_stay_inside_the_inftda_bound(commutes):
-    """Seeded. The 95% bound holds for every node of a level at once, so every interval
-    and every level's largest error is inside it; the answers are useful (the error of a
-    region total is under 0.01% of the commuters)."""
+    """Seeded. The per-answer 95% intervals contain the truth but for at most one answer;
+    the guaranteed bound holds for every node of a level at once, so every level's
+    largest error is inside it; the answers are useful (the error of a region total is
+    under 0.01% of the commuters)."""
     _, out = commutes
-    assert all(r["lo"] <= r["truth"] <= r["hi"] for r in out["answers"])
+    inside = [r["lo"] <= r["truth"] <= r["hi"] for r in out["answers"]]
+    assert sum(inside) >= len(inside) - 1
     assert all(lv["max_abs_error"] <= lv["bound95"] for lv in out["levels"])
     assert all(lv["max_abs_error"] < 1e-4 * out["commuters"] for lv in out["levels"]
                if lv["level"] == 1)

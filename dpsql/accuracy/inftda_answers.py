@@ -49,7 +49,7 @@ the level above, and ``-1`` for a zero under a zero parent (a pruned subtree).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any, Sequence
 
@@ -66,30 +66,46 @@ class Support:
     ``parent[k]``: for each released node of level k ≥ 1, its parent's row at level k−1
     (``parent[0]`` is empty). ``active[k]``: for each released node of level k < d, how many
     of its children were released. ``fanout[k]``: how many public children it has.
-    ``bias[k]``: each released node's bootstrap bias (zeros where not calibrated)."""
+    ``bias[k]``: each released node's bootstrap bias, ``var[k]`` its bootstrap variance
+    (zeros where not calibrated)."""
 
     parent: tuple[np.ndarray, ...]
     active: tuple[np.ndarray, ...]
     fanout: tuple[np.ndarray, ...]
     bias: tuple[np.ndarray, ...]
+    var: tuple[np.ndarray, ...]
+    count: tuple[np.ndarray, ...] = ()
+    """Each released node's count (levels 0..d), when given."""
+    linear: tuple[np.ndarray, ...] = ()
+    """Each released node's linear-model variance (:func:`node_variances`), once
+    :meth:`with_linear` has computed it."""
+
+    def with_linear(self, sigma2: Sequence[float], root_sigma2: float | None) -> "Support":
+        """This support with every node's linear-model variance computed once."""
+        return replace(self, linear=tuple(node_variances(self, sigma2, root_sigma2)))
 
     @classmethod
     def from_levels(cls, parents: Sequence[np.ndarray], fanouts: Sequence[np.ndarray],
-                    biases: Sequence[np.ndarray] | None = None) -> "Support":
+                    biases: Sequence[np.ndarray] | None = None,
+                    variances: Sequence[np.ndarray] | None = None,
+                    counts: Sequence[np.ndarray] | None = None) -> "Support":
         """From per-level arrays: ``parents`` of levels 1..d (each released node's parent
         row), ``fanouts`` of levels 0..d (each released node's number of public children,
-        0 at the leaves; level 0 is the root: one entry if it was released, else none) and
-        ``biases`` of levels 1..d (None: not calibrated)."""
+        0 at the leaves; level 0 is the root: one entry if it was released, else none),
+        ``biases``, ``variances`` and ``counts`` of levels 1..d (None: not given)."""
         d = len(parents)
         par = [np.zeros(0, np.int64)] + [np.asarray(p, np.int64) for p in parents]
         fan = [np.asarray(f, np.int64) for f in fanouts]
         sizes = [f.size for f in fan]
         active = [np.bincount(par[k + 1], minlength=sizes[k]).astype(np.int64)
                   for k in range(d)] + [np.zeros(sizes[d], np.int64)]
-        bias = [np.zeros(sizes[0])] + [
-            np.asarray(b, np.float64) if b is not None else np.zeros(sizes[k + 1])
-            for k, b in enumerate(biases if biases is not None else [None] * d)]
-        return cls(tuple(par), tuple(active), tuple(fan), tuple(bias))
+        def per_level(arrays: Sequence[np.ndarray] | None) -> tuple[np.ndarray, ...]:
+            return tuple([np.zeros(sizes[0])] + [
+                np.asarray(a, np.float64) if a is not None else np.zeros(sizes[k + 1])
+                for k, a in enumerate(arrays if arrays is not None else [None] * d)])
+
+        return cls(tuple(par), tuple(active), tuple(fan), per_level(biases),
+                   per_level(variances), per_level(counts) if counts is not None else ())
 
     @property
     def depth(self) -> int:
@@ -169,6 +185,12 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     """(bias, variance) of the released sum over ``rows`` at ``level`` (module doc): the
     truth is estimated by released − bias, with that variance.
 
+    The variance is the linear model's, scaled by how much the bootstrap found the
+    answer's own nodes to vary beyond it: Var_lin(R) · Σ_R var_i / Σ_R lin_i (each node's
+    bootstrap variance over its linear-model variance, ``Support.linear``). One node gets
+    its own bootstrap variance; a sum, the linear model's covariances at its nodes'
+    scale.
+
     A released zero may hide a count (mean ``zero_mean``); IntOpt gave that count to the
     zero's released siblings, so it is missing from the answer only in the share of
     those siblings the answer leaves out: a zero under parent p contributes
@@ -179,17 +201,22 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     if level == 0:
         return 0.0, float(root_sigma2 or 0.0) if released.size else 0.0
     k = level - 1
-    var = calibration.kappa[k] * linear_variance(support, sigma2, root_sigma2, level,
-                                                 released)
+    lin = (support.linear or node_variances(support, sigma2, root_sigma2))[level][released]
+    boot = support.var[level][released]
+    lin_sum = float(lin.sum())
+    if lin_sum > 0:
+        var = linear_variance(support, sigma2, root_sigma2, level, released) \
+            * float(boot.sum()) / lin_sum
+    else:
+        var = float(boot.sum())
     var *= 1.0 + 1.0 / max(calibration.replicates, 1)
     bias = float(support.bias[level][released].sum())
     if zero_parents.size:
-        mine = np.bincount(np.searchsorted(
-            np.unique(zero_parents), support.parent[level][released][
-                np.isin(support.parent[level][released], zero_parents)]),
-            minlength=np.unique(zero_parents).size)
         keys, per_parent = np.unique(zero_parents, return_counts=True)
-        missing = 1.0 - mine / support.active[k][keys]
+        mine = support.parent[level][released]
+        mine = mine[np.isin(mine, keys)]
+        in_answer = np.bincount(np.searchsorted(keys, mine), minlength=keys.size)
+        missing = 1.0 - in_answer / support.active[k][keys]
         bias -= calibration.zero_mean[k] * float(np.sum(per_parent * missing))
         var += calibration.zero_var[k] * float(np.sum(per_parent * missing ** 2))
     return bias, var
@@ -277,23 +304,61 @@ def zero_allowance(confidence: float) -> float:
     return (lo + hi) / 2.0
 
 
+def t_value(confidence: float, dof: int) -> float:
+    """The two-sided Student-t quantile of ``confidence`` with ``dof`` degrees of freedom
+    (Cornish–Fisher expansion in 1/dof around the normal quantile: 0.7 % low at dof = 3,
+    within 0.001 from dof = 7 at the usual confidences)."""
+    z = z_value(confidence)
+    if dof <= 0:
+        return z
+    v = float(dof)
+    return (z + (z ** 3 + z) / (4 * v) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * v ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * v ** 3))
+
+
+def false_positive_reach(confidence: float, m: int) -> float:
+    """How large, in units of σ, the released sum of ``m`` released nodes can be when every
+    one of them is truly 0 (a false positive: kept because its noise beat its siblings'
+    common shift, ≈ 0, so each is about half-normal with scale σ): the sum of m
+    half-normals has mean 0.798·m and sd 0.603·√m, and the reach is mean + z·sd with the
+    two-sided z of ``confidence``. For one node that is 1.98σ at 95 %, the half-normal's
+    own 95 % quantile (1.96σ) to 1 %; for more nodes the normal approximation with a
+    two-sided z is generous."""
+    return 0.7979 * m + z_value(confidence) * 0.6028 * m ** 0.5
+
+
 def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
                      root_sigma2: float | None, level: int, rows: Any, confidence: float
                      ) -> tuple[float, float, float]:
     """(standard error, how far below, how far above the released sum) the interval at
-    ``confidence`` reaches: released − bias ∓ z·se, and at least
-    :func:`zero_allowance` × σ_level above when the answer holds a released zero."""
+    ``confidence`` reaches:
+
+    * released − bias ∓ t·se, with Student's t at B − 1 degrees of freedom (the variance
+      and the bias are estimated from B bootstrap replicates);
+    * at least :func:`zero_allowance` × σ above when the answer holds a released zero
+      (what one zero may hide);
+    * down to 0 when the released sum is small enough that all its nodes may be false
+      positives (:func:`false_positive_reach` × σ): there the bootstrap, which takes the
+      released tree for the truth, cannot tell a small count from a true 0, and its bias
+      would push the interval away from 0."""
     bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, rows)
     se = var ** 0.5
-    half = z_value(confidence) * se
+    half = t_value(confidence, calibration.replicates - 1) * se
     below, above = half + bias, half - bias
     codes = np.asarray(rows, dtype=np.int64)
-    if level > 0 and codes.size and codes.min() < 0:
-        above = max(above, zero_allowance(confidence) * float(sigma2[level - 1]) ** 0.5)
+    if level > 0 and codes.size:
+        sigma = float(sigma2[level - 1]) ** 0.5
+        if codes.min() < 0:
+            above = max(above, zero_allowance(confidence) * sigma)
+        released = np.unique(codes[codes >= 0])
+        if released.size and support.count:
+            y = float(support.count[level][released].sum())
+            if y <= false_positive_reach(confidence, released.size) * sigma:
+                below = max(below, y)
     return se, below, above
 
 
 __all__ = ["Calibration", "DEEP_ZERO", "Support", "answer_error", "cover_bound",
-           "interval_offsets", "linear_variance", "node_variances", "prediction_variance",
-           "split_rows", "z_value", "zero_allowance"]
+           "false_positive_reach", "interval_offsets", "linear_variance", "node_variances",
+           "prediction_variance", "split_rows", "t_value", "z_value", "zero_allowance"]
 

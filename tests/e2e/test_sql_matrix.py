@@ -19,7 +19,8 @@ import pytest
 
 import dpsql
 from dpsql import duck
-from dpsql.accuracy.inftda_answers import Support, answer_error, zero_allowance
+from dpsql.accuracy.inftda_answers import (Support, answer_error, interval_offsets, t_value,
+                                           zero_allowance)
 from dpsql.release_file import open_release
 
 PUBLIC = ("CREATE TEMP TABLE regions AS SELECT * FROM (VALUES ('R1', 'north'), "
@@ -363,20 +364,24 @@ def _support(path, view):
     path from duck's loader): parents, fan-outs and biases in row order."""
     raw = duckdb.connect(str(path), read_only=True)
     meta = open_release(path).views[view]
-    cols = [raw.execute(f"SELECT dp_parent, dp_fanout, dp_bias FROM {lv.table} "
-                        "ORDER BY rowid").fetchnumpy() for lv in meta.levels]
+    cols = [raw.execute(f"SELECT dp_parent, dp_fanout, dp_bias, dp_var, dp_count FROM "
+                        f"{lv.table} ORDER BY rowid").fetchnumpy() for lv in meta.levels]
     raw.close()
     root = np.array([meta.error_model.level_sizes[1]])
+    model = meta.error_model
     return Support.from_levels([c["dp_parent"] for c in cols],
                                [root] + [c["dp_fanout"] for c in cols],
-                               [c["dp_bias"] for c in cols])
+                               [c["dp_bias"] for c in cols], [c["dp_var"] for c in cols],
+                               [c["dp_count"] for c in cols]
+                               ).with_linear(model.sigma2, model.root_sigma2)
 
 
 def test_inftda_gives_calibrated_per_answer_errors_and_a_tighter_bound(con, trips_release):
     """GROUP BY mode over geo_mode sums one leaf per city: its error columns are the
     calibrated model evaluated on exactly those rows (checked against the support read
-    independently from the file), the interval is centred on count − bias and never
-    below 0, and dp_bound is never looser than the node-by-node Theorem-1 bound."""
+    independently from the file), the interval is centred on count − bias (widened for
+    zeros and possible false positives) and never below 0, and dp_bound is never looser
+    than the node-by-node Theorem-1 bound."""
     q = ("SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95), "
          "dp_bound(0.05) FROM geo_mode GROUP BY mode ORDER BY mode")
     assert duck.plan(con, q).info["error_family"] == "calibrated"
@@ -385,19 +390,24 @@ def test_inftda_gives_calibrated_per_answer_errors_and_a_tighter_bound(con, trip
     raw = duckdb.connect(str(trips_release), read_only=True)
     rows_of = dict(raw.execute("SELECT mode, list(rowid) FROM geo_mode__l4 GROUP BY mode"
                                ).fetchall())
-    z = 1.959963984540054
     for mode, n, se, lo, hi, b in duck.sql(con, q).fetchall():
         # every city holds this mode (60 leaves), released or a zero under its city
         released = np.array(rows_of.get(mode, []), dtype=np.int64)
         cities = set(support.parent[4][released].tolist())
         zeros = np.array([-2 - c for c in range(60) if c not in cities], dtype=np.int64)
+        rows = np.r_[released, zeros]
         bias, var = answer_error(support, model.calibration, model.sigma2,
-                                 model.root_sigma2, 4, np.r_[released, zeros])
+                                 model.root_sigma2, 4, rows)
         assert se == pytest.approx(math.sqrt(var), rel=1e-9)
-        assert lo == pytest.approx(max(n - bias - z * se, 0.0), rel=1e-9, abs=1e-9)
-        room = zero_allowance(0.95) * math.sqrt(model.sigma2[3]) if zeros.size else 0.0
-        assert hi == pytest.approx(max(n + max(z * se - bias, room), 0.0), rel=1e-9,
-                                   abs=1e-9)
+        _, below, above = interval_offsets(support, model.calibration, model.sigma2,
+                                           model.root_sigma2, 4, rows, 0.95)
+        assert lo == pytest.approx(max(n - below, 0.0), rel=1e-9, abs=1e-9)
+        assert hi == pytest.approx(max(n + above, 0.0), rel=1e-9, abs=1e-9)
+        t = t_value(0.95, model.calibration.replicates - 1)
+        assert below >= t * se + bias - 1e-9  # centred on n − bias, widened where needed
+        assert above >= t * se - bias - 1e-9
+        if zeros.size:
+            assert above >= zero_allowance(0.95) * math.sqrt(model.sigma2[3]) - 1e-9
         assert 0 < b <= model.sum_bound(4, np.arange(60), 0.05) + 1e-9
         assert hi - lo < 0.2 * b  # per-answer, not simultaneous
 

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, cover_bound,
-                                           interval_offsets, linear_variance,
-                                           node_variances, zero_allowance)
+                                           false_positive_reach, interval_offsets,
+                                           linear_variance, node_variances, t_value,
+                                           zero_allowance)
 from dpsql.domains import categorical, concat
 from dpsql.mechanisms.inftda import inftda, true_levels
 from dpsql.mechanisms.inftda_calibration import calibrated_tree, support_arrays
@@ -138,17 +139,37 @@ def test_zeros_hide_what_their_siblings_leave_out():
     """A released zero alone carries the whole expected hidden count; with all its
     released siblings it carries none (IntOpt gave it to them); the interval of a zero
     reaches at least zero_allowance × σ."""
-    support = Support.from_levels([np.array([0, 0])], [np.array([3]), np.zeros(2, np.int64)])
+    support = Support.from_levels([np.array([0, 0])], [np.array([3]), np.zeros(2, np.int64)],
+                                  [np.zeros(2)], [np.full(2, 9.0)], [np.array([40, 50])])
     cal = Calibration(32, (1.0,), (2.0,), (4.0,))
     alone = answer_error(support, cal, [9.0], None, 1, np.array([-2]))
     assert alone == pytest.approx((-2.0, 4.0))
     whole = answer_error(support, cal, [9.0], None, 1, np.array([0, 1, -2]))
     assert whole[0] == pytest.approx(0.0)
     assert whole[1] == pytest.approx(0.0)  # the released children sum to the exact root
+    one = answer_error(support, cal, [9.0], None, 1, np.array([0]))
+    assert one[1] == pytest.approx(9.0 * (1 + 1 / 32))  # its own bootstrap variance
     se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([-2]), 0.95)
     assert above >= zero_allowance(0.95) * 3.0 - 1e-12
     assert zero_allowance(0.95) == pytest.approx(1.664, abs=1e-3)
     assert zero_allowance(0.99) > zero_allowance(0.95) > zero_allowance(0.9)
+
+
+def test_a_small_count_may_be_a_false_positive():
+    """A released count within false_positive_reach·σ of 0 gets an interval down to 0;
+    a larger one keeps its own (the Student t multiplier at B − 1 degrees of freedom)."""
+    cal = Calibration(16, (1.0,), (0.0,), (0.0,))
+    for count, reaches_zero in ((5, True), (40, False)):
+        support = Support.from_levels([np.array([0, 0])], [np.array([2]), np.zeros(2)],
+                                      [np.zeros(2)], [np.full(2, 1.0)],
+                                      [np.array([count, 60])])
+        se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([0]),
+                                            0.95)
+        assert se == pytest.approx(np.sqrt(1.0 * (1 + 1 / 16)))
+        assert above == pytest.approx(t_value(0.95, 15) * se)
+        assert (below >= count) == reaches_zero
+    assert false_positive_reach(0.95, 1) == pytest.approx(1.96, rel=0.02)
+    assert t_value(0.95, 31) == pytest.approx(2.0395, abs=1e-3)
 
 
 def test_calibration_does_not_move_the_release_generator():
