@@ -26,21 +26,24 @@ loses about half a unit; summed over 60 cities that is −40 against a standard 
 31), and they change the variance a little. A **parametric bootstrap at release time**
 measures both: InfTDA is re-run ``B`` times on the released tree as if it were the truth
 (post-processing: it reads only released counts and costs no budget), and the release
-stores, per released node, the mean bootstrap error (``dp_bias``) and, per level,
+stores, per released node, the mean bootstrap error (``dp_bias``) and the bootstrap
+variance (``dp_var``), and per level
 
 * ``kappa``: Σ bootstrap variance / Σ linear-model variance over the level's released
-  nodes (the variance calibration factor; 1.0–1.1 in practice);
+  nodes (a summary: 1.0–1.3 in practice; the planner's predictions use it);
 * ``zero_mean``/``zero_var``: the mean and variance of the (bootstrap-true) count of a
   node that came out 0 under a positive parent (what a released zero may hide).
 
-An answer over released rows R and z released zeros with released parents then has
+An answer over released rows R and released zeros Z then has (:func:`answer_error`)
 
-    centre = released − (Σ_{R} bias − z·zero_mean),
-    var    = kappa_k · Var_lin(R) · (1 + 1/B) + z·zero_var,
+    centre = released − (Σ_R bias − zeros' hidden mean),
+    var    = Var_lin(R) · Σ_R var_i / Σ_R lin_i · (1 + 1/B) + zeros' hidden variance,
 
-and its interval at confidence γ is centre ± z_γ·√var, intersected with [0, ∞). The
-interval is approximate (normal approximation, bootstrap bias estimated at the released
-tree rather than the true one); benchmarks/calibration.py measures its coverage.
+and its interval at confidence γ is centre ± t_{B−1}·√var, widened near zero (what a
+zero may hide; a small count may be a false positive) and intersected with [0, ∞)
+(:func:`interval_offsets`). It is approximate (normal approximation, bias estimated at
+the released tree rather than the true one); benchmarks/calibration.py measures its
+coverage per query shape.
 
 **Rows.** The planner passes one integer per node of the answer: its row in the level
 table (≥ 0, the released nodes), ``-2 - p`` for a released zero whose parent is row p of

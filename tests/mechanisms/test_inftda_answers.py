@@ -195,3 +195,23 @@ def test_calibration_does_not_move_the_release_generator():
                                   tree.n_children(k + 1, out.levels[k].ids))
     assert out.error_model.calibration.replicates == 8
     assert all(v.variance is not None for v in out.levels[1:])
+
+
+def test_the_bootstrap_reads_only_the_released_tree():
+    """Privacy: every re-run of the bootstrap gets the released leaves (post-processing),
+    never the true counts the first run saw."""
+    tree = concat(categorical("a", range(3)), categorical("b", range(4)))
+    leaves, counts = np.array([0, 5, 7, 11]), np.array([30, 12, 7, 50])
+    seen = []
+
+    def run(ids, n, g):
+        seen.append((np.asarray(ids).copy(), np.asarray(n).copy()))
+        return inftda(tree, ids, n, ZCDP(0.5), neighbouring="substitute", rng=g)
+
+    released = run(leaves, counts, rng(3))
+    seen.clear()
+    calibrated_tree(tree, released, run, rng(4), replicates=5)
+    assert len(seen) == 5
+    for ids, n in seen:
+        assert np.array_equal(ids, released.leaves.ids)
+        assert np.array_equal(n, released.leaves.counts)
