@@ -1,7 +1,8 @@
 """``dpsql report``: a self-contained HTML accuracy report of a release, for a data-release note.
 
 The report shows the release's guarantee in every form, the privacy unit, the budget split
-by view, and per view its per-level error (plot and table of levels / nodes / zeros); for
+by view, and per view its per-level error (plot and table of levels / nodes / zeros), the
+released counts of its first categorical level with their per-answer 95 % intervals; for
 each range attribute, the released CDF with a 95 % band and the released per-bin counts.
 
 Decisions:
@@ -57,7 +58,8 @@ from dpsql.errors import IntegrityError, NotSupportedError
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.release_file import Release, ViewMeta, open_release, read_support
 
-__all__ = ["build_report", "level_rows", "range_curves", "LevelRow", "RangeCurve"]
+__all__ = ["build_report", "first_level_counts", "level_rows", "range_curves", "LevelRow",
+           "RangeCurve"]
 
 _Z95 = NormalDist().inv_cdf(0.975)
 _MAX_BAND_POINTS = 257      # edges at which a non-vectorised model is evaluated
@@ -176,6 +178,39 @@ def _bands(model: Any, level: int, K: int, groups: int
         per_bin = np.array([_half_width(model, level, offsets + j)[0] for j in range(K)])
     kind = next(k for k in ("bound", "variance bound", "variance") if k in kinds)
     return at, band, per_bin, kind
+
+
+_MAX_COUNTS_SHOWN = 24  # rows of the first level's counts table
+
+
+def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
+                       ) -> list[tuple[str, float, float, float]]:
+    """(label, released count, 95 % low, 95 % high) of each released node of a categorical
+    or spine first level, largest first (at most :data:`_MAX_COUNTS_SHOWN`): the per-answer
+    interval an analyst gets for ``GROUP BY`` that column (InfTDA: calibrated, from the
+    support; other mechanisms: ±1.96 σ of the node's exact variance), never below 0."""
+    lv = view.levels[0]
+    if lv.kind == "range" or not lv.columns:
+        return []
+    model = view.error_model
+    rows = _rows(con, f"SELECT {_q(lv.columns[-1])}, dp_count FROM {_q(lv.table)} "
+                      "ORDER BY rowid")
+    out = []
+    support = read_support(con, view) if model.reads_support else None
+    for i, (label, count) in enumerate(rows):
+        if support is not None:
+            _, below, above = interval_offsets(support, model.calibration, model.sigma2,
+                                               model.root_sigma2, 1, np.array([i]), 0.95)
+        else:
+            var = model.sum_variance(1, np.array([i]))
+            if var is None:
+                below = above = float(model.sum_bound(1, np.array([i]), 0.05))
+            else:
+                below = above = _Z95 * var.stderr
+        c = float(count)
+        out.append((str(label), c, max(c - below, 0.0), max(c + above, 0.0)))
+    out.sort(key=lambda r: -r[1])
+    return out[:_MAX_COUNTS_SHOWN]
 
 
 def _support_bands(con: duckdb.DuckDBPyConnection, view: ViewMeta, lv: Any, attr: str,
@@ -499,6 +534,18 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
     parts.append(_table(["level", "adds", "kind", "public nodes", "stored rows", "zeros",
                          "negative", "σ (one node)", "95% bound (one node)",
                          "public values"], table_rows, "levels"))
+    counts = first_level_counts(con, view)
+    if counts:
+        lv = view.levels[0]
+        more = (f" (the {len(counts)} largest of {lv.n_nodes:,} public values)"
+                if lv.n_nodes > len(counts) else "")
+        parts.append(f'<h3 class="counts">Released counts by {_e(lv.columns[-1])}</h3>'
+                     f'<p class="note">What <code>SELECT {_e(lv.columns[-1])}, COUNT(*), '
+                     "dp_ci_low(0.95), dp_ci_high(0.95) ... GROUP BY 1</code> returns"
+                     f"{_e(more)}: each count with its per-answer 95% interval.</p>")
+        parts.append(_table([_e(lv.columns[-1]), "released count", "95% low", "95% high"],
+                            [[_e(lab), _num(c), _num(lo), _num(hi)]
+                             for lab, c, lo, hi in counts], "counts"))
     for c in range_curves(con, release, view):
         band = _BAND_TEXT[c.band_kind]
         summed = (f" Summed over the {c.groups:,} nodes of the levels above "

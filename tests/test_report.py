@@ -25,7 +25,7 @@ from dpsql.cli import main
 from dpsql.errors import NotSupportedError
 from dpsql.release import build_release, open_release
 from dpsql.release_file import read_support
-from dpsql.report import build_report, level_rows, range_curves
+from dpsql.report import build_report, first_level_counts, level_rows, range_curves
 from dpsql.spec import ReleaseSpec
 
 pytest.importorskip("matplotlib")
@@ -201,13 +201,16 @@ def test_trips_report_has_every_section(trips_release, trips_report):
         assert [r[0] for r in levels[1:]] == [str(k) for k in range(1, view.depth + 1)]
         alts = [alt for alt, _ in sec["imgs"]]
         assert alts[0] == f"per-level error of view {name}"
+        first = view.levels[0]
+        counts = ([f"Released counts by {first.columns[-1]}"] if first.kind != "range"
+                  else [])
         if name in range_views:
             attr = view.attributes[-1]
-            assert sec["h3"] == [f"Range attribute {attr}"]
+            assert sec["h3"] == counts + [f"Range attribute {attr}"]
             assert alts[1:] == [f"released CDF of {attr} in view {name}",
                                 f"released counts per bin of {attr} in view {name}"]
         else:
-            assert len(alts) == 1 and not sec["h3"]
+            assert len(alts) == 1 and sec["h3"] == counts
     # InfTDA states its bound for what it is; variance views say σ
     assert "Per answer" in views["geo_mode"]["text"]  # InfTDA: both kinds of error
     assert "Simultaneous" in views["geo_mode"]["text"]
@@ -223,7 +226,7 @@ def test_range_views_of_every_kind(ranges_release, ranges_report):
                           "age_inftda", "mode_dist"}
     for name, sec in views.items():
         assert len(sec["imgs"]) == 3, name
-        assert len(sec["h3"]) == 1, name
+        assert sec["h3"][-1].startswith("Range attribute"), name
     assert "InfTDA's calibrated per-answer interval" in views["age_inftda"]["text"]
     for name in ("dist_cascade", "age_btree", "dist_laplace", "age_gauss", "mode_dist"):
         assert "±1.96 σ from the exact variance" in views[name]["text"], name
@@ -495,3 +498,26 @@ print(json.dumps({{"pyplot": "matplotlib.pyplot" in sys.modules,
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"pyplot": False, "changed": []}
+
+
+def test_first_level_counts_carry_their_per_answer_intervals(trips_release):
+    """The counts table of an InfTDA view: every released region with its calibrated
+    interval around it (never below 0); the same table of a Gaussian-tree view uses
+    ±1.96 σ of each node's exact variance."""
+    release = open_release(trips_release)
+    con = duckdb.connect(str(trips_release), read_only=True)
+    try:
+        inftda_rows = first_level_counts(con, release.views["geo_mode"])
+        released = dict(con.execute("SELECT region, dp_count FROM geo_mode__l1").fetchall())
+        gauss = release.views["geo_gauss"]
+        gauss_rows = first_level_counts(con, gauss)
+    finally:
+        con.close()
+    assert {r[0] for r in inftda_rows} == set(released)
+    for label, count, lo, hi in inftda_rows:
+        assert count == released[label] and 0 <= lo < hi
+        assert hi - lo < 0.05 * count  # per answer: a few units on thousands
+    assert [r[1] for r in inftda_rows] == sorted((r[1] for r in inftda_rows), reverse=True)
+    for i, (label, count, lo, hi) in enumerate(sorted(gauss_rows, key=lambda r: r[0])):
+        half = 1.959964 * gauss.error_model.sum_variance(1, np.array([i])).stderr
+        assert (lo, hi) == pytest.approx((max(count - half, 0), count + half), rel=1e-6)
