@@ -124,7 +124,7 @@ def test_commutes_uses_every_entry_point_and_the_better_tree(commutes):
     stdout, out = commutes
     answers = out["answers"]
     assert {r["interface"] for r in answers} == {"duckdb", "dbapi", "cli"}
-    assert "an analyst never sees this" in stdout and "high-probability" in stdout
+    assert "an analyst never sees this" in stdout and "calibrated per answer" in stdout
     # each question is read from single nodes of the tree that splits its fine side last
     kinds = {r["section"].split(" of ")[0]: r["kind"] for r in answers}
     assert kinds["largest flows between regions"].endswith("level 2")
