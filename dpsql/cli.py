@@ -197,7 +197,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                                "0 and 1, e.g. --ci 0.95")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededReleaseWarning)  # reported below, one line
-        conn = connect(args.release)
+        conn = connect(args.release, allow_file_access=args.allow_file_access)
     with conn:
         for alias in sorted(conn.seeded):
             err.print(Text.assemble(("warning: ", "bold yellow"),
@@ -366,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a confidence interval of this level for each row's count "
                         "(default 0.95 for table output, none for csv/json)")
     p.add_argument("--no-ci", action="store_true", help="no confidence interval column")
+    p.add_argument("--allow-file-access", action="store_true",
+                   help="let the query read files and URLs (read_csv, read_parquet ...) to "
+                        "join public data; off by default: the query reads the release only")
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("report", help="write a self-contained HTML accuracy report of a release")

@@ -48,6 +48,14 @@ Decisions, and why:
   when nothing has been fetched yet the planned SQL is run once more as a relation (it is
   an aggregate over small release tables); after a partial fetch the remaining rows are
   converted with the result's Arrow schema.
+* **Locked down** (:mod:`dpsql.lockdown`): a connection from :func:`connect` reads its
+  releases and nothing else. Before its first cursor runs anything, its DuckDB database
+  loses file access and its configuration is locked (:func:`dpsql.duck.lock_down`), and
+  the planner refuses file readers, ``query()`` and file-like table names. The lock is
+  taken at the first :meth:`Connection.cursor` (not in :func:`connect`) so that
+  :meth:`Connection.attach` can add releases until then: a locked DuckDB cannot open
+  another file. ``connect(..., allow_file_access=True)`` is the explicit, logged opt-out
+  for a trusted analyst who joins public files.
 * A release built with a seed is reproducible and therefore NOT private (DESIGN privacy
   rule 3). Attaching one emits :class:`SeededReleaseWarning` (a ``UserWarning``, so that
   Python's warning filters apply; PEP 249's ``Warning`` is an exception, raised for
@@ -81,6 +89,7 @@ from dpsql._dbapi_types import (  # noqa: F401  (PEP 249 names, re-exported)
     _describe,
     _translate,
 )
+from dpsql.lockdown import is_locked, note_file_access
 from dpsql.planner import plan_query
 from dpsql.errors import (
     DatabaseError,
@@ -139,8 +148,8 @@ def _quote_ident(name: str) -> str:
 # --------------------------------------------------------------------------------------
 
 def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
-            plan_cache_size: int = 256, duckdb_config: Mapping[str, Any] | None = None
-            ) -> "Connection":
+            plan_cache_size: int = 256, duckdb_config: Mapping[str, Any] | None = None,
+            allow_file_access: bool = False) -> "Connection":
     """Open a DB-API connection to the release file ``path``.
 
     An in-memory DuckDB database is created and the release is attached read-only under
@@ -149,7 +158,15 @@ def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
     per-connection plan cache (0 turns it off). ``duckdb_config`` is passed to
     ``duckdb.connect`` (e.g. ``{"threads": 2}``). ``read_only=False`` is refused: a release
     is immutable. A seeded (not private) release emits :class:`SeededReleaseWarning`.
+
+    The connection is locked down before its first query (module docstring): no file or
+    URL can be read through it. ``allow_file_access=True`` leaves file access on, for a
+    trusted analyst who wants to join public files; it is logged (``dpsql`` logger,
+    WARNING), and such a connection can read every file this process can.
     """
+    if not isinstance(allow_file_access, bool):
+        raise ProgrammingError(f"allow_file_access must be True or False, got "
+                               f"{allow_file_access!r}")
     if isinstance(plan_cache_size, bool) or not isinstance(plan_cache_size, int) \
             or plan_cache_size < 0:
         raise ProgrammingError(f"plan_cache_size must be a non-negative integer, got "
@@ -162,12 +179,14 @@ def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
         con = duckdb.connect(":memory:", config=dict(duckdb_config or {}))
     except duckdb.Error as err:
         raise _translate(err) from err
-    conn = Connection(con, plan_cache_size)
+    conn = Connection(con, plan_cache_size, lockdown=not allow_file_access)
     try:
         conn.attach(path, name=name, _stacklevel=3)  # warn at connect()'s caller
     except BaseException:
         conn.close()
         raise
+    if allow_file_access:
+        note_file_access(f"dpsql.connect({str(path)!r})")
     return conn
 
 
@@ -185,8 +204,11 @@ class Connection:
     ProgrammingError = ProgrammingError
     NotSupportedError = NotSupportedError
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, plan_cache_size: int = 256) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, plan_cache_size: int = 256, *,
+                 lockdown: bool = False) -> None:
         self._con: duckdb.DuckDBPyConnection | None = con
+        self._lockdown = lockdown  # lock before the first cursor (module docstring)
+        self._locked = False
         self._plans: OrderedDict[tuple, Any] = OrderedDict()
         self._plan_cache_size = plan_cache_size
         self._releases: dict[str, str] = {}
@@ -197,8 +219,14 @@ class Connection:
 
     def attach(self, path: str | Any, name: str | None = None, *, _stacklevel: int = 2
                ) -> str:
-        """Attach another release read-only; return its alias (its table name in SQL)."""
+        """Attach another release read-only; return its alias (its table name in SQL).
+        A locked-down connection accepts releases until its first cursor only."""
         con = self._live()
+        if self._locked:
+            raise OperationalError(
+                f"cannot attach {str(path)!r}: this connection is locked down (no file "
+                "access) since its first query; attach every release right after "
+                "dpsql.connect(), before any cursor()/execute()")
         try:
             alias = duck.attach(con, str(path), name)
         except duckdb.Error as err:
@@ -218,6 +246,12 @@ class Connection:
                 "is NOT private; use it for tests and demos only",
                 SeededReleaseWarning, stacklevel=_stacklevel)
         return alias
+
+    @property
+    def locked(self) -> bool:
+        """Whether the DuckDB database is locked down (no file access; see the module
+        docstring)."""
+        return is_locked(self._live())
 
     @property
     def releases(self) -> dict[str, str]:
@@ -241,7 +275,7 @@ class Connection:
 
     def cursor(self) -> "Cursor":
         """A new cursor with its own DuckDB result stream."""
-        con = self._live()
+        con = self._ready()
         cur = Cursor(self, con.cursor())
         self._cursors = [c for c in self._cursors if not c.closed]
         self._cursors.append(cur)
@@ -277,9 +311,17 @@ class Connection:
             raise InterfaceError("the connection is closed; open a new one with dpsql.connect()")
         return self._con
 
+    def _ready(self) -> duckdb.DuckDBPyConnection:
+        """The live DuckDB connection, locked down first if this connection locks."""
+        con = self._live()
+        if self._lockdown and not self._locked:
+            duck.lock_down(con)
+            self._locked = True
+        return con
+
     def _plan(self, operation: str, parameters: list[Any] | None) -> Any:
         """The plan of ``operation`` with ``parameters`` (cached; see module docstring)."""
-        con = self._live()
+        con = self._ready()
         key = _cache_key(operation, parameters) if self._plan_cache_size else None
         if key is not None and key in self._plans:
             self._plans.move_to_end(key)

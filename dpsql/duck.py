@@ -3,7 +3,11 @@
 ``attach`` ATTACHes the release file READ_ONLY under an alias (default: the release
 name), reads its catalog once, and registers dpsql's Python UDFs on the connection
 (once per connection: registration is idempotent). ``plan`` / ``sql`` / ``execute`` run
-the planner (:mod:`dpsql.planner`) and DuckDB.
+the planner (:mod:`dpsql.planner`) and DuckDB. ``attach(..., lockdown=True)`` and
+:func:`lock_down` lock the connection down afterwards (:mod:`dpsql.lockdown`: no file
+access, configuration locked, file reads refused by the planner); every analyst entry
+point uses :func:`lock_down`, while a plain :func:`attach` leaves the caller's own
+connection as it is.
 
 Attaching also precomputes what the planner would otherwise redo per query (all of it
 public: domains, the catalog, the error models' parameters): a node table for every
@@ -52,6 +56,7 @@ import pyarrow as pa
 
 from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
 from dpsql.errors import OperationalError, ProgrammingError
+from dpsql.lockdown import is_locked, lock_duckdb
 from dpsql.planner import PlannedQuery, plan_query
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -117,12 +122,23 @@ def _ident(s: str) -> str:
     return '"' + str(s).replace('"', '""') + '"'
 
 
-def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None) -> str:
+def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *,
+           lockdown: bool = False) -> str:
     """ATTACH the release at ``path`` read-only under ``name`` (default: the release
-    name), register the UDFs and cache the catalog on ``con``; return the alias."""
+    name), register the UDFs and cache the catalog on ``con``; return the alias.
+
+    ``lockdown=True`` then locks ``con``'s database down (:func:`lock_down`): no file
+    access, no configuration change, and the planner refuses file reads. Attach every
+    release first (a locked database cannot open another file), and give
+    ``lockdown=True`` to the last :func:`attach`."""
     p = Path(path)
     if not p.exists():
         raise OperationalError(f"release file {str(p)!r} does not exist")
+    if is_locked(con):
+        raise OperationalError(
+            f"cannot attach {str(p)!r}: this DuckDB connection is locked down (no file "
+            "access); attach every release before locking, e.g. dpsql.attach(con, a); "
+            "dpsql.attach(con, b, lockdown=True)")
     st = _state(con)
     if name is None:
         probe = duckdb.connect()
@@ -169,7 +185,21 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None) -
     st.catalog = st.catalog.with_release(ReleaseInfo(name, release, tuple(views),
                                                      tuple(sizes), tuple(determines)))
     register(con)
+    if lockdown:
+        lock_down(con)
     return name
+
+
+def lock_down(con: duckdb.DuckDBPyConnection) -> None:
+    """Lock ``con``'s database down for analysts, after the releases are attached (and
+    their sparse levels densified into :data:`NODES_DB`): DuckDB's settings of
+    :data:`dpsql.lockdown.SETTINGS`, and a planner that refuses file reads
+    (:mod:`dpsql.planner.refuse_file_reads`). Every analyst entry point calls this one
+    function; calling it twice is harmless."""
+    lock_duckdb(con)
+    st = _state(con)
+    if not st.catalog.locked:
+        st.catalog = st.catalog.locked_down()
 
 
 def _table_facts(con: duckdb.DuckDBPyConnection, alias: str, release: Any) -> dict:
@@ -473,4 +503,5 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
     return pa.array(out, pa.float64())
 
 
-__all__ = ["attach", "catalog_of", "execute", "hist_quantile", "plan", "register", "sql"]
+__all__ = ["attach", "catalog_of", "execute", "hist_quantile", "lock_down", "plan", "register",
+           "sql"]

@@ -489,7 +489,8 @@ def test_plan_cache_hits_and_types(trips_release, monkeypatch):
         return real(catalog, query, params)
 
     monkeypatch.setattr(db, "plan_query", counting)
-    with db.connect(trips_release) as c:
+    # unlocked: a locked-down connection cannot attach a release after its first query
+    with db.connect(trips_release, allow_file_access=True) as c:
         q = "SELECT COUNT(*) FROM trips WHERE age >= ?"
         a = c.execute(q, [30]).fetchall()
         assert c.execute(q, [30]).fetchall() == a

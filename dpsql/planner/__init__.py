@@ -3,7 +3,8 @@
 An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3):
 
 1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries, bind
-   parameters as literals *before* planning;
+   parameters as literals *before* planning; on a locked-down connection,
+   :mod:`~dpsql.planner.refuse_file_reads` then refuses whatever would read a file;
 2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
    that it is only used under supported aggregates (each call sorted out by
    :mod:`~dpsql.planner.classify_calls`);
@@ -29,6 +30,7 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
 from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
+from dpsql.planner.refuse_file_reads import refuse_file_reads
 from dpsql.planner.rewrite_query import rewrite_reference
 
 INTERPOLATION = "uniform"
@@ -59,6 +61,8 @@ def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
                ) -> PlannedQuery:
     """Plan ``query`` against the attached releases in ``catalog``."""
     tree, walked = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
+    if catalog.locked:
+        refuse_file_reads(walked)
     bind_params(tree, params, walked)
     refs = find_references(tree, catalog, walked)
     choices = [choose_view(r) for r in refs]

@@ -197,6 +197,9 @@ class Catalog:
     """Every release attached to one connection."""
 
     releases: tuple[ReleaseInfo, ...] = ()
+    locked: bool = False
+    """The connection is locked down (:mod:`dpsql.lockdown`): the planner refuses what
+    would read a file (:mod:`dpsql.planner.refuse_file_reads`)."""
     resolved: dict = field(default_factory=dict, compare=False, repr=False)
     """Memo of :meth:`resolve_table` by (db, name) as written: a catalog is never
     changed (attaching makes a new one), so neither is the answer. At most
@@ -204,7 +207,11 @@ class Catalog:
 
     def with_release(self, info: ReleaseInfo) -> "Catalog":
         kept = tuple(r for r in self.releases if r.alias != info.alias)
-        return Catalog(kept + (info,))
+        return Catalog(kept + (info,), self.locked)
+
+    def locked_down(self) -> "Catalog":
+        """This catalog, for a locked-down connection."""
+        return Catalog(self.releases, True)
 
     def find_view(self, key: str) -> ViewInfo | None:
         """A view by ``alias.view`` or, if unambiguous, by bare view name."""

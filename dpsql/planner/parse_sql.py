@@ -23,6 +23,7 @@ from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
+from dpsql.planner.refuse_file_reads import reads_outside
 
 DIALECT = "duckdb"
 _DUCKDB = Dialect.get_or_raise(DIALECT)  # looked up once, not per query
@@ -85,13 +86,16 @@ class Walked:
     ctes: list[exp.CTE] = field(default_factory=list)
     placeholders: list[exp.Placeholder] = field(default_factory=list)
     scopes: dict[int, Scope] = field(default_factory=dict)
+    reads: list[exp.Expression] = field(default_factory=list)
+    """Calls that belong to no scope, and calls of sqlglot's typed file readers
+    (``ReadCSV``...): with the scopes' calls, every call :mod:`refuse_file_reads` checks."""
 
 
 # node kinds, answered once per node class; the order matters: kinds >= _SELECT start a
 # new scope, kinds >= _WRITE are refused. _SKIP: not a node (a string or flag in a list
 # argument), which :func:`walk_tree` passes over as ``iter_expressions`` would.
-(_OTHER, _SKIP, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _SELECT, _NESTED,
- _WRITE, _INTO) = range(12)
+(_OTHER, _SKIP, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _READ, _SELECT,
+ _NESTED, _WRITE, _INTO) = range(13)
 _NESTED_TYPES = (exp.Subquery, exp.Union, exp.Intersect, exp.Except)
 _EXPR = getattr(exp, "Expr", exp.Expression)  # every node's base: Expr in sqlglot 30+
 _LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
@@ -106,10 +110,21 @@ def _kind(cls: type) -> int:
             _NESTED if issubclass(cls, _NESTED_TYPES) else
             _COLUMN if issubclass(cls, exp.Column) else
             _CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else
+            _READ if issubclass(cls, exp.Func) and _typed_reader(cls) else
             _TABLE if issubclass(cls, exp.Table) else
             _CTE if issubclass(cls, exp.CTE) else
             _PLACEHOLDER if issubclass(cls, exp.Placeholder) else
             _LEAF if cls in _LEAVES else _OTHER)
+
+
+def _typed_reader(cls: type) -> bool:
+    """Whether a typed sqlglot function (``ReadCSV``, ``ReadParquet``...) is one that
+    :mod:`~dpsql.planner.refuse_file_reads` refuses on a locked connection."""
+    try:
+        names = cls.sql_names()
+    except Exception:  # noqa: BLE001  (an abstract class without a name)
+        return False
+    return any(reads_outside(n) for n in names)
 
 
 class _Kinds(dict):
@@ -161,6 +176,10 @@ def walk_tree(tree: exp.Expression) -> Walked:
             elif kind == _CALL:
                 if scope is not None:
                     scope.calls.append(node)
+                else:
+                    walked.reads.append(node)
+            elif kind == _READ:
+                walked.reads.append(node)
             elif kind >= _SELECT:
                 if kind >= _WRITE:
                     _refuse_writes((node,))

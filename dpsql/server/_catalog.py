@@ -20,7 +20,8 @@ DuckDB, the *catalog database*, never on the release:
 * ``version()`` says ``PostgreSQL 15.0 (dpsql ...)`` (SQLAlchemy and JDBC parse it),
   ``pg_get_userbyid()`` says ``dpsql``.
 
-The database is locked (no file access, no configuration changes) once built.
+The database is locked down once built (:func:`dpsql.lockdown.lock_duckdb`: no file
+access, no configuration changes), like every analyst's DuckDB.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from typing import Sequence
 import duckdb
 
 from dpsql import __version__, duck
+from dpsql.lockdown import lock_duckdb
 
 PG_VERSION = "15.0"
 VERSION_STRING = (f"PostgreSQL {PG_VERSION} (dpsql {__version__} serve; DuckDB "
                   f"{duckdb.__version__}; answers are differentially private)")
-LOCKDOWN = ("SET enable_external_access = false", "SET lock_configuration = true")
 
 # DuckDB type name -> PostgreSQL type OID (what clients map to their own types)
 _PG_OIDS = {"BOOLEAN": 16, "TINYINT": 21, "SMALLINT": 21, "UTINYINT": 21, "INTEGER": 23,
@@ -287,8 +288,7 @@ class CatalogDatabase:
                     f"(x, missing_ok) AS MAP {{{pairs}}}[lower(x)]")
         for rel, body in RELATIONS.items():
             con.execute(f"CREATE MACRO dpsql_{rel}() AS TABLE {body}")
-        for stmt in LOCKDOWN:
-            con.execute(stmt)
+        lock_duckdb(con)  # the analysts' lock-down (dpsql.lockdown)
         self.relations = {r[0].lower() for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE internal").fetchall()} | set(RELATIONS)
 

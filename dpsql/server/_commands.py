@@ -127,6 +127,9 @@ def _set_timeout(s: SessionState, value: str) -> None:
 
 
 def _set(s: SessionState, text: str) -> Result:
+    if re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?VARIABLE\b", text, re.I):
+        raise UnsupportedQueryError("SET VARIABLE is not supported: dpsql serve keeps no "
+                                    "DuckDB variables; write the value into the query")
     _refuse_operator_setting(text)
     m = _SET.match(text)
     if m:

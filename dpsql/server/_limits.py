@@ -54,16 +54,20 @@ from typing import Callable, Iterator
 import duckdb
 
 from dpsql.errors import OperationalError, ProgrammingError, UnsupportedQueryError
+from dpsql.lockdown import SETTINGS as LOCKDOWN_SETTINGS
 
 DEFAULT_STATEMENT_TIMEOUT = 300.0  # seconds
 DEFAULT_MEMORY_LIMIT = "1GB"
 REINTERRUPT = 0.05  # seconds between interrupts once a statement has expired
 
-# DuckDB settings that bound a session's resources: set by the operator only
+# DuckDB settings that bound a session's resources or its access to files (the lock-down
+# of dpsql.lockdown): set by the operator only
 OPERATOR_SETTINGS = frozenset({
     "memory_limit", "max_memory", "threads", "worker_threads", "external_threads",
-    "temp_directory", "max_temp_directory_size", "enable_external_access",
-    "lock_configuration", "allocator_flush_threshold", "allocator_background_threads"})
+    "temp_directory", "max_temp_directory_size", "allocator_flush_threshold",
+    "allocator_background_threads", "allowed_paths", "allowed_directories",
+    "allowed_configs", "allow_unsigned_extensions", "disabled_filesystems",
+    *(name for name, _ in LOCKDOWN_SETTINGS)})
 
 
 class StatementTimeoutError(OperationalError):
@@ -317,6 +321,6 @@ def classify(err: Exception, stmt: Statement, memory_limit: str) -> Exception:
 
 def operator_setting(name: str, verb: str) -> OperatorSettingError:
     return OperatorSettingError(
-        f"{verb} {name} is not allowed: {name} is a resource limit set by the server "
-        "operator (dpsql serve --memory-limit, --statement-timeout; one thread per "
+        f"{verb} {name} is not allowed: {name} is a resource limit or access setting set "
+        "by the server operator (dpsql serve --memory-limit, --statement-timeout; one thread per "
         "session); ask the operator to change it")

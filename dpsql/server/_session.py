@@ -37,9 +37,12 @@ Every statement a client sends goes one of four ways (:meth:`Session.execute_sql
 Each session opens its own in-memory DuckDB (one thread) with the release attached
 read-only (about 0.1 s, once the client is authenticated), so that no DuckDB connection is shared between threads and no state leaks
 between clients; querying is post-processing, so nothing needs to be shared. Both DuckDB
-databases run with ``enable_external_access = false`` and ``lock_configuration = true``:
-a network client cannot read the server's files (``read_csv('/etc/passwd')``), attach
-other databases or turn the setting back on.
+databases are locked down like every analyst entry point (:mod:`dpsql.lockdown`:
+``enable_external_access = false``, ``lock_configuration = true``, no extension loading,
+and the planner refuses file readers, :mod:`dpsql.planner.refuse_file_reads`; the
+catalog route runs the same check on its statements): a network client cannot read the
+server's files (``read_csv('/etc/passwd')``), attach other databases or turn the setting
+back on.
 """
 
 from __future__ import annotations
@@ -60,7 +63,8 @@ from dpsql import duck
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
-from dpsql.server._catalog import LOCKDOWN, CatalogDatabase, default_settings, fix_catalog_sql
+from dpsql.planner.refuse_file_reads import refuse_file_reads_in
+from dpsql.server._catalog import CatalogDatabase, default_settings, fix_catalog_sql
 from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._guard import (BY_NAME, MULTI, ReadOnlyError, UntypedText, by_name,
@@ -109,9 +113,7 @@ class Session(_BVSession):
                                                  **duckdb_config(memory_limit)})
         dbapi = cur = None
         try:
-            duck.attach(con, release, alias)
-            for stmt in LOCKDOWN:
-                con.execute(stmt)
+            duck.attach(con, release, alias, lockdown=True)  # dpsql.duck.lock_down
             # dbapi.connect() would warn about a seeded release once per client; serve()
             # warns once at start-up instead, so the session wraps the attached connection.
             dbapi = DbapiConnection(con, plan_cache_size)
@@ -343,6 +345,7 @@ class Session(_BVSession):
         if catalog_only:
             if BY_NAME.search(text):  # on the text: however sqlglot names the call
                 raise UnsupportedQueryError(by_name())
+            refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
             return "catalog", fix_catalog_sql(text)
         if public:  # BI tools write "public"."trips": the logical table
             for t in public:

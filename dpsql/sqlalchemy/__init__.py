@@ -13,8 +13,9 @@ Decisions, and why:
   ``dpsql:////abs/path.duckdb`` (four slashes) is absolute: SQLite's convention, which
   SQLAlchemy users know, and what ``f"dpsql:///{path}"`` gives for either kind of path.
   Query-string options are the keyword arguments of :func:`dpsql.dbapi.connect` that fit
-  in a URL: ``name`` (the alias, default the release name), ``plan_cache_size`` and
-  ``threads`` (DuckDB's setting). Any other key is refused with the list of accepted
+  in a URL: ``name`` (the alias, default the release name), ``plan_cache_size``,
+  ``threads`` (DuckDB's setting) and ``allow_file_access`` (``true`` leaves file access
+  on: the opt-out of :mod:`dpsql.lockdown`; every connection is locked down otherwise). Any other key is refused with the list of accepted
   ones; ``connect_args={"duckdb_config": {...}}`` passes the rest. A missing file is an
   :class:`~dpsql.errors.OperationalError` that names the absolute path it looked for
   and the slash convention; SQLAlchemy wraps it as ``sqlalchemy.exc.OperationalError``.
@@ -89,7 +90,7 @@ from dpsql.sqlalchemy._inspection import Inspection, dbapi_conn
 
 __all__ = ["DpsqlDialect", "DpsqlCompiler"]
 
-_URL_OPTIONS = ("name", "plan_cache_size", "threads")
+_URL_OPTIONS = ("name", "plan_cache_size", "threads", "allow_file_access")
 
 
 class DpsqlCompiler(PGCompiler):
@@ -182,6 +183,12 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
             kwargs["name"] = _single(opts, "name")
         if "plan_cache_size" in opts:
             kwargs["plan_cache_size"] = _integer(opts, "plan_cache_size")
+        if "allow_file_access" in opts:
+            value = _single(opts, "allow_file_access").lower()
+            if value not in ("true", "false"):
+                raise sa_exc.ArgumentError(f"the dpsql URL option allow_file_access={value!r} "
+                                           "must be true or false")
+            kwargs["allow_file_access"] = value == "true"
         if "threads" in opts:
             kwargs["_url_duckdb_config"] = {"threads": _integer(opts, "threads")}
         return [url.database], kwargs

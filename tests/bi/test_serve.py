@@ -276,16 +276,6 @@ def test_catalog_lists_only_logical_tables(pg):
                       "ESCAPE '\\'").fetchone() == (0,)
 
 
-def test_no_file_access(server):
-    with psycopg.connect(_dsn(server), autocommit=True) as con:
-        for sql in ("SELECT * FROM read_csv('/etc/passwd')",
-                    "SELECT COUNT(*) FROM trips, read_csv('/etc/passwd') GROUP BY ALL",
-                    "SELECT * FROM glob('/etc/*')"):
-            with pytest.raises(psycopg.Error) as info:
-                con.execute(sql)
-            assert "root:" not in str(info.value)
-
-
 def test_sqlstate_table():
     assert sqlstate_of(UnsupportedQueryError("x")) == "0A000"
     assert sqlstate_of(SqlSyntaxError("x")) == "42601"

@@ -1,0 +1,117 @@
+"""Pass 1b (locked connections only): refuse what would read a file or run unplanned SQL.
+
+A locked-down connection (:mod:`dpsql.lockdown`) reads the release and nothing else.
+DuckDB enforces that itself (no file system access); this pass refuses the same
+statements earlier, with an error that says what was refused and why, and also refuses
+what DuckDB would allow but the planner cannot see through:
+
+* calls (anywhere: FROM, LATERAL, a subquery, a CTE, an IN list, a scalar position) of
+  DuckDB functions that read files or URLs, or run SQL given as text, or reach outside
+  the query (:func:`reads_outside`): ``read_*``, ``*_scan``, ``glob``, ``sniff_csv``,
+  ``parquet_*``, ``query``, ``query_table``, ``json_execute_serialized_sql``,
+  ``getvariable``, the profiling/logging/checkpoint table functions, ...;
+* any other function in FROM (a table function) unless it is in :data:`TABLE_FUNCTIONS`
+  (``range``, ``generate_series``, ``unnest``, the release's own ``dp_level`` ...):
+  an allow-list, so that a table function added by a later DuckDB is refused until
+  someone looks at it;
+* a table name that DuckDB would read as a file (``FROM 'raw.parquet'``,
+  ``FROM "/etc/passwd"``: its replacement scan): a name holding ``.``, ``/``, ``\\``,
+  ``:``, ``*``, ``?`` or ``~``. No release table is named so.
+
+Unlocked connections (``allow_file_access=True``, or :func:`dpsql.attach` on the
+caller's own DuckDB connection) skip this pass: there the caller decides.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dpsql.planner.parse_sql import Walked
+
+_OUTSIDE = re.compile(
+    r"read_\w*|\w+_scan|\w*_scan_\w*|glob|sniff_csv|parquet_\w+|query|query_table|getvariable"
+    r"|json_execute_serialized_sql|checkpoint|force_checkpoint|enable_\w+|disable_\w+"
+    r"|truncate_duckdb_logs|\w*grammar_extension|\w*external_resource\w*|which_secret"
+    r"|duckdb_secrets|duckdb_logs\w*|python_\w+|load_\w+|install_\w+|sqlite_\w+"
+    r"|postgres_\w+|mysql_\w+|iceberg_\w+|delta_\w+|st_read\w*|ducklake_\w+", re.I)
+
+TABLE_FUNCTIONS = frozenset({
+    "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
+    "pg_timezone_names", "icu_calendar_names", "duckdb_keywords", "duckdb_types",
+    "duckdb_functions", "duckdb_tables", "duckdb_columns", "duckdb_views",
+    "duckdb_schemas", "duckdb_databases", "duckdb_settings", "duckdb_constraints",
+    "pragma_table_info", "pragma_version", "pragma_platform",
+    "dp_level", "dp_attribute_bounds"})
+"""Table functions a locked connection may call in FROM: they compute rows or read
+DuckDB's own catalog (``dp_level``/``dp_attribute_bounds`` are the release's macros)."""
+
+_FILE_LIKE = re.compile(r"[./\\:*?~]")
+
+
+def reads_outside(name: str) -> bool:
+    """Whether a DuckDB function called ``name`` reads files or URLs, runs SQL given as
+    text, or reaches outside the query (see the module docstring)."""
+    return _OUTSIDE.fullmatch(name) is not None
+
+
+def _name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func):
+        return node.sql_name().lower()
+    return ""
+
+
+def _refused(what: str) -> UnsupportedQueryError:
+    return UnsupportedQueryError(
+        f"{what}: this connection reads the release only (file access is locked down for "
+        "analysts); query the release's tables, or, as a trusted analyst joining public "
+        "files, connect with allow_file_access=True (dpsql query --allow-file-access)")
+
+
+def check_calls(calls: Iterable[exp.Expression]) -> None:
+    """Refuse the first call of a function that reaches outside the release."""
+    for call in calls:
+        name = _name(call)
+        if name and reads_outside(name):
+            raise _refused(f"{name}() is not allowed")
+
+
+def check_tables(tables: Iterable[exp.Table], strict: bool = True) -> None:
+    """Refuse a table function outside :data:`TABLE_FUNCTIONS` (``strict``; any that
+    reaches outside otherwise), or a table name DuckDB would read as a file."""
+    for t in tables:
+        this = t.this
+        if isinstance(this, exp.Func):
+            name = _name(this)
+            if reads_outside(name) or (strict and name not in TABLE_FUNCTIONS):
+                raise _refused(f"the table function {name}() is not allowed")
+        elif _FILE_LIKE.search(t.name or ""):
+            raise _refused(f"the table name {t.name!r} looks like a file, which is not read")
+
+
+def refuse_file_reads(walked: "Walked") -> None:
+    """The pass: every call and table of a parsed query (see the module docstring)."""
+    for scope in walked.scopes.values():
+        if scope.calls:
+            check_calls(scope.calls)
+    check_calls(walked.reads)
+    check_tables(walked.tables)
+
+
+def refuse_file_reads_in(tree: exp.Expression) -> None:
+    """The same checks on any parsed statement, by walking it (the server's catalog
+    route; DuckDB's own catalog functions stay allowed there)."""
+    check_calls(tree.find_all(exp.Func))
+    check_tables(tree.find_all(exp.Table), strict=False)
+
+
+__all__ = ["TABLE_FUNCTIONS", "check_calls", "check_tables", "reads_outside",
+           "refuse_file_reads", "refuse_file_reads_in"]

@@ -1,0 +1,137 @@
+"""The escape suite's statements: attempts to read a file other than the release through
+an analyst entry point (tests/bi/test_escape.py runs each against every entry point).
+
+Each is a template over ``{secret}`` (a planted text/CSV file), ``{raw}`` (a planted raw
+data parquet file, the kind of file a curator releases from), ``{rawdb}`` (a planted
+DuckDB database), ``{dir}`` (their folder) and ``{out}`` (a path that must never be
+written). Grouped by the trick they try.
+"""
+
+from __future__ import annotations
+
+FILE_READERS = [
+    "SELECT * FROM read_csv('{secret}')",
+    "SELECT * FROM read_csv_auto('{secret}')",
+    "SELECT * FROM read_csv('{secret}', header = false, columns = {{'a': 'VARCHAR'}})",
+    "SELECT * FROM read_csv('{secret}', sep => ',')",
+    "SELECT * FROM read_parquet('{raw}')",
+    "SELECT * FROM read_parquet(['{raw}'])",
+    "SELECT * FROM parquet_scan('{raw}')",
+    "SELECT * FROM read_text('{secret}')",
+    "SELECT * FROM read_blob('{secret}')",
+    "SELECT * FROM read_json('{secret}')",
+    "SELECT * FROM read_json_auto('{secret}')",
+    "SELECT * FROM read_ndjson('{secret}')",
+    "SELECT * FROM read_json_objects('{secret}')",
+    "SELECT * FROM read_ndjson_objects('{secret}')",
+    "SELECT * FROM glob('{dir}/*')",
+    "SELECT * FROM sniff_csv('{secret}')",
+    "SELECT * FROM parquet_metadata('{raw}')",
+    "SELECT * FROM parquet_schema('{raw}')",
+    "SELECT * FROM parquet_file_metadata('{raw}')",
+    "SELECT * FROM parquet_kv_metadata('{raw}')",
+    "SELECT * FROM read_duckdb('{rawdb}', table_name => 'raw')",
+    "SELECT * FROM '{raw}'",
+    "SELECT * FROM \"{raw}\"",
+    "FROM '{secret}'",
+    "SELECT * FROM '{dir}/*.parquet'",
+    "SELECT * FROM read_text('{dir}/../' || '{dirname}/secret.txt')",
+    "SELECT content FROM read_text('{secret}') t(content)",
+    "FROM read_text('{secret}') SELECT content",
+    "SELECT list(content) FROM read_text('{secret}')",
+    "SELECT * FROM pragma_table_info('{raw}')",
+]
+
+STATEMENTS = [
+    "ATTACH '{rawdb}' AS r",
+    "ATTACH '{rawdb}' AS r (READ_ONLY)",
+    "COPY (SELECT 1 AS x) TO '{out}'",
+    "COPY (SELECT COUNT(*) FROM trips) TO '{out}' (FORMAT csv)",
+    "COPY trips FROM '{secret}'",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "LOAD '{dir}/evil.duckdb_extension'",
+    "SET enable_external_access = true",
+    "SET lock_configuration = false",
+    "RESET enable_external_access",
+    "SET allowed_paths = ['{secret}']",
+    "SET allowed_directories = ['{dir}']",
+    "SET python_enable_replacements = true",
+    "PRAGMA enable_external_access",
+    "EXPORT DATABASE '{out}'",
+    "IMPORT DATABASE '{dir}'",
+    "CALL glob('{dir}/*')",
+    "SET VARIABLE s = (SELECT content FROM read_text('{secret}'))",
+    "CREATE TABLE x AS SELECT * FROM read_text('{secret}')",
+    "CREATE VIEW v AS SELECT * FROM read_parquet('{raw}')",
+    "DESCRIBE SELECT * FROM read_parquet('{raw}')",
+    "SUMMARIZE SELECT * FROM read_parquet('{raw}')",
+    "EXPLAIN SELECT * FROM read_text('{secret}')",
+    "PIVOT '{raw}' ON mode USING COUNT(*)",
+]
+
+TRICKS = [
+    "SELECT 1; SELECT * FROM read_text('{secret}')",
+    "SELECT COUNT(*) FROM trips; SELECT * FROM read_text('{secret}')",
+    "SELECT $$;$$ AS x; SELECT * FROM read_text('{secret}')",
+    "SELECT E'\\\\';' AS x; SELECT * FROM read_text('{secret}') --'",
+    "SELECT * FROM \"read_text\"('{secret}')",
+    "SELECT * FROM READ_TEXT('{secret}')",
+    "SELECT * FROM main.read_text('{secret}')",
+    "SELECT * FROM system.main.read_text('{secret}')",
+    "SELECT * FROM read_text/**/('{secret}')",
+    "SELECT * FROM read_text ( '{secret}' )",
+    "SELECT * FROM read_text('{secret}') -- a comment",
+    "/* a comment */ SELECT * FROM read_text('{secret}')",
+    "SELECT * FROM read_text(concat('{dir}', '/secret.txt'))",
+    "SELECT * FROM read_text(['{secret}'])",
+    "SELECT * FROM read_text('{secret}'::VARCHAR)",
+    "SELECT * FROM query('SELECT * FROM read_text(''{secret}'')')",
+    "SELECT * FROM query('SELECT 1')",
+    "SELECT * FROM query_table('{raw}')",
+    "SELECT * FROM query_table('trips__l1')",
+    "SELECT getvariable('s')",
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql("
+    "'SELECT * FROM read_text(''{secret}'')'))",
+    "VALUES ((SELECT content FROM read_text('{secret}')))",
+    "SELECT * FROM unnest((SELECT list(content) FROM read_text('{secret}')))",
+]
+
+NESTED = [
+    "SELECT COUNT(*) FROM trips WHERE region IN (SELECT region FROM read_parquet('{raw}'))",
+    "SELECT region, COUNT(*) FROM trips WHERE region IN "
+    "(SELECT region FROM read_parquet('{raw}') WHERE who LIKE 'RAW%') GROUP BY region",
+    "WITH r AS (SELECT * FROM read_parquet('{raw}')) SELECT * FROM r",
+    "WITH r AS (SELECT * FROM read_parquet('{raw}')) SELECT region, COUNT(*) FROM trips "
+    "WHERE region IN (SELECT region FROM r) GROUP BY region",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region UNION ALL "
+    "SELECT region, COUNT(*) FROM read_parquet('{raw}') GROUP BY region",
+    "SELECT who FROM read_parquet('{raw}') UNION SELECT 'x'",
+    "SELECT * FROM (SELECT * FROM read_parquet('{raw}')) s",
+    "SELECT (SELECT who FROM read_parquet('{raw}') LIMIT 1)",
+    "SELECT t.region, x.who FROM (SELECT region, COUNT(*) AS n FROM trips GROUP BY region) t, "
+    "LATERAL (SELECT who FROM read_parquet('{raw}') r WHERE r.region = t.region LIMIT 1) x",
+    "SELECT * FROM range(3) r, LATERAL read_text('{secret}')",
+    "SELECT region, COUNT(*) FROM trips JOIN read_parquet('{raw}') USING (region) "
+    "GROUP BY region",
+    "SELECT COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM read_text('{secret}'))",
+    "SELECT region, COUNT(*) AS n, (SELECT max(who) FROM read_parquet('{raw}')) AS w "
+    "FROM trips GROUP BY region",
+    "SELECT * FROM (SELECT region, COUNT(*) AS n FROM trips GROUP BY region) t "
+    "JOIN (SELECT region, max(who) AS w FROM read_parquet('{raw}') GROUP BY region) r "
+    "USING (region)",
+    "SELECT * FROM (PIVOT read_parquet('{raw}') ON mode USING COUNT(*))",
+    "SELECT COUNT(*) FROM trips WHERE mode IN ('car', (SELECT max(mode) FROM "
+    "read_parquet('{raw}')))",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region HAVING COUNT(*) > "
+    "(SELECT COUNT(*) FROM read_parquet('{raw}'))",
+]
+
+URLS = [
+    "SELECT * FROM read_csv('https://example.com/x.csv')",
+    "SELECT * FROM read_parquet('s3://bucket/raw.parquet')",
+    "SELECT * FROM 'https://example.com/raw.parquet'",
+    "SELECT * FROM read_text('http://127.0.0.1:9/secret')",
+]
+
+ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS

@@ -1,0 +1,245 @@
+"""The escape suite: no analyst entry point reads any file but the release.
+
+A secret text file, a raw-data parquet file (the release's own source rows, each with a
+person id) and a raw DuckDB database are planted next to each other. Every statement of
+:mod:`tests.bi.escape_statements` (file readers of every kind, ATTACH/COPY/INSTALL/LOAD/
+SET/PRAGMA/EXPORT, multi-statement and quoting tricks, raw reads inside subqueries, CTEs,
+UNIONs, IN lists and lateral joins, ``query()``, ``getvariable``, URLs) is run through
+every analyst entry point: ``dpsql.connect`` (``Connection.execute``), a DB-API cursor,
+``dpsql.attach(con, path, lockdown=True)`` (through the planner, and raw SQL on the
+locked DuckDB connection itself), the ``dpsql query`` command, ``dpsql serve`` over the
+simple and the extended query protocol (libpq), and the SQLAlchemy dialect. Each must be
+refused (the raw DuckDB connection may run what reads no file), and neither file's
+content may appear in any output or error message; nothing may be written. The control
+(:func:`test_the_markers_are_found_when_file_access_is_allowed`) shows that the same
+check finds the content when the opt-out lets a statement read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+import duckdb
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+import dpsql
+from dpsql.cli import main
+from dpsql.server import serve
+from tests.bi.escape_statements import ALL
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+TOKEN = secrets.token_hex(8)
+SECRET = f"SECRET-{TOKEN}"
+RAW = f"RAWROW-{TOKEN}"
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, trips_data):
+    """The planted files; returns the values the statement templates use."""
+    d = tmp_path_factory.mktemp("planted")
+    (d / "secret.txt").write_text(f"token,value\n{SECRET},42\n")
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT *, '{RAW}-' || row_number() OVER () AS who FROM "
+                f"read_parquet('{trips_data / 'trips.parquet'}')) TO '{d / 'raw.parquet'}'")
+    con.close()
+    con = duckdb.connect(str(d / "raw.duckdb"))
+    con.execute(f"CREATE TABLE raw AS SELECT * FROM read_parquet('{d / 'raw.parquet'}')")
+    con.close()
+    return {"secret": str(d / "secret.txt"), "raw": str(d / "raw.parquet"),
+            "rawdb": str(d / "raw.duckdb"), "dir": str(d), "dirname": d.name,
+            "out": str(d / "out.csv")}
+
+
+def _leaks(text: str) -> bool:
+    return SECRET in text or RAW in text or TOKEN in text
+
+
+# -- the entry points: each runs one statement and returns (refused, everything shown) --
+
+@pytest.fixture(scope="module")
+def connection(trips_release):
+    con = dpsql.connect(trips_release)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def attached(trips_release):
+    con = duckdb.connect()
+    dpsql.attach(con, str(trips_release), lockdown=True)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def server(trips_release):
+    srv = serve(trips_release, port=0)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def libpq(server):
+    con = psycopg.connect(f"host=127.0.0.1 port={server.port} dbname={server.database} "
+                          "user=analyst sslmode=disable connect_timeout=10", autocommit=True)
+    yield con.pgconn
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def engine(trips_release):
+    eng = sa.create_engine(f"dpsql:///{trips_release}")
+    yield eng
+    eng.dispose()
+
+
+def _run_connect(ctx, sql):
+    return repr(ctx["connection"].execute(sql).fetchall())
+
+
+def _run_cursor(ctx, sql):
+    cur = ctx["connection"].cursor()
+    try:
+        cur.execute(sql)
+        return repr(cur.fetch_arrow_table().to_pylist())
+    finally:
+        cur.close()
+
+
+def _run_attach(ctx, sql):
+    return repr(dpsql.sql(ctx["attached"], sql).fetchall())
+
+
+def _run_cli(ctx, sql):
+    code = main(["query", str(ctx["release"]), sql])
+    out = ctx["capsys"].readouterr()
+    if code != 0:
+        raise RuntimeError(out.out + out.err)
+    return out.out + out.err
+
+
+def _run_pg(ctx, sql, extended):
+    pg = ctx["libpq"]
+    res = pg.exec_params(sql.encode(), []) if extended else pg.exec_(sql.encode())
+    shown = (res.error_message or b"").decode(errors="replace")
+    rows = [[res.get_value(r, c) for c in range(res.nfields)] for r in range(res.ntuples)]
+    if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+        raise RuntimeError(shown)
+    return shown + repr(rows)
+
+
+def _run_sqlalchemy(ctx, sql):
+    with ctx["engine"].connect() as c:
+        return repr(c.exec_driver_sql(sql).fetchall())
+
+
+ENTRY_POINTS = {
+    "connect": _run_connect,
+    "cursor": _run_cursor,
+    "attach_lockdown": _run_attach,
+    "cli_query": _run_cli,
+    "serve_simple": lambda ctx, sql: _run_pg(ctx, sql, extended=False),
+    "serve_extended": lambda ctx, sql: _run_pg(ctx, sql, extended=True),
+    "sqlalchemy": _run_sqlalchemy,
+}
+
+
+@pytest.fixture
+def ctx(request, trips_release, planted, capsys):
+    entry = request.node.callspec.params["entry"]
+    out = {"release": trips_release, "capsys": capsys, "planted": planted}
+    needs = {"connect": "connection", "cursor": "connection", "attach_lockdown": "attached",
+             "serve_simple": "libpq", "serve_extended": "libpq", "sqlalchemy": "engine"}
+    if entry in needs:
+        out[needs[entry]] = request.getfixturevalue(needs[entry])
+    return out
+
+
+@pytest.mark.parametrize("template", ALL)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_no_entry_point_reads_a_file(entry, template, ctx):
+    planted = ctx["planted"]
+    sql = template.format(**planted)
+    try:
+        shown = ENTRY_POINTS[entry](ctx, sql)
+        refused = False
+    except Exception as err:  # noqa: BLE001  (every error's text is checked)
+        shown = f"{type(err).__name__}: {err} {err.__cause__!r}"
+        refused = True
+    assert not _leaks(shown), shown
+    assert refused, f"{entry} ran {sql!r}: {shown[:300]}"
+    assert not (planted["dir"] and __import__("os").path.exists(planted["out"]))
+
+
+def test_the_locked_duckdb_connection_itself_reads_no_file(attached, planted):
+    """Below the planner: raw SQL on the DuckDB connection that
+    ``dpsql.attach(..., lockdown=True)`` locked. DuckDB runs what reads no file
+    (``query('SELECT 1')``), and refuses every read, write and setting change."""
+    ran = []
+    for template in ALL:
+        sql = template.format(**planted)
+        try:
+            shown = repr(attached.execute(sql).fetchall())
+            ran.append(sql)
+        except duckdb.Error as err:
+            shown = str(err)
+        assert not _leaks(shown), (sql, shown)
+    import os
+    assert not os.path.exists(planted["out"])
+    assert all(attached.execute(f"SELECT current_setting('{s}')").fetchall()[0][0] == v
+               for s, v in (("enable_external_access", False), ("lock_configuration", True)))
+    assert len(ran) < len(ALL) // 4, ran  # most are refused by DuckDB itself
+
+
+def test_the_markers_are_found_when_file_access_is_allowed(trips_release, planted, caplog):
+    """The control: with the documented opt-out the same statements read the files, and
+    the check above sees their content (so its silence means something)."""
+    with caplog.at_level(logging.WARNING, logger="dpsql"):
+        con = dpsql.connect(trips_release, allow_file_access=True)
+    assert "file access allowed" in caplog.text
+    with con:
+        rows = con.execute(f"SELECT * FROM read_csv('{planted['secret']}')").fetchall()
+        assert _leaks(repr(rows))
+        rows = con.execute(f"SELECT who FROM read_parquet('{planted['raw']}') LIMIT 1"
+                           ).fetchall()
+        assert _leaks(repr(rows))
+        got = con.execute("SELECT COUNT(*) FROM trips WHERE region IN (SELECT region FROM "
+                          f"read_parquet('{planted['raw']}'))").fetchall()
+        assert got and got[0][0] > 0
+        assert not con.locked
+
+
+def test_a_locked_connection_says_how_to_attach_more(trips_release, exact_release):
+    with dpsql.connect(trips_release) as con:
+        con.attach(exact_release, name="exact")  # before the first query: fine
+        assert con.execute("SELECT COUNT(*) FROM exact").fetchall()
+        assert con.locked
+        with pytest.raises(dpsql.OperationalError, match="before any cursor"):
+            con.attach(exact_release, name="again")
+    duck = duckdb.connect()
+    dpsql.attach(duck, str(trips_release), lockdown=True)
+    with pytest.raises(dpsql.OperationalError, match="attach every release before locking"):
+        dpsql.attach(duck, str(exact_release), name="exact")
+    duck.close()
+
+
+def test_cli_allow_file_access(trips_release, planted, capsys):
+    sql = f"SELECT * FROM read_csv('{planted['secret']}')"
+    assert main(["query", str(trips_release), sql]) == 1
+    assert SECRET not in capsys.readouterr().out
+    assert main(["query", str(trips_release), sql, "--allow-file-access"]) == 0
+    assert SECRET in capsys.readouterr().out
+
+
+def test_sqlalchemy_url_opt_out(trips_release, planted):
+    eng = sa.create_engine(f"dpsql:///{trips_release}?allow_file_access=true")
+    with eng.connect() as c:
+        rows = c.exec_driver_sql(f"SELECT * FROM read_csv('{planted['secret']}')").fetchall()
+    eng.dispose()
+    assert _leaks(repr(rows))
+    with pytest.raises(sa.exc.ArgumentError, match="true or false"):
+        sa.create_engine(f"dpsql:///{trips_release}?allow_file_access=yes").connect()
