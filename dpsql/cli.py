@@ -60,7 +60,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     if release.seeded:
         console.print("[bold yellow]warning:[/] this release was built with --seed: its noise "
                       "is reproducible, so it is NOT private. Use it for tests only.")
-    console.print(f"wrote {args.output}")
+    console.print(f"wrote {args.output} from the {spec.origin()} (not stored in the release)")
     return 0
 
 

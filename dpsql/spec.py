@@ -304,6 +304,18 @@ class ReleaseSpec:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def public_dict(self) -> dict[str, Any]:
+        """What a release stores of its spec, for analysts: :meth:`to_dict` without the
+        curator's ``source``, ``sql`` and ``base_dir`` (paths and queries on the curator's
+        machine; spines are stored inline, never as paths). The curator keeps the full
+        spec: it is their file; ``dpsql release`` prints where the data came from."""
+        return {k: v for k, v in self.to_dict().items()
+                if k not in ("source", "sql", "base_dir")}
+
+    def origin(self) -> str:
+        """Where the data came from, for the curator's eyes: the source or the SQL."""
+        return f"source {self.source}" if self.source is not None else f"sql {self.sql}"
+
     def view(self, name: str) -> View:
         for v in self.views:
             if v.name == name:

@@ -229,7 +229,7 @@ def _release_row(spec: ReleaseSpec, created: str, seed: int | None) -> dict[str,
         "max_rows": spec.unit.max_rows,
         "rng": describe_rng(seed),
         "attributes": [m.to_json() for m in _attribute_metas(spec)],
-        "spec": spec.to_dict(),
+        "spec": spec.public_dict(),  # no source, sql or paths: analysts read it
         **guarantee_row(spec),
     }
 
