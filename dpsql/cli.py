@@ -286,7 +286,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                        max_connections=args.max_connections,
                        statement_timeout=args.statement_timeout,
                        memory_limit=args.memory_limit, auth=args.auth,
-                       tls_cert=args.tls_cert, tls_key=args.tls_key)
+                       tls_cert=args.tls_cert, tls_key=args.tls_key,
+                       allow_unencrypted=args.allow_unencrypted)
     if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
         err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
                                 "private (tests and demos only)"))
@@ -399,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", default=os.environ.get("DPSQL_TLS_KEY"), metavar="FILE",
                    help="the PEM private key of --tls-cert, mode 600 (default: inside the "
                         "certificate file; env DPSQL_TLS_KEY)")
+    p.add_argument("--allow-unencrypted", action="store_true",
+                   help="serve a non-loopback --host without TLS (refused otherwise: "
+                        "queries and answers would cross the network in plain text)")
     p.add_argument("--max-connections", type=int, default=64, metavar="N",
                    help="serve at most N clients at once, those still authenticating "
                         "included (default 64); the next get SQLSTATE 53300")

@@ -36,9 +36,12 @@ Security decisions:
   user name is accepted with it.
 * TLS with ``tls_cert``/``tls_key`` (PEM; the key file is refused unless ``chmod 600``,
   PostgreSQL's rule for ``ssl_key_file``): TLS 1.2 or newer, and then required of every
-  client. Without it, listening beyond loopback warns
-  (:class:`UnencryptedServerWarning`): queries and answers would cross the network in
-  plain text; use TLS, or an SSH tunnel (``ssh -L 5433:127.0.0.1:5433 host``).
+  client. Without it, listening beyond loopback is refused: queries and answers (and,
+  with MD5, the password's hash) would cross the network in plain text, and a warning is
+  not enough for a server that carries passwords. Use TLS, or an SSH tunnel (``ssh -L
+  5433:127.0.0.1:5433 host``) to a loopback server; ``allow_unencrypted=True``
+  (``--allow-unencrypted``, for a network the operator trusts) serves it anyway, with
+  :class:`UnencryptedServerWarning`.
 
 SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxError 42601,
 read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
@@ -299,7 +302,8 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
           plan_cache_size: int = 256, max_connections: int = 64,
           statement_timeout: float = 300.0, memory_limit: str = "1GB",
           auth: str = "scram-sha-256", tls_cert: str | os.PathLike | None = None,
-          tls_key: str | os.PathLike | None = None) -> Server:
+          tls_key: str | os.PathLike | None = None, allow_unencrypted: bool = False
+          ) -> Server:
     """Serve the release file ``release`` over the PostgreSQL protocol, in a background
     thread; return the running :class:`Server`.
 
@@ -314,6 +318,8 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     ``password_file``: its first line is the password or a SCRAM verifier; ``auth`` is
     ``"scram-sha-256"`` (default) or ``"md5"``. ``tls_cert``/``tls_key``: PEM files
     (the key may sit in the certificate file); with them every client must use TLS.
+    Without them only loopback is served, unless ``allow_unencrypted=True`` (which warns
+    with :class:`UnencryptedServerWarning`).
     """
     _require_buenavista()
     import duckdb
@@ -342,6 +348,11 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
             f"refusing to listen on {host!r} without a password: only loopback addresses "
             "(127.0.0.1, ::1, localhost) may be served without one; pass --password-file "
             "(and --tls-cert/--tls-key, or use an SSH tunnel)")
+    if not loopback and tls is None and not allow_unencrypted:
+        raise ProgrammingError(
+            f"refusing to listen on {host!r} without TLS: queries and answers would cross "
+            "the network in plain text; pass --tls-cert and --tls-key (or serve 127.0.0.1 "
+            "behind an SSH tunnel), or --allow-unencrypted on a network you trust")
     if not loopback and tls is None:
         warnings.warn(f"serving {host!r} without TLS: queries and answers cross the network "
                       "in plain text (the password does not, with SCRAM); pass --tls-cert "

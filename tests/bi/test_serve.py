@@ -390,8 +390,11 @@ def test_password_file_must_be_private(trips_release, password_file, tmp_path):
 def test_non_loopback_needs_a_password(trips_release, password_file):
     with pytest.raises(ProgrammingError, match="--password-file"):
         _start(trips_release, host="0.0.0.0")
+    with pytest.raises(ProgrammingError, match="--tls-cert.*--allow-unencrypted"):
+        _start(trips_release, host="0.0.0.0", password_file=password_file)
     with pytest.warns(UnencryptedServerWarning, match="without TLS"):
-        srv = _start(trips_release, host="0.0.0.0", password_file=password_file)
+        srv = _start(trips_release, host="0.0.0.0", password_file=password_file,
+                     allow_unencrypted=True)
     with srv:
         with psycopg.connect(_dsn(srv, password="s3cret-Ü")) as con:
             assert con.execute("SELECT 1").fetchone() == (1,)

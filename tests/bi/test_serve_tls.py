@@ -309,9 +309,18 @@ def test_cli_passwd_then_serve_with_tls(trips_release, tls_files, tmp_path):
         assert proc.wait(20) == 0
 
 
+def test_cli_refuses_beyond_loopback_without_tls(trips_release, password_file):
+    out = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
+                          "--host", "0.0.0.0", "--port", "0", "--password-file",
+                          str(password_file)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "without TLS" in out.stderr and "--tls-cert" in out.stderr
+    assert "--allow-unencrypted" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_cli_warns_when_serving_beyond_loopback_without_tls(trips_release, password_file):
     with cli_server(trips_release, "--host", "0.0.0.0", "--password-file",
-                    password_file) as (proc, _, line):
+                    password_file, "--allow-unencrypted") as (proc, _, line):
         assert "no TLS" in line, line
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
