@@ -287,7 +287,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                        statement_timeout=args.statement_timeout,
                        memory_limit=args.memory_limit, auth=args.auth,
                        tls_cert=args.tls_cert, tls_key=args.tls_key,
-                       allow_unencrypted=args.allow_unencrypted)
+                       allow_unencrypted=args.allow_unencrypted,
+                       max_statement_size=args.max_statement_size)
     if any(issubclass(w.category, SeededReleaseWarning) for w in caught):
         err.print(Text.assemble(("warning: ", "bold yellow"), "the release is seeded: NOT "
                                 "private (tests and demos only)"))
@@ -414,6 +415,10 @@ def build_parser() -> argparse.ArgumentParser:
                    default=os.environ.get("DPSQL_MEMORY_LIMIT", "1GB"),
                    help="memory cap of each session's DuckDB, e.g. 512MB or 2GB (default "
                         "1GB, env DPSQL_MEMORY_LIMIT); a query over it gets 53200")
+    p.add_argument("--max-statement-size", type=int, metavar="BYTES",
+                   default=os.environ.get("DPSQL_MAX_STATEMENT_SIZE", str(1 << 20)),
+                   help="refuse longer statements with SQLSTATE 54000 (default 1048576, "
+                        "env DPSQL_MAX_STATEMENT_SIZE)")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="log every statement and where it was routed (stderr)")
     p.set_defaults(func=cmd_serve)

@@ -283,6 +283,7 @@ class Server:
             self._wire.close_clients()
             self._wire.server_close()
             self._thread.join()
+            self._conn.planning.close()
             self._catalog.close()
             self._stopped.set()
 
@@ -302,8 +303,8 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
           plan_cache_size: int = 256, max_connections: int = 64,
           statement_timeout: float = 300.0, memory_limit: str = "1GB",
           auth: str = "scram-sha-256", tls_cert: str | os.PathLike | None = None,
-          tls_key: str | os.PathLike | None = None, allow_unencrypted: bool = False
-          ) -> Server:
+          tls_key: str | os.PathLike | None = None, allow_unencrypted: bool = False,
+          max_statement_size: int = 1 << 20) -> Server:
     """Serve the release file ``release`` over the PostgreSQL protocol, in a background
     thread; return the running :class:`Server`.
 
@@ -320,12 +321,18 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     (the key may sit in the certificate file); with them every client must use TLS.
     Without them only loopback is served, unless ``allow_unencrypted=True`` (which warns
     with :class:`UnencryptedServerWarning`).
+
+    ``max_statement_size`` (bytes, default 1 MiB) bounds a statement (54000 beyond);
+    nesting depth and IN lists are bounded too (54001), and statements over 1 KiB are
+    planned in planning processes under the statement timeout
+    (:mod:`dpsql.server._bounds`, :mod:`dpsql.server._planning`).
     """
     _require_buenavista()
     import duckdb
 
     from dpsql import duck
     from dpsql.dbapi import _PRIVATE_RNG, SeededReleaseWarning
+    from dpsql.server._bounds import check_max_statement_size
     from dpsql.server._catalog import CatalogDatabase, logical_tables
     from dpsql.server._limits import check_memory_limit, check_statement_timeout, duckdb_config
     from dpsql.server._session import ReleaseConnection
@@ -340,6 +347,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
                                "integer (the default is 64)")
     statement_timeout = check_statement_timeout(statement_timeout)
     memory_limit, memory_bytes = check_memory_limit(memory_limit)
+    max_statement_size = check_max_statement_size(max_statement_size)
     family, address, loopback = _resolve(host, port)
     password, verifier = _credentials(password_file, auth)
     tls, binding = _tls(tls_cert, tls_key)
@@ -379,12 +387,14 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
                       SeededReleaseWarning, stacklevel=2)
     catalog = CatalogDatabase(alias, tables, duckdb_config(memory_limit))
     conn = ReleaseConnection(path, alias, catalog, plan_cache_size, statement_timeout,
-                             memory_limit, memory_bytes)
+                             memory_limit, memory_bytes, max_statement_size)
     try:
         wire = WireServer(address, family, conn, password, max_connections,
-                          verifier=verifier, auth_method=auth, tls=tls, binding=binding)
+                          verifier=verifier, auth_method=auth, tls=tls, binding=binding,
+                          max_statement_size=max_statement_size)
     except OSError as err:
         catalog.close()
+        conn.planning.close()
         raise OperationalError(f"cannot listen on {host}:{port}: {err.strerror}; pick "
                                "another --port (0 picks a free one)") from err
     return Server(wire, catalog, conn, path, alias, wire.server_address[0])

@@ -60,6 +60,7 @@ from buenavista.core import Session as _BVSession
 from sqlglot import exp
 
 from dpsql import duck
+from dpsql.planner import PlannedQuery
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
@@ -69,6 +70,8 @@ from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._guard import (BY_NAME, MULTI, ReadOnlyError, UntypedText, by_name,
                                  check_select, read_only, spelled)
+from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, INLINE_BYTES, check_statement
+from dpsql.server._planning import PlanningPool
 from dpsql.server._limits import (DEFAULT_MEMORY_LIMIT, DEFAULT_STATEMENT_TIMEOUT, Watchdog,
                                   classify, duckdb_config, fetch_capped, pg_timeout)
 
@@ -97,6 +100,62 @@ def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
 
 
+def route_statement(text: str, logical: set[str], relations: set[str], alias: str
+                    ) -> tuple[str, str]:
+    """``("catalog" | "planner", sql)`` for ``text`` (:meth:`Session.route`), from the
+    session's public facts only, so that a planning process can route too: the logical
+    table names (lower case), the catalog database's relations and the release alias.
+    Raises :class:`ReadOnlyError` on writes."""
+    try:
+        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+    except sqlglot.errors.SqlglotError:
+        trees = []
+    if len(trees) > 1:
+        raise UnsupportedQueryError(MULTI)
+    if not trees:  # unparsable: text heuristics
+        if _first_word(text) in _WRITE_COMMANDS:
+            raise ReadOnlyError(read_only(_first_word(text)))
+        if re.search(r"\b(pg_catalog|information_schema|pg_\w+)\b", text, re.I) and \
+                not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
+                        for n in logical):
+            if BY_NAME.search(text):
+                raise UnsupportedQueryError(by_name())
+            return "catalog", fix_catalog_sql(text)
+        return "planner", text
+    tree = trees[0]
+    if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
+        raise ReadOnlyError(read_only(type(tree).__name__.upper()))
+    if isinstance(tree, exp.Command):
+        what = str(tree.this).upper()
+        if what in _WRITE_COMMANDS:
+            raise ReadOnlyError(read_only(what))
+        return "planner", text
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    catalog_only, public = True, []
+    for t in tree.find_all(exp.Table):
+        name, db = t.name.lower(), (t.text("db") or "").lower()
+        if not name or (not db and name in ctes):
+            continue
+        if name in logical and db in ("", "public", alias.lower()) \
+                and not t.text("catalog"):
+            catalog_only = False
+            if db == "public":
+                public.append(t)
+        elif not (db in _CATALOG_SCHEMAS or (not db and name in relations)
+                  or (not db and name.startswith(("pg_", "duckdb_")))):
+            catalog_only = False
+    if catalog_only:
+        if BY_NAME.search(text):  # on the text: however sqlglot names the call
+            raise UnsupportedQueryError(by_name())
+        refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
+        return "catalog", fix_catalog_sql(text)
+    if public:  # BI tools write "public"."trips": the logical table
+        for t in public:
+            t.set("db", exp.to_identifier(alias))
+        return "planner", tree.sql(dialect="duckdb")
+    return "planner", text
+
+
 class Session(_BVSession):
     """One client's session: its planner connection, catalog cursor and settings."""
 
@@ -104,7 +163,8 @@ class Session(_BVSession):
                  parameters: dict[str, str], plan_cache_size: int,
                  statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
                  memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 memory_bytes: int = 1 << 30) -> None:
+                 memory_bytes: int = 1 << 30, planning: Any = None,
+                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
         super().__init__()
         # threads=1: a session answers one client; several threads per session would let
         # one client's heavy query take every core from the others (and cost ~10 threads
@@ -144,6 +204,10 @@ class Session(_BVSession):
         self.failed = False
         self.logical = {name.lower() for name in catalog.tables}
         self._routes: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        # statements over INLINE_BYTES are planned in a process (dpsql.server._planning)
+        self.planning = planning
+        self.max_statement_size = max_statement_size
+        self._cancel = threading.Event()  # set by interrupt(): stops waiting for a plan
 
     # -- buenavista Session API ----------------------------------------------------------
 
@@ -160,6 +224,7 @@ class Session(_BVSession):
     def interrupt(self) -> None:
         """Cancel the running statement (a PostgreSQL CancelRequest, or the statement
         timeout): the session's connection, its catalog cursor and the planner's cursor."""
+        self._cancel.set()
         if not self.dbapi.closed:
             self._duck.interrupt()
             self.catalog_cur.interrupt()
@@ -204,6 +269,7 @@ class Session(_BVSession):
         ``shape``: plan and bind only, a result with columns and no rows (Describe)."""
         if not text or word in _COMMANDS:  # session commands never reach DuckDB
             return self._execute_params(text, word, params, shape)
+        self._cancel.clear()
         with self.watchdog.statement(self.statement_timeout) as stmt:
             try:
                 return self._execute_params(text, word, params, shape)
@@ -262,6 +328,10 @@ class Session(_BVSession):
                  ) -> Result:
         if not text:
             return Result(status="EMPTY")
+        long = len(text) > INLINE_BYTES
+        check_statement(text, self.max_statement_size, scan=not long)  # 54000 / 54001
+        if long and self.planning is not None and word not in _COMMANDS:
+            return self._execute_planned(text, params, shape)
         if ";" in _NOT_CODE.sub("", text):
             raise UnsupportedQueryError(MULTI)
         command = _COMMANDS.get(word)
@@ -276,6 +346,21 @@ class Session(_BVSession):
         if route == "catalog":
             return self._run_catalog(sql, params)
         return self._run_planner(sql, params)
+
+    def _execute_planned(self, text: str, params: list | None, shape: bool) -> Result:
+        """A long statement: bounds, route, DuckDB's parser and planning in a planning
+        process (:mod:`dpsql.server._planning`), under the statement timeout; then run
+        here like any other."""
+        route, sql, planned = self.planning.prepare(text, params, self._cancel)
+        logger.debug("%s (planning process) <- %s", route, sql[:200])
+        if route == "catalog":
+            return self._shape(route, sql, params) if shape else \
+                self._run_catalog(sql, params)
+        plan = PlannedQuery(*planned)
+        if shape:
+            rel = self._duck.sql(plan.sql)
+            return Result(rel.columns, [str(t) for t in rel.types], ())
+        return self._run_planner(sql, params, plan)
 
     def _shape(self, route: str, sql: str, params: list | None) -> Result:
         """The columns of ``sql`` without running it: the planner's SQL (or the catalog
@@ -304,54 +389,7 @@ class Session(_BVSession):
 
     def route(self, text: str) -> tuple[str, str]:
         """``("catalog" | "planner", sql)``; raises :class:`ReadOnlyError` on writes."""
-        try:
-            trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
-        except sqlglot.errors.SqlglotError:
-            trees = []
-        if len(trees) > 1:
-            raise UnsupportedQueryError(MULTI)
-        if not trees:  # unparsable: text heuristics
-            if _first_word(text) in _WRITE_COMMANDS:
-                raise ReadOnlyError(read_only(_first_word(text)))
-            if re.search(r"\b(pg_catalog|information_schema|pg_\w+)\b", text, re.I) and \
-                    not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
-                            for n in self.logical):
-                if BY_NAME.search(text):
-                    raise UnsupportedQueryError(by_name())
-                return "catalog", fix_catalog_sql(text)
-            return "planner", text
-        tree = trees[0]
-        if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
-            raise ReadOnlyError(read_only(type(tree).__name__.upper()))
-        if isinstance(tree, exp.Command):
-            what = str(tree.this).upper()
-            if what in _WRITE_COMMANDS:
-                raise ReadOnlyError(read_only(what))
-            return "planner", text
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        catalog_only, public = True, []
-        for t in tree.find_all(exp.Table):
-            name, db = t.name.lower(), (t.text("db") or "").lower()
-            if not name or (not db and name in ctes):
-                continue
-            if name in self.logical and db in ("", "public", self.alias.lower()) \
-                    and not t.text("catalog"):
-                catalog_only = False
-                if db == "public":
-                    public.append(t)
-            elif not (db in _CATALOG_SCHEMAS or (not db and name in self.catalog.relations)
-                      or (not db and name.startswith(("pg_", "duckdb_")))):
-                catalog_only = False
-        if catalog_only:
-            if BY_NAME.search(text):  # on the text: however sqlglot names the call
-                raise UnsupportedQueryError(by_name())
-            refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
-            return "catalog", fix_catalog_sql(text)
-        if public:  # BI tools write "public"."trips": the logical table
-            for t in public:
-                t.set("db", exp.to_identifier(self.alias))
-            return "planner", tree.sql(dialect="duckdb")
-        return "planner", text
+        return route_statement(text, self.logical, self.catalog.relations, self.alias)
 
     def _run_catalog(self, sql: str, params: list | None) -> Result:
         # execute + fetchmany, not .sql(): DuckDB 2.0 relations cannot be fetched in chunks,
@@ -365,15 +403,20 @@ class Session(_BVSession):
         return Result(names, types, fetch_capped(cur.fetchmany, self.memory_bytes,
                                                  self.memory_limit))
 
-    def _run_planner(self, sql: str, params: list | None) -> Result:
+    def _run_planner(self, sql: str, params: list | None,
+                     plan: PlannedQuery | None = None) -> Result:
         # The DuckDB child cursor is made here, not by dbapi.cursor(), so that interrupt()
         # can reach it: interrupting the parent connection does not stop a child's query.
+        # ``plan``: made by a planning process; the cursor runs it as its own plan.
         child = self._duck.cursor()
         cur = PlannerCursor(self.dbapi, child)
         with self._running_lock:
             self._running = child
         try:
-            cur.execute(sql, params)
+            if plan is None:
+                cur.execute(sql, params)
+            else:
+                cur._run(plan)
             if cur.description is None:
                 return Result(status=_first_word(sql))
             rows = fetch_capped(cur.fetchmany, self.memory_bytes, self.memory_limit)
@@ -399,8 +442,8 @@ class ReleaseConnection(Connection):
     def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
                  plan_cache_size: int = 256,
                  statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
-                 memory_limit: str = DEFAULT_MEMORY_LIMIT, memory_bytes: int = 1 << 30
-                 ) -> None:
+                 memory_limit: str = DEFAULT_MEMORY_LIMIT, memory_bytes: int = 1 << 30,
+                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
         super().__init__()
         self.release = release
         self.alias = alias
@@ -411,6 +454,9 @@ class ReleaseConnection(Connection):
         self.memory_bytes = memory_bytes
         self.settings = default_settings(alias)
         self._lock = threading.Lock()
+        self.max_statement_size = max_statement_size
+        self.planning = PlanningPool(release, alias, {n.lower() for n in catalog.tables},
+                                     set(catalog.relations), max_statement_size)
 
     def create_session(self) -> Session:
         sess = self.new_session()
@@ -431,7 +477,7 @@ class ReleaseConnection(Connection):
     def new_session(self) -> Session:
         return Session(self.release, self.alias, self.catalog, self.settings,
                        self.plan_cache_size, self.statement_timeout, self.memory_limit,
-                       self.memory_bytes)
+                       self.memory_bytes, self.planning, self.max_statement_size)
 
     def parameters(self) -> dict[str, str]:
         return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}

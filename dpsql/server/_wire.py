@@ -26,8 +26,9 @@ or patches its code:
 * **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
   interrupts the running DuckDB query (buenavista closes the session instead). The
   session is built only after authentication, start-up must finish within 10 s, at most
-  ``max_connections`` clients are served (FATAL 53300 beyond), messages over 64 MB are
-  refused before they are read, and cancel keys come from :mod:`secrets` (buenavista
+  ``max_connections`` clients are served (FATAL 53300 beyond), messages over twice the
+  statement size limit (:func:`dpsql.server._bounds.max_message`) are refused before they
+  are read (54000, and the connection ends), and cancel keys come from :mod:`secrets` (buenavista
   draws them from ``random``).
 """
 
@@ -65,6 +66,8 @@ from dpsql.server._guard import ReadOnlyError, UntypedText
 from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
 from dpsql.server._scram import Exchange, Verifier
 from dpsql.server._session import _NOT_CODE
+from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, StatementTooComplexError,
+                                  StatementTooLongError, max_message)
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
 from dpsql.server._types import ProtocolError, decode_param, pg_type
@@ -76,7 +79,6 @@ class TooManyConnectionsError(OperationalError):
     """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
 
 
-MAX_MESSAGE = 64 << 20  # bytes: a longer message is refused before it is read
 STARTUP_TIMEOUT = 10.0  # seconds a client has to finish start-up and authentication
 
 
@@ -91,6 +93,8 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (StatementTimeoutError, "57014"),    # query_canceled
     (QueryCanceledError, "57014"),
     (OutOfMemoryError, "53200"),         # out_of_memory
+    (StatementTooLongError, "54000"),    # program_limit_exceeded
+    (StatementTooComplexError, "54001"),  # statement_too_complex
     (OperatorSettingError, "42501"),     # insufficient_privilege
     (ProtocolError, "08P01"),            # protocol_violation
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
@@ -137,12 +141,20 @@ _MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
 
 
 class _CappedBuffer(BVBuffer):
-    """buenavista's reader, refusing a message longer than :data:`MAX_MESSAGE` before it
+    """buenavista's reader, refusing a message longer than ``limit`` bytes before it
     allocates it (a 4-byte length header could otherwise make the server allocate 2 GB)."""
 
+    def __init__(self, stream: Any, limit: int) -> None:
+        super().__init__(stream)
+        self.limit = limit
+
     def read_bytes(self, n: int) -> bytes:
-        if n > MAX_MESSAGE or n < 0:
-            raise ProtocolError(f"message of {n} bytes refused: the limit is {MAX_MESSAGE}")
+        if n < 0:
+            raise ProtocolError(f"message of {n} bytes refused")
+        if n > self.limit:
+            raise StatementTooLongError(
+                f"message of {n:,} bytes refused: the limit is {self.limit:,} (twice dpsql "
+                "serve --max-statement-size); send a shorter statement")
         return super().read_bytes(n)
 
 
@@ -183,7 +195,8 @@ class Handler(Login, BuenaVistaHandler):
 
     @r.setter
     def r(self, value: BVBuffer) -> None:  # buenavista's handle() sets self.r
-        self._r = value if isinstance(value, _CappedBuffer) else _CappedBuffer(value.stream)
+        self._r = value if isinstance(value, _CappedBuffer) else \
+            _CappedBuffer(value.stream, self.server.max_message)
 
     def setup(self) -> None:
         super().setup()
@@ -434,8 +447,10 @@ class WireServer(BuenaVistaServer):
     def __init__(self, address: tuple, family: int, conn: Any, password: str | None,
                  max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT, *,
                  verifier: Verifier | None = None, auth_method: str = "scram-sha-256",
-                 tls: ssl.SSLContext | None = None, binding: bytes | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, binding: bytes | None = None,
+                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
         self.address_family = family
+        self.max_message = max_message(max_statement_size)
         self.password = password  # plain text: needed by MD5 only
         self.verifier = verifier if verifier is not None or password is None else \
             Verifier.from_password(password)

@@ -8,7 +8,9 @@ UNIONs, IN lists and lateral joins, ``query()``, ``getvariable``, URLs) is run t
 every analyst entry point: ``dpsql.connect`` (``Connection.execute``), a DB-API cursor,
 ``dpsql.attach(con, path, lockdown=True)`` (through the planner, and raw SQL on the
 locked DuckDB connection itself), the ``dpsql query`` command, ``dpsql serve`` over the
-simple and the extended query protocol (libpq), and the SQLAlchemy dialect. Each must be
+simple and the extended query protocol (libpq; each also with the statement made
+longer than 1 KiB, so that a planning process routes and plans it), and the SQLAlchemy
+dialect. Each must be
 refused (the raw DuckDB connection may run what reads no file), and neither file's
 content may appear in any output or error message; nothing may be written. The control
 (:func:`test_the_markers_are_found_when_file_access_is_allowed`) shows that the same
@@ -54,6 +56,9 @@ def planted(tmp_path_factory, trips_data):
             "out": str(d / "out.csv")}
 
 
+LONG = "\n-- " + "x" * 1200
+
+
 def _leaks(text: str) -> bool:
     return SECRET in text or RAW in text or TOKEN in text
 
@@ -84,6 +89,7 @@ def server(trips_release):
 
 @pytest.fixture(scope="module")
 def libpq(server):
+    assert server._conn.planning.start(wait=120)
     con = psycopg.connect(f"host=127.0.0.1 port={server.port} dbname={server.database} "
                           "user=analyst sslmode=disable connect_timeout=10", autocommit=True)
     yield con.pgconn
@@ -144,6 +150,9 @@ ENTRY_POINTS = {
     "cli_query": _run_cli,
     "serve_simple": lambda ctx, sql: _run_pg(ctx, sql, extended=False),
     "serve_extended": lambda ctx, sql: _run_pg(ctx, sql, extended=True),
+    # over 1 KiB: routed and planned in a planning process (dpsql.server._planning)
+    "serve_simple_long": lambda ctx, sql: _run_pg(ctx, sql + LONG, extended=False),
+    "serve_extended_long": lambda ctx, sql: _run_pg(ctx, sql + LONG, extended=True),
     "sqlalchemy": _run_sqlalchemy,
 }
 
@@ -153,7 +162,8 @@ def ctx(request, trips_release, planted, capsys):
     entry = request.node.callspec.params["entry"]
     out = {"release": trips_release, "capsys": capsys, "planted": planted}
     needs = {"connect": "connection", "cursor": "connection", "attach_lockdown": "attached",
-             "serve_simple": "libpq", "serve_extended": "libpq", "sqlalchemy": "engine"}
+             "serve_simple": "libpq", "serve_extended": "libpq", "sqlalchemy": "engine",
+             "serve_simple_long": "libpq", "serve_extended_long": "libpq"}
     if entry in needs:
         out[needs[entry]] = request.getfixturevalue(needs[entry])
     return out
