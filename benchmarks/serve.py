@@ -21,8 +21,22 @@ a warm plan cache (a dashboard re-issues its queries). Reported per side: latenc
   password or TLS against SCRAM + TLS + channel binding (the PBKDF2 of the password on
   the client and the TLS handshake are most of the difference).
 
+* ``hostile``: bounded work per statement. :data:`HOSTILE_CLIENTS` clients send maximal
+  hostile statements (just under the 1 MiB statement limit, the shapes that take longest
+  to plan: a chain of ORs, a UNION ALL of counts, a select list of 100,000 items, the
+  deepest allowed nesting) for :data:`HOSTILE_SECONDS` seconds to a server with
+  ``--statement-timeout 1``, while :data:`SIMPLE_CLIENTS` other clients send the
+  dashboard queries and one more opens a new connection every 0.2 s. Reported: the
+  simple queries' p50/p99 with and without the hostile load (the reference, same run,
+  same server), connection failures, and the longest a hostile statement took before it
+  was stopped (target: p99 <= 100 ms, no failure, <= timeout + 0.5 s). The same load
+  against a server that plans every statement in its session thread (the design before
+  planning processes, by setting ``INLINE_BYTES`` above the statement limit) is measured
+  for comparison, for :data:`INLINE_SECONDS` seconds.
+
 Answers are compared once (server == in process) before timing. Run:
-``.venv/bin/python benchmarks/serve.py`` (about a minute).
+``.venv/bin/python benchmarks/serve.py`` (about three minutes; ``--hostile-only`` runs
+the last part alone and keeps the other numbers of ``results/serve.json``).
 """
 
 from __future__ import annotations
@@ -159,7 +173,183 @@ def concurrent_qps(dsn: str, clients: int, seconds: float) -> float:
     return sum(counts) / (time.perf_counter() - t0)
 
 
+HOSTILE_CLIENTS = 4
+SIMPLE_CLIENTS = 2
+HOSTILE_SECONDS = 30.0
+INLINE_SECONDS = 15.0
+BASELINE_SECONDS = 10.0
+HOSTILE_TIMEOUT = 1.0
+MAX_STATEMENT = 1 << 20
+
+
+def hostile_statements() -> list[str]:
+    """Maximal hostile statements: each just under :data:`MAX_STATEMENT` bytes."""
+    def fill(head: str, part: str, sep: str, tail: str = "") -> str:
+        n = (MAX_STATEMENT - 64 - len(head) - len(tail)) // (len(part) + len(sep) + 6)
+        body = sep.join(part.format(i=i) for i in range(n))
+        return head + body + tail
+
+    out = [fill("SELECT COUNT(*) FROM trips WHERE ", "mode = 'm{i}'", " OR "),
+           fill("", "SELECT COUNT(*) FROM trips WHERE mode = 'm{i}'", " UNION ALL "),
+           fill("SELECT ", "{i} AS c{i}", ", "),
+           fill("SELECT " + "(" * 120, "{i}", " + ", ")" * 120)]
+    return [q for q in out if len(q.encode()) <= MAX_STATEMENT]
+
+
+def run_server_cli(release: Path, *extra: str, inline: bool = False
+                   ) -> tuple[subprocess.Popen, int]:
+    """``dpsql serve`` as a subprocess; ``inline=True`` plans every statement in the
+    session thread (the design before planning processes)."""
+    if not inline:
+        return start_server(release, *extra)
+    code = ("import sys, dpsql.server._session as s; s.INLINE_BYTES = 1 << 40; "
+            "from dpsql.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "serve", str(release), "--port", "0",
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    line = proc.stdout.readline()
+    if "postgresql://" not in line:
+        proc.kill()
+        raise RuntimeError(f"dpsql serve did not start: {line!r}")
+    return proc, int(line.split("postgresql://127.0.0.1:")[1].split("/")[0])
+
+
+def simple_load(dsn: str, seconds: float, hostile: list[str] | None) -> dict:
+    """Simple clients (and, with ``hostile``, hostile ones and a connecting client) for
+    ``seconds``: the simple queries' latencies, connection failures, hostile outcomes."""
+    stop = time.perf_counter() + seconds
+    lat: list[float] = []
+    failures: list[str] = []
+    outcomes: list[tuple[str, float]] = []
+    connects = [0]
+    lock = threading.Lock()
+
+    def simple(i: int) -> None:
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+                k = i
+                while time.perf_counter() < stop:
+                    q, p = QUERIES[k % len(QUERIES)]
+                    t0 = time.perf_counter()
+                    con.execute(pg_sql(q), p).fetchall()
+                    with lock:
+                        lat.append(time.perf_counter() - t0)
+                    k += 1
+        except Exception as err:  # noqa: BLE001
+            failures.append(f"simple client: {err!r}")
+
+    def bad(i: int) -> None:
+        k = i
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+                while time.perf_counter() < stop:
+                    sql = hostile[k % len(hostile)]
+                    t0 = time.perf_counter()
+                    try:
+                        con.execute(sql).fetchall()
+                        state = "ok"
+                    except psycopg.Error as err:
+                        state = err.sqlstate or "?"
+                    outcomes.append((state, time.perf_counter() - t0))
+                    k += 1
+        except Exception as err:  # noqa: BLE001
+            failures.append(f"hostile client: {err!r}")
+
+    def connector() -> None:
+        while time.perf_counter() < stop:
+            try:
+                with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as con:
+                    con.execute("SELECT 1").fetchall()
+                connects[0] += 1
+            except Exception as err:  # noqa: BLE001
+                failures.append(f"new connection: {err!r}")
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=simple, args=(i,)) for i in range(SIMPLE_CLIENTS)]
+    if hostile:
+        threads += [threading.Thread(target=bad, args=(i,)) for i in range(HOSTILE_CLIENTS)]
+        threads.append(threading.Thread(target=connector))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stopped = [d for st, d in outcomes if st == "57014"]
+    by_state: dict[str, int] = {}
+    for st, _ in outcomes:
+        by_state[st] = by_state.get(st, 0) + 1
+    return {"seconds": seconds, "simple": summary(lat) if lat else None,
+            "simple_max_ms": max(lat) * 1e3 if lat else None,
+            "failures": len(failures), "failure_examples": failures[:3],
+            "new_connections": connects[0], "hostile_statements": len(outcomes),
+            "hostile_outcomes": by_state,
+            "hostile_longest_s": max((d for _, d in outcomes), default=None),
+            "hostile_stopped_longest_s": max(stopped, default=None)}
+
+
+def hostile_part(release: Path) -> dict:
+    hostile = hostile_statements()
+    extra = ("--statement-timeout", str(HOSTILE_TIMEOUT),
+             "--max-statement-size", str(MAX_STATEMENT))
+    out: dict = {"statement_timeout_s": HOSTILE_TIMEOUT, "max_statement_size": MAX_STATEMENT,
+                 "hostile_clients": HOSTILE_CLIENTS, "simple_clients": SIMPLE_CLIENTS,
+                 "hostile_bytes": [len(q.encode()) for q in hostile]}
+    for name, inline, seconds in (("planning_processes", False, HOSTILE_SECONDS),
+                                  ("inline_planning", True, INLINE_SECONDS)):
+        proc, port = run_server_cli(release, *extra, inline=inline)
+        dsn = f"host=127.0.0.1 port={port} dbname=trips user=bench sslmode=disable"
+        try:
+            with psycopg.connect(dsn, autocommit=True) as con:  # start the pool, warm up
+                for _ in range(120):  # the first long statement waits for the processes
+                    try:
+                        con.execute("SELECT COUNT(*) FROM trips -- " + "x" * 2000).fetchall()
+                        break
+                    except psycopg.errors.QueryCanceled:
+                        time.sleep(1)
+            base = simple_load(dsn, BASELINE_SECONDS, None)
+            load = simple_load(dsn, seconds, hostile)
+        finally:
+            proc.terminate()
+            proc.wait(20)
+        out[name] = {"baseline": base, "hostile": load}
+    got = out["planning_processes"]["hostile"]
+    stopped = got["hostile_stopped_longest_s"]
+    out["targets"] = {"simple_p99_ms": 100.0, "failures": 0,
+                      "stopped_within_s": HOSTILE_TIMEOUT + 0.5}
+    out["simple_p99_ms"] = got["simple"]["p99_ms"]
+    out["simple_p99_baseline_ms"] = out["planning_processes"]["baseline"]["simple"]["p99_ms"]
+    out["p99_ratio_under_hostile_load"] = out["simple_p99_ms"] / out["simple_p99_baseline_ms"]
+    out["met"] = {"simple_p99": got["simple"]["p99_ms"] <= 100.0,
+                  "failures": got["failures"] == 0,
+                  "stopped": stopped is not None and stopped <= HOSTILE_TIMEOUT + 0.5}
+    return out
+
+
+def print_hostile(h: dict) -> None:
+    for name in ("planning_processes", "inline_planning"):
+        b, x = h[name]["baseline"], h[name]["hostile"]
+        print(f"{name}: simple p50/p99 {b['simple']['p50_ms']:.1f}/{b['simple']['p99_ms']:.1f}"
+              f" ms alone, {x['simple']['p50_ms']:.1f}/{x['simple']['p99_ms']:.1f} ms (max "
+              f"{x['simple_max_ms']:.0f}) under {HOSTILE_CLIENTS} hostile clients; failures "
+              f"{x['failures']}; hostile {x['hostile_outcomes']}, stopped within "
+              f"{x['hostile_stopped_longest_s']} s")
+
+
 def main() -> None:
+    import json
+
+    if "--hostile-only" in sys.argv:
+        from _common import RESULTS  # noqa: E402
+
+        with tempfile.TemporaryDirectory() as tmp:
+            release = build(Path(tmp))
+            hostile = hostile_part(release)
+        payload = json.loads((RESULTS / "serve.json").read_text())
+        payload["hostile"] = hostile
+        for key in ("benchmark", "machine"):
+            payload.pop(key, None)
+        print_hostile(hostile)
+        print("->", write("serve", payload))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         release = build(Path(tmp))
         cert, key, ca, pw = tls_files(Path(tmp))
@@ -216,6 +406,7 @@ def main() -> None:
             remote.close()
             remote_tls.close()
             local.close()
+            hostile = hostile_part(release)
         finally:
             for p in (proc, proc_tls):
                 p.terminate()
@@ -239,6 +430,7 @@ def main() -> None:
         "server_tls": server_tls,
         "tls_overhead_p50_ms": server_tls["p50_ms"] - server["p50_ms"],
         "connect_ms": connects,
+        "hostile": hostile,
     }
     path = write("serve", payload)
     print(f"in process p50 {inproc['p50_ms']:.2f} ms, server p50 {server['p50_ms']:.2f} ms "
@@ -248,6 +440,7 @@ def main() -> None:
           f"(x{many / one:.2f} one client); with SCRAM + TLS p50 {server_tls['p50_ms']:.2f} ms "
           f"(+{payload['tls_overhead_p50_ms']:.2f} ms); connect {connects['no_password_no_tls']:.1f}"
           f" ms plain, {connects['scram_tls_channel_binding']:.1f} ms SCRAM + TLS -> {path}")
+    print_hostile(hostile)
 
 
 if __name__ == "__main__":

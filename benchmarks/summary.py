@@ -163,6 +163,28 @@ ROWS: list[Row] = [
     Row("serve", "psycopg → `dpsql serve` with SCRAM and verified TLS: latency added at p50",
         "the same server without password or TLS, same queries",
         path("tls_overhead_p50_ms"), "ms", LOWER),
+    Row("serve", "`dpsql serve` under 4 clients sending maximal hostile statements (~1 MiB) "
+        "for 30 s: the other clients' dashboard queries, p99",
+        "the same clients without the hostile load (same server, same run): "
+        "see the JSON", path("hostile", "simple_p99_ms"), "ms", LOWER,
+        target_json=path("hostile", "targets", "simple_p99_ms")),
+    Row("serve", "the same: failed connections (2 querying clients, a new connection every "
+        "0.2 s)", "none (absolute)", path("hostile", "planning_processes", "hostile",
+                                          "failures"), "", LOWER,
+        target_json=path("hostile", "targets", "failures")),
+    Row("serve", "the same: longest a hostile statement ran before it was stopped "
+        "(statement timeout 1 s)", "none (absolute)",
+        path("hostile", "planning_processes", "hostile", "hostile_stopped_longest_s"), "s",
+        LOWER, target_json=path("hostile", "targets", "stopped_within_s")),
+    Row("serve", "the same clients, same server, without the hostile load: p99 (the "
+        "machine's own noise)", "none (absolute)", path("hostile", "simple_p99_baseline_ms"),
+        "ms", LOWER),
+    Row("serve", "the same hostile load, every statement planned in its session thread (the "
+        "design before planning processes): failed connections", "none (absolute)",
+        path("hostile", "inline_planning", "hostile", "failures"), "", LOWER),
+    Row("serve", "the same, planned in the session thread: longest a hostile statement ran",
+        "none (absolute)",
+        path("hostile", "inline_planning", "hostile", "hostile_longest_s"), "s", LOWER),
 ]
 
 

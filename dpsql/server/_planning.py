@@ -151,11 +151,21 @@ class PlanningPool:
         self._idle.put(worker)
 
     def _retire(self, worker: _Worker) -> None:
-        """Kill ``worker`` and start a replacement."""
-        worker.kill()
+        """Kill ``worker`` (the signal now; reaping it, in the background) and start a
+        replacement."""
+        try:
+            worker.proc.kill()
+        except OSError:
+            pass
         with self._lock:
             self._live.discard(worker)
-        self._spawn()
+        if not self._closed:
+            threading.Thread(target=self._replace, args=(worker,), daemon=True,
+                             name="dpsql-planner-start").start()
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.kill()
+        self._start_one()
 
     def close(self) -> None:
         with self._lock:
@@ -188,7 +198,20 @@ class PlanningPool:
                 self._retire(worker)
                 worker = None
         try:
-            worker.conn.send((text, params))
+            # a megabyte does not fit in the socket's buffer: the send waits for the
+            # process to read it, so it runs in a thread and a cancel is not kept waiting
+            sent: list[BaseException] = []
+            sender = threading.Thread(target=_send, args=(worker, (text, params), sent),
+                                      daemon=True, name="dpsql-planner-send")
+            sender.start()
+            while sender.is_alive():
+                sender.join(SLICE)
+                if cancelled.is_set() and sender.is_alive():
+                    self._retire(worker)
+                    worker = None
+                    raise duckdb.InterruptException("planning interrupted")
+            if sent:
+                raise sent[0]
             while not worker.conn.poll(SLICE):
                 if cancelled.is_set() or not worker.alive():
                     gone = not worker.alive()
@@ -211,6 +234,13 @@ class PlanningPool:
         if reply[0] == "ok":
             return reply[1]
         raise _rebuild(*reply[1:])
+
+
+def _send(worker: _Worker, message: tuple, errors: list) -> None:
+    try:
+        worker.conn.send(message)
+    except (OSError, ValueError) as err:  # killed meanwhile: the caller has moved on
+        errors.append(err if isinstance(err, OSError) else OSError(str(err)))
 
 
 def _rebuild(module: str, name: str, message: str) -> Exception:

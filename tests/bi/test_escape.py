@@ -31,6 +31,7 @@ import dpsql
 from dpsql.cli import main
 from dpsql.server import serve
 from tests.bi.escape_statements import ALL
+from tests.bi.test_sqlalchemy import engine  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -94,13 +95,6 @@ def libpq(server):
                           "user=analyst sslmode=disable connect_timeout=10", autocommit=True)
     yield con.pgconn
     con.close()
-
-
-@pytest.fixture(scope="module")
-def engine(trips_release):
-    eng = sa.create_engine(f"dpsql:///{trips_release}")
-    yield eng
-    eng.dispose()
 
 
 def _run_connect(ctx, sql):
