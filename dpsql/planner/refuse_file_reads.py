@@ -26,14 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from dpsql.planner.parse_sql import Walked
 
 _OUTSIDE = re.compile(
     r"read_\w*|\w+_scan|\w*_scan_\w*|glob|sniff_csv|parquet_\w+|query|query_table|getvariable"
@@ -97,8 +94,9 @@ def check_tables(tables: Iterable[exp.Table], strict: bool = True) -> None:
             raise _refused(f"the table name {t.name!r} looks like a file, which is not read")
 
 
-def refuse_file_reads(walked: "Walked") -> None:
-    """The pass: every call and table of a parsed query (see the module docstring)."""
+def refuse_file_reads(walked: Any) -> None:
+    """The pass: every call and table of a parsed query (see the module docstring), from
+    the :class:`~dpsql.planner.parse_sql.Walked` of its one walk."""
     for scope in walked.scopes.values():
         if scope.calls:
             check_calls(scope.calls)

@@ -313,7 +313,7 @@ def prepare_statement(text: str, params: list | None, catalog: Any, logical: set
     from dpsql.planner import plan_query
     from dpsql.server._bounds import check_statement
     from dpsql.server._guard import MULTI, check_select
-    from dpsql.server._session import _NOT_CODE, route_statement
+    from dpsql.server._route import _NOT_CODE, route_statement
     from dpsql.errors import UnsupportedQueryError
 
     check_statement(text, max_statement_size)

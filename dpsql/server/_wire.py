@@ -65,7 +65,7 @@ from dpsql.server._commands import FailedTransactionError, Result, UnknownSettin
 from dpsql.server._guard import ReadOnlyError, UntypedText
 from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
 from dpsql.server._scram import Exchange, Verifier
-from dpsql.server._session import _NOT_CODE
+from dpsql.server._route import _NOT_CODE
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, StatementTooComplexError,
                                   StatementTooLongError, max_message)
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
