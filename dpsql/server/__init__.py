@@ -47,13 +47,16 @@ SQLSTATE mapping (:data:`SQLSTATES`): UnsupportedQueryError 0A000, SqlSyntaxErro
 read-only violations 25006, ProgrammingError 42000, DataError 22000, IntegrityError 23000,
 InternalError XX000, OperationalError 58000, wrong password 28P01, TLS required 28000,
 too many clients 53300, statement timeout or cancel 57014, out of memory 53200, SET of a
-resource limit 42501.
+resource limit or access setting 42501, statement too long 54000, too complex 54001.
 
 Resource limits: a session (an in-memory DuckDB with the release attached, ~10 MB) is
 built only after the password is checked; a client has 10 s to finish start-up and
 authentication; at most ``max_connections`` clients (default 64) are served at once;
-each session's DuckDB runs one thread; a protocol message over 64 MB is refused before it
-is read; a statement is interrupted after ``statement_timeout`` seconds (default 300,
+each session's DuckDB runs one thread; a statement over ``max_statement_size`` (1 MiB)
+gets 54000, nesting and IN lists past their bounds 54001, a protocol message over twice
+the limit is refused before it is read (:mod:`dpsql.server._bounds`); statements over
+1 KiB are planned in planning processes (:mod:`dpsql.server._planning`); a statement is
+interrupted after ``statement_timeout`` seconds (default 300,
 57014) and each session's DuckDB is capped at ``memory_limit`` (default 1GB, no spilling to
 disk, 53200): see :mod:`dpsql.server._limits`.
 """
