@@ -135,20 +135,34 @@ def test_timeout_in_a_transaction_block_fails_the_block(limited):
         assert con.execute("SELECT 1").fetchall() == [(1,)]
 
 
+def _ran_or_ran_out(con, sql: str) -> list | None:
+    """The rows of ``sql``, or None if the statement timeout stopped it after it had run
+    its own full limit (a slow, loaded machine). Stopped any earlier, it was hit by an
+    earlier statement's timer: that fails. Only a lower bound on the elapsed time is
+    asserted, which load can only make longer."""
+    start = time.monotonic()
+    try:
+        return con.execute(sql).fetchall()
+    except psycopg.errors.QueryCanceled:
+        assert time.monotonic() - start >= TIMEOUT * 0.98, "interrupted before its limit"
+        return None
+
+
 def test_timer_never_hits_a_later_statement(limited):
     """Quick statements back to back, each ending just before or across the moment an
-    earlier statement's timer would have fired: none is interrupted."""
+    earlier statement's timer would have fired: none is interrupted before its own limit
+    (on a loaded machine one may run out of its own time: that is not a leftover timer)."""
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
         end = time.monotonic() + 2.5 * TIMEOUT
         n = 0
         while time.monotonic() < end:
-            assert con.execute("SELECT sum(range % 7) FROM range(3000000)").fetchall() == [
-                (8999994,)]
+            rows = _ran_or_ran_out(con, "SELECT sum(range % 7) FROM range(3000000)")
+            assert rows in (None, [(8999994,)])
             n += 1
-        assert n > 5
-        # a statement of ~0.6 TIMEOUT right after one of the same: no leftover timer
+        assert n > 1
+        # a statement of ~0.6 TIMEOUT (on an idle machine) right after one of the same
         for _ in range(2):
-            con.execute("SELECT sum(range % 7) FROM range(300000000)").fetchall()
+            _ran_or_ran_out(con, "SELECT sum(range % 7) FROM range(300000000)")
 
 
 def test_watchdog_token_race():
