@@ -336,7 +336,8 @@ class _Plotter:
         ax.set_title(_t(f"{view.name} ({view.mechanism}): per-level error"), fontsize=10)
         ax.set_ylim(bottom=0 if ax.get_yscale() == "linear" else None)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        # a fixed place: "best" searches the data and warns (an error in the tests) when slow
+        ax.legend(fontsize=8, loc="upper left")
         return self._png(fig)
 
     def cdf(self, view: ViewMeta, c: RangeCurve) -> bytes:
@@ -386,7 +387,7 @@ class _Plotter:
         ax.set_ylabel("released count")
         ax.set_title(_t(f"{view.name}: released counts per bin of {c.attribute}"), fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="upper right")
         return self._png(fig)
 
 
