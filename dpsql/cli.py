@@ -98,8 +98,8 @@ def _with_ci_columns(query: str, confidence: float) -> str | None:
 
     try:
         tree = sqlglot.parse_one(query, read="duckdb")
-    except sqlglot.errors.ParseError:
-        return None  # the planner will report the syntax error properly
+    except (sqlglot.errors.ParseError, RecursionError):
+        return None  # the planner will report the syntax error (or the nesting) properly
     if not isinstance(tree, exp.Select):
         return None
     if any(isinstance(f, exp.Anonymous) and f.name.lower().startswith("dp_")

@@ -67,6 +67,12 @@ class UnsupportedQueryError(NotSupportedError):
     construct and the supported form to write instead."""
 
 
+class QueryTooComplexError(UnsupportedQueryError):
+    """SQL nested too deeply (parentheses, CASE, long AND/OR chains) for the planner to walk
+    within Python's recursion limit; the message names the limit and how to flatten the
+    query. The server answers it with SQLSTATE 54001 (statement_too_complex)."""
+
+
 class BudgetExceededError(OperationalError):
     """A request for more privacy budget than remains."""
 

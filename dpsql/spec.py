@@ -13,6 +13,7 @@ rule 1. Reading a ``domain_file``/``spine_file`` reads a *public* file.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import re
@@ -25,6 +26,7 @@ from typing import Any, Union
 from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
 from dpsql.errors import InvalidPrivacyParameterError, SpecError
 from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, ZCDP
+from dpsql.privacy.budgets import check_usable
 
 MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
 GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
@@ -55,11 +57,33 @@ def _policy(path: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def _read_first_column(path: str, file: Path) -> list[str]:
+def _read_text(path: str, file: Path) -> str:
+    """A public text file (spec, domain, spine) read as UTF-8; anything else that cannot
+    be read (not UTF-8, a folder, no permission) is a one-line :class:`SpecError`."""
+    try:
+        data = file.read_bytes()
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read {str(file)!r}: {err.strerror or err}") from err
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise SpecError(f"{path}: {str(file)!r} is not UTF-8 text (byte 0x{data[err.start]:02x} "
+                        f"at line {line}); save it as UTF-8") from err
+
+
+def _csv_rows(path: str, file: Path) -> list[list[str]]:
+    """The rows of a public CSV file (UTF-8), malformed CSV as a one-line SpecError."""
     if not file.exists():
         raise _err(path, f"file {str(file)!r} does not exist")
-    with file.open(newline="") as fh:
-        rows = list(csv.reader(fh))
+    try:
+        return list(csv.reader(io.StringIO(_read_text(path, file), newline="")))
+    except csv.Error as err:
+        raise _err(path, f"{str(file)!r} is not valid CSV: {err}") from err
+
+
+def _read_first_column(path: str, file: Path) -> list[str]:
+    rows = _csv_rows(path, file)
     if not rows:
         raise _err(path, f"file {str(file)!r} is empty")
     values = [r[0] for r in rows if r]
@@ -221,7 +245,7 @@ class ReleaseSpec:
         if not p.exists():
             raise SpecError(f"spec file {str(p)!r} does not exist")
         try:
-            data = tomllib.loads(p.read_text())
+            data = tomllib.loads(_read_text("spec file", p))
         except tomllib.TOMLDecodeError as err:
             raise SpecError(f"{p}: malformed TOML: {err}; check quotes, brackets and "
                             "'key = value' syntax") from err
@@ -346,12 +370,17 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
 def _number(path: str, value: Any) -> Fraction:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise _err(path, f"must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(path, f"must be a finite number, got {value!r}")
     try:
         f = Fraction(str(value)) if not isinstance(value, float) else Fraction(value)
+        if not math.isfinite(float(f)):
+            raise OverflowError
     except (ValueError, ZeroDivisionError) as err:
         raise _err(path, f"must be a number, got {value!r}") from err
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _err(path, f"must be finite, got {value!r}")
+    except OverflowError as err:
+        raise _err(path, f"must be a finite number within float range, got "
+                         f"{str(value)[:40]!r}") from err
     return f
 
 
@@ -367,13 +396,13 @@ def _parse_budget(raw: Any) -> Budget:
             if "epsilon" in raw or "delta" in raw:
                 raise _err("budget", "give rho alone, or epsilon (with an optional delta), "
                                      "not both")
-            return ZCDP(_number("budget.rho", raw["rho"]))
+            return check_usable(ZCDP(_number("budget.rho", raw["rho"])))
         if "epsilon" not in raw:
             raise _err("budget", "give exactly one of: rho, epsilon, or epsilon with delta")
         eps = _number("budget.epsilon", raw["epsilon"])
         if "delta" in raw:
-            return ApproxDP(eps, _number("budget.delta", raw["delta"]))
-        return PureDP(eps)
+            return check_usable(ApproxDP(eps, _number("budget.delta", raw["delta"])))
+        return check_usable(PureDP(eps))
     except InvalidPrivacyParameterError as err:
         if isinstance(err, SpecError):
             raise
@@ -445,6 +474,9 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         upper = float(_number(f"{path}.upper", raw.get("upper")))
         if not lower < upper:
             raise _err(path, f"lower ({lower:g}) must be < upper ({upper:g})")
+        if not math.isfinite(upper - lower):
+            raise _err(path, f"upper - lower ({upper:g} - {lower:g}) overflows a float; "
+                             "give bounds closer together")
         if ("bins" in raw) == ("width" in raw):
             raise _err(path, "give exactly one of 'bins' (how many) or 'width' (bin width)")
         if "bins" in raw:
@@ -476,15 +508,22 @@ def _only(path: str, raw: dict, allowed: set[str]) -> None:
 
 
 def _read_spine(path: str, file: Path, cols: list[str]) -> list[tuple[str, ...]]:
-    if not file.exists():
-        raise _err(path, f"file {str(file)!r} does not exist")
-    with file.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in cols if c not in (reader.fieldnames or [])]
-        if missing:
-            raise _err(path, f"the spine file has no column {missing[0]!r}; its header is "
-                             f"{reader.fieldnames}")
-        return [tuple(row[c] for c in cols) for row in reader]
+    rows = _csv_rows(path, file)
+    header = rows[0] if rows else []
+    missing = [c for c in cols if c not in header]
+    if missing:
+        raise _err(path, f"the spine file has no column {missing[0]!r}; its header is "
+                         f"{header}")
+    at = [header.index(c) for c in cols]
+    out = []
+    for i, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) < len(header):
+            raise _err(path, f"line {i} of {str(file)!r} has {len(row)} field(s), the "
+                             f"header has {len(header)}")
+        out.append(tuple(row[j] for j in at))
+    return out
 
 
 def _check_spine(path: str, cols: list[str], paths: list[tuple[str, ...]]) -> None:

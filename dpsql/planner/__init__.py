@@ -22,10 +22,12 @@ strings, dicts and frozen dataclasses. The planner does no I/O: it reads only th
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dpsql.errors import QueryTooComplexError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
@@ -59,7 +61,30 @@ class PlannedQuery:
 
 def plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None = None
                ) -> PlannedQuery:
-    """Plan ``query`` against the attached releases in ``catalog``."""
+    """Plan ``query`` against the attached releases in ``catalog``.
+
+    Parsing and every pass recurse over the syntax tree, so SQL nested deeper than
+    Python's recursion limit (thousands of parentheses or CASEs, a chain of 20,000 ANDs,
+    which sqlglot nests one level per operator) raises :class:`QueryTooComplexError`
+    here, the planner's boundary, instead of a bare ``RecursionError``."""
+    try:
+        return _plan_query(catalog, query, params)
+    except RecursionError:
+        # ``from None``: the RecursionError's own traceback is ~1,000 frames long.
+        raise too_complex() from None
+
+
+def too_complex() -> QueryTooComplexError:
+    """The error for SQL nested deeper than the planner can walk: names the limit."""
+    return QueryTooComplexError(
+        "the query is nested too deeply to plan: its syntax tree goes deeper than Python's "
+        f"recursion limit ({sys.getrecursionlimit():,} frames; each parenthesis, CASE or "
+        "AND/OR operator is a level); flatten it: IN (...) instead of chains of OR, fewer "
+        "nested parentheses or CASEs, or several simpler queries")
+
+
+def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
+                ) -> PlannedQuery:
     tree, walked = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
     if catalog.locked:
         refuse_file_reads(walked)

@@ -245,6 +245,50 @@ def normalise_weights(weights: Sequence[Number], *, what: str = "split()",
 
 
 
+# --------------------------------------------------------------------------------------
+# The usable range of a budget, derived from where the noise stays exact and finite.
+# --------------------------------------------------------------------------------------
+
+MAX_NOISE_SCALE = 2.0 ** 47
+"""The largest noise scale (Laplace b, Gaussian σ) the samplers draw exactly. A discrete
+draw's magnitude is ⌊−b·ln(1−U)⌋ with U a 53-bit uniform, at most 53·ln 2 ≈ 36.7·b, so
+below 2⁴⁷·36.7 < 2⁵³ every magnitude is an exact integer in float64 (and in int64);
+beyond, draws lose their last bits and the pmf is no longer the one analysed."""
+
+MIN_NOISE_SCALE = 2.0 ** -20
+"""The smallest noise scale accepted: below a millionth of one count the noise is
+smaller than the rounding of the counts it is added to, the discrete Gaussian's
+acceptance exponent 1/(2σ²) exceeds 2³⁹, and the guarantee (ε above 10⁶) means nothing."""
+
+RHO_RANGE = (1.0 / (2.0 * MAX_NOISE_SCALE ** 2), 1.0 / (2.0 * MIN_NOISE_SCALE ** 2))
+"""ρ of a one-level view with sensitivity 1: σ = 1/√(2ρ) within the noise-scale range."""
+EPSILON_RANGE = (1.0 / MAX_NOISE_SCALE, 1.0 / MIN_NOISE_SCALE)
+"""ε of a one-level view with sensitivity 1: b = 1/ε within the noise-scale range."""
+
+
+def usable_range_text() -> str:
+    """The usable budget range, as the error messages and docs state it."""
+    return (f"usable range: {RHO_RANGE[0]:.3g} <= rho <= {RHO_RANGE[1]:.3g}, "
+            f"{EPSILON_RANGE[0]:.3g} <= epsilon <= {EPSILON_RANGE[1]:.3g}")
+
+
+def check_usable(budget: "Budget") -> "Budget":
+    """Refuse a total budget outside the range where any view's noise can be drawn
+    exactly (:data:`RHO_RANGE`, :data:`EPSILON_RANGE`): ``rho = 1e-300`` would need noise
+    of scale 10¹⁵⁰ and ``rho = 1e308`` noise below float resolution. Each view's actual
+    noise scale is checked again when it is drawn (its share, depth and sensitivity
+    shrink the budget further)."""
+    if isinstance(budget, ZCDP):
+        value, (lo, hi), name = float(budget.rho), RHO_RANGE, "rho"
+    else:
+        value, (lo, hi), name = float(budget.epsilon), EPSILON_RANGE, "epsilon"
+    if not lo <= value <= hi:
+        raise InvalidPrivacyParameterError(
+            f"{name} = {value:.6g} is outside the range where the noise can be drawn "
+            f"exactly and stays finite ({usable_range_text()}); give a budget in that range")
+    return budget
+
+
 def _open_unit(name: str, value: Number) -> Fraction:
     f = _to_fraction(name, value)
     if not (0 < f < 1):

@@ -28,7 +28,8 @@ from typing import Union
 
 import numpy as np
 
-from dpsql.errors import InvalidPrivacyParameterError
+from dpsql.errors import InternalError, InvalidPrivacyParameterError
+from dpsql.privacy.budgets import MAX_NOISE_SCALE, usable_range_text
 
 Size = Union[int, tuple[int, ...]]
 
@@ -41,7 +42,22 @@ def _check_scale(name: str, value: float) -> float:
     if math.isnan(v) or math.isinf(v) or v < 0:
         raise InvalidPrivacyParameterError(
             f"{name} must be a finite number >= 0, got {value!r}")
+    limit = MAX_NOISE_SCALE ** 2 if name == "sigma2" else MAX_NOISE_SCALE
+    if v > limit:
+        raise InvalidPrivacyParameterError(
+            f"{name} = {v:.6g} is beyond {limit:.6g}, where the samplers stop being exact "
+            "(draws would lose their last bits); the budget share of this view or level is "
+            f"too small for its sensitivity: raise it ({usable_range_text()})")
     return v
+
+
+def _exact_int64(magnitudes: np.ndarray) -> np.ndarray:
+    """float64 magnitudes as int64, refusing any that is not an exact integer below 2⁵³
+    (never cast inf/NaN or a rounded float to int64 unchecked)."""
+    if magnitudes.size and not float(np.max(np.abs(magnitudes))) < 2.0 ** 53:
+        raise InternalError("a noise draw is not finite or beyond 2^53; the noise scale "
+                            "check should have refused its scale")
+    return magnitudes.astype(np.int64)
 
 
 def _count(size: Size) -> int:
@@ -119,7 +135,7 @@ def _dlap(scale: float, n: int, rng: np.random.Generator) -> np.ndarray:
         mag, neg = _dlap_magnitudes(scale, m, rng)
         ok = ~(neg & (mag == 0))
         np.negative(mag, out=mag, where=neg)
-        y = mag[ok].astype(np.int64)
+        y = _exact_int64(mag[ok])
         take = min(y.size, n - filled)
         out[filled:filled + take] = y[:take]
         filled += take
@@ -167,7 +183,7 @@ def discrete_gaussian(sigma2: float, size: Size, rng: np.random.Generator) -> np
         gamma *= 1.0 / (2.0 * s2)
         keep = bernoulli_exp(gamma, rng) & ~(neg & (mag == 0))
         np.negative(mag, out=mag, where=neg)
-        y = mag[keep].astype(np.int64)
+        y = _exact_int64(mag[keep])
         rate = max(y.size / m, 0.05)
         take = min(y.size, need)
         out[filled:filled + take] = y[:take]

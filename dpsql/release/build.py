@@ -41,7 +41,7 @@ import duckdb
 import numpy as np
 
 from dpsql import domains
-from dpsql.errors import DataError, SpecError
+from dpsql.errors import DataError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts
@@ -289,6 +289,19 @@ def typed_values(values: Any) -> np.ndarray:
 def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
                   generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, Columns]]:
+    """One view's catalog row and tables; a privacy parameter its mechanism refuses (a
+    noise scale beyond what the samplers draw exactly, level weights) names the view."""
+    try:
+        return _mechanism_view(spec, view, budget, trees, leaf, generator)
+    except InvalidPrivacyParameterError as err:
+        raise InvalidPrivacyParameterError(
+            f"views: {view.name!r} ({view.mechanism}, {budget.describe()}): {err}") from err
+
+
+def _mechanism_view(spec: ReleaseSpec, view: View, budget: Budget,
+                    trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
+                    generator: np.random.Generator
+                    ) -> tuple[dict[str, Any], dict[str, Columns]]:
     attrs = [spec.attributes[a] for a in view.levels]
     common = dict(neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows, rng=generator)
     if view.mechanism in ("cascade", "btree"):

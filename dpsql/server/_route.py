@@ -14,6 +14,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner import too_complex
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.server._catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
@@ -40,6 +41,8 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
         trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
     except sqlglot.errors.SqlglotError:
         trees = []
+    except RecursionError:  # 54001, as the planner would say; its traceback is huge
+        raise too_complex() from None
     if len(trees) > 1:
         raise UnsupportedQueryError(MULTI)
     if not trees:  # unparsable: text heuristics

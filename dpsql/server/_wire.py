@@ -58,6 +58,7 @@ from dpsql.errors import (
     NotSupportedError,
     OperationalError,
     ProgrammingError,
+    QueryTooComplexError,
     SqlSyntaxError,
     UnsupportedQueryError,
 )
@@ -97,6 +98,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (StatementTooComplexError, "54001"),  # statement_too_complex
     (OperatorSettingError, "42501"),     # insufficient_privilege
     (ProtocolError, "08P01"),            # protocol_violation
+    (QueryTooComplexError, "54001"),     # statement_too_complex
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
     (SqlSyntaxError, "42601"),           # syntax_error
     (NotSupportedError, "0A000"),
