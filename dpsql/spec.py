@@ -312,6 +312,8 @@ class ReleaseSpec:
             out["sql"] = self.sql
         if self.unit.column is not None:
             out["privacy_unit"] = {"column": self.unit.column, "max_rows": self.unit.max_rows}
+            if self.unit.on_null != "error":
+                out["privacy_unit"]["on_null"] = self.unit.on_null
         b = self.budget
         if isinstance(b, ZCDP):
             out["budget"] = {"rho": str(b.rho)}
@@ -354,9 +356,10 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
         return PrivacyUnit()
     if not isinstance(raw, dict):
         raise _err("privacy_unit", "must be a table with 'column' and 'max_rows'")
-    extra = set(raw) - {"column", "max_rows"}
+    extra = set(raw) - {"column", "max_rows", "on_null"}
     if extra:
-        raise _err(f"privacy_unit.{sorted(extra)[0]}", "unknown key; allowed: column, max_rows")
+        raise _err(f"privacy_unit.{sorted(extra)[0]}", "unknown key; allowed: column, "
+                                                       "max_rows, on_null")
     column = raw.get("column")
     if not isinstance(column, str) or not column:
         raise _err("privacy_unit.column", "must name the column that identifies a person")
@@ -364,7 +367,8 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         raise _err("privacy_unit.max_rows", f"must be an integer >= 1, got {max_rows!r}; it "
                                             "bounds how many rows one person contributes")
-    return PrivacyUnit(column=column, max_rows=max_rows)
+    on_null = _policy("privacy_unit.on_null", raw.get("on_null", "error"), ("error", "drop"))
+    return PrivacyUnit(column=column, max_rows=max_rows, on_null=on_null)
 
 
 def _number(path: str, value: Any) -> Fraction:

@@ -43,9 +43,15 @@ class PrivacyUnit:
 
     column: str | None = None
     max_rows: int = 1
+    on_null: str = "error"
+    """Rows whose unit id is NULL: ``"error"`` refuses the source, ``"drop"`` drops them
+    (reported to the curator). Never one person: all NULL rows would be bounded together."""
 
     def __post_init__(self) -> None:
         check_max_rows(self.max_rows)
+        if self.on_null not in ("error", "drop"):
+            raise InvalidPrivacyParameterError(
+                f"on_null must be 'error' or 'drop', got {self.on_null!r}")
         if self.column is None and self.max_rows != 1:
             raise InvalidPrivacyParameterError(
                 "max_rows > 1 needs a unit column: with one row per person, each unit has "

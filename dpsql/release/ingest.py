@@ -59,6 +59,7 @@ class IngestReport:
     rows_read: int = 0
     rows_used: int = 0
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (attr, action, rows)
+    null_units: int = 0  # rows dropped for a NULL privacy-unit id (on_null = "drop")
 
     def add(self, attribute: str, action: str, rows: int) -> None:
         if rows:
@@ -371,6 +372,8 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         aggs += _stats_sql(attr, "TRUE", "1")
     policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report)
     code_cols, conds = _row_codes(used, policy, strict=False)
+    if _null_units(con, unit, report):
+        conds.append("dpsql_unit IS NOT NULL")
     con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
     # Privacy rule 2: each unit keeps at most max_rows rows, a uniform random choice
@@ -380,6 +383,22 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
                kept - report.rows_used)
     return report
+
+
+def _null_units(con: duckdb.DuckDBPyConnection, unit, report: IngestReport) -> int:
+    """Apply ``[privacy_unit] on_null`` to rows whose unit id is NULL; return how many are
+    dropped. Bounding groups by the id, so NULL rows would be one "person" cut to
+    ``max_rows``: they are refused (``error``, the default) or dropped and reported on a
+    line of their own (``drop``), never silently bounded together."""
+    nulls = int(con.execute("SELECT count(*) FROM dpsql_looked_up WHERE dpsql_unit IS NULL"
+                            ).fetchall()[0][0])
+    if nulls and unit.on_null == "error":
+        raise DataError(f"privacy unit column {unit.column!r} has {nulls:,} NULL value(s); a "
+                        "NULL id is nobody's, so those rows cannot be bounded per person: "
+                        "fill in the ids, or set on_null = \"drop\" under [privacy_unit]")
+    report.null_units = nulls
+    report.add(unit.column, "dropped (NULL privacy-unit id)", nulls)
+    return nulls
 
 
 def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str, int]:

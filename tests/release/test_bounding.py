@@ -23,15 +23,15 @@ BINS = 8
 
 def _units_table(seed: int, n_units: int = 120) -> tuple[pa.Table, np.ndarray]:
     """Unit u has k_u rows (1 to 60, most above any max_rows tested), all of category
-    ``who = 'u<u>'``: a count over ``who`` is then one unit's contribution. The last unit
-    id is NULL (one unit, like any other). Rows of a unit are interleaved with the
-    others' in the file, and spread over distance bins and modes."""
+    ``who = 'u<u>'``: a count over ``who`` is then one unit's contribution (NULL ids follow
+    ``[privacy_unit] on_null``: tests/release/test_unit_nulls.py). Rows of a unit are
+    interleaved with the others' in the file, and spread over distance bins and modes."""
     g = np.random.default_rng(seed)
     sizes = g.integers(1, 61, n_units)
     unit = np.repeat(np.arange(n_units), sizes)
     g.shuffle(unit)
     n = unit.size
-    uid = pa.array(unit, mask=unit == n_units - 1)
+    uid = pa.array(unit)
     return pa.table({
         "uid": uid,
         "who": [f"u{u}" for u in unit],
@@ -138,9 +138,8 @@ def test_a_units_kept_rows_depend_on_its_own_rows_only(tmp_path, bounding_path):
     of the row's position in the source fails this test."""
     table, sizes = _units_table(seed=3, n_units=80)
     more, _ = _units_table(seed=4, n_units=40)
-    # the newcomers are units 80..119 (category u80..u119; none is NULL, which would be
-    # the same unit as this table's NULL unit)
-    uid = pa.array(more.column("uid").fill_null(39).to_numpy() + 80)
+    # the newcomers are units 80..119 (category u80..u119)
+    uid = pa.array(more.column("uid").to_numpy() + 80)
     more = more.set_column(0, "uid", uid).set_column(
         1, "who", pa.array([f"u{int(w[1:]) + 80}" for w in more.column("who").to_pylist()]))
     both = pa.concat_tables([more.slice(0, 500), table, more.slice(500)])
