@@ -39,6 +39,7 @@ def _print_report(console: Console, report: Any) -> None:
 
 def cmd_release(args: argparse.Namespace) -> int:
     from dpsql.release import build_release, plan_release
+    from dpsql.release.ledger import spent_text as ledger_text
     from dpsql.spec import ReleaseSpec
 
     console = _console()
@@ -53,8 +54,12 @@ def cmd_release(args: argparse.Namespace) -> int:
         console.print("dry run: the spec is valid; no data was read and nothing was "
                       "written. The errors above are those of the release it would build.")
         return 0
-    release = build_release(spec, args.output, seed=args.seed, progress=not args.quiet)
+    release = build_release(spec, args.output, seed=args.seed, progress=not args.quiet,
+                            replace=args.replace)
     _print_report(console, release.report)
+    if release.report.prior_releases:
+        console.print(Text.assemble(("warning: ", "bold yellow"),
+                                    ledger_text(release.report.prior_releases)))
     for table in release_summary(release):
         console.print(table)
     if release.seeded:
@@ -348,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "per-level error, without reading any data or writing anything")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (reproducible, NOT private: tests and demos only)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace an existing release file: this spends the budget again on "
+                        "the same data and changes the numbers of anyone querying it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_release)
 

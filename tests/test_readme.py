@@ -92,7 +92,9 @@ def test_readme_examples_run(tmp_path, monkeypatch):
             assert line.startswith("dpsql "), f"README shell line this test cannot run: {line}"
             args = shlex.split(line)[1:]
             if args[0] == "release":
-                args += ["--seed", "1", "--quiet"]
+                # the README's shell lines are an alternative to its Python block, which
+                # already wrote trips.duckdb: rebuilding over it needs --replace
+                args += ["--seed", "1", "--quiet", "--replace"]
             proc = cli(args)
             assert proc.returncode == 0, (line, proc.stderr)
             ran.append((args[0], proc.stdout))

@@ -44,7 +44,7 @@ from dpsql import domains
 from dpsql.errors import DataError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
-from dpsql.release import counts
+from dpsql.release import counts, files, ledger
 from dpsql.release.ingest import ingest
 from dpsql.release.store import Columns, catalog_rows, write_release
 from dpsql.release_file import AttributeMeta, LevelMeta, Release, catalog_from_rows
@@ -127,14 +127,25 @@ def hierarchy_codes(attr: Hierarchy, tree: domains.DomainTree) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
-                  progress: bool = True) -> Release:
+                  progress: bool = True, replace: bool = False) -> Release:
     """Build the release described by ``spec`` into the DuckDB file ``out``.
 
     ``seed`` makes the noise reproducible and marks the release ``seeded: not private``;
     leave it ``None`` for a real release. The returned release's ``report`` says what the
-    ingest policies did; it is data-dependent, shown to the curator, never stored."""
+    ingest policies did; it is data-dependent, shown to the curator, never stored.
+
+    An existing ``out`` is refused unless ``replace`` (a second release of the same data
+    spends the budget again). Each build is recorded in the folder's curator-side ledger
+    (:mod:`dpsql.release.ledger`); ``report.prior_releases`` lists the earlier releases of
+    the same source into that folder, which ``dpsql release`` warns about."""
+    files.refuse_existing(out, replace)
+    source = ledger.source_fingerprint(spec)
+    prior = ledger.prior_releases(Path(out).resolve().parent, source)
     with _collector_paused():
-        return _build_release(spec, out, seed, progress)
+        release = _build_release(spec, out, seed, progress)
+    ledger.record(out, spec, source, release.rho, seeded=seed is not None)
+    release.report.prior_releases = prior
+    return release
 
 
 @contextmanager

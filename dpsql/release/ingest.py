@@ -60,6 +60,8 @@ class IngestReport:
     rows_used: int = 0
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (attr, action, rows)
     null_units: int = 0  # rows dropped for a NULL privacy-unit id (on_null = "drop")
+    # earlier releases of the same source into the output folder (dpsql.release.ledger)
+    prior_releases: list[dict] = field(default_factory=list)
 
     def add(self, attribute: str, action: str, rows: int) -> None:
         if rows:

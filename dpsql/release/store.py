@@ -7,14 +7,13 @@ columns (:func:`create_table`) and the SQL macros of ``udfs/*.sql``.
 
 The file is written to a temporary name in the target directory and renamed over the
 target only once complete and checkpointed, so a crash never leaves a half release and
-never clobbers the previous file.
+never clobbers the previous file; the temporaries of a killed writer are removed by the
+next write into the folder (:mod:`dpsql.release.files`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import numpy as np
 
 from dpsql import __version__
 from dpsql.errors import OperationalError
+from dpsql.release import files
 from dpsql.release_file import FORMAT_VERSION, Release, catalog_from_rows
 
 # A table to write: column name -> numpy array (int → BIGINT, float → DOUBLE, bool →
@@ -100,12 +100,12 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
     per table. The rename happens only after the checkpoint and the detach, so a crash at
     any point leaves the previous file untouched."""
     target = Path(path).resolve()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                    dir=target.parent)
-    os.close(fd)
-    os.unlink(tmp_name)  # DuckDB must create the file itself
-    tmp = Path(tmp_name)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise files.write_failed(target, err) from err
+    files.remove_stale_temporaries(target.parent)  # left by a writer that was killed
+    tmp = files.temporary_path(target)  # DuckDB creates the file itself
     own = con is None
     if con is None:
         con = duckdb.connect()
@@ -132,11 +132,13 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
         finally:
             con.execute(f'USE "{home}"')
             con.execute("DETACH dpsql_out")
-        os.replace(tmp, target)
-    except BaseException:
+        files.replace_durably(tmp, target)
+    except BaseException as err:
         for leftover in (tmp, Path(str(tmp) + ".wal")):
             if leftover.exists():
                 leftover.unlink()
+        if isinstance(err, (duckdb.IOException, OSError)):  # disk full, permissions, ...
+            raise files.write_failed(target, err) from err
         raise
     finally:
         if own:

@@ -172,7 +172,7 @@ def test_bounding_choice_is_random_per_unit(tmp_path):
     for seed in range(12):
         spec = _spec(tmp_path, source="t.parquet",
                      privacy_unit={"column": "traveller", "max_rows": 1})
-        build_release(spec, tmp_path / "r.duckdb", seed=seed, progress=False)
+        build_release(spec, tmp_path / "r.duckdb", seed=seed, progress=False, replace=True)
         con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
         kept.add(_rows(con, "SELECT city FROM geo_mode__l3")[0][0])
         con.close()
@@ -266,7 +266,7 @@ def test_killed_writer_leaves_previous_release_intact(trips_data, tmp_path):
         from pathlib import Path
         base = Path({str(trips_data)!r})
         spec = ReleaseSpec.from_dict(trips_spec(1e6, gaussian_tree=False), base_dir=base)
-        build_release(spec, {str(out)!r}, seed=2, progress=False)
+        build_release(spec, {str(out)!r}, seed=2, progress=False, replace=True)
     """)
     with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                           text=True) as proc:

@@ -237,7 +237,7 @@ for unit in (None, {{"column": "traveller", "max_rows": 2}}):
     if unit:
         data["privacy_unit"] = unit
     build_release(ReleaseSpec.from_dict(data, base_dir=base), {str(tmp_path / 'r.duckdb')!r},
-                  seed=1, progress=False)
+                  seed=1, progress=False, replace=True)
 print(sorted(m for m in ("pandas", "dpsql.planner", "dpsql.dbapi") if m in sys.modules))
 """
     import subprocess
@@ -250,9 +250,9 @@ print(sorted(m for m in ("pandas", "dpsql.planner", "dpsql.dbapi") if m in sys.m
 
 @pytest.mark.parametrize("max_rows", [1, 3, 40])
 def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
-    # Units of every size (and NULL, which is one unit): the rows kept must be exactly
-    # those of ranking every unit's rows by counts.bounding_key (row_number() over the
-    # unit, as privacy rule 2 states it), whatever the builder's plan.
+    # Units of every size (and NULL ids, dropped by on_null = "drop"): the rows kept must
+    # be exactly those of ranking every unit's rows by counts.bounding_key (row_number()
+    # over the unit, as privacy rule 2 states it), whatever the builder's plan.
     from dpsql.release.ingest import _code_sizes
 
     table = _messy(3000, 7, nan=False)
@@ -262,7 +262,7 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, True, dist="clamp")
     spec = ReleaseSpec.from_dict({**spec.to_dict(), "privacy_unit": {
-        "column": "uid", "max_rows": max_rows}}, base_dir=tmp_path)
+        "column": "uid", "max_rows": max_rows, "on_null": "drop"}}, base_dir=tmp_path)
     got, report = _ingested(spec)
     _, facts = _oracle(table, spec)
     used = [a for a in spec.attributes if a in facts["codes"]]
@@ -281,7 +281,7 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
     con.execute(f"CREATE TABLE ranked AS SELECT *, row_number() OVER (PARTITION BY "
                 f"dpsql_unit ORDER BY {key}) AS r FROM (SELECT *, ({packed})::UBIGINT AS "
                 f"dpsql_pay, row_number() OVER (PARTITION BY dpsql_unit, {codes}) - 1 AS "
-                "dpsql_occ FROM coded2)")
+                "dpsql_occ FROM coded2 WHERE dpsql_unit IS NOT NULL)")
     want = {}
     for s in attribute_sets(spec):
         cols = ", ".join(f"c_{a}" for a in s)
@@ -290,8 +290,10 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
         want[counts.set_key(s)] = {tuple(r[:-1]): r[-1] for r in rows}
     assert got == want
     heavy = sum(max(0, k - max_rows) for k in np.unique(
-        np.where(nulls, -1, uid[facts["keep"]]), return_counts=True)[1])
-    assert report.rows_used == facts["rows_used"] - heavy
+        uid[facts["keep"]][~nulls], return_counts=True)[1])
+    assert report.rows_used == facts["rows_used"] - int(nulls.sum()) - heavy
+    null_ids = int(table.column("uid").null_count)
+    assert null_ids and ("uid", "dropped (NULL privacy-unit id)", null_ids) in report.actions
     if heavy:
         assert ("uid", f"dropped (more than {max_rows} rows per unit)", heavy) in report.actions
 
