@@ -143,6 +143,20 @@ def noise_factor(bins: int, weights: Any) -> tuple[np.ndarray, np.ndarray]:
     return factor, root / np.outer(s, s)
 
 
+def factorisation_residual(factor: np.ndarray, m_inv: np.ndarray) -> float:
+    """e = ‖FᵀMF − I‖∞, an upper bound on the spectral norm of that symmetric residual.
+
+    The noise drawn is ``σ·F z``, so its covariance is C = FFᵀ for the F actually used;
+    M is C⁻¹ only up to the rounding of the eigendecomposition. For any leaf change v,
+    with u = F⁻¹v: vᵀMv = uᵀ(FᵀMF)u ≥ (1 − e)‖u‖² = (1 − e)·vᵀC⁻¹v, so the true
+    Mahalanobis constant is at most the computed one divided by (1 − e). Two K³
+    products: 1 % of building the covariance at K = 1,024 (0.24 s of 20 s), 4 % at
+    K = 4,096 (30 s of 715 s, on a loaded 2-core machine)."""
+    resid = factor.T @ (m_inv @ factor)
+    resid[np.diag_indices_from(resid)] -= 1.0
+    return float(np.abs(resid).sum(axis=1).max())
+
+
 def privacy_constants(m_inv: np.ndarray) -> tuple[float, float]:
     """(max_i M_ii, max over i ≠ j of (e_i − e_j)ᵀM(e_i − e_j)) for M = C⁻¹: the
     squared Mahalanobis sensitivity of one leaf moving by 1 (add/remove) and of a pair

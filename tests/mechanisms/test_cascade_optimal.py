@@ -232,3 +232,29 @@ def test_bad_arguments_say_what_to_do():
         RangeOptimalErrorModel(2, 2, 4, 1.0, (0.5, 0.5, 0.0, 0.0))
     with pytest.raises(IntegrityError):
         RangeOptimalErrorModel(2, 1, 4, 1.0, (0.25,) * 4)
+
+
+@pytest.mark.parametrize("k", [1, 7, 64, 300])
+def test_the_factorisation_residual_bounds_the_true_constant(k):
+    """The a-posteriori check: e = ‖FᵀMF − I‖∞ is tiny, and the constant of the
+    covariance actually sampled (FFᵀ, inverted densely) is within (1 − e)⁻¹ of the
+    computed one, so the 1e-9 margin on Δ² covers the rounding."""
+    from dpsql.mechanisms.cascade_optimal import ROUNDING_MARGIN, check_residual
+    lam, _, _ = optimal_range_weights(k)
+    factor, m_inv = noise_factor(k, lam)
+    e = check_residual(factor, m_inv)
+    assert e < 1e-11
+    dense = np.linalg.inv(factor @ factor.T)
+    assert float(np.diag(dense).max()) <= float(np.diag(m_inv).max()) / (1 - e) * (
+        1 + ROUNDING_MARGIN)
+
+
+def test_a_residual_beyond_the_margin_refuses_the_build():
+    from dpsql.mechanisms.cascade_optimal import check_residual
+    lam, _, _ = optimal_range_weights(16)
+    factor, m_inv = noise_factor(16, lam)
+    with pytest.raises(InvalidPrivacyParameterError, match=r"residual 1(\.\d+)?e-08, more than "
+                                                          r"the 1e-09 margin"):
+        check_residual(factor, m_inv * (1 - 1e-8))  # an inverse 1e-8 too small
+    t = cascade_optimal(np.arange(16), ZCDP(1), neighbouring="add_remove", rng=rng(0))
+    assert 0 <= t.info["mahalanobis_residual"] < 1e-12
