@@ -77,7 +77,8 @@ def _csv_rows(path: str, file: Path) -> list[list[str]]:
     if not file.exists():
         raise _err(path, f"file {str(file)!r} does not exist")
     try:
-        return list(csv.reader(io.StringIO(_read_text(path, file), newline="")))
+        # strict: a stray quote is an error, not a silently different public domain
+        return list(csv.reader(io.StringIO(_read_text(path, file), newline=""), strict=True))
     except csv.Error as err:
         raise _err(path, f"{str(file)!r} is not valid CSV: {err}") from err
 
@@ -295,7 +296,7 @@ class ReleaseSpec:
             if n in names[:i] or n == name:
                 raise _err(f"views[{i}].name", f"duplicate table name {n!r}; views and the "
                                                "release need distinct names")
-        report_delta = Fraction(str(data.get("report_delta", "1e-9")))
+        report_delta = _number("report_delta", data.get("report_delta", "1e-9"))
         if isinstance(budget, ApproxDP):
             report_delta = budget.delta
         if not (0 < report_delta < 1):

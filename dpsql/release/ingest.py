@@ -44,6 +44,12 @@ NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYIN
                  "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "REAL")
 
 
+def one_line(err: BaseException) -> str:
+    """A DuckDB error's first paragraph on one line (its messages span lines: the CSV
+    reader appends its whole configuration after a blank line)."""
+    return " ".join(str(err).strip().split("\n\n")[0].split())
+
+
 def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -132,7 +138,7 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
         con.execute(f"CREATE TEMP VIEW dpsql_src AS SELECT * FROM {rel}")
         described = con.execute("DESCRIBE dpsql_src").fetchall()
     except duckdb.Error as err:
-        raise DataError(f"cannot read the source: {err}") from err
+        raise DataError(f"cannot read the source: {one_line(err)}") from err
     types = {row[0]: str(row[1]).upper() for row in described}
     needed: list[str] = []
     for attr in spec.attributes.values():
@@ -160,7 +166,7 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
         return _ingest_by_rows(spec, con, used, sets, salt,
                                _code_sizes(used, hierarchy_codes or {}))
     except duckdb.Error as err:
-        raise DataError(f"cannot read the source: {err}") from err
+        raise DataError(f"cannot read the source: {one_line(err)}") from err
 
 
 # --------------------------------------------------------------------------------------
