@@ -4,7 +4,9 @@ lift either (SET/RESET/PRAGMA refused, DuckDB's configuration locked)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -41,6 +43,15 @@ def limited(trips_release):
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def capped(trips_release):
+    """The 50 MB cap without the short timeout: on a loaded machine BIG can take longer
+    than 1.5 s to reach the cap, and the test would see 57014 instead of 53200."""
+    srv = serve(trips_release, port=0, statement_timeout=600, memory_limit="50MB")
+    yield srv
+    srv.stop()
+
+
 def _duckdb_settings(con) -> dict[str, str]:
     """DuckDB's own settings, as a client sees them (catalog route: duckdb_settings())."""
     return dict(con.execute("SELECT name, value FROM duckdb_settings() WHERE name IN ("
@@ -58,8 +69,8 @@ def _timed_out(con, sql):
 def test_timeout_interrupts_a_long_query_and_the_session_survives(limited):
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
         err, took = _timed_out(con, LONG)
-        assert err.sqlstate == "57014"
-        assert TIMEOUT <= took < TIMEOUT + 5  # interrupted, not left to run ~1e4 s
+        assert err.sqlstate == "57014"  # interrupted, not left to run ~1e4 s
+        assert took >= TIMEOUT  # never before its deadline (load only makes it later)
         msg = str(err)
         assert "1.5-second limit" in msg and "--statement-timeout" in msg
         assert "narrow the query" in msg
@@ -76,15 +87,30 @@ def test_timeout_on_the_planner_route(limited):
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
 
 
-def test_timeout_with_bound_parameters(limited):
+def test_timeout_with_bound_parameters(limited, monkeypatch):
     """The extended protocol (Parse/Bind/Describe/Execute, psycopg with parameters) is
-    timed too, and a statement is not run twice past its limit."""
+    timed too, and a statement is not run twice past its limit: the server's own
+    watchdog counts the timed statements that expired (no wall-clock bound, which a
+    loaded machine would break)."""
+    expired = []
+    real = Watchdog.statement
+
+    @contextlib.contextmanager
+    def counted(self, timeout):
+        with real(self, timeout) as stmt:
+            try:
+                yield stmt
+            finally:
+                if stmt.expired:
+                    expired.append(stmt)
+
+    monkeypatch.setattr(Watchdog, "statement", counted)
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
-        start = time.monotonic()
         with pytest.raises(psycopg.errors.QueryCanceled, match="1.5-second limit"):
             con.execute("SELECT sum(range %% %s) FROM range(1000000000000)", [7])
-        assert time.monotonic() - start < 2 * TIMEOUT + 1
+        assert len(expired) == 1
         assert con.execute("SELECT %s + 1", [41]).fetchall() == [(42,)]
+        assert len(expired) == 1
 
 
 @pytest.mark.parametrize("sql,names", [
@@ -155,11 +181,10 @@ def test_timer_never_hits_a_later_statement(limited):
     with psycopg.connect(_dsn(limited), autocommit=True) as con:
         end = time.monotonic() + 2.5 * TIMEOUT
         n = 0
-        while time.monotonic() < end:
+        while time.monotonic() < end or n < 2:  # at least two, however slow
             rows = _ran_or_ran_out(con, "SELECT sum(range % 7) FROM range(3000000)")
             assert rows in (None, [(8999994,)])
             n += 1
-        assert n > 1
         # a statement of ~0.6 TIMEOUT (on an idle machine) right after one of the same
         for _ in range(2):
             _ran_or_ran_out(con, "SELECT sum(range % 7) FROM range(300000000)")
@@ -174,7 +199,9 @@ def test_watchdog_token_race():
         with dog.statement(0.01):
             pass
     with dog.statement(0.01) as stmt:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 60  # the clock thread may be slow to run under load
+        while not calls and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert stmt.expired and calls  # expired: interrupted, then again every 50 ms
     fired = len(calls)
     time.sleep(0.15)
@@ -192,19 +219,24 @@ def test_clock_orders_deadlines_across_sessions():
     fast = Watchdog(lambda: fired.append("fast"))
     done = threading.Event()
 
+    started = threading.Event()
+
     def run_slow():
-        with slow.statement(0.6):
-            done.wait(1.0)
+        with slow.statement(120):  # far beyond the test, however loaded the machine
+            started.set()
+            done.wait(60)
 
     t = threading.Thread(target=run_slow)
     t.start()
-    time.sleep(0.05)
+    assert started.wait(60)
     with fast.statement(0.1):
-        time.sleep(0.3)
+        deadline = time.monotonic() + 60
+        while not fired and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert fired and set(fired) == {"fast"}  # the slow statement's deadline is not due
     done.set()
-    t.join(5)
-    assert "slow" not in fired  # it ended (at ~0.35 s) before its 0.6 s deadline
+    t.join(60)
+    assert "slow" not in fired  # it ended long before its deadline
 
 
 def test_client_can_lower_but_not_raise_the_timeout(limited):
@@ -231,8 +263,8 @@ def test_cancel_is_not_reported_as_a_timeout():
     assert sqlstate_of(OutOfMemoryError("x")) == "53200"
 
 
-def test_memory_cap_gives_53200_and_the_session_survives(limited):
-    with psycopg.connect(_dsn(limited), autocommit=True) as con:
+def test_memory_cap_gives_53200_and_the_session_survives(capped):
+    with psycopg.connect(_dsn(capped), autocommit=True) as con:
         with pytest.raises(psycopg.errors.OutOfMemory) as info:
             con.execute(BIG)
         assert info.value.sqlstate == "53200"
@@ -247,14 +279,15 @@ def test_memory_cap_gives_53200_and_the_session_survives(limited):
         assert limits["temp_directory"] == "" and limits["max_temp_directory_size"] == "0 bytes"
 
 
-def test_a_huge_result_is_capped_too(limited):
+def test_a_huge_result_is_capped_too(capped):
     """DuckDB's cap does not cover the Python rows a result becomes (fetchall() of this
     took 18 GB under a 50 MB DuckDB cap): the server counts them against the same cap."""
-    with psycopg.connect(_dsn(limited), autocommit=True) as con:
-        start = time.monotonic()
+    with psycopg.connect(_dsn(capped), autocommit=True) as con:
         with pytest.raises(psycopg.errors.OutOfMemory) as info:
             con.execute("SELECT range, range::VARCHAR FROM range(100000000)")
-        assert time.monotonic() - start < 5  # refused early, not after 1e8 rows
+        # refused early, not after 1e8 rows: the message says how far the fetch got
+        fetched = int(re.search(r"more than (\d+) rows", str(info.value)).group(1))
+        assert fetched < 10_000_000
         assert "memory limit (50MB)" in str(info.value) and "LIMIT" in str(info.value)
         rows = con.execute("SELECT range, range::VARCHAR FROM range(100000)").fetchall()
         assert len(rows) == 100000 and rows[-1] == (99999, "99999")  # a fair result passes
@@ -287,8 +320,8 @@ def test_the_same_query_runs_under_the_default_cap(trips_release):
     ("SELECT $$x$$; SET threads = 64", "0A000"),
     ("CALL pragma_version()", "25006"),
 ])
-def test_clients_cannot_lift_the_limits(limited, sql, code):
-    with psycopg.connect(_dsn(limited), autocommit=True) as con:
+def test_clients_cannot_lift_the_limits(capped, sql, code):
+    with psycopg.connect(_dsn(capped), autocommit=True) as con:
         with pytest.raises(psycopg.Error) as info:
             con.execute(sql)
         assert info.value.sqlstate == code
