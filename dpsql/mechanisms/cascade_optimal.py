@@ -48,6 +48,7 @@ from dpsql.accuracy.optimal_ranges import (
     privacy_constants,
 )
 from dpsql.accuracy.cascade import depth_for
+from dpsql.errors import InvalidPrivacyParameterError
 from dpsql.mechanisms._cascade_common import (
     MECHANISM,
     calibrate_sigma,
@@ -56,7 +57,6 @@ from dpsql.mechanisms._cascade_common import (
     check_neighbouring_rows,
     range_levels,
 )
-from dpsql.errors import InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy.budgets import Budget
 from dpsql.privacy.units import Neighbouring
