@@ -135,7 +135,8 @@ import sys, time
 from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
 t0 = time.perf_counter()
-build_release(ReleaseSpec.from_toml(sys.argv[1]), sys.argv[2], progress=sys.argv[3] == "1")
+build_release(ReleaseSpec.from_toml(sys.argv[1]), sys.argv[2], progress=sys.argv[3] == "1",
+              replace=True)
 print(time.perf_counter() - t0, PEAK(), file=sys.stderr)
 """
 
@@ -211,16 +212,16 @@ def _profile(base: Path) -> dict:
     from dpsql.spec import ReleaseSpec
 
     spec = ReleaseSpec.from_toml(base / "spec.toml")
-    build_release(spec, base / "warm.duckdb", progress=False)
+    build_release(spec, base / "warm.duckdb", progress=False, replace=True)
     profiler = Profiler(interval=0.001)
     profiler.start()
-    build_release(spec, base / "prof.duckdb", progress=False)
+    build_release(spec, base / "prof.duckdb", progress=False, replace=True)
     profiler.stop()
     text = profiler.output_text(unicode=False, color=False)
     units = Profiler(interval=0.001)
     units.start()
     build_release(ReleaseSpec.from_toml(base / "spec_units.toml"), base / "prof.duckdb",
-                  progress=False)
+                  progress=False, replace=True)
     units.stop()
     text_units = units.output_text(unicode=False, color=False)
     key = range_key(spec.attributes["distance"], '"distance"')

@@ -109,7 +109,8 @@ def run_demo(console: Console, workdir: str | None = None, rows: int = 50_000) -
         console.rule("[bold]dpsql demo[/] — synthetic data, seeded noise: NOT a private release")
         console.print(f"curator: dpsql release {base / 'trips.toml'} -o {base / 'trips.duckdb'}")
         release = build_release(ReleaseSpec.from_toml(base / "trips.toml"),
-                                base / "trips.duckdb", seed=2026, progress=True)
+                                base / "trips.duckdb", seed=2026, progress=True,
+                                replace=True)  # the demo's own seeded file, rebuilt
         for t in release_summary(release):
             console.print(t)
 

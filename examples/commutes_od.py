@@ -84,7 +84,8 @@ def build(console: Console, workdir: Path, rho: float, seed: int | None) -> Path
     (workdir / "commutes.json").write_text(json.dumps(spec_dict, indent=2) + "\n")
     console.rule("[bold]curator[/]: build commutes.duckdb from commutes.parquet")
     spec = ReleaseSpec.from_dict(spec_dict, base_dir=workdir)
-    release = build_release(spec, workdir / "commutes.duckdb", seed=seed, progress=True)
+    release = build_release(spec, workdir / "commutes.duckdb", seed=seed, progress=True,
+                            replace=True)  # the example regenerates its data each run
     for view in release.views.values():
         levels = " → ".join(lv.columns[0] for lv in view.levels)
         console.print(f"  view {view.name!r}: {view.mechanism}, {view.budget.describe()}; "

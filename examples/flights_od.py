@@ -162,7 +162,8 @@ def build(console: Console, workdir: Path, rho: float, seed: int | None) -> Path
     (workdir / "flights.toml").write_text(SPEC.format(rho=rho))
     console.rule("[bold]curator[/]: dpsql release flights.toml -o flights.duckdb")
     spec = ReleaseSpec.from_toml(workdir / "flights.toml")
-    release = build_release(spec, workdir / "flights.duckdb", seed=seed, progress=True)
+    release = build_release(spec, workdir / "flights.duckdb", seed=seed, progress=True,
+                            replace=True)  # the example rebuilds its own file each run
     report = release.report
     console.print(f"rows read {report.rows_read:,}; rows released {report.rows_used:,} "
                   "(the curator sees these counts; they are not stored in the release)")
