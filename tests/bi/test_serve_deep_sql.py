@@ -1,7 +1,11 @@
-"""Deep SQL through ``dpsql serve``: SQLSTATE 54001 (statement_too_complex) with the
-planner's one-line message, never XX000 and a RecursionError, and the session survives."""
+"""Deep SQL through ``dpsql serve``: SQLSTATE 54001 (statement_too_complex) with a
+one-line message (the server's pre-parse nesting bound, or the planner's recursion limit
+for what that bound does not count: CASE nesting, long AND chains), never XX000 and a
+RecursionError, and the session survives."""
 
 from __future__ import annotations
+
+import re
 
 import psycopg
 import pytest
@@ -32,6 +36,7 @@ def test_deep_sql_is_54001_and_the_session_survives(server, kind):
         with pytest.raises(psycopg.Error) as info:
             con.execute(DEEP[kind])
         assert info.value.sqlstate == "54001"
-        assert "nested too deeply" in str(info.value)
+        # the server's pre-parse bound (parentheses) or the planner's recursion limit
+        assert re.search(r"too complex|nested too deeply", str(info.value))
         assert "\n" not in str(info.value).strip()
         assert con.execute("SELECT COUNT(*) FROM trips").fetchone()[0] > 0
