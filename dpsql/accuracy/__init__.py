@@ -18,6 +18,7 @@ _MODULES = {
     "cascade_optimal": "dpsql.accuracy.optimal_ranges",
     "btree": "dpsql.accuracy.btree",
     "tree_counts": "dpsql.accuracy.tree_counts",
+    "reconciled": "dpsql.accuracy.reconciled",
 }
 
 

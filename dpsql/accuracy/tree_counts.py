@@ -220,6 +220,15 @@ class TreeCountsErrorModel(ErrorModel):
             self._shape = _Shape(self._parents, self._sizes, self._var)
         return self._shape
 
+    def shape(self) -> _Shape:
+        """The smoother's arrays by level: ``parents``, upward variances ``z``, children
+        sums ``Z``, gains ``g = z/Z`` and posterior variances ``P`` (read-only use)."""
+        shape = self._get_shape()
+        if shape is None:
+            raise InvalidPrivacyParameterError(
+                "this tree_counts error model has no stored shape (fanouts)")
+        return shape
+
     def posterior(self, level: int) -> np.ndarray | None:
         """Per-node posterior variances of ``level`` (None without the shape)."""
         shape = self._get_shape()

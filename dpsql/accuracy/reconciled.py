@@ -1,0 +1,329 @@
+"""Error model of a real-valued view after reconciliation (kind ``"reconciled"``).
+
+:mod:`dpsql.release.reconcile` makes the views of a release agree on the marginals they
+share. A real-valued view (Gaussian/Laplace tree, Cascade, b-ary tree) is updated by
+Gaussian conditioning on its deepest shared level D (D = 0: the total): with x̂ its
+released estimate (error e, covariance Σ), H the aggregation of its nodes to level D and
+c the agreed level-D values,
+
+    x̂' = x̂ + K (c − H x̂),        K = Σ Hᵀ (H Σ Hᵀ)⁻¹.
+
+**Derivation of the new covariance.** The agreed values are c = x_D + e_c, where e_c is a
+linear combination of this view's level-≤D errors (``H e``, the upper levels being sums
+of level D) and of the other views' errors, which are independent of this view's. So
+Cov(e, e_c) = Σ Hᵀ Aᵀ for some A, and the new error is
+e' = (I − K H) e + K e_c. Since (I − K H) Σ Hᵀ = Σ Hᵀ − Σ Hᵀ = 0, the cross terms vanish:
+
+    Cov(e') = Σ − Σ Hᵀ (H Σ Hᵀ)⁻¹ H Σ  +  K C Kᵀ,        C = Cov(e_c),
+
+the conditional covariance given the true level-D counts, plus the agreed values'
+uncertainty carried down by the gains K. For a weighted node set with coefficients f,
+Var(fᵀ e') = Var(fᵀ e | x_D) + bᵀ C b with b = Kᵀ f.
+
+* **Tree counts** (least squares on a tree, :mod:`dpsql.accuracy.tree_counts`): the
+  posterior is Markov on the tree, so given level D the subtrees below its nodes are
+  independent, each with the base model's own upward variances z, sums Z and gains
+  g = z/Z (the smoother's regression slope of a child on its parent). Var(fᵀe | x_D) is
+  the base model's carry-up stopped at level D (no root term), and b is the coefficient
+  it carries up to each level-D node (the product of gains). A set above D is a sum of
+  level-D nodes: conditional variance 0 and b = f spread over its level-D descendants.
+* **Range views** (Cascade, b-ary tree) share only the total (D = 0, H = 1ᵀ):
+  Var(fᵀe') = Var(fᵀe) − Cov(fᵀe, T)²·(V_T − C)/V_T², with
+  Cov(S, T) = (V_T + Var(S) − Var(Sᶜ))/2 for the complement Sᶜ at the same level and,
+  for a bin range, Cov([lo, hi), T) = (V[0, hi) + V[lo, K) − V[0, lo) − V[hi, K))/2.
+
+**C, the agreed marginal's covariance**, follows the combination of
+:mod:`dpsql.release.reconcile` down its chain of agreed marginals (the total, then each
+finer one given its agreed parents). At the total, C is the precision-combined variance
+w₀ = 1/Σ 1/vᵥ (the views are independent). At a finer marginal each view v first moves to
+its agreed parents: y'ᵥ = yᵥ + Gᵥ(P − yᵥ,parent) with Gᵥ its own gain from the parent level,
+so y'ᵥ − x = εᵥ + Gᵥ e_P, where εᵥ is v's innovation below its parent level: uncorrelated
+with every level-≤parent error (the same argument as above), hence with e_P and with
+the other views. The node values are r̂ = Σᵥ λᵥ y'ᵥ (λ ∝ 1/Var εᵥ, summing to 1) and
+r = r̂ + g(P − Σ_sib r̂) with g = w/Σ_sib w. For coefficients b on a sibling group,
+with β = Σ gᵢbᵢ and dᵢ = bᵢ − β,
+
+    bᵀe_r = Σᵥ Σᵢ dᵢλᵥᵢ εᵥᵢ + (Σᵢ dᵢ κᵢ + β) e_P,        κᵢ = Σᵥ λᵥᵢ Gᵥᵢ,
+
+so bᵀCb = Σᵥ Var(Σᵢ dᵢλᵥᵢ εᵥᵢ) plus the parent marginal's form for the carried
+coefficient, recursively up to w₀. Var(Σ cᵢ εᵥᵢ) is view v's own carry-up from the
+marginal's level to the parent's, with its upward variances z, sums Z = Σ_children z and
+gains g: V += Σ A²z − (Σ A z)²/Z per group, A ← Σ g A. For a least-squares tree these are
+its exact arrays, so C is exact when every view of the chain is real-valued. For InfTDA
+they are the linear support model (z = σ²_{l−1} on released nodes, g = 1/A), and a node
+a view did not release counts as independent noise of variance σ²_{l−1}: approximate,
+as is the rounding of integer marginals. ``exact`` is stored: True when no InfTDA view is
+on the chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from dpsql.accuracy.base import ErrorModel, Variance, register
+from dpsql.errors import InvalidPrivacyParameterError
+
+__all__ = ["ReconciledErrorModel", "carry_variance", "chain_posterior", "chain_variance",
+           "gains"]
+
+
+def gains(w: np.ndarray, parent: np.ndarray, n_parent: int) -> tuple[np.ndarray, np.ndarray]:
+    """(g, W): each node's share g = w/W of its group's correction towards the agreed
+    parent (1/siblings when the group's variances are all 0) and W = Σ_group w."""
+    W = np.bincount(parent, weights=w, minlength=n_parent)
+    cnt = np.bincount(parent, minlength=n_parent).astype(np.float64)
+    Wp = W[parent]
+    g = np.where(Wp > 0, w / np.where(Wp > 0, Wp, 1.0), 1.0 / np.maximum(cnt[parent], 1.0))
+    return g, W
+
+
+def carry_variance(steps: Sequence[dict[str, Any]], size: int, pos: np.ndarray,
+                   coef: np.ndarray) -> float:
+    """Var(Σ cᵢ εᵢ) of one view's innovation below its parent level: ``steps`` lists, from
+    the marginal's level up, each level's ``z``, ``g`` and ``parent`` (position in the
+    level above, which has ``n_up`` nodes); ``coef`` sits on positions ``pos`` of the
+    first level (``size`` nodes)."""
+    A = np.zeros(size)
+    np.add.at(A, pos, coef)
+    total = 0.0
+    for st in steps:
+        z = np.asarray(st["z"], dtype=np.float64)
+        g = np.asarray(st["g"], dtype=np.float64)
+        parent = np.asarray(st["parent"], dtype=np.int64)
+        n_up = int(st["n_up"])
+        Z = np.bincount(parent, weights=z, minlength=n_up)
+        az = np.bincount(parent, weights=A * z, minlength=n_up)
+        corr = np.divide(az * az, Z, out=np.zeros_like(az), where=Z > 0)
+        total += float(np.sum(A * A * z) - corr.sum())
+        A = np.bincount(parent, weights=g * A, minlength=n_up)
+    return total
+
+
+def chain_variance(chain: Sequence[dict[str, Any]], b: np.ndarray) -> float:
+    """bᵀ C b for coefficients ``b`` on the nodes of the chain's last marginal."""
+    bb = np.asarray(b, dtype=np.float64)
+    total = 0.0
+    for s in range(len(chain) - 1, 0, -1):
+        step = chain[s]
+        parent = np.asarray(step["parent"], dtype=np.int64)
+        n_par = len(chain[s - 1]["w"])
+        g, _ = gains(np.asarray(step["w"], dtype=np.float64), parent, n_par)
+        beta = np.bincount(parent, weights=g * bb, minlength=n_par)
+        d = bb - beta[parent]
+        for m in step["members"]:
+            c = d * np.asarray(m["lam"], dtype=np.float64)
+            node = np.asarray(m["node"], dtype=np.int64)
+            here = node >= 0
+            total += float(np.sum(c[~here] ** 2) * m["miss"])
+            if m["steps"]:
+                total += carry_variance(m["steps"], int(m["size"]), node[here], c[here])
+        kappa = np.asarray(step["kappa"], dtype=np.float64)
+        bb = np.bincount(parent, weights=d * kappa, minlength=n_par) + beta
+    return max(total + float(bb[0] * bb[0] * chain[0]["w"][0]), 0.0)
+
+
+def chain_posterior(chain: Sequence[dict[str, Any]]) -> np.ndarray:
+    """Variance of each node of the chain's last marginal (the diagonal of C)."""
+    n = len(chain[-1]["w"])
+    out = np.empty(n)
+    unit = np.zeros(n)
+    for i in range(n):
+        unit[i] = 1.0
+        out[i] = chain_variance(chain, unit)
+        unit[i] = 0.0
+    return out
+
+
+@register
+class ReconciledErrorModel(ErrorModel):
+    """A real-valued view's error model after it was conditioned on the agreed values of
+    its level ``level`` (module docstring: the derivation).
+
+    >>> from dpsql.accuracy.tree_counts import TreeCountsErrorModel
+    >>> base = TreeCountsErrorModel([1, 2], [1.0, 1.0], fanouts=[[[2, 1]]])
+    >>> m = ReconciledErrorModel(base.to_params(), 0, [{"w": [0.0]}], [0], exact=True)
+    >>> round(m.sum_variance(0, np.array([0])).value, 4), round(m.sum_variance(1, np.array([0])).value, 4)
+    (0.0, 0.5)
+    """
+
+    kind = "reconciled"
+
+    def __init__(self, base: dict[str, Any], level: int, chain: Sequence[dict[str, Any]],
+                 node: Sequence[int], exact: bool = False,
+                 spans: Sequence[int] | None = None) -> None:
+        from dpsql.accuracy import load
+        self._base_params = dict(base)
+        self.base = load(self._base_params)
+        self.level = int(level)
+        self._chain = [dict(c) for c in chain]
+        self._node = np.asarray(node, dtype=np.int64)
+        self._exact = bool(exact)
+        self._spans = None if spans is None else [int(s) for s in spans]
+        if not 0 <= self.level <= self.base.depth or not self._chain:
+            raise InvalidPrivacyParameterError(
+                f"reconciled error model: level {level} outside 0..{self.base.depth}")
+        self._tree = self.base.kind == "tree_counts"
+        if not self._tree and self.level != 0:
+            raise InvalidPrivacyParameterError(
+                f"reconciled error model: a {self.base.kind} view can only share its total")
+        if self._tree:
+            self._shape = self.base.shape()
+        else:
+            self._vt = self.base.sum_variance(0, np.zeros(1, np.int64)).value
+
+    # ---------------------------------------------------------------- contract
+    def to_params(self) -> dict[str, Any]:
+        return {"kind": self.kind, "base": self._base_params, "level": self.level,
+                "chain": self._chain, "node": self._node.tolist(), "exact": self._exact,
+                "spans": self._spans}
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> "ReconciledErrorModel":
+        try:
+            return cls(params["base"], params["level"], params["chain"], params["node"],
+                       params.get("exact", False), params.get("spans"))
+        except (KeyError, TypeError, ValueError) as err:
+            raise InvalidPrivacyParameterError(
+                f"malformed reconciled error-model parameters: {err}") from err
+
+    @property
+    def depth(self) -> int:
+        return self.base.depth
+
+    @property
+    def chain(self) -> list[dict[str, Any]]:
+        return self._chain
+
+    def _agreed(self, b_level: np.ndarray) -> float:
+        """bᵀ C b for coefficients on this view's level-D nodes."""
+        n_last = len(self._chain[-1]["w"])
+        bb = np.bincount(self._node, weights=b_level, minlength=n_last)
+        return chain_variance(self._chain, bb)
+
+    # ------------------------------------------------------------- tree counts
+    def _carry(self, k: int, ids: np.ndarray, coef: np.ndarray) -> tuple[float, np.ndarray]:
+        """Conditional variance given level D, and the coefficients b carried up to it."""
+        s, D = self._shape, self.level
+        size_d = len(s.P[D])
+        A = coef.astype(np.float64)
+        if k < D:  # a sum of level-D nodes: spread f over the descendants
+            dense = np.zeros(len(s.P[k]))
+            np.add.at(dense, ids, A)
+            anc = np.arange(size_d, dtype=np.int64)
+            for lvl in range(D, k, -1):
+                anc = s.parents[lvl - 1][anc]
+            return 0.0, dense[anc]
+        V = 0.0
+        for lvl in range(k, D, -1):
+            p = s.parents[lvl - 1][ids]
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            zz = s.z[lvl][ids]
+            Zp = s.Z[lvl - 1][p[starts]]
+            az = np.add.reduceat(A * zz, starts)
+            corr = np.divide(az * az, Zp, out=np.zeros_like(az), where=Zp > 0)
+            V += float(np.sum(A * A * zz) - corr.sum())
+            A = np.add.reduceat(A * s.g[lvl][ids], starts)
+            ids = p[starts]
+        b = np.zeros(size_d)
+        b[ids] = A
+        return max(V, 0.0), b
+
+    # ----------------------------------------------------------------- ranges
+    def cov_with_total(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Range views: Cov(released [lo, hi), released total) under the base model."""
+        K = self._spans_bins()
+        zero, top = np.zeros_like(lo), np.full_like(hi, K)
+        rv = self._rv
+        return (rv(zero, hi) + rv(lo, top) - rv(zero, lo) - rv(hi, top)) / 2.0
+
+    def _rv(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        out = np.zeros(lo.shape, dtype=np.float64)
+        ok = hi > lo
+        if ok.any():
+            out[ok] = self.base.range_variance(lo[ok], hi[ok])
+        return out
+
+    def _spans_bins(self) -> int:
+        return int(getattr(self.base, "bins"))
+
+    def _shrink(self) -> float:
+        """(V_T − C)/V_T²: how much of Cov(S, T)² the conditioning removes."""
+        if self._vt <= 0:
+            return 0.0
+        c = float(self._chain[0]["w"][0])
+        return (self._vt - c) / (self._vt * self._vt)
+
+    # ---------------------------------------------------------------- answers
+    def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
+        k = int(level)
+        if isinstance(level, bool) or not 0 <= k <= self.depth:
+            raise InvalidPrivacyParameterError(f"level must be in 0..{self.depth}, got {level!r}")
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        uniq, coef = np.unique(ids, return_counts=True)
+        if uniq.size == 0:
+            return Variance(0.0, True)
+        if self._tree:
+            size = len(self._shape.P[k])
+            if uniq[0] < 0 or uniq[-1] >= size:
+                raise InvalidPrivacyParameterError(
+                    f"node ids at level {k} must lie in [0, {size})")
+            cond, b = self._carry(k, uniq, coef)
+            return Variance(cond + self._agreed(b), self._exact)
+        base = self.base.sum_variance(k, uniq)
+        size = len(self._level_ranges(k)[0])
+        rest = np.setdiff1d(np.arange(size, dtype=np.int64), uniq, assume_unique=True)
+        v_rest = self.base.sum_variance(k, rest).value if rest.size else 0.0
+        cov = (self._vt + base.value - v_rest) / 2.0
+        return Variance(max(base.value - cov * cov * self._shrink(), 0.0),
+                        self._exact and base.exact)
+
+    def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+        base = self.base.range_variance(lo, hi)
+        if base is None or self._tree:
+            return None
+        lo_a, hi_a = np.broadcast_arrays(np.asarray(lo, dtype=np.int64),
+                                         np.asarray(hi, dtype=np.int64))
+        cov = self.cov_with_total(lo_a.ravel(), hi_a.ravel()).reshape(lo_a.shape)
+        return np.maximum(np.asarray(base) - cov * cov * self._shrink(), 0.0)
+
+    def _level_ranges(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        K = self._spans_bins()
+        span = int(self._spans[k]) if self._spans else 1
+        n = -(-K // span)
+        lo = np.arange(n, dtype=np.int64) * span
+        return lo, np.minimum(lo + span, K)
+
+    def node_variances(self, level: int) -> np.ndarray:
+        """The variance of every node of ``level`` (the dp_var column), vectorised."""
+        k = int(level)
+        if not self._tree:
+            lo, hi = self._level_ranges(k)
+            cov = self.cov_with_total(lo, hi)
+            return np.maximum(self._rv(lo, hi) - cov * cov * self._shrink(), 0.0)
+        s, D = self._shape, self.level
+        if k < D:
+            return np.array([self.sum_variance(k, np.array([i])).value
+                             for i in range(len(s.P[k]))])
+        cdiag = chain_posterior(self._chain)[self._node]
+        P = np.zeros(len(s.P[D]))
+        G = np.ones(len(s.P[D]))
+        anc = np.arange(len(s.P[D]), dtype=np.int64)
+        for lvl in range(D + 1, k + 1):
+            p = s.parents[lvl - 1]
+            Zp = s.Z[lvl - 1][p]
+            P = np.where(Zp > 0, s.z[lvl] - s.g[lvl] ** 2 * (Zp - P[p]), 0.0)
+            G = G[p] * s.g[lvl]
+            anc = anc[p]
+        return np.maximum(P, 0.0) + G * G * cdiag[anc]
+
+    def level_summary(self) -> list[dict[str, Any]]:
+        out = []
+        for row in self.base.level_summary():
+            k = int(row["level"])
+            v = self.node_variances(k)
+            worst, best = float(np.sqrt(v.max())), float(np.sqrt(v.min()))
+            out.append({**row, "stderr": worst, "bound95": 1.959963984540054 * worst,
+                        "stderr_min": best, "exact": self._exact, "reconciled": True})
+        return out
