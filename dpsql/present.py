@@ -30,6 +30,7 @@ def release_summary(release: Any) -> list[Table]:
     head.add_row("privacy unit", release.unit)
     head.add_row("randomness", release.rng)
     head.add_row("created", f"{release.created} by dpsql {release.dpsql_version}")
+    head.add_row("reconciled", reconciled_text(release))
     views = Table(title="views")
     for col in ("view", "mechanism", "budget share", "level", "refines", "nodes",
                 "σ (one node)", "95% bound (one node)"):
@@ -43,6 +44,21 @@ def release_summary(release: Any) -> list[Table]:
                           v.budget.describe() if first else "", str(lv.k), _refines(lv),
                           f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
     return [head, views]
+
+
+def reconciled_text(release: Any) -> str:
+    """The marginals the views agreed on at release time, one per line, e.g.
+    ``total: dist, geo_mode (integer)``; or why there are none."""
+    summary = next((v.info["reconciled"]["release"] for v in release.views.values()
+                    if "reconciled" in v.info), None)
+    if summary is None:
+        return "no (one view, or reconcile = false)" if len(release.views) > 1 else "—"
+    lines = [f"{m['marginal']}: {', '.join(m['views'])}" + (" (integer)" if m["integer"]
+                                                            else "")
+             for m in summary["marginals"]]
+    lines += [f"not reconciled: {m['marginal']} ({', '.join(m['views'])}): {m['reason']}"
+              for m in summary["not_reconciled"]]
+    return "\n".join(lines)
 
 
 def _refines(lv: Any) -> str:

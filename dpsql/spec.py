@@ -237,6 +237,8 @@ class ReleaseSpec:
     unit: PrivacyUnit = field(default_factory=PrivacyUnit)
     report_delta: Fraction = Fraction(1, 10**9)
     base_dir: str = "."
+    reconcile: bool = True
+    """Make views agree on the marginals they share (dpsql.release.reconcile)."""
 
     # ----------------------------------------------------------------------------------
     @classmethod
@@ -260,7 +262,7 @@ class ReleaseSpec:
     def from_dict(cls, data: dict[str, Any], base_dir: str | Path = ".") -> "ReleaseSpec":
         base = Path(data.get("base_dir", base_dir))
         known = {"name", "source", "sql", "neighbouring", "privacy_unit", "budget",
-                 "attributes", "views", "report_delta", "base_dir"}
+                 "attributes", "views", "report_delta", "base_dir", "reconcile"}
         for key in data:
             if key not in known:
                 raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}")
@@ -301,9 +303,12 @@ class ReleaseSpec:
             report_delta = budget.delta
         if not (0 < report_delta < 1):
             raise _err("report_delta", f"must be in (0, 1), got {data.get('report_delta')!r}")
+        reconcile = data.get("reconcile", True)
+        if not isinstance(reconcile, bool):
+            raise _err("reconcile", f"must be true or false, got {reconcile!r}")
         return cls(name=name, neighbouring=neighbouring, budget=budget, attributes=attributes,
                    views=views, source=source, sql=sql, unit=unit,
-                   report_delta=report_delta, base_dir=str(base))
+                   report_delta=report_delta, base_dir=str(base), reconcile=reconcile)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "neighbouring": self.neighbouring.value}
@@ -326,6 +331,8 @@ class ReleaseSpec:
         out["views"] = [v.to_json() for v in self.views]
         out["report_delta"] = str(self.report_delta)
         out["base_dir"] = self.base_dir
+        if not self.reconcile:
+            out["reconcile"] = False
         return out
 
     def to_json(self) -> str:

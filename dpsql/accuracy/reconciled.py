@@ -65,8 +65,7 @@ import numpy as np
 from dpsql.accuracy.base import ErrorModel, Variance, register
 from dpsql.errors import InvalidPrivacyParameterError
 
-__all__ = ["ReconciledErrorModel", "carry_variance", "chain_posterior", "chain_variance",
-           "gains"]
+__all__ = ["Chain", "ReconciledErrorModel", "gains"]
 
 
 def gains(w: np.ndarray, parent: np.ndarray, n_parent: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,61 +78,68 @@ def gains(w: np.ndarray, parent: np.ndarray, n_parent: int) -> tuple[np.ndarray,
     return g, W
 
 
-def carry_variance(steps: Sequence[dict[str, Any]], size: int, pos: np.ndarray,
-                   coef: np.ndarray) -> float:
-    """Var(Σ cᵢ εᵢ) of one view's innovation below its parent level: ``steps`` lists, from
-    the marginal's level up, each level's ``z``, ``g`` and ``parent`` (position in the
-    level above, which has ``n_up`` nodes); ``coef`` sits on positions ``pos`` of the
-    first level (``size`` nodes)."""
-    A = np.zeros(size)
-    np.add.at(A, pos, coef)
-    total = 0.0
-    for st in steps:
-        z = np.asarray(st["z"], dtype=np.float64)
-        g = np.asarray(st["g"], dtype=np.float64)
-        parent = np.asarray(st["parent"], dtype=np.int64)
-        n_up = int(st["n_up"])
-        Z = np.bincount(parent, weights=z, minlength=n_up)
-        az = np.bincount(parent, weights=A * z, minlength=n_up)
-        corr = np.divide(az * az, Z, out=np.zeros_like(az), where=Z > 0)
-        total += float(np.sum(A * A * z) - corr.sum())
-        A = np.bincount(parent, weights=g * A, minlength=n_up)
-    return total
+def _agg(parent: np.ndarray, n_up: int, X: np.ndarray) -> np.ndarray:
+    """Row-wise sums of X (m × n) by ``parent`` (n) into m × n_up."""
+    m = X.shape[0]
+    idx = (np.arange(m, dtype=np.int64)[:, None] * n_up + parent[None, :]).ravel()
+    return np.bincount(idx, weights=X.ravel(), minlength=m * n_up).reshape(m, n_up)
 
 
-def chain_variance(chain: Sequence[dict[str, Any]], b: np.ndarray) -> float:
-    """bᵀ C b for coefficients ``b`` on the nodes of the chain's last marginal."""
-    bb = np.asarray(b, dtype=np.float64)
-    total = 0.0
-    for s in range(len(chain) - 1, 0, -1):
-        step = chain[s]
-        parent = np.asarray(step["parent"], dtype=np.int64)
-        n_par = len(chain[s - 1]["w"])
-        g, _ = gains(np.asarray(step["w"], dtype=np.float64), parent, n_par)
-        beta = np.bincount(parent, weights=g * bb, minlength=n_par)
-        d = bb - beta[parent]
-        for m in step["members"]:
-            c = d * np.asarray(m["lam"], dtype=np.float64)
-            node = np.asarray(m["node"], dtype=np.int64)
-            here = node >= 0
-            total += float(np.sum(c[~here] ** 2) * m["miss"])
-            if m["steps"]:
-                total += carry_variance(m["steps"], int(m["size"]), node[here], c[here])
-        kappa = np.asarray(step["kappa"], dtype=np.float64)
-        bb = np.bincount(parent, weights=d * kappa, minlength=n_par) + beta
-    return max(total + float(bb[0] * bb[0] * chain[0]["w"][0]), 0.0)
+class Chain:
+    """A chain of agreed marginals (the JSON of :mod:`dpsql.release.reconcile`) as numpy
+    arrays, evaluated for many coefficient vectors at once."""
 
+    def __init__(self, chain: Sequence[dict[str, Any]]) -> None:
+        f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+        i = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+        self.w0 = float(chain[0]["w"][0])
+        self.size = len(chain[-1]["w"])
+        self.steps = []
+        for s in range(1, len(chain)):
+            st = chain[s]
+            parent = i(st["parent"])
+            n_par = len(chain[s - 1]["w"])
+            g, _ = gains(f(st["w"]), parent, n_par)
+            members = []
+            for m in st["members"]:
+                node = i(m["node"])
+                levels = [(f(x["z"]), f(x["g"]), i(x["parent"]), int(x["n_up"]))
+                          for x in m["steps"]]
+                members.append((f(m["lam"]), node, float(m["miss"]), int(m["size"]), levels))
+            self.steps.append((parent, n_par, g, f(st["kappa"]), members))
 
-def chain_posterior(chain: Sequence[dict[str, Any]]) -> np.ndarray:
-    """Variance of each node of the chain's last marginal (the diagonal of C)."""
-    n = len(chain[-1]["w"])
-    out = np.empty(n)
-    unit = np.zeros(n)
-    for i in range(n):
-        unit[i] = 1.0
-        out[i] = chain_variance(chain, unit)
-        unit[i] = 0.0
-    return out
+    def variance(self, B: np.ndarray) -> np.ndarray:
+        """bᵀ C b for each row b of ``B`` (coefficients on the last marginal's nodes)."""
+        bb = np.atleast_2d(np.asarray(B, dtype=np.float64))
+        total = np.zeros(bb.shape[0])
+        for parent, n_par, g, kappa, members in reversed(self.steps):
+            beta = _agg(parent, n_par, bb * g)
+            d = bb - beta[:, parent]
+            for lam, node, miss, size, levels in members:
+                c = d * lam
+                here = node >= 0
+                total += (c[:, ~here] ** 2).sum(axis=1) * miss
+                if levels:
+                    A = np.zeros((bb.shape[0], size))
+                    A[:, node[here]] = c[:, here]
+                    for z, gl, par, n_up in levels:
+                        Z = np.bincount(par, weights=z, minlength=n_up)
+                        az = _agg(par, n_up, A * z)
+                        corr = np.divide(az * az, Z, out=np.zeros_like(az), where=Z > 0)
+                        total += (A * A * z).sum(axis=1) - corr.sum(axis=1)
+                        A = _agg(par, n_up, A * gl)
+            bb = _agg(parent, n_par, d * kappa) + beta
+        return np.maximum(total + bb[:, 0] ** 2 * self.w0, 0.0)
+
+    def posterior(self, batch: int = 256) -> np.ndarray:
+        """Variance of each node of the last marginal (the diagonal of C)."""
+        out = np.empty(self.size)
+        for start in range(0, self.size, batch):
+            stop = min(start + batch, self.size)
+            B = np.zeros((stop - start, self.size))
+            B[np.arange(stop - start), np.arange(start, stop)] = 1.0
+            out[start:stop] = self.variance(B)
+        return out
 
 
 @register
@@ -158,6 +164,8 @@ class ReconciledErrorModel(ErrorModel):
         self.base = load(self._base_params)
         self.level = int(level)
         self._chain = [dict(c) for c in chain]
+        self._prepared = Chain(self._chain)
+        self._cdiag: np.ndarray | None = None
         self._node = np.asarray(node, dtype=np.int64)
         self._exact = bool(exact)
         self._spans = None if spans is None else [int(s) for s in spans]
@@ -198,9 +206,8 @@ class ReconciledErrorModel(ErrorModel):
 
     def _agreed(self, b_level: np.ndarray) -> float:
         """bᵀ C b for coefficients on this view's level-D nodes."""
-        n_last = len(self._chain[-1]["w"])
-        bb = np.bincount(self._node, weights=b_level, minlength=n_last)
-        return chain_variance(self._chain, bb)
+        bb = np.bincount(self._node, weights=b_level, minlength=self._prepared.size)
+        return float(self._prepared.variance(bb)[0])
 
     # ------------------------------------------------------------- tree counts
     def _carry(self, k: int, ids: np.ndarray, coef: np.ndarray) -> tuple[float, np.ndarray]:
@@ -306,7 +313,9 @@ class ReconciledErrorModel(ErrorModel):
         if k < D:
             return np.array([self.sum_variance(k, np.array([i])).value
                              for i in range(len(s.P[k]))])
-        cdiag = chain_posterior(self._chain)[self._node]
+        if self._cdiag is None:
+            self._cdiag = self._prepared.posterior()
+        cdiag = self._cdiag[self._node]
         P = np.zeros(len(s.P[D]))
         G = np.ones(len(s.P[D]))
         anc = np.arange(len(s.P[D]), dtype=np.int64)

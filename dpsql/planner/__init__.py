@@ -154,6 +154,7 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         "mechanism": v.meta.mechanism,
         "budget": str(v.meta.budget),
         "error_model": model.kind,
+        "reconciled": v.meta.info.get("reconciled", {}).get("marginals", []),
         "error_family": ("bound" if bound_model else
                          "calibrated" if model.reads_support else "variance"),
         "interpolation": (INTERPOLATION if ref.ranges and not choice.aligned

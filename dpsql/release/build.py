@@ -183,13 +183,24 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
             if report.rows_used == 0:
                 raise DataError("no rows remain after the NULL, domain and bound policies; "
                                 "nothing can be released")
-            tables: dict[str, Columns] = {}
-            view_rows: list[dict[str, Any]] = []
+            outputs: list[tuple[PrivateTree, domains.DomainTree | None]] = []
             for view, budget in zip(spec.views, budgets):
                 bar.stage(f"view {view.name}: counting")
                 leaf = counts.leaf_count_arrays(con, list(view.levels))
                 bar.stage(f"view {view.name}: {view.mechanism}")
-                row, view_tables = _release_view(spec, view, budget, trees, leaf, generator)
+                outputs.append(_run_mechanism(spec, view, budget, trees, leaf, generator))
+            if spec.reconcile and len(spec.views) > 1:
+                bar.stage("reconciling the views' shared marginals")
+                from dpsql.release.reconcile import reconcile_release
+                outputs = reconcile_release(spec, trees, outputs)
+            tables: dict[str, Columns] = {}
+            view_rows: list[dict[str, Any]] = []
+            for view, budget, (tree, dtree) in zip(spec.views, budgets, outputs):
+                if view.mechanism == "inftda":
+                    bar.stage(f"view {view.name}: calibrating the error model")
+                row, view_tables = _view_tables(
+                    spec, view, budget, *_calibrated(spec, view, budget, tree, dtree,
+                                                     generator))
                 tables.update(view_tables)
                 view_rows.append(row)
             tables.update(_domain_tables(spec, hcodes))
@@ -213,7 +224,10 @@ def plan_release(spec: ReleaseSpec, seed: int | None = None) -> Release:
     The same budget split, public trees and mechanisms run on an all-zero stand-in for
     the data (no source is opened) with a throwaway generator, and only their error
     models and level shapes are kept. Error models are functions of public parameters
-    (DESIGN, accuracy), so they are exactly those of a real build; a test checks that.
+    (DESIGN, accuracy), so they are exactly those of a real build's mechanisms; a test
+    checks that. Reconciliation (:mod:`dpsql.release.reconcile`) then conditions the
+    real-valued views' models on the agreed values, which depend on the released counts:
+    a dry run shows the models before it (the ``base`` of a ``reconciled`` model).
     ``seed`` only sets the randomness line the release would record. The returned
     catalog's ``created`` is :data:`DRY_RUN` and its path ``"(dry run)"``."""
     budgets = view_budgets(spec)
@@ -300,19 +314,54 @@ def typed_values(values: Any) -> np.ndarray:
 def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
                   generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, Columns]]:
-    """One view's catalog row and tables; a privacy parameter its mechanism refuses (a
-    noise scale beyond what the samplers draw exactly, level weights) names the view."""
+    tree, dtree = _run_mechanism(spec, view, budget, trees, leaf, generator)
+    return _view_tables(spec, view, budget,
+                        *_calibrated(spec, view, budget, tree, dtree, generator))
+
+
+def _calibrated(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree,
+                dtree: domains.DomainTree | None, generator: np.random.Generator
+                ) -> tuple[PrivateTree, domains.DomainTree | None, list[Columns] | None]:
+    """An InfTDA view's final (reconciled) tree with its error model calibrated by a
+    parametric bootstrap on the released counts (:mod:`dpsql.mechanisms.
+    inftda_calibration`), and the extra columns of its level tables; other views as
+    they are."""
+    if view.mechanism != "inftda":
+        return tree, dtree, None
+    from dpsql.mechanisms.inftda import inftda
+    from dpsql.mechanisms.inftda_calibration import calibrated_tree
+    lw = list(view.level_weights) if view.level_weights else None
+
+    def rerun(ids: np.ndarray, n: np.ndarray, g: np.random.Generator) -> PrivateTree:
+        return inftda(dtree, ids, n, budget, level_weights=lw, neighbouring=spec.neighbouring,
+                      max_rows=spec.unit.max_rows, rng=g)
+
+    # the bootstrap draws from a jump of the generator's state; after all mechanisms
+    # that state would be the same for every view, so step it once per view first
+    generator.integers(0, 2)
+    tree, extra = calibrated_tree(dtree, tree, rerun, generator)
+    return tree, dtree, extra
+
+
+def _run_mechanism(spec: ReleaseSpec, view: View, budget: Budget,
+                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
+                   generator: np.random.Generator
+                   ) -> tuple[PrivateTree, domains.DomainTree | None]:
+    """One view's mechanism on its true leaf counts: its private tree and public domain
+    tree (None for the range mechanisms, whose levels are their own b-ary split). A
+    privacy parameter the mechanism refuses (a noise scale beyond what the samplers
+    draw exactly, level weights) names the view."""
     try:
-        return _mechanism_view(spec, view, budget, trees, leaf, generator)
+        return _mechanism_tree(spec, view, budget, trees, leaf, generator)
     except InvalidPrivacyParameterError as err:
         raise InvalidPrivacyParameterError(
             f"views: {view.name!r} ({view.mechanism}, {budget.describe()}): {err}") from err
 
 
-def _mechanism_view(spec: ReleaseSpec, view: View, budget: Budget,
+def _mechanism_tree(spec: ReleaseSpec, view: View, budget: Budget,
                     trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
                     generator: np.random.Generator
-                    ) -> tuple[dict[str, Any], dict[str, Columns]]:
+                    ) -> tuple[PrivateTree, domains.DomainTree | None]:
     attrs = [spec.attributes[a] for a in view.levels]
     common = dict(neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows, rng=generator)
     if view.mechanism in ("cascade", "btree"):
@@ -321,45 +370,44 @@ def _mechanism_view(spec: ReleaseSpec, view: View, budget: Budget,
                            minlength=attr.bins).astype(np.int64)
         if view.mechanism == "cascade":
             from dpsql.mechanisms.cascade import cascade
-            tree = cascade(hist, budget, covariance=view.covariance or "tree", **common)
-        else:
-            from dpsql.mechanisms.btree import btree
-            fan = "auto" if attr.fanout == "auto" else int(attr.fanout)
-            tree = btree(hist, budget, fanouts=fan, **common)
+            return cascade(hist, budget, covariance=view.covariance or "tree", **common), None
+        from dpsql.mechanisms.btree import btree
+        fan = "auto" if attr.fanout == "auto" else int(attr.fanout)
+        return btree(hist, budget, fanouts=fan, **common), None
+    combine = domains.interleave if view.interleave else domains.concat
+    dtree = combine(*(trees[a.name] for a in attrs))
+    leaf_ids = dtree.leaf_ids({a.name if not isinstance(a, Hierarchy)
+                               else a.level_columns[-1]: leaf[f"c_{a.name}"]
+                               for a in attrs})
+    order = np.argsort(leaf_ids, kind="stable")
+    leaf_ids, leaf_n = leaf_ids[order], leaf["n"][order]
+    lw = list(view.level_weights) if view.level_weights else None
+    if view.mechanism == "inftda":
+        from dpsql.mechanisms.inftda import inftda
+        return inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, **common), dtree
+    n_nodes = sum(dtree.level_sizes)
+    if n_nodes > MAX_DENSE_NODES:
+        raise SpecError(f"views: {view.name!r} has {n_nodes:,} public nodes; "
+                        f"{view.mechanism} stores every node, which is too many. Use "
+                        "inftda (sparse) or coarser domains")
+    from dpsql.mechanisms.tree_counts import gaussian_tree, laplace_tree
+    parents = [dtree.parent_array(k) for k in range(1, dtree.depth + 1)]
+    dense = np.zeros(dtree.level_sizes[-1], dtype=np.int64)
+    np.add.at(dense, leaf_ids, leaf_n)
+    fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
+    return fn(parents, dense, budget, level_weights=lw, **common), dtree
+
+
+def _view_tables(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree,
+                 dtree: domains.DomainTree | None, extra: list[Columns] | None = None
+                 ) -> tuple[dict[str, Any], dict[str, Columns]]:
+    """The ``dpsql_views`` row and the level/prefix tables of one released view."""
+    attrs = [spec.attributes[a] for a in view.levels]
+    if dtree is None:
+        attr = attrs[0]
         levels, tables = _range_levels(view, attr, tree)
         prefix = _prefix_table(view, attr, tree.leaves.ids, tree.leaves.counts, [], None)
     else:
-        combine = domains.interleave if view.interleave else domains.concat
-        dtree = combine(*(trees[a.name] for a in attrs))
-        leaf_ids = dtree.leaf_ids({a.name if not isinstance(a, Hierarchy)
-                                   else a.level_columns[-1]: leaf[f"c_{a.name}"]
-                                   for a in attrs})
-        order = np.argsort(leaf_ids, kind="stable")
-        leaf_ids, leaf_n = leaf_ids[order], leaf["n"][order]
-        lw = list(view.level_weights) if view.level_weights else None
-        extra = None
-        if view.mechanism == "inftda":
-            from dpsql.mechanisms.inftda import inftda
-            from dpsql.mechanisms.inftda_calibration import calibrated_tree
-
-            def rerun(ids: np.ndarray, n: np.ndarray, g: np.random.Generator) -> PrivateTree:
-                return inftda(dtree, ids, n, budget, level_weights=lw,
-                              **{**common, "rng": g})
-
-            tree, extra = calibrated_tree(dtree, rerun(leaf_ids, leaf_n, generator), rerun,
-                                          generator)
-        else:
-            n_nodes = sum(dtree.level_sizes)
-            if n_nodes > MAX_DENSE_NODES:
-                raise SpecError(f"views: {view.name!r} has {n_nodes:,} public nodes; "
-                                f"{view.mechanism} stores every node, which is too many. Use "
-                                "inftda (sparse) or coarser domains")
-            from dpsql.mechanisms.tree_counts import gaussian_tree, laplace_tree
-            parents = [dtree.parent_array(k) for k in range(1, dtree.depth + 1)]
-            dense = np.zeros(dtree.level_sizes[-1], dtype=np.int64)
-            np.add.at(dense, leaf_ids, leaf_n)
-            fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
-            tree = fn(parents, dense, budget, level_weights=lw, **common)
         levels, tables = _tree_levels(view, spec, dtree, tree, extra)
         prefix = None
         if isinstance(attrs[-1], Range):
@@ -376,6 +424,8 @@ def _mechanism_view(spec: ReleaseSpec, view: View, budget: Budget,
         "info": {"sensitivity": tree.sensitivity, **_jsonable(tree.info)},
     }
     return row, tables
+
+
 
 
 def _jsonable(info: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,493 @@
+"""One truth per release: make every pair of views agree on every marginal they share.
+
+Each view of a release is released by its own mechanism with its own share of the
+budget, so two views answer "how many trips in region R1" (or the total) with two
+different noisy numbers. This step runs at release time, after every mechanism and
+before the level tables are written, and changes the released values so that all views
+sharing a marginal (:mod:`dpsql.release.marginals`: the total, and every attribute
+prefix two views both have) hold exactly the same counts for it.
+
+**Privacy.** It reads only the mechanisms' outputs (released counts, their public error
+models and the public domains), never the data: it is post-processing, costs no budget,
+and the release keeps the guarantee of its views' composition. It draws no randomness.
+
+**Combination** (top-down along the shared marginals, coarse first: the total, then each
+finer marginal given its agreed parents):
+
+1. each view first moves to the agreed parents: y' = y + G·(P − y_parent), G being its
+   own gain from its parent level (least-squares gains for real-valued views; InfTDA's
+   linear "support" model, G = 1/A per level, A = the parent's released children);
+2. the views' y' are combined by precision: r̂ = Σ λᵥ y'ᵥ, λᵥ ∝ 1/vᵥ, with vᵥ the node's
+   variance given the parent level (at the total: its own variance). For InfTDA that is
+   the support model: v(root) = σ²_root (add/remove) or 0 (substitute); a released node
+   i of level l whose parent u has Aᵤ released children has
+   vᵢ = σ²_{l−1}(1 − 1/Aᵤ) + vᵤ/Aᵤ², started from vᵤ = 0 at the parent level; a node InfTDA
+   did not release counts as 0 with the variance of one noise draw, σ²_{l−1}. A view
+   whose node is exact (v = 0, the public total under ``substitute``) gives its value;
+3. each node moves towards its agreed parent by its share of the group's combined
+   variance w = 1/Σ 1/vᵥ: r = r̂ + g(P − Σ_sib r̂), g = w/Σ_sib w, so that siblings sum to P
+   exactly;
+4. when an InfTDA view shares the marginal its values must be integers: the total is
+   rounded (and kept ≥ 0), and each sibling group is rounded and projected onto its
+   integer parent with InfTDA's own IntOpt (:func:`intopt_segmented`), which keeps
+   rounded values that already sum to P and are ≥ 0 unchanged.
+
+A marginal whose views reach it from different agreed marginals (a view [a, b] and a
+view [b, a] sharing a × b while [a] is agreed with a third view) is left out and listed
+as ``not_reconciled`` with the reason, as is an integer marginal under a real-valued one:
+both would need a step (raking, integer rounding under real parents) this module does
+not take.
+
+**Making each view agree** (at its deepest shared level D; upper levels are the agreed
+values where shared, sums of level D elsewhere):
+
+* InfTDA views: levels 0..D are the agreed marginal (integer, ≥ 0); below D each
+  parent's released children are projected onto the parent's new count with
+  :func:`intopt_segmented` (children of a parent that had none released: all its public
+  children at 0), so the view stays integer, non-negative and consistent. Its error
+  model is not changed here; InfTDA's intervals are calibrated on the final counts.
+* Gaussian/Laplace tree views: Gaussian conditioning on level D (:mod:`dpsql.accuracy.
+  reconciled` derives it): level D takes the agreed values, the difference flows down
+  with the least-squares gains (a child moves by g = Cov(child, parent)/Var(parent) times
+  its parent's move), the levels below D are sums of the new leaves, and the error model
+  becomes a ``reconciled`` model with the exact new covariance.
+* Cascade and b-ary tree views share their total only (their finer levels are bin
+  ranges of their own split, and no other kind of view has them): each leaf moves by
+  Cov(leaf, total)/Var(total) × (agreed − own), and upper levels are sums of leaves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from dpsql import domains
+from dpsql.accuracy.reconciled import ReconciledErrorModel, gains
+from dpsql.errors import InternalError
+from dpsql.mechanisms.base import PrivateLevel, PrivateTree
+from dpsql.mechanisms.intopt import intopt_segmented, segment_offsets
+from dpsql.release import marginals as mg
+
+INTEGER_MECHANISMS = ("inftda",)
+TREE_MECHANISMS = ("inftda", "gaussian_tree", "laplace_tree")
+
+
+@dataclass
+class ReleasedView:
+    """One view's mechanism output, with what reconciliation needs to line it up."""
+
+    name: str
+    mechanism: str
+    tree: PrivateTree
+    dtree: domains.DomainTree | None  # None for range mechanisms (cascade, btree)
+    levels: mg.ViewLevels
+
+
+@dataclass
+class Agreed:
+    """The agreed values of one shared marginal."""
+
+    key: mg.Key
+    codes: np.ndarray        # sorted node codes
+    values: np.ndarray       # agreed counts (int64 when integer)
+    parent_key: mg.Key | None
+    integer: bool
+    views: list[str]
+    step: dict[str, Any]     # this marginal's part of the error model of C (accuracy)
+    chain: set = field(default_factory=set)
+
+
+def reconcile(views: list[ReleasedView], spec: Any,
+              trees: dict[str, domains.DomainTree]) -> tuple[dict[str, PrivateTree], dict]:
+    """The views' trees after reconciliation (only changed ones are returned) and the
+    record of what was agreed: ``{"marginals": [...], "not_reconciled": [...]}``."""
+    members: dict[mg.Key, list[tuple[int, int]]] = {}
+    for i, v in enumerate(views):
+        for k, key in enumerate(v.levels.keys):
+            if key is not None and (v.mechanism in TREE_MECHANISMS or k == 0):
+                members.setdefault(key, []).append((i, k))
+    shared = [k for k, m in members.items() if len({i for i, _ in m}) > 1]
+    agreed: dict[mg.Key, Agreed] = {}
+    skipped = []
+    for key in mg.order(shared, spec, trees):
+        group = members[key]
+        result = _agree(key, group, views, agreed, spec, trees)
+        if isinstance(result, str):
+            skipped.append({"marginal": mg.label(key, spec),
+                            "views": sorted({views[i].name for i, _ in group}),
+                            "reason": result})
+        else:
+            agreed[key] = result
+    out: dict[str, PrivateTree] = {}
+    for v in views:
+        levels = [k for k, key in enumerate(v.levels.keys) if key in agreed
+                  and (v.mechanism in TREE_MECHANISMS or k == 0)]
+        if not levels:
+            continue
+        record = [{"level": k, "marginal": mg.label(v.levels.keys[k], spec),
+                   "with": [n for n in agreed[v.levels.keys[k]].views if n != v.name]}
+                  for k in levels]
+        if v.mechanism in INTEGER_MECHANISMS:
+            tree = _update_integer(v, max(levels), agreed, spec, trees)
+        elif v.mechanism in TREE_MECHANISMS:
+            tree = _update_tree(v, levels, agreed)
+        else:
+            tree = _update_range(v, agreed[()])
+        info = {**tree.info, "reconciled": {"marginals": record, "deepest_level": max(levels),
+                                           "error_model": tree.error_model.kind}}
+        out[v.name] = replace(tree, info=info)
+    summary = {"marginals": [{"marginal": mg.label(a.key, spec), "views": a.views,
+                              "integer": a.integer} for a in agreed.values()],
+               "not_reconciled": skipped}
+    return out, summary
+
+
+def reconcile_release(spec: Any, trees: dict[str, domains.DomainTree],
+                      outputs: list[tuple[PrivateTree, domains.DomainTree | None]]
+                      ) -> list[tuple[PrivateTree, domains.DomainTree | None]]:
+    """The build's step: each view's (tree, domain tree) after :func:`reconcile`, in the
+    order of ``spec.views``; a changed view's ``info["reconciled"]`` says what it agreed
+    on, with whom, and (``release``) what the whole release agreed on."""
+    released = [ReleasedView(view.name, view.mechanism, tree, dtree,
+                             mg.ViewLevels(spec, view, dtree, trees))
+                for view, (tree, dtree) in zip(spec.views, outputs)]
+    changed, summary = reconcile(released, spec, trees)
+    out = []
+    for view, (tree, dtree) in zip(spec.views, outputs):
+        if view.name in changed:
+            new = changed[view.name]
+            tree = replace(new, info={**new.info, "reconciled": {
+                **new.info["reconciled"], "release": summary}})
+        out.append((tree, dtree))
+    return out
+
+
+# ----------------------------------------------------------------------------- members
+@dataclass
+class _Member:
+    """One view's nodes of a shared marginal (its level k), seen from its level j of the
+    parent marginal (module docstring, step 1; accuracy/reconciled.py, the model)."""
+
+    ids: np.ndarray      # the view's level-k node ids (released ones for InfTDA)
+    y: np.ndarray        # their counts
+    cv: np.ndarray       # variance given the view's level j (unconditional at the total)
+    G: np.ndarray        # gain from the level-j ancestor (0 at the total)
+    anc: np.ndarray      # position of the level-j ancestor among the view's level-j ids
+    steps: list[dict[str, Any]]  # per level k..j+1: z, g, parent, n_up
+    miss: float          # variance of a node the view did not release
+
+
+def _level_shape(v: ReleasedView, lvl: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parent position, z, g) of the nodes of level ``lvl``: the least-squares arrays
+    of a Gaussian/Laplace tree, or InfTDA's linear support model on released nodes."""
+    t = v.tree
+    if v.mechanism in INTEGER_MECHANISMS:
+        ids = t.levels[lvl].ids
+        par = v.dtree.parent(lvl, ids) if ids.size else ids
+        pos = np.searchsorted(t.levels[lvl - 1].ids, par)
+        a = np.bincount(pos, minlength=t.levels[lvl - 1].ids.size).astype(np.float64)
+        sigma2 = float(t.info["sigma2_levels"][lvl - 1])
+        return pos, np.full(ids.size, sigma2), 1.0 / a[pos]
+    shape = t.error_model.shape()
+    return shape.parents[lvl - 1], shape.z[lvl], shape.g[lvl]
+
+
+def _member(v: ReleasedView, j: int | None, k: int) -> _Member:
+    t = v.tree
+    lv = t.levels[k]
+    miss = float(t.info["sigma2_levels"][k - 1]) if (
+        v.mechanism in INTEGER_MECHANISMS and k) else 0.0
+    if j is None:  # the total: no parent
+        if v.mechanism in INTEGER_MECHANISMS:
+            root = t.info.get("sigma2_root")
+            cv = np.full(lv.ids.size, float(root) if root is not None else 0.0)
+        else:
+            cv = np.asarray(lv.variance, dtype=np.float64)
+        return _Member(lv.ids, np.asarray(lv.counts), cv, np.zeros(lv.ids.size),
+                       np.zeros(lv.ids.size, np.int64), [], miss)
+    n_j = t.levels[j].ids.size
+    cv, G, anc = np.zeros(n_j), np.ones(n_j), np.arange(n_j, dtype=np.int64)
+    steps = []
+    for lvl in range(j + 1, k + 1):
+        pos, z, g = _level_shape(v, lvl)
+        Z = np.bincount(pos, weights=z, minlength=cv.size)[pos]
+        cv = np.where(Z > 0, np.maximum(z - g * g * (Z - cv[pos]), 0.0), 0.0)
+        G, anc = G[pos] * g, anc[pos]
+        steps.insert(0, {"z": z.tolist(), "g": g.tolist(), "parent": pos.tolist(),
+                         "n_up": int(t.levels[lvl - 1].ids.size)})
+    return _Member(lv.ids, np.asarray(lv.counts), cv, G, anc, steps, miss)
+
+
+# --------------------------------------------------------------------------- combining
+def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
+           agreed: dict[mg.Key, Agreed], spec: Any, trees: dict) -> Agreed | str:
+    integer = any(views[i].mechanism in INTEGER_MECHANISMS for i, _ in group)
+    parent_key, at = None, [None] * len(group)
+    if key:
+        at = [next(j for j in range(k - 1, -1, -1) if views[i].levels.keys[j] in agreed)
+              for i, k in group]
+        nearest = {views[i].levels.keys[j] for (i, _), j in zip(group, at)}
+        if len(nearest) > 1:
+            return ("its views reach it from different agreed marginals ("
+                    + ", ".join(sorted(mg.label(p, spec) for p in nearest)) + ")")
+        parent_key = nearest.pop()
+        if integer and not agreed[parent_key].integer:
+            return (f"integer (InfTDA) under a real-valued agreed "
+                    f"{mg.label(parent_key, spec)}")
+    members = [_member(views[i], j, k) for (i, k), j in zip(group, at)]
+    codes = [views[i].levels.codes(k, m.ids) for (i, k), m in zip(group, members)]
+    extra = [np.zeros(0, np.int64)]
+    if parent_key is not None and all(views[i].mechanism in INTEGER_MECHANISMS
+                                      for i, _ in group):
+        extra.append(_public_children(key, parent_key, group, views, agreed[parent_key],
+                                      spec, trees))
+    universe = np.unique(np.concatenate(codes + extra))
+    n = universe.size
+    pa = agreed[parent_key] if parent_key is not None else None
+    num, prec, kappa = np.zeros(n), np.zeros(n), np.zeros(n)
+    exact_sum, exact_n = np.zeros(n), np.zeros(n)
+    parts = []
+    for (i, k), j, m, c in zip(group, at, members, codes):
+        pos = np.searchsorted(universe, c)
+        y = np.zeros(n)
+        y[pos] = m.y
+        if pa is not None:  # move to the agreed parents first: y' = y + G (P − y_parent)
+            t = views[i].tree
+            pcode = views[i].levels.codes(j, t.levels[j].ids)
+            ppos = np.searchsorted(pa.codes, pcode)
+            p_val = np.asarray(pa.values, dtype=np.float64)[np.minimum(ppos, pa.codes.size - 1)]
+            p_val = np.where(pa.codes[np.minimum(ppos, pa.codes.size - 1)] == pcode, p_val, 0.0)
+            own = np.asarray(t.levels[j].counts, dtype=np.float64)
+            y[pos] = m.y + m.G * (p_val - own)[m.anc]
+        var = np.full(n, m.miss)
+        var[pos] = m.cv
+        node = np.full(n, -1, np.int64)
+        node[pos] = np.arange(pos.size)
+        g_full = np.zeros(n)
+        g_full[pos] = m.G
+        zero = var <= 0
+        exact_sum += np.where(zero, y, 0.0)
+        exact_n += zero
+        p = np.where(zero, 0.0, 1.0 / np.where(zero, 1.0, var))
+        num += p * y
+        prec += p
+        parts.append((p, zero, g_full, node, m))
+    has_exact = exact_n > 0
+    est = np.where(has_exact, exact_sum / np.maximum(exact_n, 1),
+                   num / np.where(prec > 0, prec, 1.0))
+    w = np.where(has_exact, 0.0, 1.0 / np.where(prec > 0, prec, 1.0))
+    step_members = []
+    for p, zero, g_full, node, m in parts:
+        lam = np.where(has_exact, zero / np.maximum(exact_n, 1), p * w)
+        kappa += lam * g_full
+        step_members.append({"lam": lam.tolist(), "node": node.tolist(), "miss": m.miss,
+                             "size": int(m.ids.size), "steps": m.steps})
+    if pa is None:
+        values = np.maximum(np.rint(est), 0).astype(np.int64) if integer else est
+        step: dict[str, Any] = {"w": w.tolist()}
+    else:
+        pc = mg.coarsen(universe, key, parent_key, spec, trees)
+        parent = np.searchsorted(pa.codes, pc)
+        found = (parent < pa.codes.size) & (pa.codes[np.minimum(parent, pa.codes.size - 1)] == pc)
+        if not found.all():
+            raise InternalError("a shared node has no agreed parent; this is a bug, please "
+                                "report")
+        values = _towards_parents(est, w, parent, pa.values, integer)
+        step = {"w": w.tolist(), "parent": parent.tolist(), "kappa": kappa.tolist(),
+                "members": step_members}
+    names = sorted({views[i].name for i, _ in group})
+    chain = {key} | (pa.chain if pa is not None else set())
+    return Agreed(key, universe, values, parent_key, integer, names, step, chain)
+
+
+def _towards_parents(est: np.ndarray, w: np.ndarray, parent: np.ndarray,
+                     parent_values: np.ndarray, integer: bool) -> np.ndarray:
+    """Step 2 (and 3 for integers): each sibling group sums to its agreed parent."""
+    n_par = parent_values.size
+    cnt = np.bincount(parent, minlength=n_par)
+    if np.any((cnt == 0) & (np.asarray(parent_values) != 0)):
+        raise InternalError("an agreed parent has no children to share its count; this is "
+                            "a bug, please report")
+    g, _ = gains(w, parent, n_par)
+    gap = np.asarray(parent_values, dtype=np.float64) - np.bincount(
+        parent, weights=est, minlength=n_par)
+    out = est + g * gap[parent]
+    if not integer:
+        return out
+    order = np.argsort(parent, kind="stable")
+    y = intopt_segmented(np.rint(out[order]).astype(np.int64),
+                         segment_offsets(parent[order], n_par),
+                         np.asarray(parent_values, dtype=np.int64))
+    result = np.empty_like(y)
+    result[order] = y
+    return result
+
+
+def _public_children(key: mg.Key, parent_key: mg.Key, group: list[tuple[int, int]],
+                     views: list[ReleasedView], parent: Agreed, spec: Any,
+                     trees: dict) -> np.ndarray:
+    """Codes of every public node of ``key`` under a positive agreed parent, found in a
+    view that has the parent marginal as a level (only when every view of the group is
+    sparse: a dense view already lists every node)."""
+    for i, k in group:
+        v = views[i]
+        j = next((j for j in range(k) if v.levels.keys[j] == parent_key), None)
+        if j is not None:
+            ids = _descend(v, j, parent, spec, trees)[-1][0]
+            for lvl in range(j + 1, k + 1):
+                ids, _ = v.dtree.children(lvl, ids)
+            return v.levels.codes(k, ids)
+    return np.zeros(0, np.int64)
+
+
+def _descend(v: ReleasedView, depth: int, marginal: Agreed, spec: Any,
+             trees: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Levels 0..depth of ``v`` holding the positive nodes of ``marginal`` (a level of
+    ``v`` at ``depth``) and their sums: top-down over the public children of the nodes
+    kept at the level above (the nodes InfTDA itself enumerated)."""
+    total = int(np.asarray(marginal.values).sum())
+    ids = np.zeros(1 if total > 0 else 0, np.int64)
+    out = [(ids, np.full(ids.size, total, dtype=np.int64))]
+    for lvl in range(1, depth + 1):
+        child, _ = v.dtree.children(lvl, ids)
+        key = v.levels.keys[lvl]
+        coarse = mg.coarsen(marginal.codes, marginal.key, key, spec, trees)
+        uniq, inv = np.unique(coarse, return_inverse=True)
+        sums = np.bincount(inv, weights=np.asarray(marginal.values, dtype=np.float64),
+                           minlength=uniq.size)
+        codes = v.levels.codes(lvl, child)
+        val = np.zeros(codes.size)
+        if uniq.size:
+            pos = np.minimum(np.searchsorted(uniq, codes), uniq.size - 1)
+            val = np.where(uniq[pos] == codes, sums[pos], 0.0)
+        val = np.rint(val).astype(np.int64)
+        keep = val > 0
+        ids = child[keep]
+        out.append((ids, val[keep]))
+    return out
+
+
+# ----------------------------------------------------------------------------- updates
+def _update_integer(v: ReleasedView, depth: int, agreed: dict[mg.Key, Agreed], spec: Any,
+                    trees: dict) -> PrivateTree:
+    """InfTDA: levels 0..depth from the agreed marginal, then IntOpt top-down."""
+    t = v.tree
+    top = _descend(v, depth, agreed[v.levels.keys[depth]], spec, trees)
+    levels = [PrivateLevel(ids, cnt) for ids, cnt in top]
+    for lvl in range(depth + 1, t.depth + 1):
+        levels.append(_reproject(v.dtree, lvl, levels[-1], t.levels[lvl]))
+    return replace(t, levels=tuple(levels))
+
+
+def _reproject(dtree: domains.DomainTree, lvl: int, parents: PrivateLevel,
+               old: PrivateLevel) -> PrivateLevel:
+    """Each parent's released children projected onto its new count (IntOpt); a parent
+    without released children spreads its count over all its public children."""
+    par_ids, par_cnt = parents.ids, parents.counts
+    if par_ids.size == 0:
+        return PrivateLevel(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    old_par = dtree.parent(lvl, old.ids) if old.ids.size else old.ids
+    pos = np.searchsorted(par_ids, old_par)
+    hit = (pos < par_ids.size) & (par_ids[np.minimum(pos, par_ids.size - 1)] == old_par)
+    ids, x, seg = old.ids[hit], np.asarray(old.counts)[hit], pos[hit]
+    lonely = np.flatnonzero(np.bincount(seg, minlength=par_ids.size) == 0)
+    if lonely.size:
+        child, idx = dtree.children(lvl, par_ids[lonely])
+        ids = np.concatenate([ids, child])
+        x = np.concatenate([x, np.zeros(child.size, np.int64)])
+        seg = np.concatenate([seg, lonely[idx]])
+        order = np.argsort(ids, kind="stable")
+        ids, x, seg = ids[order], x[order], seg[order]
+    y = intopt_segmented(x.astype(np.int64), segment_offsets(seg, par_ids.size),
+                         np.asarray(par_cnt, dtype=np.int64))
+    keep = y > 0
+    return PrivateLevel(ids[keep], y[keep].astype(np.int64))
+
+
+def _chain(a: Agreed, agreed: dict[mg.Key, Agreed]) -> list[Agreed]:
+    out = [a]
+    while out[-1].parent_key is not None:
+        out.append(agreed[out[-1].parent_key])
+    return out[::-1]
+
+
+def _chain_params(a: Agreed, agreed: dict[mg.Key, Agreed]) -> list[dict[str, Any]]:
+    return [c.step for c in _chain(a, agreed)]
+
+
+def _exact(a: Agreed, agreed: dict[mg.Key, Agreed]) -> bool:
+    return not any(c.integer for c in _chain(a, agreed))
+
+
+def _update_tree(v: ReleasedView, levels: list[int], agreed: dict[mg.Key, Agreed]
+                 ) -> PrivateTree:
+    """Gaussian/Laplace tree: condition on level D, gains down, sums up."""
+    t = v.tree
+    D = max(levels)
+    a = agreed[v.levels.keys[D]]
+    node = np.searchsorted(a.codes, v.levels.codes(D, t.levels[D].ids))
+    model = ReconciledErrorModel(t.error_model.to_params(), D, _chain_params(a, agreed),
+                                 node, exact=_exact(a, agreed))
+    shape = t.error_model.shape()
+    counts = [np.asarray(lv.counts, dtype=np.float64).copy() for lv in t.levels]
+    at_d = np.asarray(a.values, dtype=np.float64)[node]
+    delta = at_d - counts[D]
+    for lvl in range(D + 1, t.depth + 1):
+        delta = delta[shape.parents[lvl - 1]] * shape.g[lvl]
+    counts[D] = at_d
+    if D < t.depth:
+        counts[t.depth] = counts[t.depth] + delta
+    for lvl in range(t.depth - 1, -1, -1):
+        if lvl == D:
+            continue
+        if lvl < D and lvl in levels:
+            b = agreed[v.levels.keys[lvl]]
+            counts[lvl] = np.asarray(b.values, dtype=np.float64)[
+                np.searchsorted(b.codes, v.levels.codes(lvl, t.levels[lvl].ids))]
+        else:  # ``parents[lvl]`` are the parents of level lvl + 1's nodes
+            counts[lvl] = np.bincount(shape.parents[lvl], weights=counts[lvl + 1],
+                                      minlength=counts[lvl].size)
+    new = tuple(PrivateLevel(lv.ids, counts[k], model.node_variances(k))
+                for k, lv in enumerate(t.levels))
+    return replace(t, levels=new, error_model=model)
+
+
+def _update_range(v: ReleasedView, total: Agreed) -> PrivateTree:
+    """Cascade / b-ary tree: leaves move by Cov(leaf, total)/Var(total) × the gap."""
+    t = v.tree
+    K = int(getattr(t.error_model, "bins"))
+    spans = list(t.bin_spans or ())
+    model = ReconciledErrorModel(t.error_model.to_params(), 0, _chain_params(total, {}),
+                                 [0], exact=_exact(total, {}), spans=spans)
+    v_t = float(t.error_model.sum_variance(0, np.zeros(1, np.int64)).value)
+    leaves = t.levels[-1]
+    lo = leaves.ids * spans[-1]
+    hi = np.minimum(lo + spans[-1], K)
+    gap = float(np.asarray(total.values, dtype=np.float64)[0]) - float(t.levels[0].counts[0])
+    move = model.cov_with_total(lo, hi) / v_t * gap if v_t > 0 else np.zeros(lo.size)
+    leaf_counts = np.asarray(leaves.counts, dtype=np.float64) + move
+    dense = np.zeros(K)
+    dense[lo] = leaf_counts
+    cum = np.concatenate([[0.0], np.cumsum(dense)])
+    bounds = []
+    for k, lv in enumerate(t.levels):
+        a = lv.ids * spans[k]
+        bounds.append((a, np.minimum(a + spans[k], K)))
+    var = model.range_variance(np.concatenate([b[0] for b in bounds]),
+                               np.concatenate([b[1] for b in bounds]))
+    new, at = [], 0
+    for k, lv in enumerate(t.levels):
+        if k == 0:
+            counts = np.asarray(total.values, dtype=np.float64)[:1]
+        elif k == t.depth:
+            counts = leaf_counts
+        else:
+            counts = cum[bounds[k][1]] - cum[bounds[k][0]]
+        new.append(PrivateLevel(lv.ids, counts, var[at:at + lv.ids.size]))
+        at += lv.ids.size
+    return replace(t, levels=tuple(new), error_model=model)
+
+
+__all__ = ["Agreed", "ReleasedView", "reconcile", "reconcile_release"]
