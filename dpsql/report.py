@@ -154,6 +154,8 @@ def _half_width(model: Any, level: int, ids: np.ndarray) -> tuple[float, str]:
     v = model.sum_variance(level, ids)
     if v is None:
         return float(model.sum_bound(level, ids, 0.05)), "bound"
+    if not v.exact and model.kind == "reconciled":  # an approximation, not a bound
+        return _Z95 * v.stderr, "approximate variance"
     return _Z95 * v.stderr, "variance" if v.exact else "variance bound"
 
 
@@ -485,6 +487,9 @@ _BAND_TEXT = {
                 "normal approximation)",
     "variance bound": "95% band: ±1.96 σ from an upper bound on the variance of each prefix "
                       "(pointwise, normal approximation)",
+    "approximate variance": "95% band: ±1.96 σ from the reconciled view's variance of each "
+                            "prefix (approximate: InfTDA shares its marginals; pointwise, "
+                            "normal approximation)",
     "bound": "95% band: InfTDA high-probability L∞ bound (β = 0.05, holds for every edge at "
              "once); not a standard error",
     "calibrated": "95% band: InfTDA's calibrated per-answer interval of each prefix (linear "
@@ -494,6 +499,7 @@ _BAND_TEXT = {
 
 _BAND_LEGEND = {"variance": "95% band: ±1.96 σ (exact variance)",
                 "variance bound": "95% band: ±1.96 σ (variance upper bound)",
+                "approximate variance": "95% band: ±1.96 σ (approximate variance)",
                 "bound": "95% band: InfTDA L∞ bound (β = 0.05)",
                 "calibrated": "95% band: InfTDA calibrated interval"}
 

@@ -52,8 +52,12 @@ gains g: V += Σ A²z − (Σ A z)²/Z per group, A ← Σ g A. For a least-squa
 its exact arrays, so C is exact when every view of the chain is real-valued. For InfTDA
 they are the linear support model (z = σ²_{l−1} on released nodes, g = 1/A), and a node
 a view did not release counts as independent noise of variance σ²_{l−1}: approximate,
-as is the rounding of integer marginals. ``exact`` is stored: True when no InfTDA view is
-on the chain.
+as is the rounding of integer marginals below the total. A rounded total adds 1/12 to w₀
+(the rounding error is close to uniform on ±0.5 and independent of the estimate once its
+standard deviation is ≥ 1, Sheppard's correction), and an InfTDA root is plain discrete
+Gaussian noise, so ``exact`` (stored) is True when the chain is the total alone or holds
+no InfTDA view, and False otherwise: the variances are then a calibrated approximation
+(``benchmarks/reconcile.py`` measures it), not an upper bound.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ class Chain:
     def __init__(self, chain: Sequence[dict[str, Any]]) -> None:
         f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
         i = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-        self.w0 = float(chain[0]["w"][0])
+        self.w0 = float(chain[0].get("var", chain[0]["w"][0]))
         self.size = len(chain[-1]["w"])
         self.steps = []
         for s in range(1, len(chain)):
@@ -259,7 +263,7 @@ class ReconciledErrorModel(ErrorModel):
         """(V_T − C)/V_T²: how much of Cov(S, T)² the conditioning removes."""
         if self._vt <= 0:
             return 0.0
-        c = float(self._chain[0]["w"][0])
+        c = self._prepared.w0
         return (self._vt - c) / (self._vt * self._vt)
 
     # ---------------------------------------------------------------- answers

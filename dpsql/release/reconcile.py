@@ -286,7 +286,10 @@ def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
                              "size": int(m.ids.size), "steps": m.steps})
     if pa is None:
         values = np.maximum(np.rint(est), 0).astype(np.int64) if integer else est
-        step: dict[str, Any] = {"w": w.tolist()}
+        # rounding adds an error close to uniform on ±0.5, nearly independent of the
+        # estimate when its standard deviation is ≥ 1 (Sheppard): variance 1/12
+        step: dict[str, Any] = {"w": w.tolist(),
+                                "var": float(w[0]) + (1.0 / 12.0 if integer else 0.0)}
     else:
         pc = mg.coarsen(universe, key, parent_key, spec, trees)
         parent = np.searchsorted(pa.codes, pc)
@@ -418,7 +421,10 @@ def _chain_params(a: Agreed, agreed: dict[mg.Key, Agreed]) -> list[dict[str, Any
 
 
 def _exact(a: Agreed, agreed: dict[mg.Key, Agreed]) -> bool:
-    return not any(c.integer for c in _chain(a, agreed))
+    """The stored model is exact when the chain is the total alone (an InfTDA root is
+    plain discrete Gaussian noise) or holds no InfTDA view (accuracy/reconciled.py)."""
+    chain = _chain(a, agreed)
+    return len(chain) == 1 or not any(c.integer for c in chain)
 
 
 def _update_tree(v: ReleasedView, levels: list[int], agreed: dict[mg.Key, Agreed]
