@@ -170,6 +170,7 @@ class ReconciledErrorModel(ErrorModel):
         self._chain = [dict(c) for c in chain]
         self._prepared = Chain(self._chain)
         self._cdiag: np.ndarray | None = None
+        self._node_cache: dict[int, np.ndarray] = {}
         self._node = np.asarray(node, dtype=np.int64)
         self._exact = bool(exact)
         self._spans = None if spans is None else [int(s) for s in spans]
@@ -280,6 +281,11 @@ class ReconciledErrorModel(ErrorModel):
             if uniq[0] < 0 or uniq[-1] >= size:
                 raise InvalidPrivacyParameterError(
                     f"node ids at level {k} must lie in [0, {size})")
+            if uniq.size == 1:  # one node (a GROUP BY row): the level's cached variances
+                if k not in self._node_cache:
+                    self._node_cache[k] = self.node_variances(k)
+                return Variance(float(coef[0]) ** 2 * float(self._node_cache[k][uniq[0]]),
+                                self._exact)
             cond, b = self._carry(k, uniq, coef)
             return Variance(cond + self._agreed(b), self._exact)
         base = self.base.sum_variance(k, uniq)
@@ -315,8 +321,11 @@ class ReconciledErrorModel(ErrorModel):
             return np.maximum(self._rv(lo, hi) - cov * cov * self._shrink(), 0.0)
         s, D = self._shape, self.level
         if k < D:
-            return np.array([self.sum_variance(k, np.array([i])).value
-                             for i in range(len(s.P[k]))])
+            out = np.empty(len(s.P[k]))
+            for i in range(out.size):
+                _, b = self._carry(k, np.array([i]), np.ones(1))
+                out[i] = self._agreed(b)
+            return out
         if self._cdiag is None:
             self._cdiag = self._prepared.posterior()
         cdiag = self._cdiag[self._node]
