@@ -154,6 +154,18 @@ ROWS: list[Row] = [
     Row("queries", "planning time per query (median), pure-Python sqlglot", "none (absolute)",
         path("summary", "planning_ms_median"), "ms", LOWER,
         target_json=path("summary", "targets", "planning_ms_median")),
+    Row("reconcile", "reconciled total of a release's 5 views (trips, 200 releases): RMSE",
+        "the best single view's RMSE, same releases", path(
+            "cases", lambda cs: next(c for c in cs if c["case"] == "trips"), "marginals",
+            "total", "ratio_after_over_best"), "×", LOWER,
+        target_json=path("targets", "ratio_after_over_best")),
+    Row("reconcile", "reconciled shared marginals (trips region/province/city, commutes O/D "
+        "pairs, 200 releases each): worst RMSE", "the best single view's RMSE, same releases",
+        path("worst_ratio_after_over_best"), "×", LOWER,
+        target_json=path("targets", "ratio_after_over_best")),
+    Row("reconcile", "reconciled releases whose views all give the same total",
+        "none (absolute)", path("totals_identical_fraction"), "(fraction)", HIGHER,
+        target_json=path("targets", "totals_identical_fraction")),
     Row("serve", "psycopg → `dpsql serve`: latency added at p50",
         "`dpsql.connect` in process, same queries", path("overhead_p50_ms"), "ms", LOWER,
         target_json=path("overhead_p50_target_ms")),
