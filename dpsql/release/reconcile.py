@@ -32,7 +32,14 @@ finer marginal given its agreed parents):
    integer parent with InfTDA's own IntOpt (:func:`intopt_segmented`), which keeps
    rounded values that already sum to P and are ≥ 0 unchanged.
 
-A marginal whose views reach it from different agreed marginals (a view [a, b] and a
+A marginal is agreed only where it lies directly below its agreed parent marginal in
+every view that has it. The two trees of an origin/destination release both have the
+(work region, home region) table, but at level 2, under a level (work region) the other
+tree does not have: agreeing on it would make each tree's level 1 the sum of a table
+that mixes the other tree's finer noise, and those sums are less accurate than the
+tree's own level (measured: a worker municipality's home-province counts got worse).
+Such a marginal is listed as ``not_reconciled`` with the reason, and the trees agree on
+their total. A marginal whose views reach it from different agreed marginals (a view [a, b] and a
 view [b, a] sharing a × b while [a] is agreed with a third view) is left out and listed
 as ``not_reconciled`` with the reason, as is an integer marginal under a real-valued one:
 both would need a step (raking, integer rounding under real parents) this module does
@@ -228,6 +235,11 @@ def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
     if key:
         at = [next(j for j in range(k - 1, -1, -1) if views[i].levels.keys[j] in agreed)
               for i, k in group]
+        gaps = sorted({views[i].name for (i, k), j in zip(group, at) if k != j + 1})
+        if gaps:
+            return ("not directly below its agreed parent marginal in " + ", ".join(gaps)
+                    + ": agreeing on it would replace the levels in between with sums of "
+                    "the other views' finer counts, which are less accurate")
         nearest = {views[i].levels.keys[j] for (i, _), j in zip(group, at)}
         if len(nearest) > 1:
             return ("its views reach it from different agreed marginals ("
