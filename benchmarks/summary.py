@@ -159,8 +159,9 @@ ROWS: list[Row] = [
             "cases", lambda cs: next(c for c in cs if c["case"] == "trips"), "marginals",
             "total", "ratio_after_over_best"), "×", LOWER,
         target_json=path("targets", "ratio_after_over_best")),
-    Row("reconcile", "reconciled shared marginals (trips region/province/city, commutes O/D "
-        "pairs, 200 releases each): worst RMSE", "the best single view's RMSE, same releases",
+    Row("reconcile", "reconciled shared marginals (trips region/province/city, the commutes "
+        "O/D trees' public total; 200 releases each): worst RMSE",
+        "the best single view's RMSE, same releases",
         path("worst_ratio_after_over_best"), "×", LOWER,
         target_json=path("targets", "ratio_after_over_best")),
     Row("reconcile", "reconciled releases whose views all give the same total",
