@@ -1,0 +1,95 @@
+"""InfTDA's per-answer 95% intervals cover the truth 95% of the time, through SQL.
+
+60 releases of the seeded trips data (20,000 rows, the tests' data set), seeds 500..559,
+one InfTDA view ``geo_mode`` (region → province → city → mode) at ρ = 0.1 (per level a
+discrete Gaussian of variance 20: intervals several units wide, so that the integer
+truth does not make coverage jump with the width). Each release is queried as an analyst
+would, ``SELECT city, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM geo_mode GROUP BY
+city`` through :func:`dpsql.connect`, and compared with plain DuckDB on the raw rows:
+n = 60 releases × 60 cities = 3,600 answers.
+
+The arithmetic. If the intervals are calibrated, the pooled coverage is about binomial
+with p = 0.95: SE = √(0.95 · 0.05 / 3,600) = 0.00363, and 5 SE = 0.0182, so the
+accepted band is [0.9318, 0.9682].
+
+The power check: the same intervals scaled around their centre ((lo + hi)/2; no interval
+is clipped at 0 here, which the test checks, so the centre is count − bias) must fall
+outside that band:
+
+* × 0.8: the half-width is 1.568σ, coverage 2Φ(1.568) − 1 = 0.883, 0.049 below the band
+  (9 of its own binomial SE, √(0.883 · 0.117 / 3,600) = 0.0054);
+* × 1.25: the half-width is 2.450σ, coverage 0.9857, 0.0175 above the band (8.8 of its
+  own SE, 0.0020).
+
+So a model whose intervals were 20% too narrow or 25% too wide fails the first
+assertion. Seeded releases; no wall-clock assertion.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import duckdb
+import numpy as np
+import pytest
+
+import dpsql
+from dpsql.datasets import trips_spec
+from dpsql.dbapi import SeededReleaseWarning
+from dpsql.release import build_release
+from dpsql.spec import ReleaseSpec
+
+RELEASES = 60
+SEEDS = range(500, 500 + RELEASES)
+QUERY = ("SELECT city, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM geo_mode "
+         "GROUP BY city")
+P, K_SE = 0.95, 5.0
+
+
+def _answers(trips_data, tmp_path) -> np.ndarray:
+    """(truth, lo, hi) of every answer of every release."""
+    spec = trips_spec(0.1)
+    spec["views"] = [v for v in spec["views"] if v["name"] == "geo_mode"]
+    spec = ReleaseSpec.from_dict(spec, base_dir=trips_data)
+    truth = dict(duckdb.connect().execute(
+        f"SELECT city, COUNT(*) FROM '{trips_data / 'trips.parquet'}' GROUP BY city"
+    ).fetchall())
+    out = []
+    for seed in SEEDS:
+        path = tmp_path / f"r{seed}.duckdb"
+        build_release(spec, path, seed=seed, progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeededReleaseWarning)
+            con = dpsql.connect(path)
+        cur = con.cursor()
+        cur.execute(QUERY)
+        rows = cur.fetchall()
+        assert cur.dp_info["view"] == "geo_mode" and cur.dp_info["error_family"] == \
+            "calibrated"
+        con.close()
+        path.unlink()
+        out += [(truth.get(city, 0), lo, hi) for city, _, lo, hi in rows]
+    return np.asarray(out, dtype=np.float64)
+
+
+@pytest.mark.statistical
+def test_inftda_intervals_cover_95_percent_and_scaled_ones_do_not(trips_data, tmp_path):
+    answers = _answers(trips_data, tmp_path)
+    n = answers.shape[0]
+    assert n == RELEASES * 60
+    truth, lo, hi = answers.T
+    assert lo.min() > 0  # no interval clipped at 0: scaling around the centre is exact
+    se = math.sqrt(P * (1 - P) / n)
+    band = (P - K_SE * se, P + K_SE * se)
+
+    def coverage(scale: float) -> float:
+        centre, half = (lo + hi) / 2, (hi - lo) / 2 * scale
+        return float(np.mean((centre - half <= truth) & (truth <= centre + half)))
+
+    got = coverage(1.0)
+    assert band[0] <= got <= band[1], \
+        f"coverage {got:.4f} of {n} answers outside [{band[0]:.4f}, {band[1]:.4f}]"
+    narrow, wide = coverage(0.8), coverage(1.25)
+    assert narrow < band[0], f"× 0.8 intervals cover {narrow:.4f}: the test has no power"
+    assert wide > band[1], f"× 1.25 intervals cover {wide:.4f}: the test has no power"
