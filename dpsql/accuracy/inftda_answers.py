@@ -31,13 +31,15 @@ variance (``dp_var``), and per level
 
 * ``kappa``: Σ bootstrap variance / Σ linear-model variance over the level's released
   nodes (a summary: 1.0–1.3 in practice; the planner's predictions use it);
-* ``zero_mean``/``zero_var``: the mean and variance of the (bootstrap-true) count of a
-  node that came out 0 under a positive parent (what a released zero may hide).
+* ``zero_bias``/``zero_var``: the mean and variance of what a replicate puts on a node
+  the released tree has at 0 under a released parent (the bootstrap error of a released
+  zero: the false-positive mass, which keeps the biases of a whole sibling set adding up
+  to its parent's).
 
 An answer over released rows R and released zeros Z then has (:func:`answer_error`)
 
-    centre = released − (Σ_R bias − zeros' hidden mean),
-    var    = Var_lin(R) · Σ_R var_i / Σ_R lin_i · (1 + 1/B) + zeros' hidden variance,
+    centre = released − (Σ_R bias + |Z|·zero_bias),
+    var    = Var_lin(R) · Σ_R var_i / Σ_R lin_i · (1 + 1/B) + |Z|·zero_var,
 
 and its interval at confidence γ is centre ± t_{B−1}·√var, widened near zero (what a
 zero may hide; a small count may be a false positive) and intersected with [0, ∞)
@@ -169,17 +171,17 @@ class Calibration:
 
     replicates: int
     kappa: tuple[float, ...]
-    zero_mean: tuple[float, ...]
+    zero_bias: tuple[float, ...]
     zero_var: tuple[float, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {"replicates": self.replicates, "kappa": list(self.kappa),
-                "zero_mean": list(self.zero_mean), "zero_var": list(self.zero_var)}
+                "zero_bias": list(self.zero_bias), "zero_var": list(self.zero_var)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Calibration":
         return cls(int(d["replicates"]), tuple(float(x) for x in d["kappa"]),
-                   tuple(float(x) for x in d["zero_mean"]),
+                   tuple(float(x) for x in d["zero_bias"]),
                    tuple(float(x) for x in d["zero_var"]))
 
 
@@ -194,12 +196,12 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     its own bootstrap variance; a sum, the linear model's covariances at its nodes'
     scale.
 
-    A released zero may hide a count (mean ``zero_mean``); IntOpt gave that count to the
-    zero's released siblings, so it is missing from the answer only in the share of
-    those siblings the answer leaves out: a zero under parent p contributes
-    −zero_mean·(1 − f_p) to the bias and zero_var·(1 − f_p)² to the variance, where f_p
-    is the fraction of p's released children in the answer (a whole sibling set: f = 1,
-    nothing missing; a zero asked alone: f = 0, all of it)."""
+    A released zero under a released parent adds ``zero_bias`` and ``zero_var``: in the
+    bootstrap a zero of the released tree receives false-positive mass, the same mass its
+    released siblings lose, so a whole sibling set's biases add up to its parent's, and
+    a sum over many small and zero nodes (a sparse tail) nets out as it does in the
+    bootstrap. What one zero may hide is :func:`zero_allowance`'s (the interval's upper
+    reach), not a bias: in a sparse tail most released zeros are true zeros."""
     released, zero_parents, _ = split_rows(rows)
     if level == 0:
         return 0.0, float(root_sigma2 or 0.0) if released.size else 0.0
@@ -214,14 +216,9 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
         var = float(boot.sum())
     var *= 1.0 + 1.0 / max(calibration.replicates, 1)
     bias = float(support.bias[level][released].sum())
-    if zero_parents.size:
-        keys, per_parent = np.unique(zero_parents, return_counts=True)
-        mine = support.parent[level][released]
-        mine = mine[np.isin(mine, keys)]
-        in_answer = np.bincount(np.searchsorted(keys, mine), minlength=keys.size)
-        missing = 1.0 - in_answer / support.active[k][keys]
-        bias -= calibration.zero_mean[k] * float(np.sum(per_parent * missing))
-        var += calibration.zero_var[k] * float(np.sum(per_parent * missing ** 2))
+    z = int(zero_parents.size)
+    bias += z * calibration.zero_bias[k]
+    var += z * calibration.zero_var[k]
     return bias, var
 
 
@@ -292,7 +289,7 @@ def zero_allowance(confidence: float) -> float:
     ``confidence``: the upper quantile u of the count given a released 0 under a flat
     prior on counts ≥ 0 (a count q comes out 0 when q + η falls below its siblings'
     common shift, ≈ 0, so its density is ∝ Φ(−q/σ)): (φ(u) − u·Φ(−u)) / φ(0) = 1 − γ.
-    1.68σ at 95%. The bootstrap's ``zero_mean``/``zero_var`` describe released zeros on
+    1.68σ at 95%. The bootstrap's ``zero_bias``/``zero_var`` describe released zeros on
     average (in sparse data most are true zeros); this keeps room for the one that is
     not, so an answer holding a released zero always reaches at least this high."""
     n = NormalDist()

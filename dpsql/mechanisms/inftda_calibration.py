@@ -104,15 +104,18 @@ def calibrate(dtree: Any, released: PrivateTree,
             e = y - truth[k]
             s1[k] += e
             s2[k] += e * e
+            # the released zeros' analogue: children of this replicate's expanded parents
+            # that the released tree has at 0; what the replicate puts there is their error
             expanded = rep.levels[k - 1].ids
             if expanded.size:
                 under = _lookup(expanded, np.ones(expanded.size, np.int64),
                                 parent_pub[k]) > 0
-                lost = truth[k][under & (y == 0)]
-                z_sum[k] += lost.sum()
-                z_sq[k] += (lost * lost).sum()
-                z_n[k] += float(dtree.n_children(k, expanded).sum()) - r_ids.size
-    kappa, zero_mean, zero_var, biases, variances = [], [], [], [], []
+                fp = r_cnt[_lookup(ids[k], np.ones(ids[k].size, np.int64), r_ids) == 0
+                           ].astype(np.float64)
+                z_sum[k] += fp.sum()
+                z_sq[k] += (fp * fp).sum()
+                z_n[k] += float(dtree.n_children(k, expanded).sum()) - int(under.sum())
+    kappa, zero_bias, zero_var, biases, variances = [], [], [], [], []
     for k in range(1, d + 1):
         bias = s1[k] / B
         var_boot = np.maximum(s2[k] / B - bias * bias, 0.0) * (B / max(B - 1, 1))
@@ -120,12 +123,12 @@ def calibrate(dtree: Any, released: PrivateTree,
         kap = float(var_boot.sum()) / lin if lin > 0 else 1.0
         kappa.append(max(kap, 1e-3) if lin > 0 else 1.0)
         mean0 = z_sum[k] / z_n[k] if z_n[k] > 0 else 0.0
-        zero_mean.append(float(mean0))
+        zero_bias.append(float(mean0))
         zero_var.append(float(max(z_sq[k] / z_n[k] - mean0 * mean0, 0.0)) if z_n[k] > 0
                         else 0.0)
         biases.append(bias)
         variances.append(var_boot)
-    cal = Calibration(B, tuple(kappa), tuple(zero_mean), tuple(zero_var))
+    cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var))
     return cal, tuple(biases), shape, variances
 
 

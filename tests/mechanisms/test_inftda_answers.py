@@ -135,20 +135,22 @@ def test_cover_bound_is_sound_and_never_looser_than_node_by_node(seed):
     assert b == pytest.approx(min(bounds[1], 4 * bounds[2]))
 
 
-def test_zeros_hide_what_their_siblings_leave_out():
-    """A released zero alone carries the whole expected hidden count; with all its
-    released siblings it carries none (IntOpt gave it to them); the interval of a zero
-    reaches at least zero_allowance × σ."""
+def test_released_zeros_carry_the_bootstraps_false_positive_mass():
+    """A released zero adds zero_bias and zero_var (what the bootstrap puts on the
+    released tree's zeros), alone or with its siblings, so a whole sibling set's bias is
+    its released children's plus its zeros'; the interval of a zero reaches at least
+    zero_allowance × σ above."""
     support = Support.from_levels([np.array([0, 0])], [np.array([3]), np.zeros(2, np.int64)],
-                                  [np.zeros(2)], [np.full(2, 9.0)], [np.array([40, 50])])
-    cal = Calibration(32, (1.0,), (2.0,), (4.0,))
-    alone = answer_error(support, cal, [9.0], None, 1, np.array([-2]))
-    assert alone == pytest.approx((-2.0, 4.0))
-    whole = answer_error(support, cal, [9.0], None, 1, np.array([0, 1, -2]))
-    assert whole[0] == pytest.approx(0.0)
-    assert whole[1] == pytest.approx(0.0)  # the released children sum to the exact root
+                                  [np.array([-0.5, -1.0])], [np.full(2, 9.0)],
+                                  [np.array([40, 50])])
+    cal = Calibration(32, (1.0,), (1.5,), (4.0,))
+    assert answer_error(support, cal, [9.0], None, 1, np.array([-2])) == \
+        pytest.approx((1.5, 4.0))
+    bias, var = answer_error(support, cal, [9.0], None, 1, np.array([0, 1, -2]))
+    assert bias == pytest.approx(-0.5 - 1.0 + 1.5)
+    assert var == pytest.approx(4.0)  # the released children sum to the exact root
     one = answer_error(support, cal, [9.0], None, 1, np.array([0]))
-    assert one[1] == pytest.approx(9.0 * (1 + 1 / 32))  # its own bootstrap variance
+    assert one == pytest.approx((-0.5, 9.0 * (1 + 1 / 32)))  # its own bootstrap variance
     se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([-2]), 0.95)
     assert above >= zero_allowance(0.95) * 3.0 - 1e-12
     assert zero_allowance(0.95) == pytest.approx(1.664, abs=1e-3)
