@@ -225,6 +225,13 @@ ROWS: list[Row] = [
     Row("serve", "the same, planned in the session thread: longest a hostile statement ran",
         "none (absolute)",
         path("hostile", "inline_planning", "hostile", "hostile_longest_s"), "s", LOWER),
+    Row("connect", '`dpsql.connect` on a release with a 2,048-bin `covariance = "optimal"` '
+        "view (median, fresh process)", "none (absolute; the same release without that "
+        "view: see the next row)", path("optimal_connect_s"), "s", LOWER,
+        target_json=path("targets", "optimal_connect_s")),
+    Row("connect", '`dpsql.connect` with the 2,048-bin optimal view', "the same release "
+        "without that view, same run", path("ratio_optimal_vs_reference"), "×", LOWER,
+        note="slower"),
 ]
 
 

@@ -298,8 +298,7 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
     if len(vm.attributes) == 1 and attributes[vm.attributes[0]].kind == "range" \
             and attributes[vm.attributes[0]].bins <= MAX_PRECOMPUTED_BINS:
         ranges = range_errors(v, attributes[vm.attributes[0]].bins)
-    bounds = tuple(vm.error_model.sum_variance(lv.k, np.zeros(1, dtype=np.int64)) is None
-                   for lv in vm.levels)
+    bounds = tuple(not v.model.gives_variance(lv.k) for lv in vm.levels)
     return replace(v, node_tables=tuple(tables), count_types=tuple(types),
                    prefix=prefix, bound_levels=bounds, range_errors=ranges)
 

@@ -82,6 +82,12 @@ class ErrorModel(ABC):
         """Variance of the sum of the released counts of ``node_ids`` at ``level``;
         ``None`` if this model gives bounds, not variances."""
 
+    def gives_variance(self, level: int) -> bool:
+        """True when :meth:`sum_variance` answers at ``level`` (False: bounds only).
+        Models whose evaluation needs a costly set-up override it with a constant, so that
+        asking costs nothing (attaching a release asks once per level)."""
+        return self.sum_variance(level, np.zeros(1, dtype=np.int64)) is not None
+
     def sum_bound(self, level: int, node_ids: np.ndarray, beta: float) -> float:
         """B with P[|released sum − true sum| ≤ B] ≥ 1 − β for the nodes at ``level``.
 

@@ -24,7 +24,8 @@ mechanism under ℓ₂; Li et al. 2010, Yuan et al. 2016). [derived here; not in
   ``F = Λ^½ V w^{-¼}`` and z ~ N(0, I_K): K normals, one matrix product. Privacy uses
   ``diag(C⁻¹) = diag(M)`` computed from the same factorisation.
 * **Cost.** O(K³) time and O(K²) memory, once per release and again (one
-  eigendecomposition) when an error model is first evaluated. Hence
+  eigendecomposition) when an error model is first evaluated: once per process, as
+  :func:`dpsql.accuracy.load` shares models, and never when attaching a release. Hence
   :data:`MAX_OPTIMAL_BINS`; beyond it the tree covariance (O(K)) is the choice.
 
 The error model stores only public numbers: K, the weights λ, σ and the view's level
@@ -236,6 +237,9 @@ class RangeOptimalErrorModel(RangeLevels, ErrorModel):
         p = self._prefix()
         out = p[hi_a, hi_a] - 2.0 * p[lo_a, hi_a] + p[lo_a, lo_a]
         return np.maximum(out, 0.0)
+
+    def gives_variance(self, level: int) -> bool:
+        return True  # without building the prefix sums (one eigendecomposition)
 
     def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
         """Exact variance of the sum of released nodes ``node_ids`` at ``level``: the

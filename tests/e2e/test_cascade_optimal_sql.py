@@ -109,3 +109,56 @@ def test_inspect_names_the_covariance_and_its_sigma(release, capsys):
     out = capsys.readouterr().out  # rich may wrap the label inside its cell
     assert "(optimal" in out and "largest" in out
     assert out.count("optimal") == 1  # dist_tree keeps the default tree covariance
+
+
+def test_error_model_is_built_once_and_shared_across_connections(release):
+    """Attaching builds no covariance (the prefix sums wait for the first error column);
+    every connection of the process then shares the one model and its set-up."""
+    a, b = duckdb.connect(), duckdb.connect()
+    try:
+        duck.attach(a, release)
+        model = duck.catalog_of(a).find_view("dist").model
+        duck.sql(a, "SELECT COUNT(*), dp_stderr() FROM dist WHERE distance < 40").fetchall()
+        assert model._prefix_cache is not None
+        duck.attach(b, release)
+        assert duck.catalog_of(b).find_view("dist").model is model
+        assert open_release(release).views["dist"].error_model is model
+    finally:
+        a.close()
+        b.close()
+
+
+def test_attaching_evaluates_no_optimal_model(trips_data, tmp_path, monkeypatch):
+    """A fresh model (nothing shared) of a view beyond the attach-time precomputation
+    (more than 128 bins) stays unevaluated through attach; the first error column builds
+    it once, for every later query and connection."""
+    from dpsql import accuracy
+    from dpsql.duck import MAX_PRECOMPUTED_BINS
+    from dpsql.accuracy.optimal_ranges import RangeOptimalErrorModel
+
+    raw = trips_spec(1.0)
+    raw["attributes"]["distance"]["bins"] = 2 * MAX_PRECOMPUTED_BINS
+    raw["views"] = [{"name": "dist", "levels": ["distance"], "mechanism": "cascade",
+                     "covariance": "optimal"}]
+    release = tmp_path / "wide.duckdb"
+    build_release(ReleaseSpec.from_dict(raw, base_dir=trips_data), release, seed=5,
+                  progress=False)
+    monkeypatch.setattr(accuracy, "_SHARED", type(accuracy._SHARED)())
+    monkeypatch.setattr(accuracy, "_RECENT", type(accuracy._RECENT)())
+    built = []
+    real = RangeOptimalErrorModel.covariance
+    monkeypatch.setattr(RangeOptimalErrorModel, "covariance",
+                        lambda self: built.append(1) or real(self))
+    c, d = duckdb.connect(), duckdb.connect()
+    try:
+        duck.attach(c, release)
+        assert built == []
+        duck.sql(c, "SELECT COUNT(*), dp_stderr() FROM dist WHERE distance < 40").fetchall()
+        assert built == [1]
+        duck.sql(c, "SELECT COUNT(*), dp_stderr() FROM dist WHERE distance < 60").fetchall()
+        duck.attach(d, release)
+        duck.sql(d, "SELECT COUNT(*), dp_stderr() FROM dist WHERE distance < 80").fetchall()
+        assert built == [1]
+    finally:
+        c.close()
+        d.close()
