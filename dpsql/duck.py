@@ -497,8 +497,10 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
             else:
                 fitted = np.clip(isotonic(cum[1:-1]), 0.0, total)
                 edges = meta.lower + meta.width * grid
-                out[sel] = quantile(np.concatenate((fitted, [total])),
-                                    np.clip(xs[sel], 0.0, 1.0), edges)
+                qs = quantile(np.concatenate((fitted, [total])),
+                              np.clip(xs[sel], 0.0, 1.0), edges)
+                step = getattr(meta, "step", None)  # grid values: the value at or below
+                out[sel] = np.floor(qs / step + 1e-9) * step if step else qs
     return pa.array(out, pa.float64())
 
 

@@ -72,6 +72,9 @@ class AttributeMeta:
     lower: float | None = None
     upper: float | None = None
     bins: int | None = None
+    value_type: str | None = None  # range: integer | decimal | real (None: before typing)
+    step: float | None = None  # range: the grid step of integer (1) and decimal values
+    null_category: bool = False  # categorical: NULL is a released value of the domain
 
     @property
     def width(self) -> float | None:
@@ -80,14 +83,20 @@ class AttributeMeta:
         return (self.upper - self.lower) / self.bins  # type: ignore[operator]
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "columns": list(self.columns),
-                "domain_table": self.domain_table, "lower": self.lower, "upper": self.upper,
-                "bins": self.bins}
+        out = {"name": self.name, "kind": self.kind, "columns": list(self.columns),
+               "domain_table": self.domain_table, "lower": self.lower, "upper": self.upper,
+               "bins": self.bins}
+        if self.value_type is not None:
+            out.update(value_type=self.value_type, step=self.step)
+        if self.null_category:
+            out["null_category"] = True
+        return out
 
     @classmethod
     def from_json(cls, d: dict) -> "AttributeMeta":
         return cls(d["name"], d["kind"], tuple(d["columns"]), d["domain_table"],
-                   d.get("lower"), d.get("upper"), d.get("bins"))
+                   d.get("lower"), d.get("upper"), d.get("bins"), d.get("value_type"),
+                   d.get("step"), bool(d.get("null_category", False)))
 
 
 @dataclass(frozen=True)

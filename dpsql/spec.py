@@ -33,6 +33,11 @@ GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
 PURE_MECHANISMS = ("btree", "laplace_tree")
 RANGE_ONLY_MECHANISMS = ("cascade", "btree")
 COVARIANCES = ("tree", "optimal")  # cascade: Cascade Sampling's C_k, or range-optimal
+VALUE_TYPES = ("integer", "decimal", "real")
+"""What a binned attribute's values are. ``integer`` and ``decimal`` values are points
+on a grid (step 1, or the decimal's ``resolution``): predicates follow SQL on that grid
+(``x <= 5`` keeps 5, ``x = 5`` is the cell [5, 6)) and bin edges lie on it. ``real``
+values are a continuous axis, where < and <= coincide."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"dp_count", "dp_var", "dp_stderr", "dp_row", "dp_parent", "dp_fanout",
              "dp_bias"}
@@ -128,13 +133,18 @@ class Categorical:
     name: str
     values: tuple[Any, ...]
     on_out_of_domain: str = "error"  # error | drop
-    on_null: str = "error"  # error | drop
+    on_null: str = "error"  # error | drop | category
 
     kind = "categorical"
 
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.name,)
+
+    @property
+    def domain_values(self) -> tuple[Any, ...]:
+        """The released domain: the values, and NULL last under ``on_null = "category"``."""
+        return self.values + (None,) if self.on_null == "category" else self.values
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "domain": list(self.values),
@@ -165,7 +175,10 @@ class Hierarchy:
 
 @dataclass(frozen=True)
 class Range:
-    """A numeric attribute binned into ``bins`` equal-width bins on [lower, upper)."""
+    """A numeric attribute binned into ``bins`` equal-width bins on [lower, upper).
+
+    ``value_type`` is one of :data:`VALUE_TYPES`, or None until the release infers it
+    from the source column's type; ``resolution`` is the grid step of a ``decimal``."""
 
     name: str
     lower: float
@@ -174,8 +187,16 @@ class Range:
     fanout: Union[str, int] = "auto"
     on_out_of_bounds: str = "clamp"  # clamp | drop | error
     on_null: str = "error"
+    value_type: str | None = None
+    resolution: float | None = None
 
     kind = "range"
+
+    @property
+    def step(self) -> float | None:
+        """The grid step of integer (1) and decimal values; None for reals."""
+        return 1.0 if self.value_type == "integer" else (
+            self.resolution if self.value_type == "decimal" else None)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -189,9 +210,14 @@ class Range:
         return [self.lower + i * self.width for i in range(self.bins)] + [self.upper]
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "lower": self.lower, "upper": self.upper,
-                "bins": self.bins, "fanout": self.fanout,
-                "on_out_of_bounds": self.on_out_of_bounds, "on_null": self.on_null}
+        out = {"kind": self.kind, "lower": self.lower, "upper": self.upper,
+               "bins": self.bins, "fanout": self.fanout,
+               "on_out_of_bounds": self.on_out_of_bounds, "on_null": self.on_null}
+        if self.value_type is not None:
+            out["type"] = self.value_type
+        if self.value_type == "decimal":
+            out["resolution"] = self.resolution
+        return out
 
 
 Attribute = Union[Categorical, Hierarchy, Range]
@@ -426,7 +452,13 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
     if not isinstance(raw, dict):
         raise _err(path, "must be a table with a 'kind'")
     kind = raw.get("kind")
-    on_null = _policy(f"{path}.on_null", raw.get("on_null", "error"), ("error", "drop"))
+    on_null = _policy(f"{path}.on_null", raw.get("on_null", "error"),
+                      ("error", "drop", "category"))
+    if on_null == "category" and kind != "categorical":
+        raise _err(f"{path}.on_null", f"\"category\" (NULL as a released value) is supported "
+                                      f"on categorical attributes only, not yet on a {kind}; "
+                                      "use \"drop\", which leaves the NULL rows out of the "
+                                      "views over this attribute only")
     if kind == "categorical":
         _only(path, raw, {"kind", "domain", "domain_file", "on_out_of_domain", "on_null"})
         if ("domain" in raw) == ("domain_file" in raw):
@@ -439,6 +471,10 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         else:
             values = _read_first_column(f"{path}.domain_file", base / raw["domain_file"])
         _one_key_type(f"{path}.domain", values)
+        if on_null == "category" and not all(isinstance(v, str) for v in values):
+            raise _err(f"{path}.on_null", "\"category\" needs a domain of strings (the NULL "
+                                          "value joins them in one label column); quote the "
+                                          "values, or use \"drop\"")
         return Categorical(name, tuple(values),
                            _policy(f"{path}.on_out_of_domain",
                                    raw.get("on_out_of_domain", "error"), ("error", "drop")),
@@ -481,7 +517,8 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
                          on_null)
     if kind == "range":
         _only(path, raw, {"kind", "lower", "upper", "bins", "width", "fanout",
-                          "on_out_of_bounds", "on_null"})
+                          "on_out_of_bounds", "on_null", "type", "resolution"})
+        value_type, resolution = _value_type(path, raw)
         lower = float(_number(f"{path}.lower", raw.get("lower")))
         upper = float(_number(f"{path}.upper", raw.get("upper")))
         if not lower < upper:
@@ -507,10 +544,67 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         if fanout != "auto" and (isinstance(fanout, bool) or not isinstance(fanout, int)
                                  or fanout < 2):
             raise _err(f"{path}.fanout", f"must be 'auto' or an integer >= 2, got {fanout!r}")
-        return Range(name, lower, upper, bins, fanout,
-                     _policy(f"{path}.on_out_of_bounds", raw.get("on_out_of_bounds", "clamp"),
-                             ("clamp", "drop", "error")), on_null)
+        out = Range(name, lower, upper, bins, fanout,
+                    _policy(f"{path}.on_out_of_bounds", raw.get("on_out_of_bounds", "clamp"),
+                            ("clamp", "drop", "error")), on_null, value_type, resolution)
+        if value_type is not None:
+            check_grid(out, path)
+        return out
     raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range")
+
+
+def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
+    value_type = raw.get("type")
+    if value_type is None:
+        if "resolution" in raw:
+            raise _err(f"{path}.resolution", "is the grid step of a decimal attribute; add "
+                                             "type = \"decimal\", or drop resolution")
+        return None, None
+    if value_type in ("date", "timestamp"):
+        raise _err(f"{path}.type", f"{value_type!r} attributes are not supported yet; bin "
+                                   "a number of days (or seconds) instead: select "
+                                   "date_diff('day', DATE '1970-01-01', col) in a 'sql' "
+                                   "source and declare type = \"integer\"")
+    if value_type not in VALUE_TYPES:
+        raise _err(f"{path}.type", f"unknown value type {value_type!r}; allowed: "
+                                   f"{', '.join(VALUE_TYPES)} (or leave it out to infer it "
+                                   "from the source column at release time)")
+    if value_type != "decimal":
+        if "resolution" in raw:
+            raise _err(f"{path}.resolution", f"only a decimal attribute has a resolution; "
+                                             f"remove it for type = {value_type!r}")
+        return value_type, None
+    if "resolution" not in raw:
+        raise _err(f"{path}.resolution", "missing: a decimal attribute needs the step of its "
+                                         "values, e.g. resolution = 0.01 for cents")
+    res = _number(f"{path}.resolution", raw["resolution"])
+    if res <= 0:
+        raise _err(f"{path}.resolution", f"must be > 0, got {raw['resolution']!r}")
+    return value_type, float(res)
+
+
+def on_grid(x: float, step: float) -> bool:
+    """True when ``x`` is a whole multiple of ``step`` (exactly, in decimal: 0.3 is a
+    multiple of 0.1 although 0.3 / 0.1 is not 3 in binary floating point)."""
+    q = Fraction(repr(float(x))) / Fraction(repr(float(step)))
+    return q.denominator == 1
+
+
+def check_grid(attr: Range, path: str) -> None:
+    """Bins of integer and decimal attributes must start and end on the values' grid, so
+    that each bin holds whole values (no value is split between two bins)."""
+    step = attr.step
+    if step is None:
+        return
+    width = Fraction(repr(attr.upper)) - Fraction(repr(attr.lower))
+    width /= attr.bins
+    what = "whole numbers" if attr.value_type == "integer" else f"multiples of {step:g}"
+    if not (on_grid(attr.lower, step) and on_grid(attr.upper, step)
+            and (width / Fraction(repr(step))).denominator == 1):
+        raise _err(path, f"{attr.value_type} values need bins on their grid: lower "
+                         f"({attr.lower:g}), upper ({attr.upper:g}) and the bin width "
+                         f"({float(width):g}) must be {what}; change bins or width, or "
+                         "declare type = \"real\" for a continuous axis")
 
 
 def _only(path: str, raw: dict, allowed: set[str]) -> None:

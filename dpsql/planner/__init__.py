@@ -22,6 +22,7 @@ strings, dicts and frozen dataclasses. The planner does no I/O: it reads only th
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from dpsql.planner.find_references import Reference, find_references
 from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
 from dpsql.planner.rewrite_query import rewrite_reference
+from dpsql.planner.value_intervals import describe_intervals
 
 INTERPOLATION = "uniform"
 
@@ -130,9 +132,16 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                      "contributes the fraction of its width inside the range); error columns "
                      "use the outer cover of whole bins and are approximate")
     if ref.ranges:
-        notes.append("binned attributes are a continuous axis: < and <= (> and >=) are the "
-                     "same bound; values outside the domain were handled at build time by "
-                     "the spec's out-of-bounds policy")
+        types = {ref.release.attributes[r.attribute].value_type or "real"
+                 for r in ref.ranges}
+        if types & {"integer", "decimal"}:
+            notes.append("integer and decimal attributes compare whole values, as SQL "
+                         "does: x <= b keeps b, x = v is the cell [v, v + step)")
+        if "real" in types:
+            notes.append("real-valued attributes are a continuous axis: < and <= (> and >=) "
+                         "are the same bound")
+        notes.append("values outside the domain were handled at build time by the spec's "
+                     "out-of-bounds policy")
     if bound_model:
         notes.append("this view's error model gives high-probability bounds, not variances: "
                      "dp_stderr() is NULL and dp_ci_low/dp_ci_high use dp_bound(1 - conf)")
@@ -159,7 +168,12 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                          "calibrated" if model.reads_support else "variance"),
         "interpolation": (INTERPOLATION if ref.ranges and not choice.aligned
                           else "none (bounds on the bin grid)" if ref.ranges else "none"),
-        "ranges": [{"attribute": r.attribute, "lo": r.lo, "hi": r.hi} for r in ref.ranges],
+        "ranges": [{"attribute": r.attribute, "lo": r.lo, "hi": r.hi,
+                    "type": ref.release.attributes[r.attribute].value_type or "real",
+                    "kept": describe_intervals(r.pieces if r.pieces is not None else (
+                        (-math.inf if r.lo is None else r.lo,
+                         math.inf if r.hi is None else r.hi),))}
+                   for r in ref.ranges],
         "approximate": approx,
         "predicted_error95": choice.predicted,
         "candidates": [{"view": n, "level": k, "predicted_error95": p}

@@ -150,8 +150,7 @@ def _grid_edges(release: ReleaseInfo, r: RangeFilter) -> tuple[int | None, ...]:
     inside the domain; None for a bound off the grid. Unbounded sides and bounds at or
     beyond the domain's ends are left out: they align with any span."""
     a = release.attributes[r.attribute]
-    return tuple(grid_index(a, x) for x in (r.lo, r.hi)
-                 if x is not None and a.lower < x < a.upper)
+    return tuple(grid_index(a, x) for x in r.edges() if a.lower < x < a.upper)
 
 
 def _on_grid(edges: tuple[int | None, ...], span: int) -> bool:

@@ -153,7 +153,10 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
                                          and arg.this == "1"):
             return Aggregate(node, "count")
         if isinstance(arg, exp.Column) and owned(arg):
-            return Aggregate(node, "count")  # attributes are never NULL in a release
+            a = release.column_attribute(arg.name)
+            if a is not None and a.null_category:  # skips the NULL category's nodes
+                return Aggregate(node, "count", release.column_name(arg.name))
+            return Aggregate(node, "count")  # otherwise attributes are never NULL
     if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
             and not arg.is_string:
         return Aggregate(node, "count", sums=True)

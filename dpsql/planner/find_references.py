@@ -27,6 +27,7 @@ let through.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -36,18 +37,38 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
-                                          classify, counts_rows, enclosing_call, fn_name,
-                                          literal_number)
+                                          classify, counts_rows, enclosing_call, fn_name)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
+from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
+                                           predicate_intervals)
 
 @dataclass(frozen=True)
 class RangeFilter:
-    """An interval [lo, hi] (None = unbounded) on one binned attribute; the axis is
-    continuous, so open and closed bounds coincide (DESIGN: interpolation policy)."""
+    """The part of one binned attribute's axis that the WHERE clause keeps: the interval
+    from ``lo`` to ``hi`` (None = unbounded; the axis is continuous, so open and closed
+    bounds coincide), or when ``pieces`` is not None exactly those disjoint half-open
+    intervals inside it (``()``: nothing). Predicates on integer and decimal attributes
+    arrive here already widened to whole values (:mod:`~dpsql.planner.value_intervals`)."""
 
     attribute: str
     lo: float | None
     hi: float | None
+    pieces: tuple[tuple[float, float], ...] | None = None
+
+    @classmethod
+    def of(cls, attribute: str, pieces: Intervals) -> "RangeFilter":
+        if not pieces:
+            return cls(attribute, None, None, ())
+        lo, hi = pieces[0][0], pieces[-1][1]
+        return cls(attribute, lo if math.isfinite(lo) else None,
+                   hi if math.isfinite(hi) else None,
+                   None if len(pieces) == 1 else tuple(pieces))
+
+    def edges(self) -> tuple[float, ...]:
+        """Every finite bound of the kept intervals."""
+        if self.pieces is None:
+            return tuple(x for x in (self.lo, self.hi) if x is not None)
+        return tuple(x for p in self.pieces for x in p if math.isfinite(x))
 
 
 @dataclass(frozen=True)
@@ -219,7 +240,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     using = _join_keys(table, joins) if joins else ()
 
     # ---- WHERE: range predicates move inside, the rest stays
-    ranges: dict[str, list[float | None]] = {}
+    ranges: dict[str, Intervals] = {}
     removed: list[exp.Expression] = []
     removed_ids: set[int] = set()  # the scope's columns in them
     nested_labels: set[str] = set()
@@ -266,12 +287,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "UNION ALL two queries")
         if range_attr is None:
             continue
-        lo, hi = _range_bounds(c, range_attr, owned)
-        cur = ranges.setdefault(range_attr, [None, None])
-        if lo is not None:
-            cur[0] = lo if cur[0] is None else max(cur[0], lo)
-        if hi is not None:
-            cur[1] = hi if cur[1] is None else min(cur[1], hi)
+        ranges[range_attr] = intersect(ranges.get(range_attr, EVERYTHING), predicate_intervals(
+            c, attrs[range_attr], _column_test(range_attr, owned)))
         removed.append(c)
         removed_ids.update(map(id, c_columns))
 
@@ -346,6 +363,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         columns.add(release.column_name(name))
         if node.args.get("db"):
             long_names.append(node)
+    for agg in aggregates:  # COUNT(attr) of a NULL category: its level must carry attr
+        if agg.kind == "count" and agg.attribute:
+            columns.add(agg.attribute)
     for name in using:  # USING (col): a join key the node rows must carry
         if column_attribute(name) is not None:
             columns.add(release.column_name(name))
@@ -356,7 +376,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
             "COUNT(*): add COUNT(*) to the same SELECT")
     return Reference(select, table, alias, release, views, frozenset(columns),
-                     tuple(RangeFilter(a, lo, hi) for a, (lo, hi) in sorted(ranges.items()))
+                     tuple(RangeFilter.of(a, p) for a, p in sorted(ranges.items()))
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured)
@@ -407,24 +427,7 @@ _PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
 
 
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
-
-
-def _range_bounds(c: exp.Expression, attr: str, owned) -> tuple[float | None, float | None]:
+def _column_test(attr: str, owned):
     def is_attr(x: exp.Expression) -> bool:
         return isinstance(x, exp.Column) and owned(x) and x.name.lower() == attr.lower()
-
-    if isinstance(c, exp.Between) and is_attr(c.this):
-        return literal_number(c.args["low"], "a BETWEEN bound"), literal_number(c.args["high"],
-                                                                   "a BETWEEN bound")
-    if type(c) in _FLIP:
-        left, right, kind = c.this, c.expression, type(c)
-        if is_attr(right) and not is_attr(left):
-            left, right, kind = right, left, _FLIP[kind]
-        if is_attr(left) and not any(map(is_attr, columns_below(right)[0])):
-            v = literal_number(right, "the bound of ", attr)
-            return (v, None) if kind in (exp.GT, exp.GTE) else (None, v)
-    raise UnsupportedQueryError(
-        f"predicate {c.sql('duckdb')!r} on the binned attribute {attr!r} is not supported; "
-        f"write {attr} BETWEEN lo AND hi, {attr} < x, {attr} <= x, {attr} > x or {attr} >= x "
-        "with numeric literals, combined with AND")
+    return is_attr

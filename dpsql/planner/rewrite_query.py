@@ -50,6 +50,7 @@ Decisions for speed (issue #6), none of which changes an answer:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from sqlglot import exp
@@ -147,7 +148,8 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
             parts.append(f"(SELECT {', '.join(keys)}, {', '.join(ranks)} FROM "
                          f"{q(alias)}.{q(meta.domain_table)} GROUP BY {', '.join(keys)}) "
                          f"AS {d}")
-            on += [f"t.{q(c)} = {d}.{q(c)}" for c in mine]
+            on += [f"t.{q(c)} IS NOT DISTINCT FROM {d}.{q(c)}" for c in mine]  # NULL:
+            # the released value of a NULL category
             cols += [f"{d}.{q(c)}" for c in mine]
             ref.update({c: f"{d}.{q(c)}" for c in mine})
             rank.update({c: f"{d}.{q('rank_' + c)}" for c in mine})
@@ -219,13 +221,17 @@ class _Rows:
             lo_c, hi_c = p + q(f"{a}_lo"), p + q(f"{a}_hi")
             r = ranges.get(a)
             lo_e, hi_e = lo_c, hi_c
+            if r is not None and r.pieces is not None:  # a union of intervals, or none
+                conds.append(_pieces_condition(r.pieces, lo_c, hi_c))
+                if not choice.aligned and r.pieces:
+                    weights.append(_pieces_weight(r.pieces, lo_c, hi_c))
             if r is not None and r.lo is not None:
                 conds.append(f"{hi_c} > {num(r.lo)}")
                 lo_e = f"GREATEST({lo_c}, {num(r.lo)})"
             if r is not None and r.hi is not None:
                 conds.append(f"{lo_c} < {num(r.hi)}")
                 hi_e = f"LEAST({hi_c}, {num(r.hi)})"
-            if r is not None and not choice.aligned:
+            if r is not None and not choice.aligned and r.pieces is None:
                 weights.append(f"(({hi_e}) - ({lo_e})) / ({hi_c} - {lo_c})")
             self.edges[a] = (lo_e, hi_e)
         count = p + "dp_count"
@@ -282,6 +288,29 @@ class _Rows:
         self.node = ""
 
 
+def _pieces_condition(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
+    """The bins that overlap any of ``pieces`` (FALSE for none)."""
+    if not pieces:
+        return "FALSE"
+    parts = []
+    for lo, hi in pieces:
+        cond = [f"{hi_c} > {num(lo)}"] if math.isfinite(lo) else []
+        cond += [f"{lo_c} < {num(hi)}"] if math.isfinite(hi) else []
+        parts.append(" AND ".join(cond) or "TRUE")
+    return "(" + " OR ".join(f"({c})" for c in parts) + ")"
+
+
+def _pieces_weight(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
+    """The fraction of a bin's width inside the union of ``pieces`` (uniform
+    interpolation, as for one interval)."""
+    terms = []
+    for lo, hi in pieces:
+        a = f"GREATEST({lo_c}, {num(lo)})" if math.isfinite(lo) else lo_c
+        b = f"LEAST({hi_c}, {num(hi)})" if math.isfinite(hi) else hi_c
+        terms.append(f"GREATEST(({b}) - ({a}), 0)")
+    return f"({' + '.join(terms)}) / ({hi_c} - {lo_c})"
+
+
 def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
     """The leaf-bin range [b0, b1) when ``ref`` can be answered from the view's prefix
     table: counts only, one non-empty range on the view's last attribute with both bounds
@@ -293,7 +322,7 @@ def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
         return None
     r = ref.ranges[0]
     a = ref.release.attributes[r.attribute]
-    if r.attribute != view.meta.attributes[-1] or not ref.columns <= set(view.prefix[1]):
+    if r.pieces is not None or r.attribute != view.meta.attributes[-1] or not ref.columns <= set(view.prefix[1]):
         return None
     edges = []
     for x, default in ((r.lo, 0), (r.hi, a.bins)):
@@ -342,8 +371,21 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 f"{num(param if param is not None else 0.0)})")
 
     def mid(attr: str) -> str:
+        """The mean value in a (clipped) bin: its midpoint, less half a step for values
+        on a grid (the integers of [lo, hi) average (lo + hi - 1) / 2)."""
         lo_e, hi_e = rows.edges[attr]
-        return f"({lo_e} + {hi_e}) / 2"
+        step = ref.release.attributes[attr].step
+        return f"({lo_e} + {hi_e} - {num(step)}) / 2" if step else f"({lo_e} + {hi_e}) / 2"
+
+    def on_grid(attr: str, value: str) -> str:
+        """A quantile of grid values is a value: the grid point at or below the
+        continuous quantile (the smallest value v with F(v) >= p)."""
+        step = ref.release.attributes[attr].step
+        if not step:
+            return value
+        if step == 1:
+            return f"FLOOR({value})"
+        return f"FLOOR({value} / {num(step)} + 1e-9) * {num(step)}"
 
     # keep the output names the analyst would get from DuckDB: an unaliased output that
     # holds an aggregate is the one below the SELECT on each aggregate's parent chain
@@ -362,7 +404,11 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         e.replace(wrapper)
         wrapper.set("this", e)
     for agg in ref.aggregates:
-        if agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
+        if agg.kind == "count" and agg.attribute:  # COUNT(attr): not the NULL category
+            kept = (f"CASE WHEN {q(ref.alias)}.{q(agg.attribute)} IS NOT NULL THEN "
+                    f"{rows.count} ELSE 0 END")
+            new = kept if one_node else total(kept)
+        elif agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
             new = sum_only if agg.sums else count_sum
         elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
             new = f"SUM({rows.count} * {mid(agg.attribute)})"
@@ -371,8 +417,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                    f"NULLIF(SUM({rows.count}), 0)")
         elif agg.kind == "quantile":
             lo_e, hi_e = rows.edges[agg.attribute]
-            new = (f"DP_HIST_QUANTILE(LIST({rows.count}), LIST({lo_e}), LIST({hi_e}), "
-                   f"{num(agg.param)})")
+            new = on_grid(agg.attribute, f"DP_HIST_QUANTILE(LIST({rows.count}), "
+                                         f"LIST({lo_e}), LIST({hi_e}), {num(agg.param)})")
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind == "bound":

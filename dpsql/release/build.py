@@ -47,6 +47,7 @@ from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rn
 from dpsql.release import counts, files, ledger
 from dpsql.release.ingest import ingest
 from dpsql.release.store import Columns, catalog_rows, write_release
+from dpsql.release.value_types import with_value_types
 from dpsql.release_file import AttributeMeta, LevelMeta, Release, catalog_from_rows
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
@@ -108,7 +109,7 @@ def range_fanout(attr: Range) -> int:
 
 def attribute_tree(attr: Any) -> domains.DomainTree:
     if isinstance(attr, Categorical):
-        return domains.categorical(attr.name, list(attr.values))
+        return domains.categorical(attr.name, list(attr.domain_values))
     if isinstance(attr, Hierarchy):
         return domains.hierarchy(list(attr.level_columns), list(attr.paths))
     return domains.binned(attr.name, attr.bins, range_fanout(attr))
@@ -180,6 +181,7 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
             report = ingest(spec, con, salt, hierarchy_codes=hcodes)
+            spec = with_value_types(spec, report.column_types)  # as ingest binned them
             if report.rows_used == 0:
                 raise DataError("no rows remain after the NULL, domain and bound policies; "
                                 "nothing can be released")
@@ -264,10 +266,12 @@ def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
     for a in spec.attributes.values():
         if isinstance(a, Range):
             metas.append(AttributeMeta(a.name, "range", (f"{a.name}_lo", f"{a.name}_hi"),
-                                       f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins))
+                                       f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins,
+                                       a.value_type, a.step))
         else:
             metas.append(AttributeMeta(a.name, a.kind, tuple(a.columns),
-                                       f"dpsql_domain__{a.name}"))
+                                       f"dpsql_domain__{a.name}",
+                                       null_category=a.on_null == "category"))
     return metas
 
 
@@ -277,8 +281,8 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
     for name, a in spec.attributes.items():
         if isinstance(a, Categorical):
             out[f"dpsql_domain__{name}"] = {
-                "code": np.arange(len(a.values), dtype=np.int64),
-                name: typed_values(list(a.values))}
+                "code": np.arange(len(a.domain_values), dtype=np.int64),
+                name: typed_values(list(a.domain_values))}
         elif isinstance(a, Hierarchy):
             codes = hcodes[name]
             order = np.argsort(codes, kind="stable")
@@ -304,7 +308,7 @@ def typed_values(values: Any) -> np.ndarray:
     if arr.size and isinstance(arr[0], str) and \
             all(type(v) is str for v in arr.tolist()):  # noqa: E721 (exact and fast)
         return arr
-    if all(isinstance(v, str) for v in arr):
+    if all(isinstance(v, str) or v is None for v in arr):  # NULL: a category's last value
         return arr
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
         return arr.astype(np.int64)

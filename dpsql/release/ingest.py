@@ -38,6 +38,7 @@ import numpy as np
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
 from dpsql.release.store import create_table
+from dpsql.release.value_types import bin_sql, with_value_types
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -68,6 +69,7 @@ class IngestReport:
     null_units: int = 0  # rows dropped for a NULL privacy-unit id (on_null = "drop")
     # earlier releases of the same source into the output folder (dpsql.release.ledger)
     prior_releases: list[dict] = field(default_factory=list)
+    column_types: dict[str, str] = field(default_factory=dict)  # the source's schema
 
     def add(self, attribute: str, action: str, rows: int) -> None:
         if rows:
@@ -76,10 +78,17 @@ class IngestReport:
 
 @dataclass(frozen=True)
 class _Policy:
-    """What the policies decided for one attribute, given its NULL and bad-value counts."""
+    """What the policies decided for one attribute, given its NULL and bad-value counts.
+
+    NULLs under ``drop`` or ``category`` are counted under the attribute's *NULL code*
+    (one past its largest code: :func:`_code_sizes` without the extra code); a ``drop``
+    then removes those leaves from the views over the attribute only
+    (:func:`_drop_null_leaves`), so the other views keep the rows, and a ``category``
+    keeps them as the public NULL value of the domain."""
 
     drop_null: bool
     drop_bad: bool  # out of domain / spine / bounds; clamping is not a drop
+    null_code: int | None = None  # the code NULLs are counted under (None: no NULLs)
 
     @property
     def drops(self) -> bool:
@@ -155,16 +164,20 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
             raise DataError(f"range attribute {attr.name!r} must be numeric, but the source "
                             f"column has type {types[attr.name]}; cast it in a 'sql' source "
                             "or declare it categorical")
+    spec = with_value_types(spec, types)
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
+    sizes = _code_sizes(used, hierarchy_codes or {})
     for attr in used:
         _create_domain(con, attr, (hierarchy_codes or {}).get(attr.name))
     counts.create_leaves(con, [a.name for a in used])
     sets = attribute_sets(spec)
     try:
         if spec.unit.column is None:
-            return _ingest_by_keys(spec, con, used, sets)
-        return _ingest_by_rows(spec, con, used, sets, salt,
-                               _code_sizes(used, hierarchy_codes or {}))
+            report = _ingest_by_keys(spec, con, used, sets, sizes)
+        else:
+            report = _ingest_by_rows(spec, con, used, sets, salt, sizes)
+        report.column_types = types
+        return report
     except duckdb.Error as err:
         raise DataError(f"cannot read the source: {one_line(err)}") from err
 
@@ -174,7 +187,7 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
 # --------------------------------------------------------------------------------------
 
 def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tuple[int, ...]],
-                    report: IngestReport) -> dict[str, _Policy]:
+                    report: IngestReport, sizes: dict[str, int]) -> dict[str, _Policy]:
     """Raise the first policy error, record what was dropped or clamped, and say per
     attribute what to drop. ``stats[i]`` = (NULLs, bad values[, NaNs]) of ``used[i]``."""
     out = {}
@@ -183,8 +196,10 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
         nulls, bad = int(st[0]), int(st[1])
         if nulls and attr.on_null == "error":
             raise DataError(f"attribute {n!r} has {nulls} NULL value(s); clean them, or "
-                            f"set on_null = \"drop\" for attributes.{n}")
-        report.add(n, "dropped (NULL)", nulls)
+                            f"set on_null = \"drop\" (drops them from the views over {n!r} "
+                            f"only) or \"category\" for attributes.{n}")
+        report.add(n, "dropped (NULL) from the views over it" if attr.on_null == "drop"
+                   else "kept as the NULL category", nulls)
         if isinstance(attr, Range):
             nan = int(st[2])
             if bad and attr.on_out_of_bounds == "error":
@@ -205,8 +220,17 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
                 report.add(n, "dropped (out of domain)" if isinstance(attr, Categorical)
                            else "dropped (not in spine)", bad)
             drop_bad = bool(bad)
-        out[n] = _Policy(drop_null=bool(nulls), drop_bad=drop_bad)
+        out[n] = _Policy(drop_null=bool(nulls) and attr.on_null == "drop", drop_bad=drop_bad,
+                         null_code=sizes[n] - 1 if nulls else None)
     return out
+
+
+def _drop_null_leaves(con: duckdb.DuckDBPyConnection, policy: dict[str, _Policy]) -> None:
+    """Remove the NULL-code leaves of ``on_null = "drop"`` attributes: from the views over
+    the attribute only (its code column is NULL in the other attribute sets)."""
+    for n, p in policy.items():
+        if p.drop_null:
+            con.execute(f"DELETE FROM {counts.LEAVES} WHERE c_{n} = {p.null_code}")
 
 
 def _stats_sql(attr, where: str, weight: str) -> list[str]:
@@ -238,15 +262,14 @@ def range_key(attr: Range, value: str) -> str:
     orders NaN above every number."""
     v = f"CAST({value} AS DOUBLE)"
     lo, hi, bins = repr(attr.lower), repr(attr.upper), attr.bins
-    width = (attr.upper - attr.lower) / bins
     return (f"CASE WHEN {v} >= {lo} AND {v} < {hi} THEN "
-            f"CAST(least(floor(({v} - {lo}) / {width!r}), {bins - 1}) AS BIGINT) "
+            f"CAST(least({bin_sql(attr, v)}, {bins - 1}) AS BIGINT) "
             f"WHEN {v} < {lo} THEN {bins} WHEN isnan({v}) THEN {3 * bins - 1} "
             f"WHEN {v} >= {hi} THEN {2 * bins - 1} END")
 
 
 def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
-                    sets: list[tuple[str, ...]]) -> IngestReport:
+                    sets: list[tuple[str, ...]], sizes: dict[str, int]) -> IngestReport:
     report = IngestReport()
     # 1. One scan: the count of every distinct raw key, per attribute set.
     keys: dict[str, str] = {}
@@ -278,10 +301,11 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
     for attr in used:
         aggs += _stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
-    policy = _policies_from_stats(con, used, aggs, "dpsql_coded_keys", report)
-    dropping = {n for n, p in policy.items() if p.drops}
+    policy = _policies_from_stats(con, used, aggs, "dpsql_coded_keys", report, sizes)
+    dropping = {n for n, p in policy.items() if p.drop_bad}
     # 4. A set that groups by every dropping attribute drops those rows itself; the others
-    #    must be counted again over the coded rows.
+    #    must be counted again over the coded rows. (NULLs dropped by on_null = "drop"
+    #    leave only the views over their attribute: no set needs counting again for them.)
     rescan = [s for s in sets if not dropping <= set(s)]
     for g, s in zip(gids, sets):
         if s in rescan:
@@ -292,14 +316,19 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
             attr, p = spec.attributes[n], policy[n]
             if p.drop_null:
                 conds.append(f"NOT n_{n}")
+            keep_null = p.null_code is not None and not p.drop_null  # a NULL category
             if isinstance(attr, Range):
                 if p.drop_bad:
-                    conds.append(f"c_{n} < {attr.bins}")
-                codes.append(f"c_{n} % {attr.bins}")
+                    conds.append(f"(n_{n} OR c_{n} < {attr.bins})" if keep_null
+                                 else f"c_{n} < {attr.bins}")
+                code = f"c_{n} % {attr.bins}"
             else:
                 if p.drop_bad:
-                    conds.append(f"c_{n} IS NOT NULL")
-                codes.append(f"c_{n}")
+                    conds.append(f"(n_{n} OR c_{n} IS NOT NULL)" if keep_null
+                                 else f"c_{n} IS NOT NULL")
+                code = f"c_{n}"
+            codes.append(f"CASE WHEN n_{n} THEN {p.null_code} ELSE {code} END"
+                         if keep_null else code)
         cols = ", ".join(f"c_{n}" for n in s)
         con.execute(f"INSERT INTO {counts.LEAVES} (dpsql_set, {cols}, n) "
                     f"SELECT '{counts.set_key(s)}', {', '.join(codes)}, sum(n)::BIGINT "
@@ -310,6 +339,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {', '.join(code_cols)} "
                     f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
         counts.count_codes(con, "dpsql_rows", rescan)
+        _drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])
     return report
 
@@ -348,22 +378,30 @@ def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
     code_cols, conds = [], []
     for attr in used:
         n, p = attr.name, policy[attr.name]
-        if p.drop_null or strict:
-            conds.append(f"NOT n_{n}")
+        mine = []
+        if p.null_code is None and strict:
+            mine.append(f"NOT n_{n}")
         if isinstance(attr, Range):
             if p.drop_bad:
-                conds.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
+                mine.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
             elif strict:
-                conds.append(f"NOT isnan(v_{n})")
+                mine.append(f"NOT isnan(v_{n})")
                 if attr.on_out_of_bounds == "error":
-                    conds.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
-            width = (attr.upper - attr.lower) / attr.bins
-            code_cols.append(f"CAST(least(greatest(floor((v_{n} - {attr.lower!r}) / "
-                             f"{width!r}), 0), {attr.bins - 1}) AS BIGINT) AS c_{n}")
+                    mine.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
+            code = (f"CAST(least(greatest({bin_sql(attr, f'v_{n}')}, 0), "
+                    f"{attr.bins - 1}) AS BIGINT)")
         else:
             if p.drop_bad or strict:
-                conds.append(f"c_{n} IS NOT NULL")
-            code_cols.append(f"c_{n}")
+                mine.append(f"c_{n} IS NOT NULL")
+            code = f"c_{n}"
+        if p.null_code is None:  # no NULLs (or refused): as it was
+            conds += mine
+            code_cols.append(f"{code} AS c_{n}")
+            continue
+        # NULLs kept under the NULL code here; a drop removes them per view afterwards
+        if mine:
+            conds.append(f"(n_{n} OR ({' AND '.join(mine)}))")
+        code_cols.append(f"CASE WHEN n_{n} THEN {p.null_code} ELSE {code} END AS c_{n}")
     return code_cols, conds
 
 
@@ -378,7 +416,7 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     aggs = ["count(*)"]
     for attr in used:
         aggs += _stats_sql(attr, "TRUE", "1")
-    policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report)
+    policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report, code_sizes)
     code_cols, conds = _row_codes(used, policy, strict=False)
     if _null_units(con, unit, report):
         conds.append("dpsql_unit IS NOT NULL")
@@ -387,9 +425,11 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     # Privacy rule 2: each unit keeps at most max_rows rows, a uniform random choice
     # keyed by the salt (drawn from the release RNG) and by the unit's own rows only.
     kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt)
+    bounded = counts.total_rows(con, sets[0])
+    _drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
-               kept - report.rows_used)
+               kept - bounded)
     return report
 
 
@@ -410,7 +450,9 @@ def _null_units(con: duckdb.DuckDBPyConnection, unit, report: IngestReport) -> i
 
 
 def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str, int]:
-    """Per attribute, a bound on its codes: every ``c_<a>`` is in ``[0, size)``."""
+    """Per attribute, a bound on its codes: every ``c_<a>`` is in ``[0, size)``. An
+    attribute whose NULLs may be counted (``on_null`` drop or category) has one code
+    more, its last: the NULL code."""
     out = {}
     for attr in used:
         if isinstance(attr, Range):
@@ -421,6 +463,8 @@ def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str,
             codes = hierarchy_codes.get(attr.name)
             out[attr.name] = (int(np.max(codes)) + 1 if codes is not None and len(codes)
                               else len(attr.paths))
+        if attr.on_null != "error":
+            out[attr.name] += 1
     return out
 
 
@@ -480,7 +524,7 @@ def _lookup(attr, refs: dict[str, str]) -> tuple[list[str], str]:
 
 
 def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[str],
-                         table: str, report: "IngestReport") -> dict:
+                         table: str, report: "IngestReport", sizes: dict[str, int]) -> dict:
     """Run the one statistics aggregate (rows read, then per attribute the policy counts of
     :func:`_stats_sql`), refuse an empty source, and apply the policies."""
     stats = con.execute(f"SELECT {', '.join(aggs)} FROM {table}").fetchall()[0]
@@ -493,7 +537,7 @@ def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[
         k = 3 if isinstance(attr, Range) else 2
         per_attr.append(stats[pos:pos + k])
         pos += k
-    return _apply_policies(con, used, per_attr, report)
+    return _apply_policies(con, used, per_attr, report, sizes)
 
 
 def _key_type(values: list, column: str) -> tuple[str, str]:

@@ -79,7 +79,10 @@ def _spec(base: Path, unit: bool, geo: str = "drop", mode: str = "drop",
 
 def _oracle(table: pa.Table, spec: ReleaseSpec) -> tuple[dict, dict]:
     """Row by row in numpy: each attribute's code (or why the row is dropped), then the
-    counts of every attribute set over the rows that survive every policy."""
+    counts of every attribute set over the rows that survive its policies: a row dropped
+    as out of domain or bounds leaves every view; a NULL under on_null = "drop" leaves
+    the views over that attribute only. ``codes``/``keep``: the rows kept by the first
+    kind of policy, NULLs counted under the attribute's NULL code (one past its codes)."""
     cols = {c: table.column(c).to_pylist() for c in table.column_names}
     n = table.num_rows
     path_code = {p: i for i, p in enumerate(SPINE)}
@@ -98,25 +101,31 @@ def _oracle(table: pa.Table, spec: ReleaseSpec) -> tuple[dict, dict]:
         b = np.floor((d - LOWER) / ((UPPER - LOWER) / BINS))
         code["distance"] = np.clip(np.nan_to_num(b, nan=-1, posinf=BINS, neginf=-1),
                                    0, BINS - 1).astype(int)
+    null_code = {"geo": len(SPINE), "mode": len(MODES), "distance": BINS}
     keep = np.ones(n, bool)
     used = {a for v in spec.views for a in v.levels}  # attributes no view uses are ignored
     for a, attr in spec.attributes.items():
         if a not in used:
             continue
-        keep &= ~null[a]
+        code[a] = np.where(null[a], null_code[a], code[a])
         dropping = getattr(attr, "on_out_of_domain", None) == "drop" or \
             getattr(attr, "on_out_of_bounds", None) == "drop"
         if dropping:
             keep &= ~bad[a]
-    leaves = {}
+    leaves, used_rows = {}, None
     for s in attribute_sets(spec):
-        keys = np.stack([code[a][keep] for a in s], axis=1)
+        mine = keep.copy()
+        for a in s:
+            mine &= ~null[a]
+        used_rows = int(mine.sum()) if used_rows is None else used_rows
+        keys = np.stack([code[a][mine] for a in s], axis=1)
         uniq, cnt = np.unique(keys, axis=0, return_counts=True)
         leaves[counts.set_key(s)] = {tuple(int(x) for x in k): int(c)
                                      for k, c in zip(uniq, cnt)}
     stats = {a: (int(null[a].sum()), int(bad[a].sum())) for a in spec.attributes if a in used}
-    return leaves, {"rows_read": n, "rows_used": int(keep.sum()), "stats": stats,
-                    "codes": {a: code[a][keep] for a in used}, "keep": keep}
+    return leaves, {"rows_read": n, "rows_used": used_rows, "stats": stats,
+                    "codes": {a: code[a][keep] for a in used}, "keep": keep,
+                    "null_code": null_code}
 
 
 def _ingested(spec: ReleaseSpec) -> tuple[dict, dpsql.release.ingest.IngestReport]:
@@ -143,7 +152,7 @@ def test_leaf_counts_and_report_match_a_row_by_row_oracle(tmp_path, unit, seed):
     assert report.rows_used == facts["rows_used"]
     actions = {(a, what): rows for a, what, rows in report.actions}
     for a, (nulls, bad) in facts["stats"].items():
-        assert actions[(a, "dropped (NULL)")] == nulls
+        assert actions[(a, "dropped (NULL) from the views over it")] == nulls
         kind = {"geo": "dropped (not in spine)", "mode": "dropped (out of domain)",
                 "distance": "dropped (out of bounds)"}[a]
         assert actions[(a, kind)] == bad
@@ -169,8 +178,9 @@ def test_nan_cannot_be_clamped(tmp_path, unit):
 
 
 def test_a_drop_reaches_views_without_the_dropping_attribute(tmp_path):
-    # Only 'mode' drops rows; the view over distance alone must lose them too (it is
-    # counted a second time, over the coded rows), while the set holding mode is not.
+    # Only 'mode' drops rows out of its domain; the view over distance alone must lose
+    # them too (it is counted a second time, over the coded rows), while the set holding
+    # mode is not. NULLs (on_null = "drop") leave the views over their attribute only.
     table = _messy(2000, 5, nan=False)
     pq.write_table(table, tmp_path / "t.parquet")
     views = [{"name": "m", "levels": ["mode"]},
@@ -179,8 +189,11 @@ def test_a_drop_reaches_views_without_the_dropping_attribute(tmp_path):
     got, report = _ingested(spec)
     want, facts = _oracle(table, spec)
     assert got == want
-    assert sum(got["distance"].values()) == sum(got["mode"].values()) == report.rows_used
-    assert report.rows_used < report.rows_read
+    # every view loses the out-of-domain modes; each loses only its own NULLs
+    for a in ("distance", "mode"):
+        nulls = table.column(a).is_null().to_numpy(zero_copy_only=False)
+        assert sum(got[a].values()) == int((facts["keep"] & ~nulls).sum())
+    assert facts["keep"].sum() < report.rows_read
 
 
 def test_every_view_shares_one_scan_of_the_source(tmp_path, monkeypatch):
@@ -285,13 +298,14 @@ def test_bounding_equals_ranking_every_unit(tmp_path, max_rows):
     want = {}
     for s in attribute_sets(spec):
         cols = ", ".join(f"c_{a}" for a in s)
-        rows = con.execute(f"SELECT {cols}, count(*) FROM ranked WHERE r <= {max_rows} "
-                           "GROUP BY ALL").fetchall()
+        not_null = "".join(f" AND c_{a} <> {facts['null_code'][a]}" for a in s)
+        rows = con.execute(f"SELECT {cols}, count(*) FROM ranked WHERE r <= {max_rows}"
+                           f"{not_null} GROUP BY ALL").fetchall()
         want[counts.set_key(s)] = {tuple(r[:-1]): r[-1] for r in rows}
     assert got == want
     heavy = sum(max(0, k - max_rows) for k in np.unique(
         uid[facts["keep"]][~nulls], return_counts=True)[1])
-    assert report.rows_used == facts["rows_used"] - int(nulls.sum()) - heavy
+    assert report.rows_used == sum(want[counts.set_key(attribute_sets(spec)[0])].values())
     null_ids = int(table.column("uid").null_count)
     assert null_ids and ("uid", "dropped (NULL privacy-unit id)", null_ids) in report.actions
     if heavy:

@@ -1,0 +1,181 @@
+"""Predicates on a binned attribute as sets of intervals of its axis, following SQL on the
+attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
+
+* **integer / decimal** values lie on a grid of step ``r`` (1, or the resolution). A
+  value v stands for the cell [v, v + r) of the axis, so every comparison includes or
+  excludes whole values, as SQL does: ``x <= b`` is ``x < (⌊b/r⌋ + 1)·r``, ``x < b`` is
+  ``x < ⌈b/r⌉·r``, ``x >= a`` is ``x >= ⌈a/r⌉·r``, ``x > a`` is ``x >= (⌊a/r⌋ + 1)·r``;
+  ``BETWEEN a AND b`` keeps both ends; ``x = v`` is the cell of v (empty when v is off
+  the grid: an integer is never 2.5); ``IN`` is a union of cells; ``<>``, ``NOT IN``,
+  ``NOT BETWEEN`` and ``NOT (...)`` are complements; ``OR`` of predicates on the one
+  attribute is a union. The grid arithmetic is exact (decimal fractions, not binary
+  floating point).
+* **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
+  value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
+  that work.
+
+The result is a tuple of disjoint half-open intervals ``(lo, hi)`` in increasing order,
+``-inf``/``inf`` for an unbounded side; ``()`` is the empty set. A bound that falls
+inside a bin is then interpolated by the rewrite (uniformly, reported in ``dp_info``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.classify_calls import literal_number
+
+Intervals = tuple[tuple[float, float], ...]
+EVERYTHING: Intervals = ((-math.inf, math.inf),)
+GRID_TYPES = ("integer", "decimal")
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    """The intervals in both ``a`` and ``b``."""
+    out = []
+    for lo1, hi1 in a:
+        for lo2, hi2 in b:
+            lo, hi = max(lo1, lo2), min(hi1, hi2)
+            if lo < hi:
+                out.append((lo, hi))
+    return _normal(out)
+
+
+def union(a: Intervals, b: Intervals) -> Intervals:
+    return _normal(list(a) + list(b))
+
+
+def complement(a: Intervals) -> Intervals:
+    out, at = [], -math.inf
+    for lo, hi in a:
+        if lo > at:
+            out.append((at, lo))
+        at = hi
+    if at < math.inf:
+        out.append((at, math.inf))
+    return tuple(out)
+
+
+def _normal(items: list[tuple[float, float]]) -> Intervals:
+    """Sorted, disjoint, touching intervals merged."""
+    out: list[tuple[float, float]] = []
+    for lo, hi in sorted(items):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE,
+         exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
+
+
+class _Axis:
+    """One attribute's axis: its name, value type and grid step."""
+
+    def __init__(self, meta) -> None:
+        self.name = meta.name
+        self.value_type = meta.value_type or "real"
+        self.step = Fraction(repr(float(meta.step))) if self.value_type in GRID_TYPES \
+            and meta.step else None
+
+    def _grid(self, x: float, up: bool) -> float:
+        """The grid point at or above (``up``) / at or below ``x``, exactly."""
+        q = Fraction(repr(x)) / self.step  # type: ignore[operator]
+        n = math.ceil(q) if up else math.floor(q)
+        return float(n * self.step)
+
+    def compare(self, kind: type, v: float) -> Intervals:
+        if self.step is None:
+            if kind in (exp.LT, exp.LTE):
+                return ((-math.inf, v),)
+            if kind in (exp.GT, exp.GTE):
+                return ((v, math.inf),)
+            raise self._point_error("=" if kind is exp.EQ else "<>")
+        r = float(self.step)
+        if kind is exp.LTE:
+            return ((-math.inf, self._grid(v, up=False) + r),)
+        if kind is exp.LT:
+            return ((-math.inf, self._grid(v, up=True)),)
+        if kind is exp.GTE:
+            return ((self._grid(v, up=True), math.inf),)
+        if kind is exp.GT:
+            return ((self._grid(v, up=False) + r, math.inf),)
+        cell = self.cell(v)
+        return cell if kind is exp.EQ else complement(cell)
+
+    def cell(self, v: float) -> Intervals:
+        """The cell [v, v + r) of a grid value; empty when ``v`` is off the grid."""
+        if self.step is None:
+            raise self._point_error("IN")
+        lo = self._grid(v, up=False)
+        if lo != v:
+            return ()
+        return ((lo, lo + float(self.step)),)
+
+    def _point_error(self, op: str) -> UnsupportedQueryError:
+        a = self.name
+        return UnsupportedQueryError(
+            f"{op} on the real-valued attribute {a!r} compares a single point of a "
+            f"continuous axis, which holds no released count; write {a} BETWEEN lo AND hi "
+            f"(or <, <=, >, >=), or declare the attribute type = \"integer\" or \"decimal\" "
+            "in the spec to compare whole values")
+
+
+def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
+    """The intervals of the axis of the binned attribute ``meta`` where the predicate
+    ``c`` holds; ``is_attr(node)`` says whether a node is that attribute's column.
+    Raises :class:`UnsupportedQueryError` for any other shape, naming what works."""
+    axis = _Axis(meta)
+
+    def walk(node: exp.Expression) -> Intervals:
+        if isinstance(node, exp.Paren):
+            return walk(node.this)
+        if isinstance(node, exp.And):
+            return intersect(walk(node.this), walk(node.expression))
+        if isinstance(node, exp.Or):
+            return union(walk(node.this), walk(node.expression))
+        if isinstance(node, exp.Not):
+            return complement(walk(node.this))
+        if isinstance(node, exp.Between) and is_attr(node.this):
+            lo = literal_number(node.args["low"], "a BETWEEN bound")
+            hi = literal_number(node.args["high"], "a BETWEEN bound")
+            return intersect(axis.compare(exp.GTE, lo), axis.compare(exp.LTE, hi))
+        if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("query") \
+                and not node.args.get("unnest"):
+            out: Intervals = ()
+            for e in node.expressions:
+                out = union(out, axis.cell(literal_number(e, "an IN value of ", meta.name)))
+            return out
+        if type(node) in _FLIP:
+            left, right, kind = node.this, node.expression, type(node)
+            if is_attr(right) and not is_attr(left):
+                left, right, kind = right, left, _FLIP[kind]
+            if is_attr(left) and not any(map(is_attr, right.find_all(exp.Column))) \
+                    and not is_attr(right):
+                return axis.compare(kind, literal_number(right, "the bound of ", meta.name))
+        raise _unsupported(c, axis)
+
+    return walk(c)
+
+
+def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
+    a = axis.name
+    forms = (f"{a} BETWEEN lo AND hi, {a} < x, {a} <= x, {a} > x, {a} >= x"
+             + (f", {a} = x, {a} IN (...), {a} <> x, {a} NOT IN (...)"
+                if axis.step is not None else ""))
+    return UnsupportedQueryError(
+        f"predicate {c.sql('duckdb')!r} on the binned attribute {a!r} is not supported; "
+        f"write {forms} with numeric literals, combined with AND, OR and NOT")
+
+
+def describe_intervals(pieces: Intervals) -> str:
+    """``[lo, hi) ∪ ...`` for dp_info."""
+    if not pieces:
+        return "∅"
+    return " ∪ ".join(f"[{lo:g}, {hi:g})" for lo, hi in pieces)

@@ -1,0 +1,71 @@
+"""Value types of binned attributes: inferred from the source's column types, and the
+exact bin of a value on its grid.
+
+A spec may declare ``type`` on a range attribute (:data:`dpsql.spec.VALUE_TYPES`); where
+it does not, the release infers it from the source column's DuckDB type, once, before
+reading any row (a column's type is schema, not data): integer types give ``integer``,
+``DECIMAL(p, s)`` gives ``decimal`` with resolution 10^-s, floating-point types ``real``.
+An inferred grid type whose bins do not lie on the grid is refused with the fix (declare
+``type = "real"`` to keep the continuous axis, or change the bins), as a declared one is
+by the spec. The inferred types are written into the release's spec and attribute
+metadata, which is where the query side reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from fractions import Fraction
+
+from dpsql.errors import DataError, SpecError
+from dpsql.spec import Range, ReleaseSpec, check_grid
+
+INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
+                 "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+_DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
+
+
+def infer_value_type(column_type: str) -> tuple[str, float | None]:
+    """(value type, resolution) of a source column of DuckDB type ``column_type``."""
+    t = column_type.upper()
+    if t in INTEGER_TYPES:
+        return "integer", None
+    m = _DECIMAL.match(t)
+    if m:
+        scale = int(m.group(2))
+        return ("integer", None) if scale == 0 else ("decimal", float(Fraction(1, 10**scale)))
+    return "real", None
+
+
+def with_value_types(spec: ReleaseSpec, column_types: dict[str, str]) -> ReleaseSpec:
+    """``spec`` with every range attribute's value type set: declared ones kept, the
+    others inferred from ``column_types`` (column name -> DuckDB type)."""
+    changed = {}
+    for name, attr in spec.attributes.items():
+        if not isinstance(attr, Range) or attr.value_type is not None:
+            continue
+        vt, res = infer_value_type(column_types[attr.name])
+        typed = replace(attr, value_type=vt, resolution=res)
+        try:
+            check_grid(typed, f"attributes.{name}")
+        except SpecError as err:
+            raise DataError(f"{err} (the type {vt!r} was inferred from the source column's "
+                            f"type {column_types[attr.name]})") from err
+        changed[name] = typed
+    if not changed:
+        return spec
+    return replace(spec, attributes={**spec.attributes, **changed})
+
+
+def bin_sql(attr: Range, value: str) -> str:
+    """SQL for the (unclamped) leaf bin of ``value``, a DOUBLE expression, exact on the
+    value's grid: a decimal is first snapped to its grid index, so that 0.3 with bins of
+    0.1 falls in bin 3, not in bin 2 as ``floor(0.3 / 0.1)`` would put it."""
+    width = (attr.upper - attr.lower) / attr.bins
+    if attr.value_type != "decimal":
+        return f"floor(({value} - {attr.lower!r}) / {width!r})"
+    step = Fraction(repr(attr.resolution))
+    lo = Fraction(repr(attr.lower)) / step
+    w = Fraction(repr(attr.upper)) / step - lo
+    w /= attr.bins
+    return (f"floor((round({value} / {float(step)!r}) - {int(lo)}) / {int(w)})")
