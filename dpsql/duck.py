@@ -299,8 +299,10 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
             and attributes[vm.attributes[0]].bins <= MAX_PRECOMPUTED_BINS:
         ranges = range_errors(v, attributes[vm.attributes[0]].bins)
     bounds = tuple(not v.model.gives_variance(lv.k) for lv in vm.levels)
+    dropped = frozenset(a for a in vm.attributes if attributes[a].on_null == "drop")
     return replace(v, node_tables=tuple(tables), count_types=tuple(types),
-                   prefix=prefix, bound_levels=bounds, range_errors=ranges)
+                   prefix=prefix, bound_levels=bounds, range_errors=ranges,
+                   null_dropped=dropped)
 
 
 def plan(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None

@@ -43,7 +43,30 @@ def release_summary(release: Any) -> list[Table]:
             views.add_row(v.name if first else "", _mechanism_label(v) if first else "",
                           v.budget.describe() if first else "", str(lv.k), _refines(lv),
                           f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
-    return [head, views]
+    return [head, views, attribute_table(release)]
+
+
+_NULL_POLICY = {"error": "error (refused)", "drop": "drop", "category": "NULL category"}
+
+
+def attribute_table(release: Any) -> Table:
+    """Each attribute's kind, value type and NULL policy, with the views the policy
+    affects (a ``drop`` leaves NULL rows out of those views only)."""
+    out = Table(title="attributes")
+    for col in ("attribute", "kind", "type", "NULLs", "views over it"):
+        out.add_column(col)
+    views = release.spec.get("views", [])
+    for name, a in release.spec.get("attributes", {}).items():
+        kind = a.get("kind", "")
+        vtype = ""
+        if kind == "range":
+            vtype = a.get("type") or "inferred at release"
+            if vtype == "decimal":
+                vtype += f" ({a.get('resolution'):g})"
+        over = [v["name"] for v in views if name in v.get("levels", [])]
+        out.add_row(name, kind, vtype, _NULL_POLICY.get(a.get("on_null", "error"), "?"),
+                    ", ".join(over) or "none")
+    return out
 
 
 def reconciled_text(release: Any) -> str:

@@ -74,7 +74,11 @@ class AttributeMeta:
     bins: int | None = None
     value_type: str | None = None  # range: integer | decimal | real (None: before typing)
     step: float | None = None  # range: the grid step of integer (1) and decimal values
-    null_category: bool = False  # categorical: NULL is a released value of the domain
+    on_null: str = "error"  # error | drop (per view) | category (NULL is a released value)
+
+    @property
+    def null_category(self) -> bool:
+        return self.on_null == "category"
 
     @property
     def width(self) -> float | None:
@@ -88,15 +92,15 @@ class AttributeMeta:
                "bins": self.bins}
         if self.value_type is not None:
             out.update(value_type=self.value_type, step=self.step)
-        if self.null_category:
-            out["null_category"] = True
+        if self.on_null != "error":
+            out["on_null"] = self.on_null
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> "AttributeMeta":
         return cls(d["name"], d["kind"], tuple(d["columns"]), d["domain_table"],
                    d.get("lower"), d.get("upper"), d.get("bins"), d.get("value_type"),
-                   d.get("step"), bool(d.get("null_category", False)))
+                   d.get("step"), d.get("on_null", "error"))
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ class ViewInfo:
     absent groups included); None otherwise."""
     bound_levels: tuple[bool, ...] = ()
     """Per level: True when the error model gives bounds, not variances (InfTDA)."""
+    null_dropped: frozenset[str] = frozenset()
+    """Attributes of the view whose NULL rows it left out (``on_null = "drop"``)."""
     range_errors: Any = field(default=None, compare=False, repr=False)
     """For a one-attribute range view: the predicted 95 % half-width of every bin range,
     ``range_errors[b0, b1]`` for b0 < b1 (numpy, precomputed at attach; None if not)."""

@@ -63,6 +63,8 @@ def choose_view(ref: Reference) -> Choice:
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
            ref.ranges)
+    if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
+        key += (ref.non_null, frozenset((g.kind, g.attribute) for g in ref.aggregates))
     memo = ref.release.choices
     hit = memo.get(key)
     if hit is None:
@@ -75,6 +77,16 @@ def choose_view(ref: Reference) -> Choice:
 def _choose(ref: Reference) -> Choice:
     needed = ref.needed_attributes()
     covering = [v for v in ref.candidates if needed <= v.attribute_set]
+    safe = [v for v in covering if ref.null_safe(v)]
+    if covering and not safe:
+        v = covering[0]
+        dropped = sorted(a for a in v.null_dropped if a not in ref.non_null)
+        raise UnsupportedQueryError(
+            f"every view that covers this query leaves out the rows where "
+            f"{' or '.join(dropped)} is NULL (on_null = \"drop\" in the spec), which this "
+            f"query counts; add WHERE {dropped[0]} IS NOT NULL (or another predicate on it) "
+            "to count the rows that have a value, or query attributes of a view without it")
+    covering = safe
     if not covering:
         missing = sorted(needed - set().union(*(set(v.meta.attributes)
                                                 for v in ref.candidates)))

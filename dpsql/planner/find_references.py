@@ -98,6 +98,26 @@ class Reference:
     measured: frozenset[str] = frozenset()
     """Binned attributes whose distribution an aggregate needs (leaf level): those of
     the SUM, AVG and quantile aggregates."""
+    non_null: frozenset[str] = frozenset()
+    """Attributes whose NULL rows the WHERE clause leaves out (a conjunct on the
+    attribute alone that is false on NULL, as every comparison is): a view that dropped
+    those NULLs (``on_null = "drop"``) answers such a reference as the data would."""
+
+    def null_safe(self, view: ViewInfo) -> bool:
+        """True when ``view`` holds every row this reference counts: for each attribute
+        whose NULL rows the view dropped, the query leaves NULLs out too (a WHERE
+        predicate on it, or only SUM/AVG/quantiles of it, which skip NULLs in SQL)."""
+        dropped = view.null_dropped
+        if not dropped:
+            return True
+        for a in dropped:
+            if a in self.non_null:
+                continue
+            if a in self.measured and all(g.kind in ("sum", "avg", "quantile")
+                                          and g.attribute == a for g in self.aggregates):
+                continue
+            return False
+        return True
 
     def needed_attributes(self) -> frozenset[str]:
         out = set(self.measured) | {r.attribute for r in self.ranges}
@@ -241,6 +261,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
+    non_null: set[str] = set()
     removed: list[exp.Expression] = []
     removed_ids: set[int] = set()  # the scope's columns in them
     nested_labels: set[str] = set()
@@ -285,6 +306,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
+        if not has_or and len(col_attrs) == 1 and _rejects_null(c):
+            non_null.update(col_attrs)
         if range_attr is None:
             continue
         ranges[range_attr] = intersect(ranges.get(range_attr, EVERYTHING), predicate_intervals(
@@ -379,7 +402,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      tuple(RangeFilter.of(a, p) for a, p in sorted(ranges.items()))
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
-                     None if plain is None else tuple(plain), tuple(long_names), measured)
+                     None if plain is None else tuple(plain), tuple(long_names), measured,
+                     frozenset(non_null))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
@@ -425,6 +449,22 @@ def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:
 
 _PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
+
+
+_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
+                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
+                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
+                   exp.DataType)
+
+
+def _rejects_null(c: exp.Expression) -> bool:
+    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
+    built of comparisons, IN, BETWEEN, LIKE, AND/OR/NOT and ``IS NOT NULL`` only (no
+    IS NULL, COALESCE, CASE...)."""
+    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
+            and isinstance(c.this.expression, exp.Null):
+        return True  # attr IS NOT NULL
+    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
 
 
 def _column_test(attr: str, owned):

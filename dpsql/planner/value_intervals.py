@@ -8,7 +8,9 @@ attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
   ``BETWEEN a AND b`` keeps both ends; ``x = v`` is the cell of v (empty when v is off
   the grid: an integer is never 2.5); ``IN`` is a union of cells; ``<>``, ``NOT IN``,
   ``NOT BETWEEN`` and ``NOT (...)`` are complements; ``OR`` of predicates on the one
-  attribute is a union. The grid arithmetic is exact (decimal fractions, not binary
+  attribute is a union. ``IS NOT NULL`` keeps every value (it tells the planner that the
+  query leaves NULLs out, so a view that dropped them may answer); ``IS NULL`` is refused,
+  as a binned attribute's NULLs are never released. The grid arithmetic is exact (decimal fractions, not binary
   floating point).
 * **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
   value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
@@ -140,8 +142,19 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
             return intersect(walk(node.this), walk(node.expression))
         if isinstance(node, exp.Or):
             return union(walk(node.this), walk(node.expression))
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
+                and is_attr(node.this):
+            raise UnsupportedQueryError(
+                f"{meta.name} IS NULL: the NULLs of a binned attribute are not released "
+                f"(on_null = \"drop\" leaves those rows out of the views over "
+                f"{meta.name!r}); count them as COUNT(*) minus COUNT(*) WHERE "
+                f"{meta.name} IS NOT NULL, each from its own query")
         if isinstance(node, exp.Not):
-            return complement(walk(node.this))
+            inner = node.this
+            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) \
+                    and is_attr(inner.this):
+                return EVERYTHING  # IS NOT NULL: every value (NULLs are in no interval)
+            return complement(walk(inner))
         if isinstance(node, exp.Between) and is_attr(node.this):
             lo = literal_number(node.args["low"], "a BETWEEN bound")
             hi = literal_number(node.args["high"], "a BETWEEN bound")

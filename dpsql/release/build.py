@@ -267,11 +267,11 @@ def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
         if isinstance(a, Range):
             metas.append(AttributeMeta(a.name, "range", (f"{a.name}_lo", f"{a.name}_hi"),
                                        f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins,
-                                       a.value_type, a.step))
+                                       a.value_type, a.step, on_null=a.on_null))
         else:
             metas.append(AttributeMeta(a.name, a.kind, tuple(a.columns),
                                        f"dpsql_domain__{a.name}",
-                                       null_category=a.on_null == "category"))
+                                       on_null=a.on_null))
     return metas
 
 
