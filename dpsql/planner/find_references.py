@@ -306,7 +306,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        if not has_or and len(col_attrs) == 1 and _rejects_null(c):
+        if len(col_attrs) == 1 and _rejects_null(c):
             non_null.update(col_attrs)
         if range_attr is None:
             continue
