@@ -50,7 +50,6 @@ Decisions for speed (issue #6), none of which changes an answer:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 from sqlglot import exp
@@ -60,6 +59,7 @@ from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of
 from dpsql.planner.find_references import _PLACING_ARGS, Reference
 from dpsql.planner.parse_sql import DIALECT
+from dpsql.planner.value_intervals import pieces_condition, pieces_weight
 
 
 def q(name: str) -> str:
@@ -222,9 +222,9 @@ class _Rows:
             r = ranges.get(a)
             lo_e, hi_e = lo_c, hi_c
             if r is not None and r.pieces is not None:  # a union of intervals, or none
-                conds.append(_pieces_condition(r.pieces, lo_c, hi_c))
+                conds.append(pieces_condition(r.pieces, lo_c, hi_c))
                 if not choice.aligned and r.pieces:
-                    weights.append(_pieces_weight(r.pieces, lo_c, hi_c))
+                    weights.append(pieces_weight(r.pieces, lo_c, hi_c))
             if r is not None and r.lo is not None:
                 conds.append(f"{hi_c} > {num(r.lo)}")
                 lo_e = f"GREATEST({lo_c}, {num(r.lo)})"
@@ -286,29 +286,6 @@ class _Rows:
             self.count = f"CASE WHEN {A}.bin = {b1} THEN {A}.cum ELSE -{A}.cum END"
             self.key = None
         self.node = ""
-
-
-def _pieces_condition(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
-    """The bins that overlap any of ``pieces`` (FALSE for none)."""
-    if not pieces:
-        return "FALSE"
-    parts = []
-    for lo, hi in pieces:
-        cond = [f"{hi_c} > {num(lo)}"] if math.isfinite(lo) else []
-        cond += [f"{lo_c} < {num(hi)}"] if math.isfinite(hi) else []
-        parts.append(" AND ".join(cond) or "TRUE")
-    return "(" + " OR ".join(f"({c})" for c in parts) + ")"
-
-
-def _pieces_weight(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
-    """The fraction of a bin's width inside the union of ``pieces`` (uniform
-    interpolation, as for one interval)."""
-    terms = []
-    for lo, hi in pieces:
-        a = f"GREATEST({lo_c}, {num(lo)})" if math.isfinite(lo) else lo_c
-        b = f"LEAST({hi_c}, {num(hi)})" if math.isfinite(hi) else hi_c
-        terms.append(f"GREATEST(({b}) - ({a}), 0)")
-    return f"({' + '.join(terms)}) / ({hi_c} - {lo_c})"
 
 
 def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:

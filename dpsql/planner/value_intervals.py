@@ -187,6 +187,33 @@ def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
         f"write {forms} with numeric literals, combined with AND, OR and NOT")
 
 
+def pieces_condition(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
+    """The bins that overlap any of ``pieces`` (FALSE for none)."""
+    if not pieces:
+        return "FALSE"
+    parts = []
+    for lo, hi in pieces:
+        cond = [f"{hi_c} > {_num(lo)}"] if math.isfinite(lo) else []
+        cond += [f"{lo_c} < {_num(hi)}"] if math.isfinite(hi) else []
+        parts.append(" AND ".join(cond) or "TRUE")
+    return "(" + " OR ".join(f"({c})" for c in parts) + ")"
+
+
+def pieces_weight(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
+    """The fraction of a bin's width inside the union of ``pieces`` (uniform
+    interpolation, as for one interval)."""
+    terms = []
+    for lo, hi in pieces:
+        a = f"GREATEST({lo_c}, {_num(lo)})" if math.isfinite(lo) else lo_c
+        b = f"LEAST({hi_c}, {_num(hi)})" if math.isfinite(hi) else hi_c
+        terms.append(f"GREATEST(({b}) - ({a}), 0)")
+    return f"({' + '.join(terms)}) / ({hi_c} - {lo_c})"
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
 def describe_intervals(pieces: Intervals) -> str:
     """``[lo, hi) ∪ ...`` for dp_info."""
     if not pieces:
