@@ -262,6 +262,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
     non_null: set[str] = set()
+    drops_nulls = any(v.null_dropped for v in views)  # else no view cares (no walk)
     removed: list[exp.Expression] = []
     removed_ids: set[int] = set()  # the scope's columns in them
     nested_labels: set[str] = set()
@@ -306,7 +307,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        if len(col_attrs) == 1 and _rejects_null(c):
+        if drops_nulls and len(col_attrs) == 1 and _rejects_null(c):
             non_null.update(col_attrs)
         if range_attr is None:
             continue
