@@ -19,6 +19,7 @@ import math
 import re
 import tomllib
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union
@@ -33,11 +34,39 @@ GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
 PURE_MECHANISMS = ("btree", "laplace_tree")
 RANGE_ONLY_MECHANISMS = ("cascade", "btree")
 COVARIANCES = ("tree", "optimal")  # cascade: Cascade Sampling's C_k, or range-optimal
-VALUE_TYPES = ("integer", "decimal", "real")
+VALUE_TYPES = ("integer", "decimal", "real", "date")
 """What a binned attribute's values are. ``integer`` and ``decimal`` values are points
 on a grid (step 1, or the decimal's ``resolution``): predicates follow SQL on that grid
-(``x <= 5`` keeps 5, ``x = 5`` is the cell [5, 6)) and bin edges lie on it. ``real``
-values are a continuous axis, where < and <= coincide."""
+(``x <= 5`` keeps 5, ``x = 5`` is the cell [5, 6)) and bin edges lie on it. ``date``
+values are whole days, binned as the number of days since 1970-01-01 (``lower``/``upper``
+are dates, ``width`` a number of days: 1 for days, 7 for weeks). ``real`` values are a
+continuous axis, where < and <= coincide."""
+EPOCH = date(1970, 1, 1)
+
+
+def _is_date(value: Any) -> bool:
+    if isinstance(value, date):
+        return True
+    try:
+        date.fromisoformat(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def day_number(path: str, value: Any) -> float:
+    """Days since 1970-01-01 of a TOML date, an ISO ``YYYY-MM-DD`` string or a day
+    number (what ``to_json`` writes back)."""
+    if isinstance(value, datetime):
+        value = value.date()
+    if isinstance(value, str):
+        try:
+            value = date.fromisoformat(value)
+        except ValueError as err:
+            raise _err(path, f"{value!r} is not a date; write YYYY-MM-DD") from err
+    if isinstance(value, date):
+        return float((value - EPOCH).days)
+    return float(_number(path, value))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"dp_count", "dp_var", "dp_stderr", "dp_row", "dp_parent", "dp_fanout",
              "dp_bias"}
@@ -194,8 +223,9 @@ class Range:
 
     @property
     def step(self) -> float | None:
-        """The grid step of integer (1) and decimal values; None for reals."""
-        return 1.0 if self.value_type == "integer" else (
+        """The grid step of integer and date values (1: a day), and of decimals; None for
+        reals."""
+        return 1.0 if self.value_type in ("integer", "date") else (
             self.resolution if self.value_type == "decimal" else None)
 
     @property
@@ -519,8 +549,12 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         _only(path, raw, {"kind", "lower", "upper", "bins", "width", "fanout",
                           "on_out_of_bounds", "on_null", "type", "resolution"})
         value_type, resolution = _value_type(path, raw)
-        lower = float(_number(f"{path}.lower", raw.get("lower")))
-        upper = float(_number(f"{path}.upper", raw.get("upper")))
+        if value_type is None and _is_date(raw.get("lower")):
+            value_type = "date"  # date bounds: a date attribute
+        bound = day_number if value_type == "date" else (
+            lambda p, v: float(_number(p, v)))
+        lower = bound(f"{path}.lower", raw.get("lower"))
+        upper = bound(f"{path}.upper", raw.get("upper"))
         if not lower < upper:
             raise _err(path, f"lower ({lower:g}) must be < upper ({upper:g})")
         if not math.isfinite(upper - lower):
@@ -560,11 +594,11 @@ def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
             raise _err(f"{path}.resolution", "is the grid step of a decimal attribute; add "
                                              "type = \"decimal\", or drop resolution")
         return None, None
-    if value_type in ("date", "timestamp"):
-        raise _err(f"{path}.type", f"{value_type!r} attributes are not supported yet; bin "
-                                   "a number of days (or seconds) instead: select "
-                                   "date_diff('day', DATE '1970-01-01', col) in a 'sql' "
-                                   "source and declare type = \"integer\"")
+    if value_type == "timestamp":
+        raise _err(f"{path}.type", "'timestamp' attributes are not supported yet; bin their "
+                                   "date (type = \"date\", selecting CAST(col AS DATE) in "
+                                   "a 'sql' source) or a number of seconds (type = "
+                                   "\"integer\")")
     if value_type not in VALUE_TYPES:
         raise _err(f"{path}.type", f"unknown value type {value_type!r}; allowed: "
                                    f"{', '.join(VALUE_TYPES)} (or leave it out to infer it "
@@ -598,7 +632,8 @@ def check_grid(attr: Range, path: str) -> None:
         return
     width = Fraction(repr(attr.upper)) - Fraction(repr(attr.lower))
     width /= attr.bins
-    what = "whole numbers" if attr.value_type == "integer" else f"multiples of {step:g}"
+    what = {"integer": "whole numbers", "date": "whole days"}.get(attr.value_type,
+                                                                 f"multiples of {step:g}")
     if not (on_grid(attr.lower, step) and on_grid(attr.upper, step)
             and (width / Fraction(repr(step))).denominator == 1):
         raise _err(path, f"{attr.value_type} values need bins on their grid: lower "

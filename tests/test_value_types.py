@@ -42,7 +42,10 @@ def _range(**kw) -> dict:
     (_range(type="real", resolution=0.1), r"only a decimal attribute has a resolution"),
     (_range(resolution=0.1), r"add type = \"decimal\""),
     (_range(type="float"), r"unknown value type 'float'; allowed: integer, decimal, real"),
-    (_range(type="date"), r"'date' attributes are not supported yet"),
+    (_range(type="timestamp"), r"'timestamp' attributes are not supported yet"),
+    (_range(type="date", lower="2013-13-01"), r"lower: '2013-13-01' is not a date"),
+    ({"kind": "range", "lower": "2013-01-01", "upper": "2013-02-01", "width": 1.5},
+     r"bin width \(1\.5\) must be whole days"),
     (_range(on_null="category"), r"on_null: \"category\" .* categorical attributes only"),
     ({"kind": "categorical", "domain": [1, 2], "on_null": "category"},
      r"\"category\" needs a domain of strings"),
@@ -66,10 +69,21 @@ def test_spec_accepts_grid_types_and_round_trips():
     assert ReleaseSpec.from_dict(_spec(_range(type="integer"))).attributes["a"].step == 1.0
 
 
+def test_date_bounds_make_a_date_attribute_binned_by_day_or_week():
+    import datetime
+
+    week = ReleaseSpec.from_dict(_spec({"kind": "range", "lower": "2012-12-31",
+                                        "upper": datetime.date(2014, 1, 1), "width": 7}))
+    a = week.attributes["a"]
+    assert (a.value_type, a.step, a.lower, a.bins) == ("date", 1.0, 15705.0, 53)
+    assert a.upper == a.lower + 7 * 53  # rounded up to a whole week
+    assert ReleaseSpec.from_json(week.to_json()).attributes["a"] == a
+
+
 @pytest.mark.parametrize("duck_type,expected", [
     ("BIGINT", ("integer", None)), ("UTINYINT", ("integer", None)),
     ("DECIMAL(6,2)", ("decimal", 0.01)), ("DECIMAL(18,0)", ("integer", None)),
-    ("DOUBLE", ("real", None)), ("FLOAT", ("real", None)),
+    ("DOUBLE", ("real", None)), ("FLOAT", ("real", None)), ("DATE", ("date", None)),
 ])
 def test_value_type_inference(duck_type, expected):
     assert infer_value_type(duck_type) == expected
@@ -159,6 +173,20 @@ def test_decimal_predicates_are_exact_on_the_grid(where, expected):
     assert len(got) == len(expected)
     for (a, b), (c, d) in zip(got, expected):
         assert (a, b) == pytest.approx((c, d), abs=1e-12)
+
+
+@pytest.mark.parametrize("where,expected", [
+    ("x <= DATE '1970-01-05'", ((-INF, 5),)), ("x = '1970-01-02'", ((1, 2),)),
+    ("x > CAST('1970-01-10' AS DATE)", ((10, INF),)),
+    ("x IN ('1970-01-01', '1970-01-03')", ((0, 1), (2, 3))),
+])
+def test_date_predicates_compare_whole_days(where, expected):
+    assert _intervals(where, "date", 1.0) == expected
+
+
+def test_a_date_compared_with_a_number_is_refused():
+    with pytest.raises(dpsql.UnsupportedQueryError, match="must be a date literal"):
+        _intervals("x <= 5", "date", 1.0)
 
 
 @pytest.mark.parametrize("where", ["x = 5", "x IN (1, 2)", "x <> 5", "x NOT IN (1)"])

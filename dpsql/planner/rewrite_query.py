@@ -357,9 +357,12 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
     def on_grid(attr: str, value: str) -> str:
         """A quantile of grid values is a value: the grid point at or below the
         continuous quantile (the smallest value v with F(v) >= p)."""
-        step = ref.release.attributes[attr].step
+        meta = ref.release.attributes[attr]
+        step = meta.step
         if not step:
             return value
+        if meta.value_type == "date":  # the day number back to a DATE
+            return f"(DATE '1970-01-01' + CAST(FLOOR({value}) AS INTEGER))"
         if step == 1:
             return f"FLOOR({value})"
         return f"FLOOR({value} / {num(step)} + 1e-9) * {num(step)}"

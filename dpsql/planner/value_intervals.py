@@ -24,6 +24,7 @@ inside a bin is then interpolated by the rewrite (uniformly, reported in ``dp_in
 from __future__ import annotations
 
 import math
+from datetime import date
 from fractions import Fraction
 
 from sqlglot import exp
@@ -33,7 +34,8 @@ from dpsql.planner.classify_calls import literal_number
 
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
-GRID_TYPES = ("integer", "decimal")
+GRID_TYPES = ("integer", "decimal", "date")
+_EPOCH = date(1970, 1, 1)
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
@@ -85,6 +87,22 @@ class _Axis:
         self.value_type = meta.value_type or "real"
         self.step = Fraction(repr(float(meta.step))) if self.value_type in GRID_TYPES \
             and meta.step else None
+
+    def literal(self, node: exp.Expression, what: str) -> float:
+        """A bound's value on the axis: a number, or for a date attribute a date literal
+        (``DATE '2013-03-01'``, ``'2013-03-01'``, ``CAST('2013-03-01' AS DATE)``) as its
+        day number (days since 1970-01-01)."""
+        if self.value_type != "date":
+            return literal_number(node, what)
+        v = node.this if isinstance(node, exp.Cast) and node.to.is_type("date") else node
+        if isinstance(v, exp.Literal) and v.is_string:
+            try:
+                return float((date.fromisoformat(v.this) - _EPOCH).days)
+            except ValueError:
+                pass
+        raise UnsupportedQueryError(
+            f"{what} must be a date literal (DATE 'YYYY-MM-DD', 'YYYY-MM-DD' or a ? "
+            f"parameter bound to a date string), got {node.sql('duckdb')!r}")
 
     def _grid(self, x: float, up: bool) -> float:
         """The grid point at or above (``up``) / at or below ``x``, exactly."""
@@ -156,14 +174,14 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
                 return EVERYTHING  # IS NOT NULL: every value (NULLs are in no interval)
             return complement(walk(inner))
         if isinstance(node, exp.Between) and is_attr(node.this):
-            lo = literal_number(node.args["low"], "a BETWEEN bound")
-            hi = literal_number(node.args["high"], "a BETWEEN bound")
+            lo = axis.literal(node.args["low"], "a BETWEEN bound")
+            hi = axis.literal(node.args["high"], "a BETWEEN bound")
             return intersect(axis.compare(exp.GTE, lo), axis.compare(exp.LTE, hi))
         if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("query") \
                 and not node.args.get("unnest"):
             out: Intervals = ()
             for e in node.expressions:
-                out = union(out, axis.cell(literal_number(e, "an IN value of ", meta.name)))
+                out = union(out, axis.cell(axis.literal(e, f"an IN value of {meta.name}")))
             return out
         if type(node) in _FLIP:
             left, right, kind = node.this, node.expression, type(node)
@@ -171,7 +189,7 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
                 left, right, kind = right, left, _FLIP[kind]
             if is_attr(left) and not any(map(is_attr, right.find_all(exp.Column))) \
                     and not is_attr(right):
-                return axis.compare(kind, literal_number(right, "the bound of ", meta.name))
+                return axis.compare(kind, axis.literal(right, f"the bound of {meta.name}"))
         raise _unsupported(c, axis)
 
     return walk(c)

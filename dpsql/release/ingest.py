@@ -38,7 +38,7 @@ import numpy as np
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
 from dpsql.release.store import create_table
-from dpsql.release.value_types import bin_sql, with_value_types
+from dpsql.release.value_types import bin_sql, value_sql, with_value_types
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -159,8 +159,13 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
             raise DataError(f"the source has no column {col!r}; it has: "
                             f"{', '.join(types)}. Fix the spec or the source.")
     for attr in spec.attributes.values():
+        if isinstance(attr, Range) and attr.value_type is not None \
+                and (attr.value_type == "date") != (types[attr.name] == "DATE"):
+            raise DataError(f"range attribute {attr.name!r} is declared type = "
+                            f"{attr.value_type!r} but the source column has type "
+                            f"{types[attr.name]}; cast it in a 'sql' source, or fix the type")
         if isinstance(attr, Range) and not types[attr.name].startswith(NUMERIC_TYPES) \
-                and not types[attr.name].startswith("DECIMAL"):
+                and not types[attr.name].startswith("DECIMAL") and types[attr.name] != "DATE":
             raise DataError(f"range attribute {attr.name!r} must be numeric, but the source "
                             f"column has type {types[attr.name]}; cast it in a 'sql' source "
                             "or declare it categorical")
@@ -260,7 +265,7 @@ def range_key(attr: Range, value: str) -> str:
     ``key % bins`` is the clamped bin), ``3·bins − 1`` for NaN, NULL for NULL. The common
     case comes first (cheapest per row); NaN is tested before ``>= upper`` because DuckDB
     orders NaN above every number."""
-    v = f"CAST({value} AS DOUBLE)"
+    v = value_sql(attr, value)
     lo, hi, bins = repr(attr.lower), repr(attr.upper), attr.bins
     return (f"CASE WHEN {v} >= {lo} AND {v} < {hi} THEN "
             f"CAST(least({bin_sql(attr, v)}, {bins - 1}) AS BIGINT) "
@@ -359,7 +364,7 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: s
         if isinstance(attr, Range):
             nulls = f"{refs[attr.name]} IS NULL"
             selects += [f"({nulls}) AS n_{attr.name}",
-                        f"CAST({refs[attr.name]} AS DOUBLE) AS v_{attr.name}"]
+                        f"{value_sql(attr, refs[attr.name])} AS v_{attr.name}"]
             continue
         sel, join = _lookup(attr, refs)
         selects += sel

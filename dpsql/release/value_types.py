@@ -28,6 +28,8 @@ _DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 def infer_value_type(column_type: str) -> tuple[str, float | None]:
     """(value type, resolution) of a source column of DuckDB type ``column_type``."""
     t = column_type.upper()
+    if t == "DATE":
+        return "date", None
     if t in INTEGER_TYPES:
         return "integer", None
     m = _DECIMAL.match(t)
@@ -55,6 +57,14 @@ def with_value_types(spec: ReleaseSpec, column_types: dict[str, str]) -> Release
     if not changed:
         return spec
     return replace(spec, attributes={**spec.attributes, **changed})
+
+
+def value_sql(attr: Range, column: str) -> str:
+    """The source column as the DOUBLE the bins are cut on: a date's day number (days
+    since 1970-01-01), any other value as itself."""
+    if attr.value_type == "date":
+        return f"CAST(date_diff('day', DATE '1970-01-01', CAST({column} AS DATE)) AS DOUBLE)"
+    return f"CAST({column} AS DOUBLE)"
 
 
 def bin_sql(attr: Range, value: str) -> str:
