@@ -110,3 +110,33 @@ mechanism = "cascade"
 
 def model_without_calibration(params: dict) -> dict:
     return {k: v for k, v in params.items() if k != "calibration"}
+
+
+def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_path):
+    """The attributes table: each attribute's type (declared, or inferred once built),
+    its NULL policy and the views over it (those a drop affects)."""
+    from rich.console import Console
+
+    from dpsql.present import attribute_table
+    from dpsql.release import open_release
+
+    d = trips_spec(1.0)
+    d["attributes"]["mode"]["on_null"] = "category"
+    d["attributes"]["age"]["on_null"] = "drop"
+    spec = ReleaseSpec.from_dict(d, base_dir=trips_data)
+
+    def shown(release) -> dict[str, list[str]]:
+        console = Console(width=200, record=True)
+        console.print(attribute_table(release))
+        rows = [line.split("│") for line in console.export_text().splitlines()
+                if line.startswith("│")]
+        return {r[1].strip(): [c.strip() for c in r[2:-1]] for r in rows}
+
+    planned = shown(plan_release(spec))
+    assert planned["age"] == ["range", "inferred at release", "drop", "age_tree"]
+    assert planned["mode"] == ["categorical", "", "NULL category", "geo_mode, mode_dist"]
+    assert planned["distance"][2:] == ["error (refused)", "dist, mode_dist"]
+    out = tmp_path / "t.duckdb"
+    build_release(spec, out, seed=1, progress=False)
+    built = shown(open_release(out))
+    assert built["age"][1] == "integer" and built["distance"][1] == "real"
