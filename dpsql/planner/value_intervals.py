@@ -85,8 +85,8 @@ class _Axis:
     def __init__(self, meta) -> None:
         self.name = meta.name
         self.value_type = meta.value_type or "real"
-        self.step = Fraction(repr(float(meta.step))) if self.value_type in GRID_TYPES \
-            and meta.step else None
+        step = meta.step if self.value_type in GRID_TYPES else None
+        self.step = None if not step else 1 if step == 1 else Fraction(repr(float(step)))
 
     def literal(self, node: exp.Expression, what: str) -> float:
         """A bound's value on the axis: a number, or for a date attribute a date literal
@@ -106,6 +106,8 @@ class _Axis:
 
     def _grid(self, x: float, up: bool) -> float:
         """The grid point at or above (``up``) / at or below ``x``, exactly."""
+        if self.step == 1:  # integers and days: floor/ceil of a float are exact
+            return float(math.ceil(x) if up else math.floor(x))
         q = Fraction(repr(x)) / self.step  # type: ignore[operator]
         n = math.ceil(q) if up else math.floor(q)
         return float(n * self.step)
