@@ -126,7 +126,7 @@ def test_decimals_are_binned_exactly_on_their_grid(tmp_path):
     con.execute(f"COPY (SELECT 0.3::DECIMAL(4,1) AS a FROM range(50)) TO "
                 f"'{tmp_path / 't.parquet'}'")
     raw = _spec(_range(upper=1, bins=10))
-    raw["budget"] = {"rho": "1e12"}
+    raw["budget"] = {"rho": "1e11"}
     raw["views"] = [{"name": "v", "levels": ["a"], "mechanism": "cascade"}]
     out = tmp_path / "t.duckdb"
     build_release(ReleaseSpec.from_dict(raw, base_dir=tmp_path), out, seed=1, progress=False)
