@@ -160,7 +160,11 @@ def reconcile_release(spec: Any, trees: dict[str, domains.DomainTree],
     released = [ReleasedView(view.name, view.mechanism, tree, dtree,
                              mg.ViewLevels(spec, view, dtree, trees))
                 for view, (tree, dtree) in zip(spec.views, outputs)]
-    changed, summary = reconcile(released, spec, trees)
+    # a view that drops an attribute's NULL rows counts another population (its own
+    # total): it agrees with no other view
+    own = {v.name for v in spec.views if any(
+        getattr(spec.attributes[a], "on_null", "error") == "drop" for a in v.levels)}
+    changed, summary = reconcile([r for r in released if r.name not in own], spec, trees)
     out = []
     for view, (tree, dtree) in zip(spec.views, outputs):
         if view.name in changed:
