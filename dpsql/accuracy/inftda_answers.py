@@ -216,7 +216,7 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
         var = float(boot.sum())
     var *= 1.0 + 1.0 / max(calibration.replicates, 1)
     bias = float(support.bias[level][released].sum())
-    z = int(zero_parents.size)
+    z = int(np.count_nonzero(zero_parents < support.active[k].size))  # under released rows
     bias += z * calibration.zero_bias[k]
     var += z * calibration.zero_var[k]
     return bias, var
@@ -234,6 +234,10 @@ def cover_bound(support: Support, level: int, rows: Any, bounds: Sequence[float]
     costs ``bounds[ℓ]`` per node. Deep zeros (in pruned subtrees) cost ``bounds[level]``
     each: their parent is unknown to the answer, so they are never covered."""
     released, zero_parents, deep = split_rows(rows)
+    if level > 0:  # a zero whose "parent" was not released (an empty root) is deep
+        known = zero_parents < support.active[level - 1].size
+        deep += int(np.count_nonzero(~known))
+        zero_parents = zero_parents[known]
     b = [float(x) for x in bounds]
     total = deep * b[level]
     # items at the current level: released rows with (cost, whole) and zero rows by parent

@@ -217,3 +217,17 @@ def test_the_bootstrap_reads_only_the_released_tree():
     for ids, n in seen:
         assert np.array_equal(ids, released.leaves.ids)
         assert np.array_equal(n, released.leaves.counts)
+
+
+def test_an_empty_release_answers_zero_without_failing():
+    """A noisy root that came out 0 releases nothing: every node is a zero whose parent
+    (the root) is not released; answers and bounds still evaluate (the zeros count as
+    deep: nothing to centre on, a node bound each)."""
+    support = Support.from_levels([np.zeros(0, np.int64)], [np.zeros(0, np.int64),
+                                                             np.zeros(0, np.int64)])
+    cal = Calibration(8, (1.0,), (0.5,), (1.0,))
+    rows = np.array([-2, -2, -2])
+    assert answer_error(support, cal, [4.0], 9.0, 1, rows) == (0.0, 0.0)
+    assert cover_bound(support, 1, rows, [3.0, 5.0]) == pytest.approx(15.0)
+    se, below, above = interval_offsets(support, cal, [4.0], 9.0, 1, rows, 0.95)
+    assert above >= zero_allowance(0.95) * 2.0 - 1e-12
