@@ -7,250 +7,33 @@ or built in Python, round-trips through JSON (:meth:`ReleaseSpec.to_json`), and 
 validated as a whole: every error names the key path and says what is allowed.
 
 Domains come from the spec (or files it names), never from the data: that is privacy
-rule 1. Reading a ``domain_file``/``spine_file`` reads a *public* file.
+rule 1. Reading a ``domain_file``/``spine_file`` reads a *public* file. The attributes
+are parsed in :mod:`dpsql.spec_attributes`; this module re-exports their types.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import math
-import re
 import tomllib
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
 from dpsql.errors import InvalidPrivacyParameterError, SpecError
 from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, ZCDP
 from dpsql.privacy.budgets import check_usable
+from dpsql.spec_attributes import (EPOCH, VALUE_TYPES, Attribute, Categorical, Hierarchy,
+                                   Range, _err, _ident, _number, _only, _parse_attribute,
+                                   _policy, _read_text, check_grid, day_number, on_grid)
 
 MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
 GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
 PURE_MECHANISMS = ("btree", "laplace_tree")
 RANGE_ONLY_MECHANISMS = ("cascade", "btree")
 COVARIANCES = ("tree", "optimal")  # cascade: Cascade Sampling's C_k, or range-optimal
-VALUE_TYPES = ("integer", "decimal", "real", "date")
-"""What a binned attribute's values are. ``integer`` and ``decimal`` values are points
-on a grid (step 1, or the decimal's ``resolution``): predicates follow SQL on that grid
-(``x <= 5`` keeps 5, ``x = 5`` is the cell [5, 6)) and bin edges lie on it. ``date``
-values are whole days, binned as the number of days since 1970-01-01 (``lower``/``upper``
-are dates, ``width`` a number of days: 1 for days, 7 for weeks). ``real`` values are a
-continuous axis, where < and <= coincide."""
-EPOCH = date(1970, 1, 1)
 
-
-def _is_date(value: Any) -> bool:
-    if isinstance(value, date):
-        return True
-    try:
-        date.fromisoformat(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def day_number(path: str, value: Any) -> float:
-    """Days since 1970-01-01 of a TOML date, an ISO ``YYYY-MM-DD`` string or a day
-    number (what ``to_json`` writes back)."""
-    if isinstance(value, datetime):
-        value = value.date()
-    if isinstance(value, str):
-        try:
-            value = date.fromisoformat(value)
-        except ValueError as err:
-            raise _err(path, f"{value!r} is not a date; write YYYY-MM-DD") from err
-    if isinstance(value, date):
-        return float((value - EPOCH).days)
-    return float(_number(path, value))
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_RESERVED = {"dp_count", "dp_var", "dp_stderr", "dp_row", "dp_parent", "dp_fanout",
-             "dp_bias"}
-
-
-def _err(path: str, message: str) -> SpecError:
-    return SpecError(f"{path}: {message}")
-
-
-def _ident(path: str, value: Any) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise _err(path, f"{value!r} is not a valid name; use letters, digits and _ "
-                         "(not starting with a digit)")
-    if value.lower() in _RESERVED or value.lower().startswith("dpsql"):
-        raise _err(path, f"{value!r} is reserved by dpsql; choose another name")
-    return value
-
-
-def _policy(path: str, value: Any, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise _err(path, f"unknown policy {value!r}; allowed: {', '.join(allowed)}")
-    return value
-
-
-def _read_text(path: str, file: Path) -> str:
-    """A public text file (spec, domain, spine) read as UTF-8; anything else that cannot
-    be read (not UTF-8, a folder, no permission) is a one-line :class:`SpecError`."""
-    try:
-        data = file.read_bytes()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read {str(file)!r}: {err.strerror or err}") from err
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[:err.start].count(b"\n") + 1
-        raise SpecError(f"{path}: {str(file)!r} is not UTF-8 text (byte 0x{data[err.start]:02x} "
-                        f"at line {line}); save it as UTF-8") from err
-
-
-def _csv_rows(path: str, file: Path) -> list[list[str]]:
-    """The rows of a public CSV file (UTF-8), malformed CSV as a one-line SpecError."""
-    if not file.exists():
-        raise _err(path, f"file {str(file)!r} does not exist")
-    try:
-        # strict: a stray quote is an error, not a silently different public domain
-        return list(csv.reader(io.StringIO(_read_text(path, file), newline=""), strict=True))
-    except csv.Error as err:
-        raise _err(path, f"{str(file)!r} is not valid CSV: {err}") from err
-
-
-def _read_first_column(path: str, file: Path) -> list[str]:
-    rows = _csv_rows(path, file)
-    if not rows:
-        raise _err(path, f"file {str(file)!r} is empty")
-    values = [r[0] for r in rows if r]
-    return values
-
-
-def _one_key_type(path: str, values: list[Any]) -> None:
-    """A categorical domain is matched against one source column, so its values must share
-    one type (all strings, all integers, or all finite numbers) and stay distinct *as that
-    type*: ``["1", 1]`` or ``[2**53, 2**53 + 1, 0.5]`` would collapse to one key and
-    count a row in two cells, breaking the sensitivity (DESIGN privacy rule 2)."""
-    for v in values:
-        if isinstance(v, (list, dict, bool)) or v is None:
-            raise _err(path, f"values must be strings or numbers, got {v!r}")
-    strings = [v for v in values if isinstance(v, str)]
-    numbers = [v for v in values if not isinstance(v, str)]
-    if strings and numbers:
-        raise _err(path, f"mixes strings and numbers ({strings[0]!r}, {numbers[0]!r}); the "
-                         "source column has one type: quote every value, or none")
-    if numbers and not all(isinstance(v, int) for v in numbers):
-        if not all(math.isfinite(float(v)) for v in numbers):
-            raise _err(path, "numeric values must be finite")
-        values = [float(v) for v in numbers]
-    _unique(path, values)
-
-
-def _unique(path: str, values: list[Any]) -> list[Any]:
-    seen: set[Any] = set()
-    for v in values:
-        if v in seen:
-            raise _err(path, f"duplicate domain value {v!r}; every public value must appear "
-                             "once")
-        seen.add(v)
-    return values
-
-
-@dataclass(frozen=True)
-class Categorical:
-    """A categorical attribute with a public list of values."""
-
-    name: str
-    values: tuple[Any, ...]
-    on_out_of_domain: str = "error"  # error | drop
-    on_null: str = "error"  # error | drop | category
-
-    kind = "categorical"
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    @property
-    def domain_values(self) -> tuple[Any, ...]:
-        """The released domain: the values, and NULL last under ``on_null = "category"``."""
-        return self.values + (None,) if self.on_null == "category" else self.values
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "domain": list(self.values),
-                "on_out_of_domain": self.on_out_of_domain, "on_null": self.on_null}
-
-
-@dataclass(frozen=True)
-class Hierarchy:
-    """A public spine: one level per column; ``paths`` lists every valid leaf path."""
-
-    name: str
-    level_columns: tuple[str, ...]
-    paths: tuple[tuple[str, ...], ...]
-    on_out_of_domain: str = "error"
-    on_null: str = "error"
-
-    kind = "hierarchy"
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return self.level_columns
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "columns": list(self.level_columns),
-                "spine": [list(p) for p in self.paths],
-                "on_out_of_domain": self.on_out_of_domain, "on_null": self.on_null}
-
-
-@dataclass(frozen=True)
-class Range:
-    """A numeric attribute binned into ``bins`` equal-width bins on [lower, upper).
-
-    ``value_type`` is one of :data:`VALUE_TYPES`, or None until the release infers it
-    from the source column's type; ``resolution`` is the grid step of a ``decimal``."""
-
-    name: str
-    lower: float
-    upper: float
-    bins: int
-    fanout: Union[str, int] = "auto"
-    on_out_of_bounds: str = "clamp"  # clamp | drop | error
-    on_null: str = "error"
-    value_type: str | None = None
-    resolution: float | None = None
-
-    kind = "range"
-
-    @property
-    def step(self) -> float | None:
-        """The grid step of integer and date values (1: a day), and of decimals; None for
-        reals."""
-        return 1.0 if self.value_type in ("integer", "date") else (
-            self.resolution if self.value_type == "decimal" else None)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    @property
-    def width(self) -> float:
-        return (self.upper - self.lower) / self.bins
-
-    def edges(self) -> list[float]:
-        return [self.lower + i * self.width for i in range(self.bins)] + [self.upper]
-
-    def to_json(self) -> dict:
-        out = {"kind": self.kind, "lower": self.lower, "upper": self.upper,
-               "bins": self.bins, "fanout": self.fanout,
-               "on_out_of_bounds": self.on_out_of_bounds, "on_null": self.on_null}
-        if self.value_type is not None:
-            out["type"] = self.value_type
-        if self.value_type == "decimal":
-            out["resolution"] = self.resolution
-        return out
-
-
-Attribute = Union[Categorical, Hierarchy, Range]
 
 
 @dataclass(frozen=True)
@@ -435,23 +218,6 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
     return PrivacyUnit(column=column, max_rows=max_rows, on_null=on_null)
 
 
-def _number(path: str, value: Any) -> Fraction:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise _err(path, f"must be a number, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise _err(path, f"must be a finite number, got {value!r}")
-    try:
-        f = Fraction(str(value)) if not isinstance(value, float) else Fraction(value)
-        if not math.isfinite(float(f)):
-            raise OverflowError
-    except (ValueError, ZeroDivisionError) as err:
-        raise _err(path, f"must be a number, got {value!r}") from err
-    except OverflowError as err:
-        raise _err(path, f"must be a finite number within float range, got "
-                         f"{str(value)[:40]!r}") from err
-    return f
-
-
 def _parse_budget(raw: Any) -> Budget:
     if not isinstance(raw, dict):
         raise _err("budget", "missing; give exactly one of: rho = …, epsilon = … (pure DP), or "
@@ -475,212 +241,6 @@ def _parse_budget(raw: Any) -> Budget:
         if isinstance(err, SpecError):
             raise
         raise _err("budget", str(err)) from err
-
-
-def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
-    _ident(path, name)
-    if not isinstance(raw, dict):
-        raise _err(path, "must be a table with a 'kind'")
-    kind = raw.get("kind")
-    on_null = _policy(f"{path}.on_null", raw.get("on_null", "error"),
-                      ("error", "drop", "category"))
-    if on_null == "category" and kind != "categorical":
-        raise _err(f"{path}.on_null", f"\"category\" (NULL as a released value) is supported "
-                                      f"on categorical attributes only, not yet on a {kind}; "
-                                      "use \"drop\", which leaves the NULL rows out of the "
-                                      "views over this attribute only")
-    if kind == "categorical":
-        _only(path, raw, {"kind", "domain", "domain_file", "on_out_of_domain", "on_null"})
-        if ("domain" in raw) == ("domain_file" in raw):
-            raise _err(path, "give exactly one of 'domain' (a list of values) or 'domain_file' "
-                             "(a CSV whose first column lists them)")
-        if "domain" in raw:
-            values = raw["domain"]
-            if not isinstance(values, list) or not values:
-                raise _err(f"{path}.domain", "must be a non-empty list of public values")
-        else:
-            values = _read_first_column(f"{path}.domain_file", base / raw["domain_file"])
-        _one_key_type(f"{path}.domain", values)
-        if on_null == "category" and not all(isinstance(v, str) for v in values):
-            raise _err(f"{path}.on_null", "\"category\" needs a domain of strings (the NULL "
-                                          "value joins them in one label column); quote the "
-                                          "values, or use \"drop\"")
-        return Categorical(name, tuple(values),
-                           _policy(f"{path}.on_out_of_domain",
-                                   raw.get("on_out_of_domain", "error"), ("error", "drop")),
-                           on_null)
-    if kind == "hierarchy":
-        _only(path, raw, {"kind", "columns", "spine_file", "spine_columns", "spine",
-                          "on_out_of_domain", "on_null"})
-        cols = raw.get("columns")
-        if not isinstance(cols, list) or not cols:
-            raise _err(f"{path}.columns", "must list the spine's columns, coarsest first")
-        cols = [_ident(f"{path}.columns", c) for c in cols]
-        if ("spine" in raw) == ("spine_file" in raw):
-            raise _err(path, "give exactly one of 'spine_file' (a CSV with a header row naming "
-                             "the columns) or 'spine' (a list of leaf paths)")
-        if "spine_columns" in raw and "spine_file" not in raw:
-            raise _err(f"{path}.spine_columns", "names columns of a spine_file; give the file, "
-                                                "or drop spine_columns")
-        if "spine" in raw:
-            paths = [tuple(str(x) for x in p) for p in raw["spine"]]
-        else:
-            file_cols = cols
-            if "spine_columns" in raw:
-                file_cols = raw["spine_columns"]
-                if not isinstance(file_cols, list) or len(file_cols) != len(cols) \
-                        or not all(isinstance(c, str) for c in file_cols):
-                    raise _err(f"{path}.spine_columns",
-                               f"must list {len(cols)} column names of the spine file, one "
-                               f"per entry of columns ({', '.join(cols)}), coarsest first")
-            paths = _read_spine(f"{path}.spine_file", base / raw["spine_file"], file_cols)
-        if not paths:
-            raise _err(path, "the spine is empty")
-        for i, p in enumerate(paths):
-            if len(p) != len(cols):
-                raise _err(f"{path}.spine[{i}]", f"has {len(p)} values but there are "
-                                                 f"{len(cols)} columns")
-        _check_spine(path, cols, paths)
-        return Hierarchy(name, tuple(cols), tuple(paths),
-                         _policy(f"{path}.on_out_of_domain",
-                                 raw.get("on_out_of_domain", "error"), ("error", "drop")),
-                         on_null)
-    if kind == "range":
-        _only(path, raw, {"kind", "lower", "upper", "bins", "width", "fanout",
-                          "on_out_of_bounds", "on_null", "type", "resolution"})
-        value_type, resolution = _value_type(path, raw)
-        if value_type is None and _is_date(raw.get("lower")):
-            value_type = "date"  # date bounds: a date attribute
-        bound = day_number if value_type == "date" else (
-            lambda p, v: float(_number(p, v)))
-        lower = bound(f"{path}.lower", raw.get("lower"))
-        upper = bound(f"{path}.upper", raw.get("upper"))
-        if not lower < upper:
-            raise _err(path, f"lower ({lower:g}) must be < upper ({upper:g})")
-        if not math.isfinite(upper - lower):
-            raise _err(path, f"upper - lower ({upper:g} - {lower:g}) overflows a float; "
-                             "give bounds closer together")
-        if ("bins" in raw) == ("width" in raw):
-            raise _err(path, "give exactly one of 'bins' (how many) or 'width' (bin width)")
-        if "bins" in raw:
-            bins = raw["bins"]
-            if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-                raise _err(f"{path}.bins", f"must be an integer >= 1, got {bins!r}")
-        else:
-            width = float(_number(f"{path}.width", raw["width"]))
-            if width <= 0:
-                raise _err(f"{path}.width", f"must be > 0, got {width:g}")
-            bins = math.ceil((upper - lower) / width - 1e-9)
-            upper = lower + bins * width
-        if bins > 1 << 26:
-            raise _err(f"{path}.bins", f"{bins} bins is more than dpsql supports (2^26)")
-        fanout = raw.get("fanout", "auto")
-        if fanout != "auto" and (isinstance(fanout, bool) or not isinstance(fanout, int)
-                                 or fanout < 2):
-            raise _err(f"{path}.fanout", f"must be 'auto' or an integer >= 2, got {fanout!r}")
-        out = Range(name, lower, upper, bins, fanout,
-                    _policy(f"{path}.on_out_of_bounds", raw.get("on_out_of_bounds", "clamp"),
-                            ("clamp", "drop", "error")), on_null, value_type, resolution)
-        if value_type is not None:
-            check_grid(out, path)
-        return out
-    raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range")
-
-
-def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
-    value_type = raw.get("type")
-    if value_type is None:
-        if "resolution" in raw:
-            raise _err(f"{path}.resolution", "is the grid step of a decimal attribute; add "
-                                             "type = \"decimal\", or drop resolution")
-        return None, None
-    if value_type == "timestamp":
-        raise _err(f"{path}.type", "'timestamp' attributes are not supported yet; bin their "
-                                   "date (type = \"date\", selecting CAST(col AS DATE) in "
-                                   "a 'sql' source) or a number of seconds (type = "
-                                   "\"integer\")")
-    if value_type not in VALUE_TYPES:
-        raise _err(f"{path}.type", f"unknown value type {value_type!r}; allowed: "
-                                   f"{', '.join(VALUE_TYPES)} (or leave it out to infer it "
-                                   "from the source column at release time)")
-    if value_type != "decimal":
-        if "resolution" in raw:
-            raise _err(f"{path}.resolution", f"only a decimal attribute has a resolution; "
-                                             f"remove it for type = {value_type!r}")
-        return value_type, None
-    if "resolution" not in raw:
-        raise _err(f"{path}.resolution", "missing: a decimal attribute needs the step of its "
-                                         "values, e.g. resolution = 0.01 for cents")
-    res = _number(f"{path}.resolution", raw["resolution"])
-    if res <= 0:
-        raise _err(f"{path}.resolution", f"must be > 0, got {raw['resolution']!r}")
-    return value_type, float(res)
-
-
-def on_grid(x: float, step: float) -> bool:
-    """True when ``x`` is a whole multiple of ``step`` (exactly, in decimal: 0.3 is a
-    multiple of 0.1 although 0.3 / 0.1 is not 3 in binary floating point)."""
-    q = Fraction(repr(float(x))) / Fraction(repr(float(step)))
-    return q.denominator == 1
-
-
-def check_grid(attr: Range, path: str) -> None:
-    """Bins of integer and decimal attributes must start and end on the values' grid, so
-    that each bin holds whole values (no value is split between two bins)."""
-    step = attr.step
-    if step is None:
-        return
-    width = Fraction(repr(attr.upper)) - Fraction(repr(attr.lower))
-    width /= attr.bins
-    what = {"integer": "whole numbers", "date": "whole days"}.get(attr.value_type,
-                                                                 f"multiples of {step:g}")
-    if not (on_grid(attr.lower, step) and on_grid(attr.upper, step)
-            and (width / Fraction(repr(step))).denominator == 1):
-        raise _err(path, f"{attr.value_type} values need bins on their grid: lower "
-                         f"({attr.lower:g}), upper ({attr.upper:g}) and the bin width "
-                         f"({float(width):g}) must be {what}; change bins or width, or "
-                         "declare type = \"real\" for a continuous axis")
-
-
-def _only(path: str, raw: dict, allowed: set[str]) -> None:
-    for key in raw:
-        if key not in allowed:
-            raise _err(f"{path}.{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
-
-
-def _read_spine(path: str, file: Path, cols: list[str]) -> list[tuple[str, ...]]:
-    rows = _csv_rows(path, file)
-    header = rows[0] if rows else []
-    missing = [c for c in cols if c not in header]
-    if missing:
-        raise _err(path, f"the spine file has no column {missing[0]!r}; its header is "
-                         f"{header}")
-    at = [header.index(c) for c in cols]
-    out = []
-    for i, row in enumerate(rows[1:], start=2):
-        if not row:
-            continue
-        if len(row) < len(header):
-            raise _err(path, f"line {i} of {str(file)!r} has {len(row)} field(s), the "
-                             f"header has {len(header)}")
-        out.append(tuple(row[j] for j in at))
-    return out
-
-
-def _check_spine(path: str, cols: list[str], paths: list[tuple[str, ...]]) -> None:
-    parent_of: list[dict[str, tuple[str, ...]]] = [dict() for _ in cols]
-    seen: set[tuple[str, ...]] = set()
-    for p in paths:
-        if p in seen:
-            raise _err(path, f"duplicate leaf path {list(p)}")
-        seen.add(p)
-        for level in range(1, len(cols)):
-            child, parent = p[level], p[:level]
-            prev = parent_of[level].setdefault(child, parent)
-            if prev != parent:
-                raise _err(path, f"{cols[level]} {child!r} appears under two parents "
-                                 f"{list(prev)} and {list(parent)}; a spine is a tree, so give "
-                                 "each child one parent (rename one of them)")
 
 
 def _check_columns_unique(attributes: dict[str, Attribute]) -> None:
@@ -763,3 +323,8 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
                                              "attributes in a view of their own, or last in "
                                              "a view without interleave)")
     return View(name, tuple(levels), mech, weight, lw, covariance, interleave)
+
+
+__all__ = ["Attribute", "Categorical", "COVARIANCES", "EPOCH", "GAUSSIAN_MECHANISMS",
+           "Hierarchy", "MECHANISMS", "PURE_MECHANISMS", "RANGE_ONLY_MECHANISMS", "Range",
+           "ReleaseSpec", "VALUE_TYPES", "View", "check_grid", "day_number", "on_grid"]

@@ -119,12 +119,12 @@ def test_every_error_class_is_documented_in_errors_md():
 
 
 def spec_keys() -> set[str]:
-    """Every key that spec.py accepts: the string sets it validates against (the
-    ``known`` top-level keys, each ``_only(path, raw, {...})`` and the unit and budget
-    key sets)."""
-    tree = ast.parse((ROOT / "dpsql" / "spec.py").read_text())
+    """Every key that spec.py and spec_attributes.py accept: the string sets they
+    validate against (the ``known`` top-level keys, each ``_only(path, raw, {...})`` and
+    the unit and budget key sets)."""
     keys: set[str] = set()
-    for node in ast.walk(tree):
+    for node in (n for module in ("spec.py", "spec_attributes.py")
+                 for n in ast.walk(ast.parse((ROOT / "dpsql" / module).read_text()))):
         if isinstance(node, ast.Set) and all(isinstance(e, ast.Constant) and
                                               isinstance(e.value, str) for e in node.elts):
             keys |= {e.value for e in node.elts}
