@@ -75,6 +75,7 @@ class AttributeMeta:
     value_type: str | None = None  # range: integer | decimal | real (None: before typing)
     step: float | None = None  # range: the grid step of integer (1) and decimal values
     on_null: str = "error"  # error | drop (per view) | category (NULL is a released value)
+    unit: str | None = None  # date/timestamp bins: day, week, month, hour, ... (None: width)
 
     @property
     def null_category(self) -> bool:
@@ -94,13 +95,15 @@ class AttributeMeta:
             out.update(value_type=self.value_type, step=self.step)
         if self.on_null != "error":
             out["on_null"] = self.on_null
+        if self.unit is not None:
+            out["unit"] = self.unit
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> "AttributeMeta":
         return cls(d["name"], d["kind"], tuple(d["columns"]), d["domain_table"],
                    d.get("lower"), d.get("upper"), d.get("bins"), d.get("value_type"),
-                   d.get("step"), d.get("on_null", "error"))
+                   d.get("step"), d.get("on_null", "error"), d.get("unit"))
 
 
 @dataclass(frozen=True)

@@ -18,14 +18,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union
 
+from dpsql.domains.calendar import (UNITS, edges_of, is_month_start, months_between,
+                                   to_axis)
 from dpsql.errors import SpecError
 
-VALUE_TYPES = ("integer", "decimal", "real", "date")
+VALUE_TYPES = ("integer", "decimal", "real", "date", "timestamp")
 """What a binned attribute's values are. ``integer`` and ``decimal`` values are points
 on a grid (step 1, or the decimal's ``resolution``): predicates follow SQL on that grid
 (``x <= 5`` keeps 5, ``x = 5`` is the cell [5, 6)) and bin edges lie on it. ``date``
 values are whole days, binned as the number of days since 1970-01-01 (``lower``/``upper``
-are dates, ``width`` a number of days: 1 for days, 7 for weeks). ``real`` values are a
+are dates, ``width`` a number of days: 1 for days, 7 for weeks, or ``unit = "day" |
+"week" | "month"``). ``timestamp`` values are whole seconds, binned as the seconds since
+1970-01-01 00:00:00 (``unit = "second" | "minute" | "hour" | "day" | "week" | "month"``,
+or ``width`` in seconds). Calendar months have unequal lengths: see
+:mod:`dpsql.domains.calendar` for how they are binned. ``real`` values are a
 continuous axis, where < and <= coincide."""
 EPOCH = date(1970, 1, 1)
 
@@ -38,6 +44,37 @@ def _is_date(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return True
+
+
+def _is_datetime(value: Any) -> bool:
+    if isinstance(value, datetime):
+        return True
+    if not isinstance(value, str) or len(value) <= 10:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def second_number(path: str, value: Any) -> float:
+    """Seconds since 1970-01-01 00:00:00 of a TOML date-time or date (its midnight), an
+    ISO ``YYYY-MM-DD[ HH:MM:SS]`` string or a number of seconds (what ``to_json`` writes
+    back). Date-times carry no time zone, as DuckDB's ``TIMESTAMP``."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError as err:
+            raise _err(path, f"{value!r} is not a timestamp; write YYYY-MM-DD HH:MM:SS") \
+                from err
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        raise _err(path, f"{value.isoformat()} has a time zone offset; timestamp attributes "
+                         "are DuckDB TIMESTAMPs without a time zone: write the local time "
+                         "without the offset")
+    if isinstance(value, date):
+        return to_axis("timestamp", value)
+    return float(_number(path, value))
 
 
 def day_number(path: str, value: Any) -> float:
@@ -204,14 +241,15 @@ class Range:
     on_null: str = "error"
     value_type: str | None = None
     resolution: float | None = None
+    unit: str | None = None  # date/timestamp: the bin unit (day, week, month, hour, ...)
 
     kind = "range"
 
     @property
     def step(self) -> float | None:
-        """The grid step of integer and date values (1: a day), and of decimals; None for
-        reals."""
-        return 1.0 if self.value_type in ("integer", "date") else (
+        """The grid step of integer, date (1: a day) and timestamp (1: a second) values,
+        and of decimals; None for reals."""
+        return 1.0 if self.value_type in ("integer", "date", "timestamp") else (
             self.resolution if self.value_type == "decimal" else None)
 
     @property
@@ -223,7 +261,8 @@ class Range:
         return (self.upper - self.lower) / self.bins
 
     def edges(self) -> list[float]:
-        return [self.lower + i * self.width for i in range(self.bins)] + [self.upper]
+        """The K + 1 bin edges (calendar months for ``unit = "month"``)."""
+        return [float(x) for x in edges_of(self)]
 
     def to_json(self) -> dict:
         out = {"kind": self.kind, "lower": self.lower, "upper": self.upper,
@@ -233,6 +272,8 @@ class Range:
             out["type"] = self.value_type
         if self.value_type == "decimal":
             out["resolution"] = self.resolution
+        if self.unit is not None:
+            out["unit"] = self.unit
         return out
 
 
@@ -326,12 +367,14 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
                          on_null)
     if kind == "range":
         _only(path, raw, {"kind", "lower", "upper", "bins", "width", "fanout",
-                          "on_out_of_bounds", "on_null", "type", "resolution"})
+                          "on_out_of_bounds", "on_null", "type", "resolution", "unit"})
         value_type, resolution = _value_type(path, raw)
-        if value_type is None and _is_date(raw.get("lower")):
+        if value_type is None and _is_datetime(raw.get("lower")):
+            value_type = "timestamp"  # date-time bounds: a timestamp attribute
+        elif value_type is None and _is_date(raw.get("lower")):
             value_type = "date"  # date bounds: a date attribute
-        bound = day_number if value_type == "date" else (
-            lambda p, v: float(_number(p, v)))
+        bound = day_number if value_type == "date" else second_number \
+            if value_type == "timestamp" else (lambda p, v: float(_number(p, v)))
         lower = bound(f"{path}.lower", raw.get("lower"))
         upper = bound(f"{path}.upper", raw.get("upper"))
         if not lower < upper:
@@ -339,9 +382,13 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         if not math.isfinite(upper - lower):
             raise _err(path, f"upper - lower ({upper:g} - {lower:g}) overflows a float; "
                              "give bounds closer together")
-        if ("bins" in raw) == ("width" in raw):
-            raise _err(path, "give exactly one of 'bins' (how many) or 'width' (bin width)")
-        if "bins" in raw:
+        unit = raw.get("unit")
+        if unit is not None:
+            bins, upper = _unit_bins(path, raw, value_type, unit, lower, upper)
+        elif ("bins" in raw) == ("width" in raw):
+            raise _err(path, "give exactly one of 'bins' (how many) or 'width' (bin width)"
+                             + (" or 'unit'" if value_type in UNITS else ""))
+        elif "bins" in raw:
             bins = raw["bins"]
             if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
                 raise _err(f"{path}.bins", f"must be an integer >= 1, got {bins!r}")
@@ -359,11 +406,51 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
             raise _err(f"{path}.fanout", f"must be 'auto' or an integer >= 2, got {fanout!r}")
         out = Range(name, lower, upper, bins, fanout,
                     _policy(f"{path}.on_out_of_bounds", raw.get("on_out_of_bounds", "clamp"),
-                            ("clamp", "drop", "error")), on_null, value_type, resolution)
+                            ("clamp", "drop", "error")), on_null, value_type, resolution, unit)
         if value_type is not None:
             check_grid(out, path)
         return out
     raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range")
+
+
+def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: float,
+               upper: float) -> tuple[int, float]:
+    """(bins, upper) of a date or timestamp attribute binned by a calendar ``unit``: equal
+    bins of the unit's length, or calendar months from ``lower`` (the first of a month)
+    up to ``upper`` moved to the next first of a month."""
+    units = UNITS.get(value_type or "")
+    if units is None:
+        raise _err(f"{path}.unit", "a bin unit is for date and timestamp attributes; give "
+                                   "date bounds or type = \"date\" / \"timestamp\", or bin "
+                                   "numbers by 'bins' or 'width'")
+    if unit not in units:
+        raise _err(f"{path}.unit", f"unknown unit {unit!r} for a {value_type}; allowed: "
+                                   f"{', '.join(units)}")
+    if "width" in raw:
+        raise _err(path, "give one of 'unit' or 'width', not both")
+    length = units[unit]
+    if length is None:
+        if not is_month_start(value_type, lower):  # type: ignore[arg-type]
+            raise _err(f"{path}.lower", "month bins start on the first of a month"
+                                        + (" at 00:00:00" if value_type == "timestamp" else "")
+                                        + "; move lower to the first day of its month")
+        bins = months_between(value_type, lower, upper)  # type: ignore[arg-type]
+        upper = float(edges_of(_Months(value_type, lower, bins))[-1])
+    else:
+        bins = math.ceil((upper - lower) / length - 1e-9)
+        upper = lower + bins * length
+    if "bins" in raw and raw["bins"] != bins:
+        raise _err(f"{path}.bins", f"is {raw['bins']!r}, but [lower, upper) holds {bins} "
+                                   f"{unit}s; leave bins out with a unit")
+    return bins, upper
+
+
+@dataclass(frozen=True)
+class _Months:
+    value_type: str | None
+    lower: float
+    bins: int
+    unit: str = "month"
 
 
 def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
@@ -373,11 +460,6 @@ def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
             raise _err(f"{path}.resolution", "is the grid step of a decimal attribute; add "
                                              "type = \"decimal\", or drop resolution")
         return None, None
-    if value_type == "timestamp":
-        raise _err(f"{path}.type", "'timestamp' attributes are not supported yet; bin their "
-                                   "date (type = \"date\", selecting CAST(col AS DATE) in "
-                                   "a 'sql' source) or a number of seconds (type = "
-                                   "\"integer\")")
     if value_type not in VALUE_TYPES:
         raise _err(f"{path}.type", f"unknown value type {value_type!r}; allowed: "
                                    f"{', '.join(VALUE_TYPES)} (or leave it out to infer it "
@@ -407,11 +489,12 @@ def check_grid(attr: Range, path: str) -> None:
     """Bins of integer and decimal attributes must start and end on the values' grid, so
     that each bin holds whole values (no value is split between two bins)."""
     step = attr.step
-    if step is None:
+    if step is None or attr.unit == "month":  # month edges are whole days by construction
         return
     width = Fraction(repr(attr.upper)) - Fraction(repr(attr.lower))
     width /= attr.bins
-    what = {"integer": "whole numbers", "date": "whole days"}.get(attr.value_type,
+    what = {"integer": "whole numbers", "date": "whole days",
+            "timestamp": "whole seconds"}.get(attr.value_type,
                                                                  f"multiples of {step:g}")
     if not (on_grid(attr.lower, step) and on_grid(attr.upper, step)
             and (width / Fraction(repr(step))).denominator == 1):

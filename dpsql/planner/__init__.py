@@ -172,7 +172,8 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                     "type": ref.release.attributes[r.attribute].value_type or "real",
                     "kept": describe_intervals(r.pieces if r.pieces is not None else (
                         (-math.inf if r.lo is None else r.lo,
-                         math.inf if r.hi is None else r.hi),))}
+                         math.inf if r.hi is None else r.hi),),
+                        ref.release.attributes[r.attribute].value_type)}
                    for r in ref.ranges],
         "approximate": approx,
         "predicted_error95": choice.predicted,

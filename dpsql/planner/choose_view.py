@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpsql.domains.calendar import bin_span_of, edge_index
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.find_references import RangeFilter, Reference
@@ -175,6 +176,8 @@ def grid_index(a, x: float) -> int | None:
     exactly on that edge, else None. Exact both ways: ``(x - lower) / width`` can round
     to an integer for an ``x`` just off the edge (5e-324 / 4 underflows to 0), so the
     edge is recomputed and compared."""
+    if a.unit == "month":
+        return edge_index(a, x)
     b = (x - a.lower) / a.width
     if b != round(b):
         return None
@@ -187,6 +190,8 @@ def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
     a = release.attributes[r.attribute]
     lo = a.lower if r.lo is None else min(max(r.lo, a.lower), a.upper)
     hi = a.upper if r.hi is None else min(max(r.hi, a.lower), a.upper)
+    if a.unit == "month":
+        return bin_span_of(a, lo, hi)
     b0 = int(math.floor((lo - a.lower) / a.width + 1e-9))
     b1 = int(math.ceil((hi - a.lower) / a.width - 1e-9))
     return max(0, min(b0, a.bins)), max(0, min(b1, a.bins))

@@ -163,9 +163,10 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
     name = type(node).__name__.upper()
     if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
         a = release.column_attribute(arg.name)
-        if a is not None and a.kind == "range" and a.value_type == "date":
+        if a is not None and a.kind == "range" and a.value_type in ("date", "timestamp"):
             raise UnsupportedQueryError(
-                f"{name}({arg.name}) of the date attribute {a.name!r} is not supported; "
+                f"{name}({arg.name}) of the {a.value_type} attribute {a.name!r} is not "
+                "supported; "
                 f"use MEDIAN({arg.name}) or dp_quantile({arg.name}, p)")
         if a is not None and a.kind == "range":
             return Aggregate(node, "sum" if isinstance(node, exp.Sum) else "avg", a.name)

@@ -54,6 +54,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from dpsql.domains.calendar import axis_to_value_sql, month_edge_sql
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of
@@ -126,12 +127,17 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
         d = f"d{i}"
         if a in spans:
             s, kb = spans[a], meta.bins
+            if meta.unit == "month":  # calendar months: the edges by calendar arithmetic
+                lo_sql = month_edge_sql(meta.value_type, meta.lower, "b")
+                hi_sql = month_edge_sql(meta.value_type, meta.lower, f"LEAST(b + {s}, {kb})")
+            else:
+                lo_sql = f"{num(meta.lower)} + b * {num(meta.width)}"
+                hi_sql = (f"CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
+                          f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END")
             parts.append(
                 f"(SELECT b AS {q(a + '_bin_lo')}, LEAST(b + {s}, {kb}) AS "
-                f"{q(a + '_bin_hi')}, {num(meta.lower)} + b * {num(meta.width)} AS "
-                f"{q(a + '_lo')}, CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
-                f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END AS {q(a + '_hi')} "
-                f"FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
+                f"{q(a + '_bin_hi')}, {lo_sql} AS {q(a + '_lo')}, {hi_sql} AS "
+                f"{q(a + '_hi')} FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
             on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
             cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
             rank[a] = ref[a + "_bin_lo"] = f"{d}.{q(a + '_bin_lo')}"
@@ -361,8 +367,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         step = meta.step
         if not step:
             return value
-        if meta.value_type == "date":  # the day number back to a DATE
-            return f"(DATE '1970-01-01' + CAST(FLOOR({value}) AS INTEGER))"
+        if meta.value_type in ("date", "timestamp"):  # the axis back to a DATE/TIMESTAMP
+            return axis_to_value_sql(meta.value_type, value)
         if step == 1:
             return f"FLOOR({value})"
         return f"FLOOR({value} / {num(step)} + 1e-9) * {num(step)}"

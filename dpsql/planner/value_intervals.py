@@ -24,18 +24,21 @@ inside a bin is then interpolated by the rewrite (uniformly, reported in ``dp_in
 from __future__ import annotations
 
 import math
-from datetime import date
+from datetime import date, datetime
 from fractions import Fraction
 
 from sqlglot import exp
 
+from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import literal_number
 
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
-GRID_TYPES = ("integer", "decimal", "date")
-_EPOCH = date(1970, 1, 1)
+GRID_TYPES = ("integer", "decimal", "date", "timestamp")
+_TIMESTAMPS = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
+               exp.DataType.Type.DATETIME, exp.DataType.Type.TIMESTAMP_S,
+               exp.DataType.Type.TIMESTAMP_MS, exp.DataType.Type.TIMESTAMP_NS}
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
@@ -89,24 +92,35 @@ class _Axis:
         self.step = None if not step else 1 if step == 1 else Fraction(repr(float(step)))
 
     def literal(self, node: exp.Expression, what: str) -> float:
-        """A bound's value on the axis: a number, or for a date attribute a date literal
-        (``DATE '2013-03-01'``, ``'2013-03-01'``, ``CAST('2013-03-01' AS DATE)``) as its
-        day number (days since 1970-01-01)."""
-        if self.value_type != "date":
+        """A bound's value on the axis: a number, or for a date or timestamp attribute a
+        date or timestamp literal (``DATE 'x'``, ``TIMESTAMP 'x'``, ``'x'``, ``CAST('x' AS
+        DATE)``, ...) as its point of the axis (:func:`dpsql.domains.calendar.to_axis`).
+        As in SQL, a timestamp compared with a date attribute keeps its time of day (a
+        fraction of a day, so ``d < TIMESTAMP '2013-06-01 12:00'`` keeps June 1st) and a
+        date compared with a timestamp attribute is its midnight; a plain string takes
+        the attribute's type."""
+        if self.value_type not in CALENDAR_TYPES:
             return literal_number(node, what)
-        v = node.this if isinstance(node, exp.Cast) and node.to.is_type("date") else node
+        v, to = node, self.value_type
+        if isinstance(node, exp.Cast) and (node.to.is_type("date")
+                                           or node.to.this in _TIMESTAMPS):
+            v, to = node.this, "date" if node.to.is_type("date") else "timestamp"
         if isinstance(v, exp.Literal) and v.is_string:
             try:
-                return float((date.fromisoformat(v.this) - _EPOCH).days)
+                parsed = date.fromisoformat(v.this) if to == "date" \
+                    else datetime.fromisoformat(v.this)
+                return to_axis(self.value_type, parsed)
             except ValueError:
                 pass
         raise UnsupportedQueryError(
-            f"{what} must be a date literal (DATE 'YYYY-MM-DD', 'YYYY-MM-DD' or a ? "
-            f"parameter bound to a date string), got {node.sql('duckdb')!r}")
+            f"{what} must be a {self.value_type} literal ("
+            + ("DATE 'YYYY-MM-DD', 'YYYY-MM-DD'" if self.value_type == "date" else
+               "TIMESTAMP 'YYYY-MM-DD HH:MM:SS', 'YYYY-MM-DD HH:MM:SS', DATE 'YYYY-MM-DD'")
+            + f" or a ? parameter bound to such a string), got {node.sql('duckdb')!r}")
 
     def _grid(self, x: float, up: bool) -> float:
         """The grid point at or above (``up``) / at or below ``x``, exactly."""
-        if self.step == 1:  # integers and days: floor/ceil of a float are exact
+        if self.step == 1:  # integers, days, seconds: floor/ceil of a float are exact
             return float(math.ceil(x) if up else math.floor(x))
         q = Fraction(repr(x)) / self.step  # type: ignore[operator]
         n = math.ceil(q) if up else math.floor(q)
@@ -234,8 +248,15 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-def describe_intervals(pieces: Intervals) -> str:
-    """``[lo, hi) ∪ ...`` for dp_info."""
+def describe_intervals(pieces: Intervals, value_type: str | None = None) -> str:
+    """``[lo, hi) ∪ ...`` for dp_info; dates and timestamps as such (``[2013-01-01,
+    2013-04-01)``)."""
     if not pieces:
         return "∅"
-    return " ∪ ".join(f"[{lo:g}, {hi:g})" for lo, hi in pieces)
+
+    def show(x: float) -> str:
+        if value_type in CALENDAR_TYPES and math.isfinite(x):
+            return from_axis(value_type, x).isoformat(sep=" ") if value_type == "timestamp" \
+                else from_axis(value_type, x).isoformat()
+        return f"{x:g}"
+    return " ∪ ".join(f"[{show(lo)}, {show(hi)})" for lo, hi in pieces)

@@ -41,6 +41,7 @@ import duckdb
 import numpy as np
 
 from dpsql import domains
+from dpsql.domains.calendar import edges_of
 from dpsql.errors import DataError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
@@ -267,7 +268,8 @@ def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
         if isinstance(a, Range):
             metas.append(AttributeMeta(a.name, "range", (f"{a.name}_lo", f"{a.name}_hi"),
                                        f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins,
-                                       a.value_type, a.step, on_null=a.on_null))
+                                       a.value_type, a.step, on_null=a.on_null,
+                                       unit=a.unit))
         else:
             metas.append(AttributeMeta(a.name, a.kind, tuple(a.columns),
                                        f"dpsql_domain__{a.name}",
@@ -452,9 +454,14 @@ def _count_columns(level) -> Columns:
 
 
 def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
-    w = attr.width
-    return {f"{attr.name}_lo": attr.lower + bin_lo * w,
-            f"{attr.name}_hi": np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w),
+    if attr.unit == "month":  # calendar months: the edges by index
+        edges = edges_of(attr)
+        lo, hi = edges[bin_lo.astype(np.int64)], edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
+    else:
+        w = attr.width
+        lo = attr.lower + bin_lo * w
+        hi = np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w)
+    return {f"{attr.name}_lo": lo, f"{attr.name}_hi": hi,
             f"{attr.name}_bin_lo": bin_lo.astype(np.int64),
             f"{attr.name}_bin_hi": bin_hi.astype(np.int64)}
 

@@ -38,7 +38,8 @@ import numpy as np
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
 from dpsql.release.store import create_table
-from dpsql.release.value_types import bin_sql, value_sql, with_value_types
+from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
+                                      with_value_types)
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
@@ -159,16 +160,19 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
             raise DataError(f"the source has no column {col!r}; it has: "
                             f"{', '.join(types)}. Fix the spec or the source.")
     for attr in spec.attributes.values():
-        if isinstance(attr, Range) and attr.value_type is not None \
-                and (attr.value_type == "date") != (types[attr.name] == "DATE"):
+        if not isinstance(attr, Range):
+            continue
+        t = types[attr.name]
+        calendar = t == "DATE" or t in TIMESTAMP_TYPES
+        if attr.value_type is not None \
+                and (attr.value_type in ("date", "timestamp")) != calendar:
             raise DataError(f"range attribute {attr.name!r} is declared type = "
                             f"{attr.value_type!r} but the source column has type "
-                            f"{types[attr.name]}; cast it in a 'sql' source, or fix the type")
-        if isinstance(attr, Range) and not types[attr.name].startswith(NUMERIC_TYPES) \
-                and not types[attr.name].startswith("DECIMAL") and types[attr.name] != "DATE":
-            raise DataError(f"range attribute {attr.name!r} must be numeric, but the source "
-                            f"column has type {types[attr.name]}; cast it in a 'sql' source "
-                            "or declare it categorical")
+                            f"{t}; cast it in a 'sql' source, or fix the type")
+        if not t.startswith(NUMERIC_TYPES) and not t.startswith("DECIMAL") and not calendar:
+            raise DataError(f"range attribute {attr.name!r} must be numeric, a date or a "
+                            f"timestamp, but the source column has type {t}; cast it in "
+                            "a 'sql' source or declare it categorical")
     spec = with_value_types(spec, types)
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
     sizes = _code_sizes(used, hierarchy_codes or {})

@@ -4,7 +4,8 @@ exact bin of a value on its grid.
 A spec may declare ``type`` on a range attribute (:data:`dpsql.spec.VALUE_TYPES`); where
 it does not, the release infers it from the source column's DuckDB type, once, before
 reading any row (a column's type is schema, not data): integer types give ``integer``,
-``DECIMAL(p, s)`` gives ``decimal`` with resolution 10^-s, floating-point types ``real``.
+``DECIMAL(p, s)`` gives ``decimal`` with resolution 10^-s, ``DATE`` gives ``date``,
+``TIMESTAMP`` (any precision) gives ``timestamp``, floating-point types ``real``.
 An inferred grid type whose bins do not lie on the grid is refused with the fix (declare
 ``type = "real"`` to keep the continuous axis, or change the bins), as a declared one is
 by the spec. The inferred types are written into the release's spec and attribute
@@ -17,11 +18,14 @@ import re
 from dataclasses import replace
 from fractions import Fraction
 
+from dpsql.domains.calendar import month_bin_sql
 from dpsql.errors import DataError, SpecError
 from dpsql.spec import Range, ReleaseSpec, check_grid
 
 INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
+TIMESTAMP_TYPES = ("TIMESTAMP", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+                   "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
 _DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
 
 
@@ -30,6 +34,8 @@ def infer_value_type(column_type: str) -> tuple[str, float | None]:
     t = column_type.upper()
     if t == "DATE":
         return "date", None
+    if t in TIMESTAMP_TYPES:
+        return "timestamp", None
     if t in INTEGER_TYPES:
         return "integer", None
     m = _DECIMAL.match(t)
@@ -61,9 +67,14 @@ def with_value_types(spec: ReleaseSpec, column_types: dict[str, str]) -> Release
 
 def value_sql(attr: Range, column: str) -> str:
     """The source column as the DOUBLE the bins are cut on: a date's day number (days
-    since 1970-01-01), any other value as itself."""
+    since 1970-01-01), a timestamp's whole seconds since 1970-01-01 00:00:00 (a fraction
+    of a second is cut off: the attribute's grid is the second), any other value as
+    itself. A TIMESTAMP WITH TIME ZONE is read as DuckDB casts it to a TIMESTAMP (in the
+    session's time zone)."""
     if attr.value_type == "date":
         return f"CAST(date_diff('day', DATE '1970-01-01', CAST({column} AS DATE)) AS DOUBLE)"
+    if attr.value_type == "timestamp":
+        return f"floor(epoch(CAST({column} AS TIMESTAMP)))"
     return f"CAST({column} AS DOUBLE)"
 
 
@@ -71,6 +82,8 @@ def bin_sql(attr: Range, value: str) -> str:
     """SQL for the (unclamped) leaf bin of ``value``, a DOUBLE expression, exact on the
     value's grid: a decimal is first snapped to its grid index, so that 0.3 with bins of
     0.1 falls in bin 3, not in bin 2 as ``floor(0.3 / 0.1)`` would put it."""
+    if attr.unit == "month":
+        return month_bin_sql(attr.value_type, attr.lower, value)  # type: ignore[arg-type]
     width = (attr.upper - attr.lower) / attr.bins
     if attr.value_type != "decimal":
         return f"floor(({value} - {attr.lower!r}) / {width!r})"

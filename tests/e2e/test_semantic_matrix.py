@@ -53,6 +53,20 @@ PREDICATES = [
     "d < '2013-06-30'", "d = '2013-07-04'", "d IN ('2013-12-25', '2013-01-01')",
     "d > CAST('2013-11-30' AS DATE)", "d >= DATE '2013-12-31'", "d <> DATE '2013-01-01'",
     "d NOT BETWEEN '2013-02-01' AND '2013-11-30'", "d NOT IN ('2013-05-01', '2013-05-02')",
+    # date m in 2012-2014, calendar-month bins (unit = "month": 28 to 31 days each)
+    "m BETWEEN DATE '2013-01-01' AND DATE '2013-03-31'", "m < '2013-06-01'",
+    "m <= DATE '2012-12-31'", "m > DATE '2013-02-28'", "m >= '2014-02-01'",
+    "m NOT BETWEEN '2013-01-01' AND '2013-12-31'", "m < TIMESTAMP '2013-05-31 12:00:00'",
+    "m > TIMESTAMP '2013-01-31 08:00:00'", "m BETWEEN '2012-02-01' AND '2012-02-29'",
+    "m < '2012-03-01' OR m >= '2014-11-01'",
+    # timestamp ts over one week in whole seconds, hour bins (unit = "hour")
+    "ts >= TIMESTAMP '2013-01-03 00:00:00'", "ts < '2013-01-02 06:00:00'",
+    "ts BETWEEN TIMESTAMP '2013-01-02 00:00:00' AND TIMESTAMP '2013-01-02 23:59:59'",
+    "ts <= TIMESTAMP '2013-01-04 11:59:59'", "ts > '2013-01-05 17:59:59'",
+    "ts >= DATE '2013-01-06'", "ts < DATE '2013-01-02'",
+    "ts NOT BETWEEN '2013-01-02 00:00:00' AND '2013-01-06 23:59:59'",
+    "ts BETWEEN '2013-01-02' AND '2013-01-03'", "ts = TIMESTAMP '2013-01-02 10:00:00.5'",
+    "ts > CAST('2013-01-07 22:59:59' AS TIMESTAMP) AND m < '2013-01-01'",
     # categorical c with a NULL category, alone and combined
     "c IS NULL", "c IS NOT NULL", "c = 'a'", "c IN ('a', 'b')", "c <> 'a'",
     "c IS NULL OR c = 'b'", "c NOT IN ('a')",
@@ -65,13 +79,17 @@ QUERIES = [f"SELECT COUNT(*) FROM t WHERE {w}" for w in PREDICATES] + [
     "SELECT COUNT(*) FROM t", "SELECT COUNT(c) FROM t", "SELECT COUNT(c) FROM t WHERE x < 4",
     "SELECT MEDIAN(n) FROM t", "SELECT MEDIAN(d) FROM t", "SELECT quantile_cont(p, 0.9) FROM t",
 ]
+CALENDAR_QUANTILES = {  # quantiles inside a month or an hour interpolate: within one bin
+    "SELECT MEDIAN(m) FROM t": 31, "SELECT quantile_cont(ts, 0.25) FROM t": 3600}
 
 
 def _sql(q: str) -> str:
     """The query as plain DuckDB on the raw table: quantiles of grid values are the
     discrete quantile (a value the column takes)."""
     return q.replace("MEDIAN(n)", "quantile_disc(n, 0.5)").replace(
-        "MEDIAN(d)", "quantile_disc(d, 0.5)").replace("quantile_cont(p", "quantile_disc(p")
+        "MEDIAN(d)", "quantile_disc(d, 0.5)").replace("quantile_cont(p", "quantile_disc(p"
+                                                      ).replace("MEDIAN(m)",
+                                                                "quantile_disc(m, 0.5)")
 
 
 def test_the_matrix_is_large_enough():
@@ -90,10 +108,14 @@ def data(tmp_path_factory):
     d = np.datetime64("2013-01-01") + g.integers(0, 365, N).astype("timedelta64[D]")
     c = np.array(["a", "b", "c"], dtype=object)[g.integers(0, 3, N)]
     c[g.random(N) < 0.07] = None
+    m = np.datetime64("2012-01-01") + g.integers(0, 1096, N).astype("timedelta64[D]")
+    ts = np.datetime64("2013-01-01T00:00:00") + g.integers(0, 7 * 86400, N).astype(
+        "timedelta64[s]")
     table = pa.table({"n": pa.array(n, mask=n_mask),
                       "p": pa.array([f"{v:.2f}" for v in p]).cast(pa.decimal128(6, 2)),
                       "x": x, "c": pa.array(list(c), pa.string()),
-                      "d": pa.array(d, pa.date32())})
+                      "d": pa.array(d, pa.date32()), "m": pa.array(m, pa.date32()),
+                      "ts": pa.array(ts, pa.timestamp("us"))})
     pq.write_table(table, base / "t.parquet")
     return base
 
@@ -108,6 +130,10 @@ def _release(base, rho: str, seed: int, name: str):
             "x": {"kind": "range", "lower": 0, "upper": 8, "bins": 64},
             "d": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01", "width": 1},
             "c": {"kind": "categorical", "domain": ["a", "b", "c"], "on_null": "category"},
+            "m": {"kind": "range", "lower": "2012-01-01", "upper": "2014-12-31",
+                  "unit": "month"},
+            "ts": {"kind": "range", "lower": "2013-01-01 00:00:00",
+                   "upper": "2013-01-08 00:00:00", "unit": "hour"},
         },
         "views": [
             {"name": "vn", "levels": ["n"], "mechanism": "cascade"},
@@ -117,6 +143,8 @@ def _release(base, rho: str, seed: int, name: str):
             {"name": "vc", "levels": ["c"], "mechanism": "gaussian_tree"},
             {"name": "vcn", "levels": ["c", "n"], "mechanism": "gaussian_tree"},
             {"name": "vcx", "levels": ["c", "x"], "mechanism": "gaussian_tree"},
+            {"name": "vm", "levels": ["m"], "mechanism": "cascade"},
+            {"name": "vts", "levels": ["ts", "m"], "mechanism": "gaussian_tree"},
         ],
     }
     out = base / name
@@ -127,11 +155,15 @@ def _release(base, rho: str, seed: int, name: str):
 def _truth(base) -> dict[str, float]:
     con = duckdb.connect()
     con.execute(f"CREATE VIEW t AS SELECT * FROM '{base / 't.parquet'}'")
-    return {q: _number(con.execute(_sql(q)).fetchall()[0][0]) for q in QUERIES}
+    return {q: _number(con.execute(_sql(q)).fetchall()[0][0])
+            for q in QUERIES + list(CALENDAR_QUANTILES)}
 
 
 def _number(v) -> float:
-    """Counts and quantiles as numbers; a date as its day number."""
+    """Counts and quantiles as numbers; a date as its day number, a timestamp as its
+    seconds since 1970-01-01."""
+    if isinstance(v, datetime.datetime):
+        return (v - datetime.datetime(1970, 1, 1)).total_seconds()
     if isinstance(v, datetime.date):
         return float((v - datetime.date(1970, 1, 1)).days)
     return float(v)
@@ -162,6 +194,11 @@ def test_every_answer_is_sql_at_an_enormous_budget(data, truth):
     wrong = {q: (got[q][0], truth[q]) for q in QUERIES
              if abs(_number(got[q][0]) - truth[q]) > 0.5}
     assert not wrong, wrong
+    con = dpsql.connect(str(path))
+    for q, within in CALENDAR_QUANTILES.items():
+        value = con.execute(q).fetchall()[0][0]
+        assert type(value) is (datetime.date if "MEDIAN(m)" in q else datetime.datetime)
+        assert abs(_number(value) - truth[q]) < within, (q, value)
 
 
 @pytest.mark.statistical

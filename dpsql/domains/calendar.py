@@ -1,0 +1,143 @@
+"""Calendar axes of date and timestamp attributes, and their calendar-month bins.
+
+A ``date`` attribute lives on the axis of day numbers (days since 1970-01-01), a
+``timestamp`` attribute on the axis of seconds since 1970-01-01 00:00:00 (no time zone:
+DuckDB's ``TIMESTAMP``). Both are grids of step 1 (a day, a second), so predicates follow
+SQL on whole days and whole seconds (:mod:`dpsql.planner.value_intervals`).
+
+Bins of a fixed length (a day, a week, an hour, a minute) are ordinary equal-width bins
+of that axis. **Calendar months are not**: they hold 28 to 31 days. Rather than teaching
+the range tree about arbitrary edges, a month-binned attribute keeps the tree exactly as
+it is (bin indices 0..K-1, split b-ary: the mechanisms, error models and prefix sums see
+K bins and nothing else) and changes only the map between a bin index and the axis: bin
+b is the b-th month after ``lower`` (which must be the first of a month), its edges the
+axis values of the first days of months b and b+1. That map is calendar arithmetic
+(``date_diff('month', ...)`` when counting, ``lower + b months`` when labelling), so no
+edge list is stored or shipped, and the edges of every bin are still exact. Everywhere
+the planner turned an axis value into a bin index (``(x - lower) / width``) it asks
+:func:`edge_index` / :func:`bin_span_of` instead; a bound inside a month interpolates
+uniformly over that month's own length.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date, datetime, timedelta
+from functools import lru_cache
+
+import numpy as np
+
+EPOCH_DATE = date(1970, 1, 1)
+EPOCH = datetime(1970, 1, 1)
+CALENDAR_TYPES = ("date", "timestamp")
+UNITS: dict[str, dict[str, float | None]] = {
+    "date": {"day": 1.0, "week": 7.0, "month": None},
+    "timestamp": {"second": 1.0, "minute": 60.0, "hour": 3600.0, "day": 86400.0,
+                  "week": 604800.0, "month": None},
+}
+"""The bin units of each calendar type: their length on the axis, None for calendar
+months (unequal lengths)."""
+
+
+def to_axis(value_type: str, value: date | datetime) -> float:
+    """A date's day number, or a timestamp's seconds since the epoch (a date is its
+    midnight, as SQL casts it)."""
+    if value_type == "date":
+        if isinstance(value, datetime):  # a timestamp against a date: its fraction of day
+            return (value - EPOCH).total_seconds() / 86400.0
+        return float((value - EPOCH_DATE).days)
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    return (value - EPOCH).total_seconds()
+
+
+def from_axis(value_type: str, x: float) -> date | datetime:
+    """The date or timestamp of a point of the axis (the day or second it starts)."""
+    if value_type == "date":
+        return EPOCH_DATE + timedelta(days=math.floor(x))
+    return EPOCH + timedelta(seconds=math.floor(x))
+
+
+def is_month_start(value_type: str, x: float) -> bool:
+    if x != math.floor(x):
+        return False
+    v = from_axis(value_type, x)
+    return v.day == 1 and (value_type == "date" or (v.hour, v.minute, v.second) == (0, 0, 0))
+
+
+def months_between(value_type: str, lower: float, upper: float) -> int:
+    """How many calendar months [lower, upper) spans, rounded up (upper is moved to the
+    next first of a month)."""
+    a, b = from_axis(value_type, lower), from_axis(value_type, upper)
+    n = (b.year - a.year) * 12 + (b.month - a.month)
+    return n + (0 if is_month_start(value_type, upper) else 1)
+
+
+@lru_cache(maxsize=64)
+def _month_edges(value_type: str, lower: float, bins: int) -> tuple[float, ...]:
+    start = from_axis(value_type, lower)
+    out = []
+    for b in range(bins + 1):
+        m = start.month - 1 + b
+        out.append(to_axis(value_type, start.replace(year=start.year + m // 12,
+                                                     month=m % 12 + 1)))
+    return tuple(out)
+
+
+def month_edges(value_type: str, lower: float, bins: int) -> np.ndarray:
+    """The ``bins + 1`` axis values of the first days of the months after ``lower``."""
+    return np.array(_month_edges(value_type, float(lower), int(bins)))
+
+
+def edges_of(a) -> np.ndarray:
+    """The K + 1 bin edges of a binned attribute (a spec ``Range`` or an
+    ``AttributeMeta``): calendar months, or ``lower + i * width`` with ``upper`` last."""
+    if getattr(a, "unit", None) == "month":
+        return month_edges(a.value_type, a.lower, a.bins)
+    w = (a.upper - a.lower) / a.bins
+    return np.array([a.lower + i * w for i in range(a.bins)] + [a.upper])
+
+
+def edge_index(a, x: float) -> int | None:
+    """The index of the edge of calendar-month attribute ``a`` at exactly ``x``, or None."""
+    edges = month_edges(a.value_type, a.lower, a.bins)
+    i = int(np.searchsorted(edges, x))
+    return i if i < len(edges) and edges[i] == x else None
+
+
+def bin_span_of(a, lo: float, hi: float) -> tuple[int, int]:
+    """The smallest range of month bins [b0, b1) that contains [lo, hi) (clamped)."""
+    edges = month_edges(a.value_type, a.lower, a.bins)
+    b0 = int(np.searchsorted(edges, lo, side="right")) - 1
+    b1 = int(np.searchsorted(edges, hi, side="left"))
+    return max(0, min(b0, a.bins)), max(0, min(b1, a.bins))
+
+
+def _start_sql(value_type: str, lower: float) -> str:
+    v = from_axis(value_type, lower)
+    return f"DATE '{v.isoformat()}'" if value_type == "date" else \
+        f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+
+
+def month_edge_sql(value_type: str, lower: float, b: str) -> str:
+    """SQL for the axis value of month edge ``b`` (an integer SQL expression)."""
+    moved = f"({_start_sql(value_type, lower)} + to_months(CAST({b} AS INTEGER)))"
+    if value_type == "date":
+        return f"CAST(date_diff('day', DATE '1970-01-01', CAST({moved} AS DATE)) AS DOUBLE)"
+    return f"epoch({moved})"
+
+
+def month_bin_sql(value_type: str, lower: float, value: str) -> str:
+    """SQL for the (unclamped) month bin of ``value``, an axis DOUBLE expression."""
+    if value_type == "date":
+        point = f"(DATE '1970-01-01' + CAST(floor({value}) AS INTEGER))"
+    else:
+        point = f"make_timestamp(CAST(floor({value}) AS BIGINT) * 1000000)"
+    return f"date_diff('month', {_start_sql(value_type, lower)}, {point})"
+
+
+def axis_to_value_sql(value_type: str, x: str) -> str:
+    """SQL turning an axis DOUBLE back into the DATE or TIMESTAMP it starts."""
+    if value_type == "date":
+        return f"(DATE '1970-01-01' + CAST(FLOOR({x}) AS INTEGER))"
+    return f"make_timestamp(CAST(FLOOR({x}) AS BIGINT) * 1000000)"
