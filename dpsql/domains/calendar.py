@@ -141,3 +141,67 @@ def axis_to_value_sql(value_type: str, x: str) -> str:
     if value_type == "date":
         return f"(DATE '1970-01-01' + CAST(FLOOR({x}) AS INTEGER))"
     return f"make_timestamp(CAST(FLOOR({x}) AS BIGINT) * 1000000)"
+
+
+TRUNC_UNITS = {"date": ("day", "week", "month", "quarter", "year"),
+               "timestamp": ("second", "minute", "hour", "day", "week", "month", "quarter",
+                             "year")}
+"""The ``date_trunc`` units each calendar type groups by."""
+_FIXED = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
+_NP_UNIT = {"second": "s", "minute": "m", "hour": "h", "day": "D", "week": "D",
+            "month": "M", "quarter": "M", "year": "Y"}
+_MONDAY = 4  # 1970-01-01 was a Thursday: day numbers of Mondays are 4 mod 7
+
+
+def _unit_starts(value_type: str, lower: float, upper: float, unit: str) -> np.ndarray:
+    """The axis values of the starts of ``unit`` (``date_trunc``'s boundaries: weeks
+    start on Monday, quarters in January, April, July and October) strictly inside
+    (lower, upper)."""
+    scale = 1.0 if value_type == "date" else 86400.0  # axis units per day
+    if unit in ("day", "week") or unit in _FIXED and value_type == "timestamp":
+        length = _FIXED[unit] / (86400.0 if value_type == "date" else 1.0)
+        origin = _MONDAY * scale if unit == "week" else 0.0
+        first = origin + (math.floor((lower - origin) / length) + 1) * length
+        return np.arange(first, upper, length)
+    np_unit = _NP_UNIT[unit]
+    base = "datetime64[D]" if value_type == "date" else "datetime64[s]"
+    lo = np.array(math.floor(lower), dtype="int64").astype(base)
+    hi = np.array(math.ceil(upper), dtype="int64").astype(base)
+    starts = np.arange(lo.astype(f"datetime64[{np_unit}]"),
+                       hi.astype(f"datetime64[{np_unit}]") + 1,
+                       3 if unit == "quarter" else 1)
+    if unit == "quarter":  # quarters start in months 0, 3, 6, 9 of the year
+        months = starts.astype("int64")
+        first = months[0] - months[0] % 3
+        starts = np.arange(first, months[-1] + 1, 3).astype("datetime64[M]")
+    axis = starts.astype(base).astype("int64").astype(np.float64)
+    return axis[(axis > lower) & (axis < upper)]
+
+
+@lru_cache(maxsize=1024)
+def trunc_aligned(a, unit: str, span: int) -> bool:
+    """True when every boundary of ``date_trunc(unit, ·)`` inside the domain of the
+    calendar attribute ``a`` is an edge of its nodes of ``span`` bins, so that each node
+    lies in one unit and the units' counts are sums of whole nodes (exact, with the
+    nodes' own error model)."""
+    if a.unit != "month":
+        width = span * (a.upper - a.lower) / a.bins
+        fixed = _FIXED.get(unit)
+        if fixed is not None:
+            length = fixed / (86400.0 if a.value_type == "date" else 1.0)
+            if length < width:  # a node wider than the unit straddles its boundaries
+                return bool(len(_unit_starts(a.value_type, a.lower, a.upper, unit)) == 0)
+        starts = _unit_starts(a.value_type, a.lower, a.upper, unit)
+        q = (starts - a.lower) / width
+        return bool(np.all(q == np.round(q)))
+    if unit in _FIXED:  # a unit shorter than a month splits the month bins
+        return False
+    edges = month_edges(a.value_type, a.lower, a.bins)[::span]
+    starts = _unit_starts(a.value_type, a.lower, a.upper, unit)
+    return bool(np.all(np.isin(starts, edges)))
+
+
+@lru_cache(maxsize=256)
+def aligned_units(a) -> tuple[str, ...]:
+    """The ``date_trunc`` units that align with the leaf bins of ``a``."""
+    return tuple(u for u in TRUNC_UNITS[a.value_type] if trunc_aligned(a, u, 1))

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsql.domains.calendar import bin_span_of, edge_index
+from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.find_references import RangeFilter, Reference
@@ -63,7 +63,7 @@ def choose_view(ref: Reference) -> Choice:
     filters by range (with its bin range) and measures, memoized on the attached release
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
-           ref.ranges)
+           ref.ranges, ref.trunc_units)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
         key += (ref.non_null, frozenset((g.kind, g.attribute) for g in ref.aggregates))
     memo = ref.release.choices
@@ -124,6 +124,11 @@ def _level_for(v: ViewInfo, ref: Reference,
             kc = next(lv.k for lv in levels if c in lv.columns or
                       (lv.kind != "range" and c == lv.attribute and lv.kind == "categorical"))
         k = max(k, kc)
+    for a, unit in ref.trunc_units:  # date_trunc: the coarsest level whose nodes each
+        meta = ref.release.attributes[a]  # lie inside one unit (the leaves always do)
+        own = v.attribute_levels.get(a, ())
+        k = max(k, next((lv.k for lv in own if trunc_aligned(meta, unit, lv.span or 1)),
+                        own[-1].k))
     aligned = True
     ranged = {r.attribute: r for r in ref.ranges}
     measured = ref.measured

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
@@ -102,6 +103,12 @@ class Reference:
     """Attributes whose NULL rows the WHERE clause leaves out (a conjunct on the
     attribute alone that is false on NULL, as every comparison is): a view that dropped
     those NULLs (``on_null = "drop"``) answers such a reference as the data would."""
+    truncs: tuple[tuple[exp.Column, str, str], ...] = field(default=(), compare=False)
+    """``date_trunc(unit, attr)`` of a date or timestamp attribute outside the aggregates
+    (SELECT, GROUP BY, ORDER BY...): (the column node, the attribute, the unit). The
+    chosen level's nodes each lie in one unit (:func:`dpsql.domains.calendar.trunc_aligned`)
+    and the rewrite puts each node's first date or timestamp in the column's place, so
+    that DuckDB's own ``date_trunc`` groups whole nodes."""
 
     def null_safe(self, view: ViewInfo) -> bool:
         """True when ``view`` holds every row this reference counts: for each attribute
@@ -119,8 +126,14 @@ class Reference:
             return False
         return True
 
+    @property
+    def trunc_units(self) -> frozenset[tuple[str, str]]:
+        """(attribute, unit) of each ``date_trunc(unit, attribute)``."""
+        return frozenset((a, u) for _, a, u in self.truncs)
+
     def needed_attributes(self) -> frozenset[str]:
         out = set(self.measured) | {r.attribute for r in self.ranges}
+        out |= {a for _, a, _ in self.truncs}
         for c in self.columns:
             a = self.release.column_attribute(c)
             if a is not None:
@@ -349,6 +362,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     # ---- label columns used anywhere else in the scope
     columns: set[str] = set()
+    truncs: list[tuple[exp.Column, str, str]] = []
     long_names: list[exp.Column] = []
     plain: list[exp.Column] | None = None if sc.nested else []
     for node, arg in zip(scope_columns, sc.column_args):
@@ -378,6 +392,10 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             raise UnsupportedQueryError(
                 f"column {name!r} is not an attribute of the release "
                 f"{release.release.name!r}; its attributes are: {', '.join(known)}")
+        if a.kind == "range" and isinstance(node.parent, _TRUNCS) \
+                and node.parent.this is node:
+            truncs.append((node, a.name, _trunc_unit(node.parent, a)))
+            continue
         if a.kind == "range":
             raise UnsupportedQueryError(
                 f"the binned attribute {a.name!r} can only be used in range predicates "
@@ -404,10 +422,39 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured,
-                     frozenset(non_null))
+                     frozenset(non_null), tuple(truncs))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
+_TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
+
+
+def _trunc_unit(call: exp.Expression, a) -> str:
+    """The unit of ``date_trunc(unit, a)`` on the binned attribute ``a``, checked: a date
+    or timestamp attribute, a literal unit, and a unit whose boundaries are bin edges."""
+    if a.value_type not in TRUNC_UNITS:
+        raise UnsupportedQueryError(
+            f"date_trunc() of {a.name!r}: its values are {a.value_type or 'real'} numbers, "
+            "not a date or timestamp; group its values with the range predicates "
+            f"(WHERE {a.name} BETWEEN lo AND hi)")
+    unit = call.args.get("unit")
+    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
+    allowed = TRUNC_UNITS[a.value_type]
+    if name not in allowed:
+        raise UnsupportedQueryError(
+            f"date_trunc({repr(name) if name else unit.sql('duckdb')}, {a.name}): "
+            f"the unit must be a literal among {', '.join(allowed)}")
+    if not trunc_aligned(a, name, 1):
+        fits = aligned_units(a)
+        bins = a.unit or f"bins of {a.width:g}"
+        raise UnsupportedQueryError(
+            f"date_trunc('{name}', {a.name}) does not align with the released bins of "
+            f"{a.name!r} ({bins}): a {name} would split a bin. "
+            + (f"Units that align: {', '.join(fits)}" if fits else
+               "No date_trunc unit aligns with these bins (week bins align with weeks "
+               "when the domain starts on a Monday)")
+            + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
+    return name
 _DISTRIBUTION_KINDS = frozenset(("sum", "avg", "quantile"))
 _ERROR_KINDS = frozenset(ERROR_FUNCTIONS) | {"stderr", "ci_low", "ci_high", "bound"}
 

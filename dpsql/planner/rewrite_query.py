@@ -299,7 +299,8 @@ def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
     table: counts only, one non-empty range on the view's last attribute with both bounds
     on the leaf-bin grid, label columns all in the prefix table, and integer counts (so
     cum[b1] − cum[b0] is exactly the sum of the leaves, as the level tables give it)."""
-    if view.prefix is None or len(ref.ranges) != 1 or not view.count_type(view.meta.depth):
+    if view.prefix is None or len(ref.ranges) != 1 or not view.count_type(view.meta.depth) \
+            or ref.truncs:
         return None
     if any(a.kind != "count" for a in ref.aggregates):
         return None
@@ -430,6 +431,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 select.set("having", None)
             select.set("group", None)
         select.set("where", exp.Where(this=_and_all(keep)) if keep else None)
+    for col, attr, _ in ref.truncs:  # date_trunc(unit, attr): of the node's first value
+        meta = ref.release.attributes[attr]
+        col.replace(V(axis_to_value_sql(meta.value_type, rows.edges[attr][0])))
     for col in ref.long_names:  # the release is read under the alias: name it so
         col.set("db", None)
         col.set("catalog", None)

@@ -187,9 +187,14 @@ def _answers(path, with_ci: bool) -> dict[str, tuple]:
     return out
 
 
+@pytest.fixture(scope="module")
+def huge(data):
+    return _release(data, "1e11", 1, "huge.duckdb")
+
+
 @pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
-def test_every_answer_is_sql_at_an_enormous_budget(data, truth):
-    path = _release(data, "1e11", 1, "huge.duckdb")
+def test_every_answer_is_sql_at_an_enormous_budget(data, truth, huge):
+    path = huge
     got = _answers(path, with_ci=False)
     wrong = {q: (got[q][0], truth[q]) for q in QUERIES
              if abs(_number(got[q][0]) - truth[q]) > 0.5}
@@ -217,3 +222,68 @@ def test_intervals_cover_the_truth_at_their_rate(data, truth):
     allowed = counted * rate + 5 * math.sqrt(counted * rate * (1 - rate))
     assert counted >= 200
     assert misses <= allowed, (misses, counted)
+
+
+TRUNCS = [  # (unit, attribute, the level's span of leaf bins the plan may use at most)
+    ("month", "m"), ("quarter", "m"), ("year", "m"), ("week", "d"), ("month", "d"),
+    ("year", "d"), ("day", "ts"), ("hour", "ts"), ("week", "ts"),
+]
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+@pytest.mark.parametrize("unit,attr", TRUNCS)
+def test_group_by_date_trunc_is_sql(data, huge, unit, attr):
+    """GROUP BY date_trunc(unit, attr) onto bins that align with the unit: one row per
+    unit, the same keys (and key type) as DuckDB on the raw table, each count within 0.5,
+    with its own error column; a WHERE range on the attribute combines with it."""
+    q = (f"SELECT date_trunc('{unit}', {attr}) AS u, COUNT(*) AS n FROM t "
+         f"WHERE {attr} IS NOT NULL GROUP BY u ORDER BY u")
+    raw = duckdb.connect()
+    raw.execute(f"CREATE VIEW t AS SELECT * FROM '{data / 't.parquet'}'")
+    want = raw.execute(q).fetchall()
+    con = dpsql.connect(str(huge))
+    cur = con.cursor()
+    cur.execute(q.replace("COUNT(*) AS n", "COUNT(*) AS n, dp_stderr() AS se"))
+    got = cur.fetchall()
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert all(abs(g[1] - w[1]) <= 0.5 and g[2] >= 0 for g, w in zip(got, want))
+    lo = "2013-04-01" if attr != "ts" else "2013-01-03 00:00:00"
+    q2 = (f"SELECT date_trunc('{unit}', {attr}) AS u, COUNT(*) FROM t WHERE {attr} >= "
+          f"'{lo}' GROUP BY 1 ORDER BY 1")
+    assert [(g[0], round(g[1])) for g in con.execute(q2).fetchall()] \
+        == raw.execute(q2).fetchall()
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+def test_date_trunc_plans_onto_the_coarsest_aligned_level(huge):
+    """A year of month bins is read from a level of 4-month nodes when the view has one
+    (vm: 36 bins split in two), not from the months; a month from the months."""
+    con = dpsql.connect(str(huge))
+    cur = con.cursor()
+    spans = {}
+    for unit in ("year", "month"):
+        cur.execute(f"SELECT date_trunc('{unit}', m), COUNT(*) FROM vm GROUP BY 1")
+        cur.fetchall()
+        table = cur.dp_info["level_table"]
+        with duckdb.connect(str(huge), read_only=True) as release:
+            spans[unit] = release.execute(
+                f"SELECT max(m_bin_hi - m_bin_lo) FROM {table}").fetchall()[0][0]
+    assert spans["month"] == 1 and spans["year"] in (2, 3, 4, 6, 12)
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+@pytest.mark.parametrize("sql,message", [
+    ("SELECT date_trunc('day', m), COUNT(*) FROM t GROUP BY 1",
+     r"date_trunc\('day', m\) does not align with the released bins of 'm' \(month\): a "
+     r"day would split a bin\. Units that align: month, quarter, year"),
+    ("SELECT date_trunc('minute', ts), COUNT(*) FROM t GROUP BY 1",
+     r"Units that align: hour, day, week, month, quarter, year"),
+    ("SELECT date_trunc('hour', d), COUNT(*) FROM t GROUP BY 1",
+     r"the unit must be a literal among day, week, month, quarter, year"),
+    ("SELECT date_trunc('month', n), COUNT(*) FROM t GROUP BY 1",
+     r"its values are integer numbers, not a date or timestamp"),
+])
+def test_date_trunc_refusals_name_what_works(huge, sql, message):
+    con = dpsql.connect(str(huge))
+    with pytest.raises(dpsql.UnsupportedQueryError, match=message):
+        con.execute(sql)
