@@ -63,9 +63,13 @@ def attribute_table(release: Any) -> Table:
             vtype = a.get("type") or "inferred at release"
             if vtype == "decimal":
                 vtype += f" ({a.get('resolution'):g})"
+            if a.get("unit"):
+                vtype += f", by {a['unit']}"
         over = [v["name"] for v in views if name in v.get("levels", [])]
-        out.add_row(name, kind, vtype, _NULL_POLICY.get(a.get("on_null", "error"), "?"),
-                    ", ".join(over) or "none")
+        policy = _NULL_POLICY.get(a.get("on_null", "error"), "?")
+        if kind == "hierarchy" and a.get("on_null") == "category":
+            policy = "NULL branch"
+        out.add_row(name, kind, vtype, policy, ", ".join(over) or "none")
     return out
 
 

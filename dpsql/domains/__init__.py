@@ -64,8 +64,11 @@ def categorical(name: str, values: Iterable[Any]) -> DomainTree:
     return DomainTree([comp], [0])
 
 
-def hierarchy(names: Sequence[str], paths: Any) -> DomainTree:
-    """A spine: one level per column of ``paths`` (one row per leaf, coarse to fine)."""
+def hierarchy(names: Sequence[str], paths: Any, null_branch: bool = False) -> DomainTree:
+    """A spine: one level per column of ``paths`` (one row per leaf, coarse to fine).
+    ``null_branch`` adds the NULL branch of ``on_null = "category"``: one node labelled
+    NULL at every level, last, each under the previous one, so every other node keeps
+    its id and the NULL leaf's code is the number of paths."""
     names = [_name(n) for n in names]
     if not names:
         raise SpecError("hierarchy() needs at least one column name")
@@ -124,6 +127,12 @@ def hierarchy(names: Sequence[str], paths: Any) -> DomainTree:
         parents.append(uparent[node_order])
         row_parent = new_id[inv]
         prev_labels = uniq[node_order]
+    if null_branch:
+        for j in range(len(names)):
+            labels = np.empty(len(values[j]) + 1, dtype=object)
+            labels[:-1] = values[j]
+            values[j] = labels  # the NULL label, last
+            parents[j] = np.append(parents[j], len(values[j - 1]) - 1 if j else 0)
     kind = "hierarchy" if len(names) > 1 else "categorical"
     return DomainTree([Explicit(kind, names, values, parents)], [0] * len(names))
 

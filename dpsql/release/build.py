@@ -112,7 +112,8 @@ def attribute_tree(attr: Any) -> domains.DomainTree:
     if isinstance(attr, Categorical):
         return domains.categorical(attr.name, list(attr.domain_values))
     if isinstance(attr, Hierarchy):
-        return domains.hierarchy(list(attr.level_columns), list(attr.paths))
+        return domains.hierarchy(list(attr.level_columns), list(attr.paths),
+                                 null_branch=attr.on_null == "category")
     return domains.binned(attr.name, attr.bins, range_fanout(attr))
 
 
@@ -287,11 +288,15 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
                 name: typed_values(list(a.domain_values))}
         elif isinstance(a, Hierarchy):
             codes = hcodes[name]
+            paths = list(a.paths)
+            if a.on_null == "category":  # the NULL branch: its leaf's code comes last
+                codes = np.append(codes, len(a.paths))
+                paths.append((None,) * len(a.level_columns))
             order = np.argsort(codes, kind="stable")
             cols: Columns = {"code": codes[order]}
             for j, c in enumerate(a.level_columns):
-                labels = np.empty(len(a.paths), dtype=object)  # spine labels are strings
-                labels[:] = [p[j] for p in a.paths]
+                labels = np.empty(len(paths), dtype=object)  # spine labels are strings
+                labels[:] = [p[j] for p in paths]
                 cols[c] = labels[order]
             out[f"dpsql_domain__{name}"] = cols
         else:

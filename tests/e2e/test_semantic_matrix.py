@@ -1,5 +1,6 @@
-"""The semantic matrix: predicates over integer, decimal, date and real binned attributes
-and a categorical attribute with a NULL category (BETWEEN, <, <=, =, IN, NOT IN, <>, OR, NOT,
+"""The semantic matrix: predicates over integer, decimal, date (by day and by calendar
+month), timestamp and real binned attributes, a categorical attribute with a NULL category
+and a hierarchy with a NULL branch (BETWEEN, <, <=, =, IN, NOT IN, <>, OR, NOT,
 IS NULL, IS NOT NULL and their combinations) answered by dpsql and by plain DuckDB on the
 raw table.
 
@@ -67,6 +68,9 @@ PREDICATES = [
     "ts NOT BETWEEN '2013-01-02 00:00:00' AND '2013-01-06 23:59:59'",
     "ts BETWEEN '2013-01-02' AND '2013-01-03'", "ts = TIMESTAMP '2013-01-02 10:00:00.5'",
     "ts > CAST('2013-01-07 22:59:59' AS TIMESTAMP) AND m < '2013-01-01'",
+    # hierarchy h (r -> ci) with a NULL branch (on_null = "category")
+    "r IS NULL", "ci IS NULL", "r IS NOT NULL", "ci = 'n1'", "r = 'N'",
+    "r = 'S' OR ci IS NULL", "ci IN ('n2', 's1')", "ci IS NOT NULL AND r <> 'N'",
     # categorical c with a NULL category, alone and combined
     "c IS NULL", "c IS NOT NULL", "c = 'a'", "c IN ('a', 'b')", "c <> 'a'",
     "c IS NULL OR c = 'b'", "c NOT IN ('a')",
@@ -77,6 +81,7 @@ PREDICATES = [
 ]
 QUERIES = [f"SELECT COUNT(*) FROM t WHERE {w}" for w in PREDICATES] + [
     "SELECT COUNT(*) FROM t", "SELECT COUNT(c) FROM t", "SELECT COUNT(c) FROM t WHERE x < 4",
+    "SELECT COUNT(ci) FROM t", "SELECT COUNT(r) FROM t WHERE r <> 'S'",
     "SELECT MEDIAN(n) FROM t", "SELECT MEDIAN(d) FROM t", "SELECT quantile_cont(p, 0.9) FROM t",
 ]
 CALENDAR_QUANTILES = {  # quantiles inside a month or an hour interpolate: within one bin
@@ -108,6 +113,8 @@ def data(tmp_path_factory):
     d = np.datetime64("2013-01-01") + g.integers(0, 365, N).astype("timedelta64[D]")
     c = np.array(["a", "b", "c"], dtype=object)[g.integers(0, 3, N)]
     c[g.random(N) < 0.07] = None
+    h = np.array([("N", "n1"), ("N", "n2"), ("S", "s1")], dtype=object)[g.integers(0, 3, N)]
+    h[g.random(N) < 0.05] = (None, None)  # a NULL region has no city either
     m = np.datetime64("2012-01-01") + g.integers(0, 1096, N).astype("timedelta64[D]")
     ts = np.datetime64("2013-01-01T00:00:00") + g.integers(0, 7 * 86400, N).astype(
         "timedelta64[s]")
@@ -115,7 +122,9 @@ def data(tmp_path_factory):
                       "p": pa.array([f"{v:.2f}" for v in p]).cast(pa.decimal128(6, 2)),
                       "x": x, "c": pa.array(list(c), pa.string()),
                       "d": pa.array(d, pa.date32()), "m": pa.array(m, pa.date32()),
-                      "ts": pa.array(ts, pa.timestamp("us"))})
+                      "ts": pa.array(ts, pa.timestamp("us")),
+                      "r": pa.array(list(h[:, 0]), pa.string()),
+                      "ci": pa.array(list(h[:, 1]), pa.string())})
     pq.write_table(table, base / "t.parquet")
     return base
 
@@ -130,6 +139,8 @@ def _release(base, rho: str, seed: int, name: str):
             "x": {"kind": "range", "lower": 0, "upper": 8, "bins": 64},
             "d": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01", "width": 1},
             "c": {"kind": "categorical", "domain": ["a", "b", "c"], "on_null": "category"},
+            "h": {"kind": "hierarchy", "columns": ["r", "ci"], "on_null": "category",
+                  "spine": [["N", "n1"], ["N", "n2"], ["S", "s1"]]},
             "m": {"kind": "range", "lower": "2012-01-01", "upper": "2014-12-31",
                   "unit": "month"},
             "ts": {"kind": "range", "lower": "2013-01-01 00:00:00",
@@ -144,6 +155,8 @@ def _release(base, rho: str, seed: int, name: str):
             {"name": "vcn", "levels": ["c", "n"], "mechanism": "gaussian_tree"},
             {"name": "vcx", "levels": ["c", "x"], "mechanism": "gaussian_tree"},
             {"name": "vm", "levels": ["m"], "mechanism": "cascade"},
+            {"name": "vh", "levels": ["h"], "mechanism": "gaussian_tree"},
+            {"name": "vhi", "levels": ["h"], "mechanism": "inftda"},
             {"name": "vts", "levels": ["ts", "m"], "mechanism": "gaussian_tree"},
         ],
     }
@@ -287,3 +300,22 @@ def test_date_trunc_refusals_name_what_works(huge, sql, message):
     con = dpsql.connect(str(huge))
     with pytest.raises(dpsql.UnsupportedQueryError, match=message):
         con.execute(sql)
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+@pytest.mark.parametrize("view", ["vh", "vhi"])
+def test_group_by_a_hierarchy_with_a_null_branch_is_sql(data, huge, view):
+    """The NULL branch of a hierarchy is a released group like any other (one row with
+    NULL labels at each level, ROLLUP included), from a Gaussian tree and from InfTDA."""
+    raw = duckdb.connect()
+    raw.execute(f"CREATE VIEW {view} AS SELECT * FROM '{data / 't.parquet'}'")
+    con = dpsql.connect(str(huge))
+    for q, labels in ((f"SELECT r, ci, COUNT(*) FROM {view} GROUP BY ROLLUP (r, ci) "
+                       "ORDER BY ALL", 2),
+                      (f"SELECT r, COUNT(*), COUNT(ci) FROM {view} GROUP BY r ORDER BY ALL", 1)):
+        want = raw.execute(q).fetchall()
+        got = con.execute(q).fetchall()
+        assert [g[:labels] for g in got] == [w[:labels] for w in want]
+        assert any(g[0] is None for g in got)  # the NULL branch is a group
+        assert all(abs(a - b) <= 0.5 for g, w in zip(got, want)
+                   for a, b in zip(g[labels:], w[labels:])), (got, want)

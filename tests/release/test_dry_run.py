@@ -123,6 +123,7 @@ def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_
     d = trips_spec(1.0)
     d["attributes"]["mode"]["on_null"] = "category"
     d["attributes"]["age"]["on_null"] = "drop"
+    d["attributes"]["geo"]["on_null"] = "category"
     spec = ReleaseSpec.from_dict(d, base_dir=trips_data)
 
     def shown(release) -> dict[str, list[str]]:
@@ -136,6 +137,7 @@ def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_
     assert planned["age"] == ["range", "inferred at release", "drop", "age_tree"]
     assert planned["mode"] == ["categorical", "", "NULL category", "geo_mode, mode_dist"]
     assert planned["distance"][2:] == ["error (refused)", "dist, mode_dist"]
+    assert planned["geo"][:3] == ["hierarchy", "", "NULL branch"]
     out = tmp_path / "t.duckdb"
     build_release(spec, out, seed=1, progress=False)
     built = shown(open_release(out))
