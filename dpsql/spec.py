@@ -278,6 +278,11 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
                                          "range attribute: give exactly one attribute of "
                                          "kind 'range' (use inftda or gaussian_tree for "
                                          "categorical levels)")
+        if attributes[levels[0]].on_null == "category":
+            raise _err(f"{path}.mechanism", f"{mech!r} releases the bins of "
+                                            f"{levels[0]!r} only, not the NULL node of its "
+                                            "on_null = \"category\"; use gaussian_tree, "
+                                            "laplace_tree or inftda for this view")
     if isinstance(budget, PureDP) and mech in GAUSSIAN_MECHANISMS:
         raise _err(f"{path}.mechanism", f"{mech!r} adds Gaussian noise, which cannot meet a "
                                         "pure ε-DP budget; use btree or laplace_tree, or give "

@@ -304,11 +304,9 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
     kind = raw.get("kind")
     on_null = _policy(f"{path}.on_null", raw.get("on_null", "error"),
                       ("error", "drop", "category"))
-    if on_null == "category" and kind not in ("categorical", "hierarchy"):
-        raise _err(f"{path}.on_null", f"\"category\" (NULL as a released value) is supported "
-                                      f"on categorical and hierarchy attributes, not yet on a "
-                                      f"{kind}; use \"drop\", which leaves the NULL rows out "
-                                      "of the views over this attribute only")
+    if on_null == "category" and kind not in ("categorical", "hierarchy", "range"):
+        raise _err(f"{path}.on_null", "\"category\" (NULL as a released value) is supported "
+                                      "on categorical, hierarchy and range attributes")
     if kind == "categorical":
         _only(path, raw, {"kind", "domain", "domain_file", "on_out_of_domain", "on_null"})
         if ("domain" in raw) == ("domain_file" in raw):

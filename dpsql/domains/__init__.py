@@ -137,15 +137,16 @@ def hierarchy(names: Sequence[str], paths: Any, null_branch: bool = False) -> Do
     return DomainTree([Explicit(kind, names, values, parents)], [0] * len(names))
 
 
-def binned(name: str, n_bins: int, fanout: int) -> DomainTree:
+def binned(name: str, n_bins: int, fanout: int, null_node: bool = False) -> DomainTree:
     """An ordinal attribute of ``n_bins`` bins split ``fanout``-ary top-down; the leaves
     are the bins, level j groups bins in spans of fanout^(depth−j) (the last node of a
-    level may hold fewer; no padding)."""
+    level may hold fewer; no padding). ``null_node``: a NULL node beside the bins at
+    every level (:class:`~dpsql.domains.components.Binned`)."""
     name = _name(name)
     for label, v, lo in (("n_bins", n_bins, 1), ("fanout", fanout, 2)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise SpecError(f"{label} of {name!r} must be an integer >= {lo}, got {v!r}")
-    comp = Binned(name, int(n_bins), int(fanout))
+    comp = Binned(name, int(n_bins), int(fanout), null_node)
     return DomainTree([comp], [0] * comp.depth)
 
 

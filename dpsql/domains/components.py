@@ -130,40 +130,66 @@ class Explicit(Component):
 
 class Binned(Component):
     """K ordinal bins split b-ary top-down: node x at level l covers bins
-    [x·b^(L−l), (x+1)·b^(L−l)) ∩ [0, K). Purely arithmetic."""
+    [x·b^(L−l), (x+1)·b^(L−l)) ∩ [0, K). Purely arithmetic.
+
+    ``null_node`` (``on_null = "category"``) adds a NULL node beside the bins at every
+    level, last, each under the previous one (under the root at level 1): its id at
+    level l is the number of bin nodes there, its bin range [K, K + 1) and its leaf code
+    K. The bins and their b-ary nodes keep their ids."""
 
     kind = "range"
 
-    def __init__(self, name: str, n_bins: int, fanout: int) -> None:
+    def __init__(self, name: str, n_bins: int, fanout: int, null_node: bool = False) -> None:
         self.name = name
         self.n_bins = n_bins
         self.fanout = fanout
+        self.null_node = null_node
         depth = 1
         while fanout ** depth < n_bins:
             depth += 1
         self.depth = depth
         self.columns = (name,) * depth
         self.spans = tuple(fanout ** (depth - lvl) for lvl in range(depth + 1))
-        self.sizes = tuple(-(-n_bins // s) for s in self.spans)
+        self._bin_sizes = tuple(-(-n_bins // s) for s in self.spans)
+        self.sizes = tuple(s + (1 if null_node and lvl else 0)
+                           for lvl, s in enumerate(self._bin_sizes))
 
     def ancestor(self, ids, frm, to):
-        return as_ids(ids) // (self.fanout ** (frm - to))
+        ids = as_ids(ids)
+        if to == 0:
+            return np.zeros_like(ids)
+        out = ids // (self.fanout ** (frm - to))
+        if self.null_node:
+            out = np.where(ids >= self._bin_sizes[frm], self._bin_sizes[to], out)
+        return out
 
     def first_desc(self, ids, lvl, target):
-        return np.minimum(as_ids(ids) * (self.fanout ** (target - lvl)), self.sizes[target])
+        ids = as_ids(ids)
+        out = np.minimum(ids * (self.fanout ** (target - lvl)), self._bin_sizes[target])
+        if not self.null_node:
+            return out
+        if lvl == 0:  # the root's descendants: every node; its sentinel: past the NULL
+            return np.where(ids >= 1, self.sizes[target], 0)
+        return np.where(ids >= self._bin_sizes[lvl],
+                        self._bin_sizes[target] + (ids - self._bin_sizes[lvl]), out)
 
     def labels(self, ids, lvl):
         ids = as_ids(ids)
         span = self.spans[lvl]
-        return {f"{self.name}_lo": ids * span,
-                f"{self.name}_hi": np.minimum((ids + 1) * span, self.n_bins)}
+        lo = ids * span
+        hi = np.minimum((ids + 1) * span, self.n_bins)
+        if self.null_node:
+            null = ids >= self._bin_sizes[lvl]
+            lo = np.where(null, self.n_bins, lo)
+            hi = np.where(null, self.n_bins + 1, hi)
+        return {f"{self.name}_lo": lo, f"{self.name}_hi": hi}
 
     def leaf_codes(self, codes):
         if self.name not in codes:
             raise DataError(f"leaf_ids() needs bin indices for {self.name!r}; got columns "
                             f"{sorted(codes)}")
         c = as_ids(codes[self.name])
-        bad = (c < 0) | (c >= self.n_bins)
+        bad = (c < 0) | (c >= self.n_bins + self.null_node)
         if np.any(bad):
             raise DataError(f"bin {int(c[bad][0])} for {self.name!r} is outside 0..{self.n_bins - 1}")
         return c
@@ -173,8 +199,11 @@ class Binned(Component):
                          n_bins=self.n_bins)
 
     def to_json(self):
-        return {"type": "binned", "name": self.name, "n_bins": self.n_bins,
-                "fanout": self.fanout}
+        out = {"type": "binned", "name": self.name, "n_bins": self.n_bins,
+               "fanout": self.fanout}
+        if self.null_node:
+            out["null_node"] = True
+        return out
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,8 @@ class DomainTree:
         comps: list[Component] = []
         for c in data["components"]:
             if c["type"] == "binned":
-                comps.append(Binned(c["name"], int(c["n_bins"]), int(c["fanout"])))
+                comps.append(Binned(c["name"], int(c["n_bins"]), int(c["fanout"]),
+                                    bool(c.get("null_node", False))))
             elif c["type"] == "explicit":
                 comps.append(Explicit(c["kind"], c["columns"],
                                        [np.asarray(v) for v in c["values"]],

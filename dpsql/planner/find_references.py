@@ -41,7 +41,7 @@ from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP
                                           classify, counts_rows, enclosing_call, fn_name)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
-                                           predicate_intervals)
+                                           predicate_intervals, predicate_keeps_null)
 
 @dataclass(frozen=True)
 class RangeFilter:
@@ -55,15 +55,19 @@ class RangeFilter:
     lo: float | None
     hi: float | None
     pieces: tuple[tuple[float, float], ...] | None = None
+    null: bool | None = None
+    """For an attribute with a NULL node (``on_null = "category"``): whether the filter
+    keeps it (``IS NULL``, ``OR x IS NULL``); None for the others."""
 
     @classmethod
-    def of(cls, attribute: str, pieces: Intervals) -> "RangeFilter":
+    def of(cls, attribute: str, pieces: Intervals, null: bool | None = None
+           ) -> "RangeFilter":
         if not pieces:
-            return cls(attribute, None, None, ())
+            return cls(attribute, None, None, (), null)
         lo, hi = pieces[0][0], pieces[-1][1]
         return cls(attribute, lo if math.isfinite(lo) else None,
                    hi if math.isfinite(hi) else None,
-                   None if len(pieces) == 1 else tuple(pieces))
+                   None if len(pieces) == 1 else tuple(pieces), null)
 
     def edges(self) -> tuple[float, ...]:
         """Every finite bound of the kept intervals."""
@@ -274,6 +278,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
+    nulls: dict[str, bool] = {}  # per attribute with a NULL node: does the WHERE keep it
     non_null: set[str] = set()
     drops_nulls = any(v.null_dropped for v in views)  # else no view cares (no walk)
     removed: list[exp.Expression] = []
@@ -326,6 +331,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             continue
         ranges[range_attr] = intersect(ranges.get(range_attr, EVERYTHING), predicate_intervals(
             c, attrs[range_attr], _column_test(range_attr, owned)))
+        if attrs[range_attr].null_category:  # the NULL node: kept while every conjunct is
+            nulls[range_attr] = nulls.get(range_attr, True) and predicate_keeps_null(
+                c, _column_test(range_attr, owned))
         removed.append(c)
         removed_ids.update(map(id, c_columns))
 
@@ -406,7 +414,11 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if node.args.get("db"):
             long_names.append(node)
     for agg in aggregates:  # COUNT(attr) of a NULL category: its level must carry attr
-        if agg.kind == "count" and agg.attribute:
+        if agg.kind == "count" and agg.attribute and agg.attribute in attrs \
+                and attrs[agg.attribute].kind == "range":
+            if agg.attribute not in ranges:  # any level with its nodes (the NULL one too)
+                ranges[agg.attribute], nulls[agg.attribute] = EVERYTHING, True
+        elif agg.kind == "count" and agg.attribute:
             columns.add(agg.attribute)
     for name in using:  # USING (col): a join key the node rows must carry
         if column_attribute(name) is not None:
@@ -418,7 +430,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
             "COUNT(*): add COUNT(*) to the same SELECT")
     return Reference(select, table, alias, release, views, frozenset(columns),
-                     tuple(RangeFilter.of(a, p) for a, p in sorted(ranges.items()))
+                     tuple(RangeFilter.of(a, p, nulls.get(a)) for a, p in sorted(ranges.items()))
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured,

@@ -134,15 +134,18 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
                 lo_sql = f"{num(meta.lower)} + b * {num(meta.width)}"
                 hi_sql = (f"CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
                           f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END")
+            null = (f" UNION ALL SELECT {kb}, {kb + 1}, CAST(NULL AS DOUBLE), "
+                    f"CAST(NULL AS DOUBLE)") if meta.null_category else ""  # its NULL node
             parts.append(
                 f"(SELECT b AS {q(a + '_bin_lo')}, LEAST(b + {s}, {kb}) AS "
                 f"{q(a + '_bin_hi')}, {lo_sql} AS {q(a + '_lo')}, {hi_sql} AS "
-                f"{q(a + '_hi')} FROM range(0, {kb}, {s}) AS r(b)) AS {d}")
+                f"{q(a + '_hi')} FROM range(0, {kb}, {s}) AS r(b){null}) AS {d}")
             on.append(f"t.{q(a + '_bin_lo')} = {d}.{q(a + '_bin_lo')}")
             cols += [f"{d}.{q(a + c)}" for c in ("_lo", "_hi", "_bin_lo", "_bin_hi")]
             rank[a] = ref[a + "_bin_lo"] = f"{d}.{q(a + '_bin_lo')}"
             if size is not None:
-                key = (f"({key}) * {kb} + " if key else "") + rank[a]
+                radix = kb + 1 if meta.null_category else kb
+                key = (f"({key}) * {radix} + " if key else "") + rank[a]
         else:
             mine = [c for c in labels if c in meta.columns]  # a spine prefix, coarse first
             if not mine:
@@ -227,18 +230,31 @@ class _Rows:
             lo_c, hi_c = p + q(f"{a}_lo"), p + q(f"{a}_hi")
             r = ranges.get(a)
             lo_e, hi_e = lo_c, hi_c
+            mine: list[str] = []  # this attribute's conditions and weights
+            weigh: list[str] = []
             if r is not None and r.pieces is not None:  # a union of intervals, or none
-                conds.append(pieces_condition(r.pieces, lo_c, hi_c))
+                mine.append(pieces_condition(r.pieces, lo_c, hi_c))
                 if not choice.aligned and r.pieces:
-                    weights.append(pieces_weight(r.pieces, lo_c, hi_c))
+                    weigh.append(pieces_weight(r.pieces, lo_c, hi_c))
             if r is not None and r.lo is not None:
-                conds.append(f"{hi_c} > {num(r.lo)}")
+                mine.append(f"{hi_c} > {num(r.lo)}")
                 lo_e = f"GREATEST({lo_c}, {num(r.lo)})"
             if r is not None and r.hi is not None:
-                conds.append(f"{lo_c} < {num(r.hi)}")
+                mine.append(f"{lo_c} < {num(r.hi)}")
                 hi_e = f"LEAST({hi_c}, {num(r.hi)})"
             if r is not None and not choice.aligned and r.pieces is None:
-                weights.append(f"(({hi_e}) - ({lo_e})) / ({hi_c} - {lo_c})")
+                weigh.append(f"(({hi_e}) - ({lo_e})) / ({hi_c} - {lo_c})")
+            if r is not None and r.null is not None:  # a NULL node (its bounds are NULL):
+                if r.null and mine:  # kept beside the intervals, whole, its bounds NULL
+                    mine = [f"(({' AND '.join(mine)}) OR {lo_c} IS NULL)"]
+                    weigh = [f"COALESCE({w}, 1)" for w in weigh]
+                    # GREATEST/LEAST skip NULLs: keep the NULL node's clipped bounds NULL
+                    lo_e, hi_e = (f"CASE WHEN {lo_c} IS NOT NULL THEN {e} END"
+                                  for e in (lo_e, hi_e))
+                elif not r.null and not mine:  # IS NOT NULL alone: every bin, no NULL
+                    mine = [f"{lo_c} IS NOT NULL"]
+            conds += mine
+            weights += weigh
             self.edges[a] = (lo_e, hi_e)
         count = p + "dp_count"
         if weights:
@@ -392,20 +408,28 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         wrapper.set("this", e)
     for agg in ref.aggregates:
         if agg.kind == "count" and agg.attribute:  # COUNT(attr): not the NULL category
-            kept = (f"CASE WHEN {q(ref.alias)}.{q(agg.attribute)} IS NOT NULL THEN "
-                    f"{rows.count} ELSE 0 END")
+            value = rows.edges[agg.attribute][0] if agg.attribute in rows.edges else \
+                f"{q(ref.alias)}.{q(agg.attribute)}"  # a NULL node's bounds, or the label
+            kept = f"CASE WHEN {value} IS NOT NULL THEN {rows.count} ELSE 0 END"
             new = kept if one_node else total(kept)
         elif agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
             new = sum_only if agg.sums else count_sum
         elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
             new = f"SUM({rows.count} * {mid(agg.attribute)})"
-        elif agg.kind == "avg":
+        elif agg.kind == "avg":  # over the values: a NULL node (NULL midpoint) is left out
             new = (f"SUM({rows.count} * {mid(agg.attribute)}) / "
+                   f"NULLIF(SUM(CASE WHEN {mid(agg.attribute)} IS NOT NULL THEN "
+                   f"{rows.count} END), 0)"
+                   if ref.release.attributes[agg.attribute].null_category else
+                   f"SUM({rows.count} * {mid(agg.attribute)}) / "
                    f"NULLIF(SUM({rows.count}), 0)")
         elif agg.kind == "quantile":
             lo_e, hi_e = rows.edges[agg.attribute]
-            new = on_grid(agg.attribute, f"DP_HIST_QUANTILE(LIST({rows.count}), "
-                                         f"LIST({lo_e}), LIST({hi_e}), {num(agg.param)})")
+            skip = (f" FILTER (WHERE {lo_e} IS NOT NULL)"
+                    if ref.release.attributes[agg.attribute].null_category else "")
+            new = on_grid(agg.attribute, f"DP_HIST_QUANTILE(LIST({rows.count}){skip}, "
+                                         f"LIST({lo_e}){skip}, LIST({hi_e}){skip}, "
+                                         f"{num(agg.param)})")
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind == "bound":

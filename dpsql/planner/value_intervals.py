@@ -10,7 +10,9 @@ attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
   ``NOT BETWEEN`` and ``NOT (...)`` are complements; ``OR`` of predicates on the one
   attribute is a union. ``IS NOT NULL`` keeps every value (it tells the planner that the
   query leaves NULLs out, so a view that dropped them may answer); ``IS NULL`` is refused,
-  as a binned attribute's NULLs are never released. The grid arithmetic is exact (decimal fractions, not binary
+  unless the attribute releases NULL as a node of its own (``on_null = "category"``:
+  then it keeps no value, and :func:`predicate_keeps_null` says whether the NULL node is
+  kept). The grid arithmetic is exact (decimal fractions, not binary
   floating point).
 * **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
   value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
@@ -177,6 +179,9 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
         if isinstance(node, exp.Or):
             return union(walk(node.this), walk(node.expression))
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
+                and is_attr(node.this) and meta.null_category:
+            return ()  # no value: the NULL node alone (predicate_keeps_null)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
                 and is_attr(node.this):
             raise UnsupportedQueryError(
                 f"{meta.name} IS NULL: the NULLs of a binned attribute are not released "
@@ -209,6 +214,34 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
         raise _unsupported(c, axis)
 
     return walk(c)
+
+
+_TRUE, _UNKNOWN, _FALSE = 2, 1, 0
+
+
+def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
+    """Whether a row whose binned attribute is NULL satisfies ``c`` (a predicate that
+    :func:`predicate_intervals` accepted), in SQL's three-valued logic: a comparison,
+    ``BETWEEN`` or ``IN`` of NULL is unknown, ``IS NULL`` true, ``NOT`` swaps true and
+    false, ``AND``/``OR`` take the least/greatest; the row is kept only when true. For
+    an attribute with ``on_null = "category"``, whose NULL node the rewrite keeps or
+    leaves out accordingly."""
+
+    def value(node: exp.Expression) -> int:
+        if isinstance(node, exp.Paren):
+            return value(node.this)
+        if isinstance(node, exp.And):
+            return min(value(node.this), value(node.expression))
+        if isinstance(node, exp.Or):
+            return max(value(node.this), value(node.expression))
+        if isinstance(node, exp.Not):
+            return 2 - value(node.this)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
+                and is_attr(node.this):
+            return _TRUE
+        return _UNKNOWN
+
+    return value(c) == _TRUE
 
 
 def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:

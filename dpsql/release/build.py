@@ -114,7 +114,8 @@ def attribute_tree(attr: Any) -> domains.DomainTree:
     if isinstance(attr, Hierarchy):
         return domains.hierarchy(list(attr.level_columns), list(attr.paths),
                                  null_branch=attr.on_null == "category")
-    return domains.binned(attr.name, attr.bins, range_fanout(attr))
+    return domains.binned(attr.name, attr.bins, range_fanout(attr),
+                          null_node=attr.on_null == "category")
 
 
 def hierarchy_codes(attr: Hierarchy, tree: domains.DomainTree) -> np.ndarray:
@@ -301,9 +302,12 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
             out[f"dpsql_domain__{name}"] = cols
         else:
             edges = np.array(a.edges())
+            lo, hi = edges[:-1], edges[1:]
+            if a.on_null == "category":  # the NULL node, last: NULL bounds
+                lo, hi = np.append(lo, np.nan), np.append(hi, np.nan)
             out[f"dpsql_domain__{name}"] = {
-                "bin": np.arange(a.bins, dtype=np.int64),
-                f"{name}_lo": edges[:-1], f"{name}_hi": edges[1:]}
+                "bin": np.arange(len(lo), dtype=np.int64),
+                f"{name}_lo": lo, f"{name}_hi": hi}
     return out
 
 
@@ -459,13 +463,17 @@ def _count_columns(level) -> Columns:
 
 
 def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
+    null = bin_lo >= attr.bins  # the NULL node of on_null = "category": [K, K + 1)
     if attr.unit == "month":  # calendar months: the edges by index
         edges = edges_of(attr)
-        lo, hi = edges[bin_lo.astype(np.int64)], edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
+        lo = edges[np.minimum(bin_lo, attr.bins).astype(np.int64)]
+        hi = edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
     else:
         w = attr.width
         lo = attr.lower + bin_lo * w
         hi = np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w)
+    if null.any():  # its bounds are NULL (NaN is stored as NULL): no range holds it
+        lo, hi = np.where(null, np.nan, lo), np.where(null, np.nan, hi)
     return {f"{attr.name}_lo": lo, f"{attr.name}_hi": hi,
             f"{attr.name}_bin_lo": bin_lo.astype(np.int64),
             f"{attr.name}_bin_hi": bin_hi.astype(np.int64)}
@@ -530,6 +538,8 @@ def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
     """Cumulative sums of the leaves in bin order (per leading group), so that any range
     of bins costs two lookups: count[lo, hi) = cum[hi] − cum[lo]."""
     k_bins = attr.bins
+    if attr.on_null == "category":  # a NULL node among the leaves: no bin-order prefix
+        return None
     if not leading:
         dense = np.zeros(k_bins, dtype=np.float64)
         dense[ids] = values

@@ -71,6 +71,10 @@ PREDICATES = [
     # hierarchy h (r -> ci) with a NULL branch (on_null = "category")
     "r IS NULL", "ci IS NULL", "r IS NOT NULL", "ci = 'n1'", "r = 'N'",
     "r = 'S' OR ci IS NULL", "ci IN ('n2', 's1')", "ci IS NOT NULL AND r <> 'N'",
+    # integer k in [0, 50) with a NULL node (on_null = "category"), SQL's three-valued logic
+    "k IS NULL", "k IS NOT NULL", "k < 10", "k IS NULL OR k < 10", "NOT (k IS NULL)",
+    "k BETWEEN 5 AND 7 OR k IS NULL", "NOT (k < 10)", "k <> 3", "k IN (1, 2) OR k IS NULL",
+    "k IS NULL AND c = 'a'", "k IS NOT NULL AND c IS NULL", "k >= 45 AND c <> 'b'",
     # categorical c with a NULL category, alone and combined
     "c IS NULL", "c IS NOT NULL", "c = 'a'", "c IN ('a', 'b')", "c <> 'a'",
     "c IS NULL OR c = 'b'", "c NOT IN ('a')",
@@ -82,6 +86,10 @@ PREDICATES = [
 QUERIES = [f"SELECT COUNT(*) FROM t WHERE {w}" for w in PREDICATES] + [
     "SELECT COUNT(*) FROM t", "SELECT COUNT(c) FROM t", "SELECT COUNT(c) FROM t WHERE x < 4",
     "SELECT COUNT(ci) FROM t", "SELECT COUNT(r) FROM t WHERE r <> 'S'",
+    "SELECT COUNT(k) FROM t", "SELECT COUNT(k) FROM t WHERE c = 'b'", "SELECT MEDIAN(k) FROM t",
+    "SELECT AVG(k) FROM t", "SELECT COUNT(k) FROM t WHERE k IS NULL OR k < 3",
+    "SELECT AVG(k) FROM t WHERE k IS NULL OR k >= 40",
+    "SELECT MEDIAN(k) FROM t WHERE k IS NULL OR k > 10",
     "SELECT MEDIAN(n) FROM t", "SELECT MEDIAN(d) FROM t", "SELECT quantile_cont(p, 0.9) FROM t",
 ]
 CALENDAR_QUANTILES = {  # quantiles inside a month or an hour interpolate: within one bin
@@ -93,6 +101,8 @@ def _sql(q: str) -> str:
     discrete quantile (a value the column takes)."""
     return q.replace("MEDIAN(n)", "quantile_disc(n, 0.5)").replace(
         "MEDIAN(d)", "quantile_disc(d, 0.5)").replace("quantile_cont(p", "quantile_disc(p"
+                                                      ).replace("MEDIAN(k)",
+                                                                "quantile_disc(k, 0.5)"
                                                       ).replace("MEDIAN(m)",
                                                                 "quantile_disc(m, 0.5)")
 
@@ -113,6 +123,8 @@ def data(tmp_path_factory):
     d = np.datetime64("2013-01-01") + g.integers(0, 365, N).astype("timedelta64[D]")
     c = np.array(["a", "b", "c"], dtype=object)[g.integers(0, 3, N)]
     c[g.random(N) < 0.07] = None
+    k = g.integers(0, 50, N)
+    k_mask = g.random(N) < 0.06
     h = np.array([("N", "n1"), ("N", "n2"), ("S", "s1")], dtype=object)[g.integers(0, 3, N)]
     h[g.random(N) < 0.05] = (None, None)  # a NULL region has no city either
     m = np.datetime64("2012-01-01") + g.integers(0, 1096, N).astype("timedelta64[D]")
@@ -123,6 +135,7 @@ def data(tmp_path_factory):
                       "x": x, "c": pa.array(list(c), pa.string()),
                       "d": pa.array(d, pa.date32()), "m": pa.array(m, pa.date32()),
                       "ts": pa.array(ts, pa.timestamp("us")),
+                      "k": pa.array(k, mask=k_mask),
                       "r": pa.array(list(h[:, 0]), pa.string()),
                       "ci": pa.array(list(h[:, 1]), pa.string())})
     pq.write_table(table, base / "t.parquet")
@@ -139,6 +152,7 @@ def _release(base, rho: str, seed: int, name: str):
             "x": {"kind": "range", "lower": 0, "upper": 8, "bins": 64},
             "d": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01", "width": 1},
             "c": {"kind": "categorical", "domain": ["a", "b", "c"], "on_null": "category"},
+            "k": {"kind": "range", "lower": 0, "upper": 50, "bins": 50, "on_null": "category"},
             "h": {"kind": "hierarchy", "columns": ["r", "ci"], "on_null": "category",
                   "spine": [["N", "n1"], ["N", "n2"], ["S", "s1"]]},
             "m": {"kind": "range", "lower": "2012-01-01", "upper": "2014-12-31",
@@ -157,6 +171,8 @@ def _release(base, rho: str, seed: int, name: str):
             {"name": "vm", "levels": ["m"], "mechanism": "cascade"},
             {"name": "vh", "levels": ["h"], "mechanism": "gaussian_tree"},
             {"name": "vhi", "levels": ["h"], "mechanism": "inftda"},
+            {"name": "vk", "levels": ["k"], "mechanism": "gaussian_tree"},
+            {"name": "vck", "levels": ["c", "k"], "mechanism": "inftda"},
             {"name": "vts", "levels": ["ts", "m"], "mechanism": "gaussian_tree"},
         ],
     }
@@ -319,3 +335,33 @@ def test_group_by_a_hierarchy_with_a_null_branch_is_sql(data, huge, view):
         assert any(g[0] is None for g in got)  # the NULL branch is a group
         assert all(abs(a - b) <= 0.5 for g, w in zip(got, want)
                    for a, b in zip(g[labels:], w[labels:])), (got, want)
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+def test_the_null_node_of_a_range_groups_and_counts_like_sql(data, huge):
+    """A range attribute with on_null = "category" (k, under c in an InfTDA view): the
+    NULL rows are a node of their own, so IS NULL / IS NOT NULL group like SQL's, and
+    COUNT(k) leaves them out, each row with its own error column."""
+    raw = duckdb.connect()
+    raw.execute(f"CREATE VIEW vck AS SELECT * FROM '{data / 't.parquet'}'")
+    con = dpsql.connect(str(huge))
+    for where in ("k IS NULL", "k IS NOT NULL", "k IS NULL OR k >= 40"):
+        q = f"SELECT c, COUNT(*), COUNT(k) FROM vck WHERE {where} GROUP BY c ORDER BY c"
+        want = raw.execute(q).fetchall()
+        cur = con.cursor()
+        cur.execute(q.replace("COUNT(k)", "COUNT(k), dp_bound(0.05)"))
+        got = cur.fetchall()
+        assert [g[0] for g in got] == [w[0] for w in want]
+        assert all(abs(g[1] - w[1]) <= 0.5 and abs(g[2] - w[2]) <= 0.5 and g[3] >= 0
+                   for g, w in zip(got, want)), (where, got, want)
+
+
+def test_range_only_mechanisms_refuse_a_null_node(tmp_path):
+    spec = {"name": "t", "source": "t.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": 1},
+            "attributes": {"k": {"kind": "range", "lower": 0, "upper": 8, "bins": 8,
+                                 "on_null": "category"}},
+            "views": [{"name": "v", "levels": ["k"], "mechanism": "cascade"}]}
+    with pytest.raises(dpsql.SpecError, match=r"views\[0\]\.mechanism: 'cascade' releases "
+                                              r"the bins of 'k' only, not the NULL node"):
+        ReleaseSpec.from_dict(spec, base_dir=tmp_path)
