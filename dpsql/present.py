@@ -67,8 +67,8 @@ def attribute_table(release: Any) -> Table:
                 vtype += f", by {a['unit']}"
         over = [v["name"] for v in views if name in v.get("levels", [])]
         policy = _NULL_POLICY.get(a.get("on_null", "error"), "?")
-        if kind == "hierarchy" and a.get("on_null") == "category":
-            policy = "NULL branch"
+        if kind in ("hierarchy", "range") and a.get("on_null") == "category":
+            policy = "NULL branch" if kind == "hierarchy" else "NULL node"
         out.add_row(name, kind, vtype, policy, ", ".join(over) or "none")
     return out
 

@@ -138,6 +138,12 @@ def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_
     assert planned["mode"] == ["categorical", "", "NULL category", "geo_mode, mode_dist"]
     assert planned["distance"][2:] == ["error (refused)", "dist, mode_dist"]
     assert planned["geo"][:3] == ["hierarchy", "", "NULL branch"]
+    d2 = trips_spec(1.0)  # a dry run reads no data: an attribute the source lacks is fine
+    d2["attributes"]["duration"] = {"kind": "range", "lower": "2013-01-01",
+                                    "upper": "2013-03-01", "unit": "month",
+                                    "on_null": "category"}
+    assert shown(plan_release(ReleaseSpec.from_dict(d2, base_dir=trips_data)))["duration"] \
+        == ["range", "date, by month", "NULL node", "none"]
     out = tmp_path / "t.duckdb"
     build_release(spec, out, seed=1, progress=False)
     built = shown(open_release(out))
