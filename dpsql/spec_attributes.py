@@ -18,8 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Union
 
-from dpsql.domains.calendar import (UNITS, edges_of, is_month_start, months_between,
-                                   to_axis)
+from dpsql.domains.calendar import (UNITS, edges_of, is_month_start, month_edges,
+                                   months_between, to_axis)
 from dpsql.errors import SpecError
 
 VALUE_TYPES = ("integer", "decimal", "real", "date", "timestamp")
@@ -433,7 +433,7 @@ def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: f
                                         + (" at 00:00:00" if value_type == "timestamp" else "")
                                         + "; move lower to the first day of its month")
         bins = months_between(value_type, lower, upper)  # type: ignore[arg-type]
-        upper = float(edges_of(_Months(value_type, lower, bins))[-1])
+        upper = float(month_edges(value_type, lower, bins)[-1])  # type: ignore[arg-type]
     else:
         bins = math.ceil((upper - lower) / length - 1e-9)
         upper = lower + bins * length
@@ -441,14 +441,6 @@ def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: f
         raise _err(f"{path}.bins", f"is {raw['bins']!r}, but [lower, upper) holds {bins} "
                                    f"{unit}s; leave bins out with a unit")
     return bins, upper
-
-
-@dataclass(frozen=True)
-class _Months:
-    value_type: str | None
-    lower: float
-    bins: int
-    unit: str = "month"
 
 
 def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
