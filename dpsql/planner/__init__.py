@@ -173,7 +173,8 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                     "kept": describe_intervals(r.pieces if r.pieces is not None else (
                         (-math.inf if r.lo is None else r.lo,
                          math.inf if r.hi is None else r.hi),),
-                        ref.release.attributes[r.attribute].value_type)}
+                        ref.release.attributes[r.attribute].value_type)
+                    + (" ∪ NULL" if r.null else "")}
                    for r in ref.ranges],
         "approximate": approx,
         "predicted_error95": choice.predicted,

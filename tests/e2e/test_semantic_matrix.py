@@ -354,6 +354,8 @@ def test_the_null_node_of_a_range_groups_and_counts_like_sql(data, huge):
         assert [g[0] for g in got] == [w[0] for w in want]
         assert all(abs(g[1] - w[1]) <= 0.5 and abs(g[2] - w[2]) <= 0.5 and g[3] >= 0
                    for g, w in zip(got, want)), (where, got, want)
+        kept = cur.dp_info["ranges"][0]["kept"]
+        assert kept.endswith("∪ NULL") == ("k IS NULL" in where), kept
 
 
 def test_range_only_mechanisms_refuse_a_null_node(tmp_path):
