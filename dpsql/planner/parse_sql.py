@@ -1,8 +1,8 @@
 """Pass 1: parse the analyst's SQL (DuckDB dialect) and bind its parameters.
 
-Syntax errors become :class:`dpsql.SqlSyntaxError` with the line and column sqlglot
-reports. Only queries (SELECT, set operations, VALUES, DuckDB's PIVOT/UNPIVOT statements,
-with CTEs) are accepted; anything
+Syntax errors become :class:`dpsql.SqlSyntaxError` with the line and column of the word
+to blame (:mod:`dpsql.planner._syntax_error`). Only queries (SELECT, set operations,
+VALUES, DuckDB's PIVOT/UNPIVOT statements, with CTEs) are accepted; anything
 that writes or changes the catalog is refused here, before planning. Parameters (qmark
 ``?`` and DuckDB's ``$1``) are replaced by AST literals *before* any analysis, so a
 parameter value can never change the query's shape: it is always one literal.
@@ -23,6 +23,7 @@ from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
+from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
 
 DIALECT = "duckdb"
@@ -278,11 +279,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         except ParseError:
             trees = [t for t in _PARSERS.parse(sql) if t is not None]
     except ParseError as err:
-        first = err.errors[0] if err.errors else {}
-        raise SqlSyntaxError(
-            f"syntax error at line {first.get('line')}, column {first.get('col')} near "
-            f"{first.get('highlight')!r}: {first.get('description', err)}",
-            first.get("line"), first.get("col"), first.get("highlight")) from err
+        raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
     except TokenError as err:
         raise SqlSyntaxError(f"syntax error: {err}") from err
     if len(trees) != 1:
