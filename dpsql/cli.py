@@ -90,6 +90,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 
 _CI_LOW, _CI_HIGH = "dp_ci_low", "dp_ci_high"
+_ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound"}
 
 
 def _with_ci_columns(query: str, confidence: float) -> str | None:
@@ -98,21 +99,52 @@ def _with_ci_columns(query: str, confidence: float) -> str | None:
     decides whether they make sense (they refer to the row's count); if it refuses, the
     CLI runs the query as written (see :func:`cmd_query`). sqlglot is used at this edge
     only to append two projections; the planner sees ordinary SQL."""
-    import sqlglot
     from sqlglot import exp
 
-    try:
-        tree = sqlglot.parse_one(query, read="duckdb")
-    except (sqlglot.errors.ParseError, RecursionError):
-        return None  # the planner will report the syntax error (or the nesting) properly
+    tree = _one_statement(query)
     if not isinstance(tree, exp.Select):
-        return None
+        return None  # the planner reports a syntax error or several statements itself
     if any(isinstance(f, exp.Anonymous) and f.name.lower().startswith("dp_")
            for f in tree.find_all(exp.Anonymous)):
         return None
     tree = tree.select(f"{_CI_LOW}({confidence!r}) AS {_CI_LOW}",
                        f"{_CI_HIGH}({confidence!r}) AS {_CI_HIGH}", copy=True)
     return tree.sql(dialect="duckdb")
+
+
+def _one_statement(query: str) -> Any:
+    """The sqlglot tree of ``query`` if it is one statement that parses, else None.
+    (``parse_one`` of ``A; B`` returns ``A`` alone on sqlglot before 30.)"""
+    import sqlglot
+
+    try:
+        trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
+    except (sqlglot.errors.ParseError, RecursionError):
+        return None
+    return trees[0] if len(trees) == 1 else None
+
+
+def _asks_for_error_columns(query: str) -> bool:
+    """Whether the query writes an error column itself (dp_stderr, dp_ci_low, ...): the
+    table then shows it, and the footer must not say there is none."""
+    from sqlglot import exp
+
+    tree = _one_statement(query)
+    return tree is not None and any(
+        isinstance(f, exp.Anonymous) and f.name.lower() in _ERROR_FUNCTIONS
+        for f in tree.find_all(exp.Anonymous))
+
+
+def _json_info(info: dict[str, Any]) -> dict[str, Any]:
+    """``dp_info`` for ``--format json``, each fact once. ``cursor.dp_info`` describes the
+    first private table both flat and as ``references[0]`` (docs/sql.md); JSON keeps the
+    flat form for a query over one table, and for several keeps ``references`` with the
+    query-wide fields only."""
+    refs = info.get("references") or []
+    if len(refs) <= 1:
+        return {k: v for k, v in info.items() if k != "references"}
+    query_wide = {"private", "seeded", "notes", "privacy"}
+    return {k: v for k, v in info.items() if k in query_wide or k not in refs[0]}
 
 
 def _parse_param(text: str) -> Any:
@@ -222,7 +254,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         names = [d[0] for d in cur.description]
         rows = cur.fetchall()
         info = cur.dp_info or {}
-    if confidence is not None and with_ci is None and ci_note is None and info.get("private"):
+    if confidence is not None and with_ci is None and ci_note is None and \
+            info.get("private") and not _asks_for_error_columns(args.sql):
         ci_note = "no error columns for this query (write dp_ci_low/dp_ci_high in the SELECT "\
                   "that counts)"
     if not info.get("private"):
@@ -231,7 +264,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     if args.format == "json":
         records = [{n: _plain(v) for n, v in zip(names, r)} for r in rows]
-        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": info},
+        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": _json_info(info)},
                                   default=str, indent=2) + "\n")
     elif args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")

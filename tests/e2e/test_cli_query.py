@@ -85,6 +85,42 @@ def test_json_output(capsys, trips_release):
     assert doc["dp_info"]["view"]
 
 
+def test_json_dp_info_says_each_fact_once(capsys, trips_release):
+    code, out, err = run(capsys, trips_release, BY_MODE, "--format", "json")
+    assert code == 0, err
+    info = json.loads(out)["dp_info"]
+    assert "references" not in info  # one table: its fields once, flat
+    assert info["view"] and info["level_table"] and info["private"] is True
+    assert out.count('"level_table"') == 1
+    two = ("SELECT a.mode, a.n, b.n AS m FROM (SELECT mode, COUNT(*) AS n FROM trips "
+           "GROUP BY mode) a JOIN (SELECT mode, COUNT(*) AS n FROM trips.geo_mode "
+           "GROUP BY mode) b ON a.mode = b.mode")
+    code, out, err = run(capsys, trips_release, two, "--format", "json")
+    assert code == 0, err
+    info = json.loads(out)["dp_info"]
+    assert [r["table"] for r in info["references"]] == ["trips", "geo_mode"]
+    assert "view" not in info and info["privacy"] == "seeded: not private"
+    assert out.count('"level_table"') == 2
+
+
+def test_footer_does_not_deny_error_columns_the_query_asked_for(capsys, trips_release):
+    sql = ("SELECT mode, COUNT(*) AS n, dp_ci_low(0.9) AS lo, dp_ci_high(0.9) AS hi "
+           "FROM trips GROUP BY mode ORDER BY mode")
+    code, out, err = run(capsys, trips_release, sql)
+    assert code == 0, err
+    assert "lo" in out and "hi" in out and "no error columns" not in out
+    code, out, err = run(capsys, trips_release,
+                         "SELECT mode, COUNT(*), dp_stderr() FROM trips GROUP BY mode")
+    assert code == 0, err
+    assert "dp_stderr()" in out and "no error columns" not in out
+    # a query that does not count in its outer SELECT still gets the note
+    code, out, err = run(capsys, trips_release,
+                         "WITH m AS (SELECT mode, COUNT(*) AS n FROM trips GROUP BY mode) "
+                         "SELECT mode FROM m")
+    assert code == 0, err
+    assert "no error columns" in out
+
+
 def test_parameters(capsys, exact_release, raw_by_mode):
     code, out, err = run(capsys, exact_release,
                          "SELECT COUNT(*) AS n FROM trips WHERE mode = ?", "-p", "bus",
