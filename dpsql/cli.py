@@ -461,7 +461,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="refuse longer statements with SQLSTATE 54000 (default 1048576, "
                         "env DPSQL_MAX_STATEMENT_SIZE)")
     p.add_argument("-v", "--verbose", action="store_true",
-                   help="log every statement and where it was routed (stderr)")
+                   help="log every statement, where it was routed and every error sent "
+                        "back (stderr)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("passwd", help="write a SCRAM verifier of a password for `dpsql serve "

@@ -349,6 +349,9 @@ class Handler(Login, BuenaVistaHandler):
                 logger.exception("unexpected server error", exc_info=exception)
         severity = "FATAL" if fatal else "ERROR"
         message = " ".join(str(exception).split()) or type(exception).__name__
+        # `dpsql serve -v`: what the client was told, next to the statement it sent
+        logger.info("%s %s to %s: %s", severity, code,
+                    (getattr(self, "client_address", None) or ("?",))[0], message)
         buf = BVBuffer()
         for field, value in (("S", severity), ("V", severity), ("C", code), ("M", message)):
             buf.write_bytes(field.encode("ascii"))

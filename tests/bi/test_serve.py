@@ -426,6 +426,24 @@ def test_cli_serve_and_sigterm(trips_release):
         assert "NOT private" in proc.stderr.read()
 
 
+def test_cli_serve_verbose_logs_statements_and_refusals(trips_release):
+    with cli_server(trips_release, "-v") as (proc, port, _):
+        with psycopg.connect(f"host=127.0.0.1 port={port} dbname=trips user=x",
+                             autocommit=True) as con:
+            with pytest.raises(psycopg.Error):
+                con.execute("SELECT * FROM trips")
+            with pytest.raises(psycopg.Error):
+                con.execute("SELEC 1")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        log = proc.stderr.read()
+    assert "planner <- SELECT * FROM trips" in log
+    refusal = [ln for ln in log.splitlines() if "ERROR 0A000 to 127.0.0.1" in ln]
+    assert len(refusal) == 1 and "SELECT * on the private table 'trips'" in refusal[0]
+    syntax = [ln for ln in log.splitlines() if "ERROR 42601 to 127.0.0.1" in ln]
+    assert len(syntax) == 1 and "'SELEC' does not start a query" in syntax[0]
+
+
 def test_cli_refuses_non_loopback_without_password(trips_release):
     out = subprocess.run([sys.executable, "-m", "dpsql.cli", "serve", str(trips_release),
                           "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True,
