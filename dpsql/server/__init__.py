@@ -75,7 +75,7 @@ from typing import Any
 
 from dpsql.errors import NotSupportedError, OperationalError, ProgrammingError
 
-__all__ = ["Server", "serve", "SQLSTATES", "sqlstate_of", "BI_EXTRA",
+__all__ = ["Server", "serve", "SQLSTATES", "sqlstate_of",
            "UnencryptedServerWarning", "write_verifier"]
 
 AUTH_METHODS = ("scram-sha-256", "md5")
@@ -84,15 +84,15 @@ AUTH_METHODS = ("scram-sha-256", "md5")
 class UnencryptedServerWarning(UserWarning):
     """``dpsql serve`` listens beyond loopback without TLS."""
 
-BI_EXTRA = 'pip install "dpsql[bi]"'
-
 
 def _require_buenavista() -> None:
     try:
         importlib.import_module("buenavista.postgres")
     except ImportError as err:
-        raise NotSupportedError(
-            f"dpsql serve needs the optional package buenavista: {BI_EXTRA}") from err
+        from dpsql._install import install_hint
+
+        raise NotSupportedError("dpsql serve needs the optional package buenavista: "
+                                f"{install_hint('bi')}") from err
 
 
 def __getattr__(name: str) -> Any:  # SQLSTATES / sqlstate_of without importing eagerly

@@ -80,9 +80,10 @@ try:
     from sqlalchemy.engine import default
     from sqlalchemy.sql import compiler
 except ImportError as _err:  # pragma: no cover  (the bi extra is installed in CI)
-    raise ImportError(
-        "dpsql.sqlalchemy needs SQLAlchemy, which is not installed: "
-        "`pip install 'dpsql[bi]'`") from _err
+    from dpsql._install import install_hint
+
+    raise ImportError("dpsql.sqlalchemy needs SQLAlchemy, which is not installed: "
+                      f"`{install_hint('bi')}`") from _err
 
 from dpsql import __version__
 from dpsql.errors import OperationalError, ProgrammingError

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import column, desc, func, select, table, text
 
 import dpsql
+from dpsql._install import install_hint
 from dpsql.errors import OperationalError, UnsupportedQueryError
 from dpsql.sqlalchemy import DpsqlDialect
 
@@ -94,7 +95,7 @@ def test_sqlalchemy_is_optional(monkeypatch):
     assert out.stdout.strip() == "False", out.stderr  # dpsql never imports it itself
     monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "dpsql.sqlalchemy")
-    with pytest.raises(ImportError, match=re.escape("pip install 'dpsql[bi]'")):
+    with pytest.raises(ImportError, match=re.escape(install_hint("bi"))):
         importlib.import_module("dpsql.sqlalchemy")
 
 
