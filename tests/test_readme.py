@@ -57,6 +57,26 @@ def test_every_block_has_a_kind_this_test_runs():
     assert set(kinds) <= KINDS, f"blocks this test does not run: {set(kinds) - KINDS}"
 
 
+def test_commands_that_open_a_release_are_installed_by_pip():
+    """An inline command on a release file (`dpsql serve trips.duckdb`) names a program
+    that `pip install -e .` puts in the venv, unless its paragraph says where else the
+    program comes from (the DuckDB shell is not on PyPI in a version that reads DuckDB 2
+    files)."""
+    import re
+
+    venv_bin = Path(sys.executable).parent
+    paragraphs = README.read_text().split("\n\n")
+    commands = 0
+    for para in paragraphs:
+        for prog in re.findall(r"`([a-z][\w.-]*) [^`]*\.duckdb\b[^`]*`", para):
+            commands += 1
+            if not (venv_bin / prog).exists():
+                assert "pip does not install" in para, (
+                    f"README shows `{prog} ...` on a release, but pip installs no {prog} "
+                    f"into {venv_bin}: say where it comes from")
+    assert commands >= 2
+
+
 def test_setup_commands_are_the_ones_ci_runs():
     bash = blocks("bash")
     assert bash[0].strip().endswith(".venv/bin/dpsql demo")
