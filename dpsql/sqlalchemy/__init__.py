@@ -26,8 +26,9 @@ Decisions, and why:
   itself would run ``pg_catalog`` queries on connect and on reflection. Where DuckDB's
   meaning differs, the compiler says so: ``/`` is true division in DuckDB
   (``div_is_floordiv = False``, so ``//`` renders ``FLOOR(a / b)``); backslashes in
-  string literals are not escapes (PostgreSQL's ``regexp_match`` ``~`` needs nothing:
-  sqlglot reads it as DuckDB's partial-match ``regexp_matches``); a column of a
+  string literals are not escapes; ``regexp_match`` (PostgreSQL's ``~``, a partial
+  match) renders DuckDB's ``regexp_matches(x, pattern)`` by name, the one spelling
+  every sqlglot version dpsql accepts reads the same way; a column of a
   schema-qualified table is qualified by the table name only (``geo_mode.city``: the
   planner renames the table, see :meth:`DpsqlCompiler.visit_column`); ``FOR UPDATE`` is
   refused at
@@ -79,6 +80,7 @@ try:
     )
     from sqlalchemy.engine import default
     from sqlalchemy.sql import compiler
+    from sqlalchemy.sql import sqltypes
 except ImportError as _err:  # pragma: no cover  (the bi extra is installed in CI)
     from dpsql._install import install_hint
 
@@ -113,6 +115,24 @@ class DpsqlCompiler(PGCompiler):
         return super().visit_column(column, add_to_result_map=add_to_result_map,
                                     include_table=include_table, **kw)
 
+    def visit_regexp_match_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        """``regexp_matches(x, pattern[, flags])``: DuckDB's partial match, which is what
+        PostgreSQL's ``~`` means. Not ``~`` itself: sqlglot before 30.27 reads DuckDB's
+        ``~`` as a full match (the planner then refuses it, see
+        :mod:`dpsql.planner._sqlglot_compat`)."""
+        return self._regexp_matches(binary, kw)
+
+    def visit_not_regexp_match_op_binary(self, binary: Any, operator: Any, **kw: Any
+                                         ) -> str:
+        return f"NOT {self._regexp_matches(binary, kw)}"
+
+    def _regexp_matches(self, binary: Any, kw: dict) -> str:
+        args = [self.process(binary.left, **kw), self.process(binary.right, **kw)]
+        flags = binary.modifiers["flags"]
+        if flags is not None:  # DuckDB's options: 'i' (case-insensitive), 's', 'm', ...
+            args.append(self.render_literal_value(flags, sqltypes.STRINGTYPE))
+        return f"regexp_matches({', '.join(args)})"
+
     def for_update_clause(self, select: Any, **kw: Any) -> str:
         raise sa_exc.CompileError(
             "FOR UPDATE / FOR SHARE locks rows for writing, but a dpsql release is "
@@ -129,7 +149,8 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
 
     statement_compiler = DpsqlCompiler
     ddl_compiler = compiler.DDLCompiler
-    type_compiler_cls = PGTypeCompiler
+    type_compiler_cls = PGTypeCompiler  # SQLAlchemy 2.x
+    type_compiler = PGTypeCompiler  # 1.4 (2.x instantiates this one too when set)
     preparer = PGIdentifierPreparer
 
     default_paramstyle = "qmark"
@@ -156,11 +177,19 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
 
     # -- connecting ---------------------------------------------------------------------
 
-    @classmethod
-    def import_dbapi(cls) -> Any:
+    @staticmethod
+    def dbapi(**kwargs: Any) -> Any:
+        """The DB-API module, for SQLAlchemy 1.4 (``create_engine`` calls
+        ``dialect_cls.dbapi()``; 2.x calls :meth:`import_dbapi` and stores the module
+        on the instance as ``dbapi``). A static method, so that 2.x does not take it for
+        the deprecated ``dbapi()`` classmethod."""
         from dpsql import dbapi
 
         return dbapi
+
+    @classmethod
+    def import_dbapi(cls) -> Any:
+        return cls.dbapi()
 
     def create_connect_args(self, url: Any) -> tuple[list, dict]:
         """``(path,)`` and the dbapi keywords from the URL (see the module docstring)."""
@@ -207,7 +236,7 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
         from_url = cparams.pop("_url_duckdb_config", None)
         if from_url:  # URL settings, then connect_args={"duckdb_config": ...} on top
             cparams["duckdb_config"] = {**from_url, **(cparams.get("duckdb_config") or {})}
-        return self.loaded_dbapi.connect(*cargs, **cparams)
+        return self.dbapi.connect(*cargs, **cparams)  # 1.4 has no loaded_dbapi
 
     def _get_server_version_info(self, connection: Any) -> tuple:
         return tuple(int(p) if p.isdigit() else p for p in __version__.split("."))
@@ -224,9 +253,9 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
 
     def set_isolation_level(self, dbapi_conn: Any, level: str) -> None:
         """Only ``AUTOCOMMIT``, which is what a read-only release always is."""
-        if level != "AUTOCOMMIT":  # SQLAlchemy checks the values first; be explicit
-            raise ProgrammingError(f"isolation level {level!r}: a dpsql release is "
-                                   "read-only, the only level is AUTOCOMMIT")
+        if level != "AUTOCOMMIT":  # 2.x checks the values first, 1.4 does not
+            raise sa_exc.ArgumentError(f"isolation level {level!r}: a dpsql release is "
+                                       "read-only, the only level is AUTOCOMMIT")
 
     def is_disconnect(self, e: Exception, connection: Any, cursor: Any) -> bool:
         return "is closed" in str(e)

@@ -86,9 +86,16 @@ class Inspection:
             return False
         return True
 
+    # No annotations here: SQLAlchemy 1.4's reflection.cache rebuilds the decorated
+    # signature as source text and cannot re-parse string annotations (a SyntaxError at
+    # import under ``from __future__ import annotations``).
     @reflection.cache
-    def get_columns(self, connection: Any, table_name: str, schema: str | None = None,
-                    **kw: Any) -> list[dict[str, Any]]:
+    def get_columns(self, connection, table_name, schema=None, **kw):  # type: ignore[no-untyped-def]
+        """Column dicts of a logical table (module docstring, **Columns**)."""
+        return self._columns(connection, table_name, schema, **kw)
+
+    def _columns(self, connection: Any, table_name: str, schema: str | None,
+                 **kw: Any) -> list[dict[str, Any]]:
         alias, release, views = self._table(connection, table_name, schema, **kw)
         names: list[str] = []
         for v in views:
@@ -174,8 +181,13 @@ class Inspection:
 # --------------------------------------------------------------------------------------
 
 def dbapi_conn(connection: Any) -> Any:
-    """The :class:`dpsql.dbapi.Connection` under a SQLAlchemy connection."""
-    return connection.connection.dbapi_connection
+    """The :class:`dpsql.dbapi.Connection` under a SQLAlchemy connection. SQLAlchemy
+    1.4 hands the dialect's first-connect hooks a Connection over the bare DB-API
+    connection; otherwise ``.connection`` is the pool's wrapper."""
+    from dpsql.dbapi import Connection
+
+    under = connection.connection
+    return under if isinstance(under, Connection) else under.dbapi_connection
 
 
 def _q(name: str) -> str:
