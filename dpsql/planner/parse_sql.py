@@ -23,6 +23,7 @@ from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
+from dpsql.planner._sqlglot_compat import refuse_regexp_tilde
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
 
@@ -282,6 +283,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
     except TokenError as err:
         raise SqlSyntaxError(f"syntax error: {err}") from err
+    refuse_regexp_tilde(sql, _PARSERS.tokenizer.tokenize)
     if len(trees) != 1:
         raise UnsupportedQueryError(
             f"{len(trees)} statements given; run one SELECT statement at a time")

@@ -1,0 +1,42 @@
+"""What differs between the sqlglot versions dpsql accepts (``sqlglot>=28.10`` in
+pyproject.toml: Superset 6.1 pins 28.x, newer installs get 30+).
+
+* **DuckDB's ``~`` and ``!~``.** DuckDB 2 reads ``x ~ 'p'`` as a partial
+  regular-expression match (``regexp_matches``, PostgreSQL's meaning). sqlglot up to
+  30.26 reads it as a *full* match and writes ``REGEXP_FULL_MATCH`` into the planned
+  SQL, a different filter from the one the analyst wrote. Where this sqlglot does so
+  (checked once, on what it writes for ``a ~ 'b'``), a statement with ``~`` is refused,
+  naming the function that means the same on every version; the SQLAlchemy dialect
+  renders ``regexp_match`` that way already. Elsewhere this module does nothing.
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot.errors import TokenError
+
+from dpsql.errors import UnsupportedQueryError
+
+# what this sqlglot writes for DuckDB's `~` (28.x-30.26: REGEXP_FULL_MATCH; 30.27+:
+# REGEXP_MATCHES)
+TILDE_IS_FULL_MATCH = "FULL_MATCH" in sqlglot.transpile("SELECT a ~ 'b'", read="duckdb",
+                                                        write="duckdb")[0].upper()
+_TILDE = sqlglot.Dialect.get_or_raise("duckdb").tokenize("~")[0].token_type  # its name varies
+
+
+def refuse_regexp_tilde(sql: str, tokenize: object) -> None:
+    """Raise if ``sql`` uses ``~``/``!~`` and this sqlglot would change its meaning
+    (``tokenize``: the planner's DuckDB tokenizer's ``tokenize``)."""
+    if not TILDE_IS_FULL_MATCH or "~" not in sql:
+        return
+    try:
+        tokens = tokenize(sql)  # type: ignore[operator]
+    except TokenError:
+        return
+    if any(t.token_type == _TILDE for t in tokens):
+        raise UnsupportedQueryError(
+            f"the regular-expression operator ~ is not supported with sqlglot "
+            f"{sqlglot.__version__}, which reads it as a whole-string match where DuckDB "
+            "matches anywhere in the string; write regexp_matches(x, 'pattern') (NOT "
+            "regexp_matches(...) for !~), or regexp_full_match(x, 'pattern') for a "
+            "whole-string match, or install sqlglot >= 30.27")
