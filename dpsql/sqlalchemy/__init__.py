@@ -129,8 +129,10 @@ class DpsqlCompiler(PGCompiler):
     def _regexp_matches(self, binary: Any, kw: dict) -> str:
         args = [self.process(binary.left, **kw), self.process(binary.right, **kw)]
         flags = binary.modifiers["flags"]
-        if flags is not None:  # DuckDB's options: 'i' (case-insensitive), 's', 'm', ...
+        if isinstance(flags, str):  # DuckDB's options: 'i' (case-insensitive), 's', 'm'...
             args.append(self.render_literal_value(flags, sqltypes.STRINGTYPE))
+        elif flags is not None:  # SQLAlchemy before 1.4.4x keeps them as a bound literal
+            args.append(self.process(flags, **kw))
         return f"regexp_matches({', '.join(args)})"
 
     def for_update_clause(self, select: Any, **kw: Any) -> str:
