@@ -64,6 +64,8 @@ def choose_view(ref: Reference) -> Choice:
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
            ref.ranges, ref.trunc_units)
+    if ref.bins:  # the bucket edges of each grouped binned attribute
+        key += (tuple(g.signature() for g in ref.bins),)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
         key += (ref.non_null, frozenset((g.kind, g.attribute) for g in ref.aggregates))
     memo = ref.release.choices
@@ -144,6 +146,10 @@ def _level_for(v: ViewInfo, ref: Reference,
             k, aligned = max(k, own[-1].k), False
         else:
             k = max(k, fit.k)
+    for g in ref.bins:  # the coarsest level whose nodes lie inside one bucket each
+        fit = next((lv for lv in by_attribute.get(g.attribute, ())
+                    if g.fits(lv.span or 1)), None)
+        k = max(k, (fit or by_attribute[g.attribute][-1]).k)
     if not aligned:
         return k, False
     # a deeper level chosen for another attribute: check alignment there too
@@ -244,6 +250,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     for c in ref.columns:  # finest grouped column (a hierarchy's columns nest)
         a = rel.column_attribute(c).name
         groups[a] = max(groups.get(a, 1), rel.size(c))
+    for g in ref.bins:  # one group per bucket
+        groups[g.attribute] = max(groups.get(g.attribute, 1), g.count + 1)
     for n in groups.values():
         m /= n
     for r in ref.ranges:

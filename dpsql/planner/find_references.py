@@ -37,6 +37,7 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
+from dpsql.planner.group_bins import BinGroup, bin_group
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
@@ -103,6 +104,8 @@ class Reference:
     measured: frozenset[str] = frozenset()
     """Binned attributes whose distribution an aggregate needs (leaf level): those of
     the SUM, AVG and quantile aggregates."""
+    bins: tuple[BinGroup, ...] = ()
+    """Groupings by binned attributes (:mod:`~dpsql.planner.group_bins`)."""
     non_null: frozenset[str] = frozenset()
     """Attributes whose NULL rows the WHERE clause leaves out (a conjunct on the
     attribute alone that is false on NULL, as every comparison is): a view that dropped
@@ -138,6 +141,7 @@ class Reference:
     def needed_attributes(self) -> frozenset[str]:
         out = set(self.measured) | {r.attribute for r in self.ranges}
         out |= {a for _, a, _ in self.truncs}
+        out.update(g.attribute for g in self.bins)
         for c in self.columns:
             a = self.release.column_attribute(c)
             if a is not None:
@@ -371,6 +375,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- label columns used anywhere else in the scope
     columns: set[str] = set()
     truncs: list[tuple[exp.Column, str, str]] = []
+    bins: list[BinGroup] = []
     long_names: list[exp.Column] = []
     plain: list[exp.Column] | None = None if sc.nested else []
     for node, arg in zip(scope_columns, sc.column_args):
@@ -405,11 +410,16 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             truncs.append((node, a.name, _trunc_unit(node.parent, a)))
             continue
         if a.kind == "range":
-            raise UnsupportedQueryError(
-                f"the binned attribute {a.name!r} can only be used in range predicates "
-                f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=) or inside SUM/AVG/MEDIAN/"
-                "dp_quantile; to list its bins, read the public table "
-                f"dpsql_domain__{a.name} or dp_level(view, k)")
+            if args.get("group") is None:
+                raise UnsupportedQueryError(
+                    f"the binned attribute {a.name!r} can only be used in range predicates "
+                    f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=), inside SUM/AVG/"
+                    f"MEDIAN/dp_quantile, or grouped: SELECT {a.name}, COUNT(*) FROM "
+                    f"{table.name} GROUP BY {a.name} (one row per released bin)")
+            bins.append(bin_group(node, arg, a, lambda a=a: tuple(
+                (lv.span or 1) * a.width for v in views
+                for lv in v.attribute_levels.get(a.name, ()))))
+            continue
         columns.add(release.column_name(name))
         if node.args.get("db"):
             long_names.append(node)
@@ -434,7 +444,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured,
-                     frozenset(non_null), tuple(truncs))
+                     tuple(bins), frozenset(non_null), tuple(truncs))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

@@ -59,6 +59,7 @@ from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of
 from dpsql.planner.find_references import _PLACING_ARGS, Reference
+from dpsql.planner.group_bins import replace_bins
 from dpsql.planner.parse_sql import DIALECT
 from dpsql.planner.value_intervals import pieces_condition, pieces_weight
 
@@ -318,7 +319,7 @@ def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
     if view.prefix is None or len(ref.ranges) != 1 or not view.count_type(view.meta.depth) \
             or ref.truncs:
         return None
-    if any(a.kind != "count" for a in ref.aggregates):
+    if ref.bins or any(a.kind != "count" for a in ref.aggregates):
         return None
     r = ref.ranges[0]
     a = ref.release.attributes[r.attribute]
@@ -440,6 +441,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         else:  # pragma: no cover - find_references only emits the kinds above
             raise AssertionError(agg.kind)
         agg.node.replace(V(new))
+    if ref.bins:
+        replace_bins(select, ref.bins, rows.edges, ref.release.attributes)
     # range predicates: removed from WHERE; inline, their bin filters take their place
     if ref.removed or rows.conds or one_node:
         where = select.args.get("where")

@@ -1,0 +1,337 @@
+"""Grouping by a binned attribute: which released bins a query's groups are made of.
+
+A binned (range) attribute has no values in a release, only bins. A query may still
+group by it, in three forms, each read from released nodes whose bins lie wholly inside
+one group:
+
+* **the bare column** (``SELECT hour, COUNT(*) ... GROUP BY hour``): one row per
+  released leaf bin. The column's value is the bin's lower bound (typed as the
+  attribute: an integer attribute whose bin edges are whole numbers gives BIGINT, a date
+  attribute a DATE, otherwise DOUBLE) and, where the column is itself an output of the
+  SELECT, a column ``<name>_high`` follows it with the bin's (exclusive) upper bound, so
+  that a BI histogram has both edges of each bar. The lower bound keeps the analyst's
+  name (a chart's x axis is the column it grouped by, and it sorts as a number);
+* **a bucketing expression** ``floor(x / w)`` (and any expression of it, such as
+  ``floor(x / w) * w``), ``x // w`` (integer attributes from 0 up: DuckDB's ``//``
+  truncates, and divides DOUBLEs) or ``width_bucket(x, low, high, n)``: one row per
+  bucket. Its edges must fall on the released bin grid; then each bucket is a union of
+  whole nodes, and the planner reads the coarsest level of the range tree whose nodes
+  fit (``choose_view``). The expression is evaluated on a value inside each node (the
+  node's first whole value for integer and date attributes, its midpoint for reals), so
+  its result and type are those DuckDB gives on the data (``width_bucket``, which DuckDB
+  lacks, is spelled out as PostgreSQL defines it: 0 below ``low``, ``n + 1`` from
+  ``high``). A bucket that cuts a bin is refused, naming the aligned widths;
+* anything else that computes with the column in the SELECT list or the GROUP BY
+  (``hour + 1``) is refused: its value inside a bin is unknown.
+
+:data:`BUCKETS` maps a sqlglot expression class to the function that reads its bucket
+edges, so that another bucketing function (``date_trunc`` for date bins) is one entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from dpsql.domains.calendar import axis_to_value_sql
+from dpsql.errors import UnsupportedQueryError
+from dpsql.release_file import AttributeMeta
+
+
+@dataclass(frozen=True)
+class BinGroup:
+    """The bucket edges one grouping puts on a binned attribute, as leaf-bin edge indices
+    strictly inside the domain: ``count`` edges ``first, first + step, ...``. A node of
+    ``s`` leaf bins lies in one bucket iff every edge is a multiple of ``s``."""
+
+    attribute: str
+    first: int
+    step: int
+    count: int
+    column: exp.Column = field(compare=False, repr=False)
+    """The column in the query (replaced by the node's value)."""
+    bucket: exp.Expression | None = field(default=None, compare=False, repr=False)
+    """The bucketing call around it, or None for the bare column."""
+
+    def fits(self, span: int) -> bool:
+        """True when nodes of ``span`` leaf bins never straddle a bucket edge."""
+        if self.count == 0:
+            return True
+        if self.first % span:
+            return False
+        return self.count == 1 or self.step % span == 0
+
+    def signature(self) -> tuple[str, int, int, int]:
+        return (self.attribute, self.first, self.step, self.count)
+
+
+_ITEM_ARGS = ("expressions", "group")
+"""SELECT arguments whose items are grouping keys or outputs: a binned column there must
+be the whole item or inside a bucketing call."""
+
+
+def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
+              level_widths: Callable[[], tuple[float, ...]]) -> BinGroup:
+    """The grouping that the binned column ``col`` (of attribute ``a``, met in the
+    SELECT argument ``arg``) makes, or an :class:`UnsupportedQueryError` naming what to
+    write. ``level_widths()``: the node widths of the levels that hold ``a`` (asked for
+    the message only)."""
+    call = bucket_call(col)
+    if call is not None:
+        found = BUCKETS[type(call)](call, col, a)
+        if found == "misaligned":
+            raise _misaligned(call, a, level_widths)
+        if found is not None:
+            return BinGroup(a.name, *found, column=col, bucket=call)
+    node: exp.Expression = col
+    parent = col.parent
+    while isinstance(parent, exp.Paren):
+        node, parent = parent, parent.parent
+    if arg in _ITEM_ARGS and not _whole_item(node):
+        raise UnsupportedQueryError(
+            f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
+            f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
+            f"row per bin, with {a.name}_high its upper bound) or by buckets of whole bins "
+            f"(floor({a.name} / w) * w or width_bucket({a.name}, low, high, n), with "
+            f"{_widths_text(a, level_widths)})")
+    return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
+
+
+def _whole_item(node: exp.Expression) -> bool:
+    parent = node.parent
+    while isinstance(parent, (exp.Paren, exp.Alias, exp.Ordered, exp.Tuple, exp.Rollup,
+                              exp.Cube, exp.GroupingSets)):
+        parent = parent.parent
+    return isinstance(parent, (exp.Select, exp.Group))
+
+
+def _number(x: exp.Expression) -> float | None:
+    neg = False
+    while isinstance(x, (exp.Paren, exp.Neg)):
+        neg ^= isinstance(x, exp.Neg)
+        x = x.this
+    if isinstance(x, exp.Literal) and not x.is_string:
+        try:
+            v = float(x.this)
+        except ValueError:
+            return None
+        return -v if neg else v
+    return None
+
+
+def _leaf(a: AttributeMeta, x: float) -> int | None:
+    """The leaf edge index of ``x`` (within rounding), or None off the grid."""
+    b = (x - a.lower) / a.width
+    r = round(b)
+    return int(r) if abs(b - r) <= 1e-9 * max(1.0, abs(b)) else None
+
+
+def _progression(a: AttributeMeta, start: float, width: float, stop: float | None
+                 ) -> tuple[int, int, int] | str:
+    """Edges ``start + j·width`` (j ≥ 0, up to ``stop``), those inside the domain, as
+    (first, step, count) leaf indices; "misaligned" if one of them is off the grid."""
+    step = _leaf(a, a.lower + width) if width > 0 else None
+    if step is None or step <= 0:
+        return "misaligned"
+    j0 = max(0, math.floor((a.lower - start) / width) + 1)  # first edge above lower
+    lo_edge = start + j0 * width
+    if stop is not None and lo_edge > stop + 1e-9 * abs(width):
+        return (1, step, 0)
+    first = _leaf(a, lo_edge)
+    if first is None:
+        return "misaligned"
+    last = a.bins - 1 if stop is None else min(a.bins - 1, _floor_leaf(a, stop))
+    count = 0 if last < first else (last - first) // step + 1
+    return (first, step, count) if count else (1, step, 0)
+
+
+def _floor_leaf(a: AttributeMeta, x: float) -> int:
+    return math.floor((x - a.lower) / a.width + 1e-9)
+
+
+def _floor_div(call: exp.Expression, col: exp.Column, a: AttributeMeta):
+    """``floor(x / w)``, ``floor(x)`` or ``x // w``: edges at every multiple of w."""
+    if isinstance(call, exp.Floor):
+        if call.args.get("decimals") is not None:
+            return None
+        inner = _strip(call.this)
+        if inner is col:
+            w: float | None = 1.0
+        elif isinstance(inner, exp.Div) and _strip(inner.this) is col:
+            w = _number(inner.expression)
+        else:
+            return None
+    else:  # IntDiv: x // w, a floor division on whole values from 0 up only (DuckDB's //
+        # truncates towards 0 and is a plain division on DOUBLEs)
+        if _strip(call.this) is not col or a.value_type != "integer" or a.lower < 0:
+            return None
+        w = _number(call.expression)
+    if w is None or w <= 0:
+        return "misaligned"
+    return _progression(a, 0.0, w, None)
+
+
+def _strip(x: exp.Expression) -> exp.Expression:
+    while isinstance(x, exp.Paren):
+        x = x.this
+    return x
+
+
+def _width_bucket(call: exp.Expression, col: exp.Column, a: AttributeMeta):
+    if _strip(call.this) is not col:
+        return None
+    low = _number(call.args["min_value"])
+    high = _number(call.args["max_value"])
+    n = _number(call.args["num_buckets"])
+    if low is None or high is None or n is None or n < 1 or n != int(n) or high <= low:
+        raise UnsupportedQueryError(
+            f"{call.sql('duckdb')}: width_bucket over a binned attribute needs numeric "
+            "literals low < high and a whole number of buckets n >= 1")
+    return _progression(a, low, (high - low) / n, high)
+
+
+BUCKETS: dict[type, Callable] = {exp.Floor: _floor_div, exp.IntDiv: _floor_div,
+                                 exp.WidthBucket: _width_bucket}
+"""Bucketing call class -> ``edges(call, node, attribute)``: (first, step, count) leaf
+edge indices, "misaligned", or None when the column is not the bucketed value."""
+
+
+def bucket_call(col: exp.Column) -> exp.Expression | None:
+    """The bucketing call that directly holds ``col`` (through a division for FLOOR)."""
+    node: exp.Expression = col
+    parent = col.parent
+    while isinstance(parent, exp.Paren):
+        node, parent = parent, parent.parent
+    if isinstance(parent, exp.Div) and _strip(parent.this) is _strip(node):
+        up = parent.parent
+        while isinstance(up, exp.Paren):
+            up = up.parent
+        if isinstance(up, exp.Floor):
+            return up
+    return parent if isinstance(parent, tuple(BUCKETS)) else None
+
+
+def _misaligned(call: exp.Expression, a: AttributeMeta, level_widths) -> UnsupportedQueryError:
+    return UnsupportedQueryError(
+        f"{call.sql('duckdb')} cuts the released bins of {a.name!r} ({_num(a.width)} wide "
+        f"from {_num(a.lower)} to {_num(a.upper)}): a bucket must be a union of whole bins; "
+        f"use {_widths_text(a, level_widths)}")
+
+
+def _widths_text(a: AttributeMeta, level_widths) -> str:
+    shown = ", ".join(_num(w) for w in sorted(set(level_widths())))
+    return (f"a width that is a multiple of {_num(a.width)} with edges on "
+            f"{_num(a.lower)} + k * {_num(a.width)} (the released levels hold widths "
+            f"{shown}: those read fewest nodes)")
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def whole_edges(a: AttributeMeta) -> bool:
+    """Every bin edge of ``a`` is a whole value of its integer or date grid."""
+    return a.value_type in ("integer", "date") and float(a.lower).is_integer() \
+        and float(a.width).is_integer()
+
+
+def bound_sql(a: AttributeMeta, x: str) -> str:
+    """A bin edge ``x`` (SQL, a DOUBLE on the attribute's axis) typed as the attribute:
+    BIGINT for an integer attribute with whole edges, a DATE or TIMESTAMP for calendar
+    attributes (day or second numbers since 1970-01-01), otherwise DOUBLE."""
+    if a.value_type in ("date", "timestamp"):
+        return axis_to_value_sql(a.value_type, x)
+    if whole_edges(a):
+        return f"CAST({x} AS BIGINT)"
+    return f"CAST({x} AS DOUBLE)"
+
+
+def value_sql(a: AttributeMeta, lo: str, hi: str) -> str:
+    """A value inside the node [lo, hi) (SQL), typed as the attribute: its first whole
+    value on an integer grid, its first date or timestamp, else its midpoint (far from
+    any aligned bucket edge, so rounding cannot move it across one)."""
+    if a.value_type in ("date", "timestamp"):
+        return axis_to_value_sql(a.value_type, lo)
+    if a.value_type == "integer":
+        return f"CAST(CEIL({lo} - 1e-9) AS BIGINT)"
+    return f"(({lo}) + ({hi})) / 2"
+
+
+def width_bucket_sql(call: exp.Expression, value: str) -> str:
+    """PostgreSQL's ``width_bucket(value, low, high, n)`` (DuckDB has none): 0 below
+    ``low``, ``n + 1`` from ``high``, else the 1-based bucket, as BIGINT."""
+    low, high = _number(call.args["min_value"]), _number(call.args["max_value"])
+    n = int(_number(call.args["num_buckets"]))
+    return (f"CASE WHEN {value} < {low!r} THEN 0 WHEN {value} >= {high!r} THEN {n + 1} "
+            f"ELSE CAST(FLOOR(({value} - {low!r}) * {n} / {high - low!r}) AS BIGINT) + 1 END")
+
+
+def replace_bins(select: exp.Select, groups: tuple[BinGroup, ...],
+                 edges: dict[str, tuple[str, str]], attributes: dict) -> None:
+    """Rewrite each grouping of ``groups`` in ``select`` onto the node rows, whose
+    (clipped) bin edges of each binned attribute are the SQL ``edges[attr]``: a bare
+    column becomes the bin's lower bound, followed in the SELECT list by
+    ``<name>_high``; in a bucketing call it becomes a value inside the node. An
+    unaliased output keeps the name DuckDB would give it on the data (the column's, or
+    the call's, as PostgreSQL names it)."""
+    for g in groups:
+        a = attributes[g.attribute]
+        lo, hi = edges[g.attribute]
+        if g.bucket is None:
+            value = bound_sql(a, lo)
+            high = f"CASE WHEN {value} IS NULL THEN NULL ELSE MAX({bound_sql(a, hi)}) END"
+            _replace_item(select, g.column, exp.Var(this=value), g.column.name, high)
+            continue
+        inner = value_sql(a, lo, hi)
+        if isinstance(g.bucket, exp.WidthBucket):
+            _replace_item(select, g.bucket, exp.Var(this=width_bucket_sql(g.bucket, inner)),
+                          "width_bucket", None)
+        else:
+            _replace_item(select, g.column, exp.Var(this=inner), None, None)
+
+
+def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
+                  name: str | None, high: str | None) -> None:
+    item, parent = node, node.parent
+    while isinstance(parent, exp.Paren):
+        item, parent = parent, parent.parent
+    top = item
+    while top.parent is not None and top.parent is not select:
+        top = top.parent
+    is_output = top.parent is select and top.arg_key == "expressions"
+    whole = is_output and (top is item or (isinstance(top, exp.Alias) and top.this is item))
+    if is_output and isinstance(top, exp.Alias):
+        out_name = top.alias
+    elif is_output:
+        out_name = name if top is item else (
+            top.sql("duckdb") if not isinstance(top, exp.Func) else _func_name(top))
+        wrapper = exp.Alias(alias=exp.to_identifier(out_name, quoted=True))
+        top.replace(wrapper)
+        wrapper.set("this", top)
+        top = wrapper
+    node.replace(new)
+    if high is None or not whole:
+        return
+    pos = select.expressions.index(top) + 1  # 1-based position of the bound
+    select.expressions.insert(pos, exp.Alias(
+        this=exp.Var(this=high), alias=exp.to_identifier(f"{out_name}_high", quoted=True)))
+    _shift_positions(select, pos)
+
+
+def _func_name(f: exp.Func) -> str:
+    return (f.name if isinstance(f, exp.Anonymous) else f.sql_name()).lower()
+
+
+def _shift_positions(select: exp.Select, pos: int) -> None:
+    """Positional references (GROUP BY 2, ORDER BY 3) past a column inserted at ``pos``
+    (1-based position of the column before it) move one place on."""
+    group, order = select.args.get("group"), select.args.get("order")
+    items = list(group.expressions if group is not None else []) + [
+        o.this for o in (order.expressions if order is not None else [])]
+    for x in items:
+        if isinstance(x, exp.Literal) and not x.is_string and x.this.isdigit() \
+                and int(x.this) > pos:
+            x.set("this", str(int(x.this) + 1))

@@ -1,0 +1,142 @@
+"""GROUP BY a binned attribute, end to end: SQL in, one row per released bin (or aligned
+bucket) out, checked against plain DuckDB on the raw table (the exact release: ρ = 1e6),
+through :func:`dpsql.connect`, :func:`dpsql.attach` and ``dpsql serve``."""
+
+from __future__ import annotations
+
+import duckdb
+import psycopg
+import pytest
+
+import dpsql
+from dpsql.errors import UnsupportedQueryError
+from dpsql.server import serve
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+
+@pytest.fixture(scope="module")
+def con(exact_release):
+    c = dpsql.connect(exact_release)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def raw(trips_data):
+    c = duckdb.connect()
+    c.execute(f"CREATE VIEW raw AS SELECT * FROM '{trips_data / 'trips.parquet'}'")
+    yield c
+    c.close()
+
+
+def _run(con, sql):
+    cur = con.cursor()
+    cur.execute(sql)
+    return cur, [tuple(r) for r in cur.fetchall()]
+
+
+def test_group_by_the_bare_attribute_gives_one_row_per_bin_with_its_bounds(con, raw):
+    cur, rows = _run(con, "SELECT distance, COUNT(*) FROM trips GROUP BY distance "
+                          "ORDER BY distance")
+    assert [d[0] for d in cur.description][:2] == ["distance", "distance_high"]
+    truth = dict(raw.execute("SELECT least(floor(distance / 4), 63) * 4 AS b, count(*) "
+                             "FROM raw GROUP BY b").fetchall())
+    assert len(rows) == 64  # every public bin, zeros included
+    assert [r[0] for r in rows] == [4.0 * i for i in range(64)]
+    assert all(hi == lo + 4 for lo, hi, _ in rows)
+    for lo, _, n in rows:
+        assert n == truth.get(lo, 0)
+    assert cur.dp_info["view"] in ("mode_dist", "dist")
+
+
+def test_an_integer_attribute_keeps_integer_bounds_and_the_error_columns_follow(con, raw):
+    cur, rows = _run(con, "SELECT age AS a, COUNT(*) AS n, dp_stderr() AS se, "
+                          "dp_ci_low(0.95) AS lo, dp_ci_high(0.95) AS hi FROM trips "
+                          "WHERE age BETWEEN 20 AND 29 GROUP BY a ORDER BY a")
+    assert [d[0] for d in cur.description] == ["a", "a_high", "n", "se", "lo", "hi"]
+    assert [(r[0], r[1]) for r in rows] == [(a, a + 1) for a in range(20, 30)]
+    assert all(type(r[0]) is int and type(r[1]) is int for r in rows)
+    truth = dict(raw.execute("SELECT age, count(*) FROM raw WHERE age BETWEEN 20 AND 29 "
+                             "GROUP BY age").fetchall())
+    for a, _, n, se, lo, hi in rows:
+        assert abs(n - truth[a]) < 0.5
+        assert se > 0 and lo <= n <= hi
+
+
+def test_aligned_buckets_read_a_coarser_level_and_match_the_data(con, raw):
+    cur, rows = _run(con, "SELECT floor(distance / 64) * 64 AS d, COUNT(*) FROM trips "
+                          "GROUP BY 1 ORDER BY 1")
+    leaf = _run(con, "SELECT distance, COUNT(*) FROM trips GROUP BY 1")[0].dp_info
+    assert cur.dp_info["view"] == leaf["view"] and cur.dp_info["level"] < leaf["level"]
+    truth = raw.execute("SELECT floor(least(distance, 255.9) / 64) * 64 AS d, count(*) "
+                        "FROM raw GROUP BY 1 ORDER BY 1").fetchall()
+    assert rows == [tuple(r) for r in truth]
+
+
+def test_width_bucket_follows_postgresql(con, raw):
+    _, rows = _run(con, "SELECT width_bucket(age, 20, 60, 4) AS b, COUNT(*) AS n FROM "
+                        "trips GROUP BY b ORDER BY b")
+    truth = raw.execute("SELECT CASE WHEN age < 20 THEN 0 WHEN age >= 60 THEN 5 ELSE "
+                        "floor((age - 20) / 10) + 1 END AS b, count(*) FROM raw "
+                        "GROUP BY b ORDER BY b").fetchall()
+    assert [r[0] for r in rows] == [r[0] for r in truth]
+    for (b, n), (_, t) in zip(rows, truth):
+        assert abs(n - t) < 0.5
+
+
+def test_integer_floor_division_rollup_and_positions(con, raw):
+    _, rows = _run(con, "SELECT age // 10 AS decade, COUNT(*) FROM trips GROUP BY 1 "
+                        "ORDER BY 1")
+    truth = dict(raw.execute("SELECT age // 10, count(*) FROM raw GROUP BY 1").fetchall())
+    assert {d for d, _ in rows} == set(range(10))
+    for d, n in rows:
+        assert abs(n - truth.get(d, 0)) < 0.5
+    # ORDER BY 2 still means the count once age_high is inserted after age
+    cur, rows = _run(con, "SELECT age, COUNT(*) FROM trips GROUP BY 1 ORDER BY 2 DESC "
+                          "LIMIT 1")
+    top = raw.execute("SELECT age FROM raw GROUP BY 1 ORDER BY count(*) DESC LIMIT 1").fetchall()
+    assert rows[0][0] == top[0][0]
+    _, rows = _run(con, "SELECT mode, distance, COUNT(*) FROM trips "
+                        "GROUP BY ROLLUP (mode, distance) ORDER BY 1 NULLS FIRST, 2 NULLS FIRST "
+                        "LIMIT 2")
+    assert rows[0] == (None, None, None, 20_000)
+    assert rows[1][:3] == ("bike", None, None)  # a subtotal: no bin, no bounds
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("SELECT floor(distance / 5) * 5, COUNT(*) FROM trips GROUP BY 1",
+     ["cuts the released bins of 'distance'", "multiple of 4", "4, 8, 16, 32, 64, 128"]),
+    ("SELECT width_bucket(distance, 0, 100, 3), COUNT(*) FROM trips GROUP BY 1",
+     ["cuts the released bins"]),
+    ("SELECT distance + 1, COUNT(*) FROM trips GROUP BY 1",
+     ["'distance + 1'", "GROUP BY distance", "distance_high", "floor(distance / w) * w"]),
+    ("SELECT distance // 64, COUNT(*) FROM trips GROUP BY 1", ["'distance // 64'"]),
+    ("SELECT distance, COUNT(*) FROM trips", ["GROUP BY distance"]),
+])
+def test_misaligned_and_unknown_buckets_are_refused_with_the_aligned_widths(con, sql, words):
+    with pytest.raises(UnsupportedQueryError) as e:
+        con.cursor().execute(sql)
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_attach_and_the_server_give_the_same_bins(exact_release):
+    sql = "SELECT age, COUNT(*) AS n FROM trips WHERE age < 30 GROUP BY age ORDER BY age"
+    local = dpsql.connect(exact_release)
+    expected = [tuple(r) for r in local.cursor().execute(sql).fetchall()]
+    local.close()
+    d = duckdb.connect()
+    dpsql.attach(d, exact_release)
+    assert [tuple(r) for r in dpsql.sql(d, sql).fetchall()] == expected
+    srv = serve(exact_release, port=0)
+    try:
+        with psycopg.connect(host="127.0.0.1", port=srv.port, dbname=srv.database,
+                             user="analyst", sslmode="disable") as pg:
+            cur = pg.execute(sql)
+            assert [c.name for c in cur.description] == ["age", "age_high", "n"]
+            got = cur.fetchall()
+        assert [(a, h) for a, h, _ in got] == [(a, h) for a, h, _ in expected]
+        assert all(abs(float(x[2]) - y[2]) < 1e-9 for x, y in zip(got, expected))
+    finally:
+        srv.stop()
