@@ -258,6 +258,7 @@ class _Rows:
             weights += weigh
             self.edges[a] = (lo_e, hi_e)
         count = p + "dp_count"
+        self.weighted = bool(weights)
         if weights:
             count = f"{count} * " + " * ".join(weights)
         # the node of each row: its id, or for a model that reads the support its row code
@@ -298,6 +299,7 @@ class _Rows:
         table, labels = view.prefix
         b0, b1 = _prefix_range(ref, view)
         self.labels, self.edges = tuple(labels), {}
+        self.weighted = False
         self.source = f"{table} AS {A}"
         self.table = table.split(".", 1)[1].strip('"')
         if b0 == 0:
@@ -357,13 +359,19 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         """The SQL sum of ``x`` over a group's rows, 0 for no rows."""
         return f"COALESCE(SUM({x}), 0)" if empty else f"SUM({x})"
 
+    # integer counts (SUM of BIGINT nodes is a HUGEINT) come back as BIGINT, as
+    # PostgreSQL's count; a sum of real-valued or interpolated counts stays DOUBLE
     if one_node:
-        t = view.count_type(view.meta.depth if rows.node == "" else k)
-        count_sum = sum_only = f"CAST({rows.count} AS {t})" if t else rows.count
+        t = _count_type(view.count_type(view.meta.depth if rows.node == "" else k))
+        count_sum = sum_only = rows.count if t == "BIGINT" and rows.node != "" else (
+            f"CAST({rows.count} AS {t})" if t else rows.count)
     elif rows.node == "":  # prefix sums are DOUBLE: give COUNT(*) its type of the levels
-        t = view.count_type(view.meta.depth)
+        t = _count_type(view.count_type(view.meta.depth))
         count_sum = f"CAST({total(rows.count)} AS {t})"
         sum_only = f"CAST(SUM({rows.count}) AS {t})"
+    elif not rows.weighted and _count_type(view.count_type(k)) == "BIGINT":
+        count_sum, sum_only = (f"CAST({total(rows.count)} AS BIGINT)",
+                               f"CAST(SUM({rows.count}) AS BIGINT)")
     else:
         count_sum, sum_only = total(rows.count), f"SUM({rows.count})"
 
@@ -391,8 +399,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             return f"FLOOR({value})"
         return f"FLOOR({value} / {num(step)} + 1e-9) * {num(step)}"
 
-    # keep the output names the analyst would get from DuckDB: an unaliased output that
-    # holds an aggregate is the one below the SELECT on each aggregate's parent chain
+    # name an unaliased output that holds an aggregate (the one below the SELECT on each
+    # aggregate's parent chain) as PostgreSQL does: a call by its function (``count``)
     outputs = set()
     for a in ref.aggregates:
         node = a.node
@@ -402,8 +410,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
     for e in list(select.expressions):
         if id(e) not in outputs or isinstance(e, exp.Alias):
             continue
-        name = "count_star()" if (isinstance(e, exp.Count) and isinstance(e.this, exp.Star)) \
-            else e.sql(DIALECT, normalize_functions="lower")
+        name = output_name(e)
         wrapper = exp.Alias(alias=exp.to_identifier(name, quoted=True))
         e.replace(wrapper)
         wrapper.set("this", e)
@@ -413,6 +420,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 f"{q(ref.alias)}.{q(agg.attribute)}"  # a NULL node's bounds, or the label
             kept = f"CASE WHEN {value} IS NOT NULL THEN {rows.count} ELSE 0 END"
             new = kept if one_node else total(kept)
+            if not one_node and not rows.weighted and \
+                    _count_type(view.count_type(k)) == "BIGINT":
+                new = f"CAST({new} AS BIGINT)"
         elif agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
             new = sum_only if agg.sums else count_sum
         elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
@@ -466,6 +476,24 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         col.set("catalog", None)
     ref.table.replace(V(rows.source))
     return rows.table
+
+
+def output_name(e: exp.Expression) -> str:
+    """PostgreSQL's name of an unaliased output: a function call (also under a cast or
+    as a window) is named by its function, ``count`` for ``COUNT(*)``, ``dp_stderr`` for
+    ``dp_stderr()``; any other expression keeps its SQL text, as DuckDB names it."""
+    f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
+    if isinstance(f, exp.Anonymous):
+        return f.name.lower()
+    if isinstance(f, exp.Func) and not isinstance(f, exp.Binary):
+        return f.sql_name().lower()
+    return e.sql(DIALECT, normalize_functions="lower")
+
+
+def _count_type(t: str) -> str:
+    """The type a count over nodes whose SUM has type ``t`` is returned as: BIGINT for
+    integer counts (``t`` = HUGEINT, which clients read as NUMERIC, pandas as floats)."""
+    return "BIGINT" if t == "HUGEINT" else t
 
 
 _GROUPING_SETS = (exp.Rollup, exp.Cube, exp.GroupingSets, exp.Tuple, exp.Paren)

@@ -575,8 +575,10 @@ def test_sum_dp_count_is_count_star(con, exact_con, measure, count):
         assert (a.info["view"], a.info["level"]) == (b.info["view"], b.info["level"])
 
 
-def test_sum_dp_count_column_name_is_duckdbs(con):
-    assert duck.plan(con, "SELECT SUM(dp_count) FROM trips").columns == ("sum(dp_count)",)
+def test_unaliased_outputs_are_named_as_postgresql_names_them(con):
+    assert duck.plan(con, "SELECT SUM(dp_count) FROM trips").columns == ("sum",)
+    q = "SELECT COUNT(*), COUNT(mode), dp_stderr(), COUNT(*) * 2 FROM mode_dist"
+    assert duck.plan(con, q).columns == ("count", "count", "dp_stderr", "count(*) * 2")
 
 
 MEASURE_MISUSE = [
