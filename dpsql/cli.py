@@ -241,6 +241,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                                     f"release {alias!r} is seeded: NOT private (tests and "
                                     "demos only)"))
         cur = conn.cursor()
+        cur.warn_notices = False  # each notice is shown below, one line
         with_ci = _with_ci_columns(args.sql, confidence) if confidence is not None else None
         ci_note = None
         if with_ci is not None:
@@ -251,6 +252,8 @@ def cmd_query(args: argparse.Namespace) -> int:
                 with_ci = None
         if with_ci is None:
             cur.execute(args.sql, params)
+        for _, notice in cur.messages:  # a literal outside a public domain
+            err.print(Text.assemble(("notice: ", "bold yellow"), str(notice)))
         names = [d[0] for d in cur.description]
         rows = cur.fetchall()
         info = cur.dp_info or {}

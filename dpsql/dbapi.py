@@ -106,9 +106,9 @@ from dpsql.errors import (
 
 __all__ = [
     "apilevel", "threadsafety", "paramstyle", "connect", "Connection", "Cursor",
-    "SeededReleaseWarning", "Error", "Warning", "InterfaceError", "DatabaseError",
-    "DataError", "OperationalError", "IntegrityError", "InternalError", "ProgrammingError",
-    "NotSupportedError", "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time",
+    "SeededReleaseWarning", "PublicDomainWarning", "Error", "Warning", "InterfaceError",
+    "DatabaseError", "DataError", "OperationalError", "IntegrityError", "InternalError",
+    "ProgrammingError", "NotSupportedError", "STRING", "BINARY", "NUMBER", "DATETIME", "ROWID", "Date", "Time",
     "Timestamp", "DateFromTicks", "TimeFromTicks", "TimestampFromTicks", "Binary",
 ]
 
@@ -118,6 +118,13 @@ paramstyle = "qmark"
 
 _PRIVATE_RNG = "os-entropy AES-CTR"  # dpsql.release_file.Release.seeded compares to this
 SEEDED_NOTE = "seeded: not private"
+
+
+class PublicDomainWarning(UserWarning):
+    """A literal of the query is not in the public domain of the column it is compared
+    with (``race = 'black'`` where the domain holds ``'Black'``): the answer counts no row
+    for it, which is correct SQL but most likely a typo. The text names the closest
+    public values."""
 
 
 class SeededReleaseWarning(UserWarning):
@@ -353,14 +360,23 @@ class Connection:
 # --------------------------------------------------------------------------------------
 
 class Cursor:
-    """A PEP 249 cursor. Extras: :attr:`dp_info`, :meth:`fetch_arrow_table`,
-    :meth:`fetch_df`, :meth:`nextset`."""
+    """A PEP 249 cursor. Extras: :attr:`dp_info`, :attr:`messages`,
+    :meth:`fetch_arrow_table`, :meth:`fetch_df`, :meth:`nextset`.
 
-    def __init__(self, connection: Connection, duck_cursor: duckdb.DuckDBPyConnection) -> None:
+    ``messages`` (PEP 249's extension) lists ``(dpsql.Warning, dpsql.Warning(text))`` for
+    each notice of the last ``execute`` (a literal outside a public domain:
+    :mod:`dpsql.planner.check_literals`), which is also issued as a
+    :class:`PublicDomainWarning` unless ``warn=False`` or ``cursor.warn_notices = False``
+    (the server sends NoticeResponses instead, the CLI prints a line)."""
+
+    def __init__(self, connection: Connection, duck_cursor: duckdb.DuckDBPyConnection,
+                 *, warn: bool = True) -> None:
         self.connection = connection
         self._dcur: duckdb.DuckDBPyConnection | None = duck_cursor
         self.arraysize = 1
         self.lastrowid = None
+        self.messages: list[tuple[type, Warning]] = []
+        self.warn_notices = warn
         self._reset()
 
     def _reset(self) -> None:
@@ -427,6 +443,7 @@ class Cursor:
         """Plan ``operation`` (parameters bound as literals first) and run it."""
         self._live()
         self._reset()
+        del self.messages[:]
         planned = self._plan(operation, parameters)
         self._run(planned)
         return self
@@ -476,6 +493,10 @@ class Cursor:
             raise _translate(err, sql) from err
         self._sql = sql
         self._planned = planned
+        for text in getattr(planned, "notices", ()):
+            self.messages.append((Warning, Warning(text)))
+            if self.warn_notices:
+                warnings.warn(text, PublicDomainWarning, stacklevel=3)
         self._info = None
         self._description = None
         self._duck_description = description

@@ -182,12 +182,33 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
             sizes.append((c, int(n)))
             if i and n == n_paths:  # each value of c sits under one path of ancestors
                 determines.append((c, tuple(a.columns[:i])))
-    st.catalog = st.catalog.with_release(ReleaseInfo(name, release, tuple(views),
-                                                     tuple(sizes), tuple(determines)))
+    st.catalog = st.catalog.with_release(ReleaseInfo(
+        name, release, tuple(views), tuple(sizes), tuple(determines),
+        domains=_text_domains(con, name, release)))
     register(con)
     if lockdown:
         lock_down(con)
     return name
+
+
+def _text_domains(con: duckdb.DuckDBPyConnection, alias: str, release: Any
+                  ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The public values of every text label column (categorical and spine columns of
+    type VARCHAR), read once from the domain tables."""
+    text = set(con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? "
+        "AND data_type = 'VARCHAR'", [alias]).fetchall())
+    out = []
+    for a in release.attributes.values():
+        if a.kind == "range" or not a.domain_table:
+            continue
+        table = f"{_ident(alias)}.{_ident(a.domain_table)}"
+        for c in a.columns:
+            if (a.domain_table, c) in text:
+                values = con.execute(f"SELECT DISTINCT {_ident(c)} FROM {table} "
+                                     f"WHERE {_ident(c)} IS NOT NULL").fetchall()
+                out.append((c, tuple(sorted(v[0] for v in values))))
+    return tuple(out)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

@@ -344,6 +344,7 @@ def test_qmark_parameters(exact_release, trips_data):
         assert cur.fetchone()[0] == pytest.approx(want, abs=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.PublicDomainWarning")  # the injected text
 def test_parameter_injection_is_harmless(cur):
     total = cur.execute(TOTAL).fetchone()[0]
     try:

@@ -5,6 +5,8 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
 1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries, bind
    parameters as literals *before* planning; on a locked-down connection,
    :mod:`~dpsql.planner.refuse_file_reads` then refuses whatever would read a file;
+   :mod:`~dpsql.planner.resolve_helpers` resolves the release's helpers (``dp_level``,
+   ``dp_range``, ``dpsql_domain__<attr>``...) by their documented names;
 2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
    that it is only used under supported aggregates (each call sorted out by
    :mod:`~dpsql.planner.classify_calls`);
@@ -30,10 +32,12 @@ from typing import Any
 
 from dpsql.errors import QueryTooComplexError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.planner.check_literals import domain_notices
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
 from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
+from dpsql.planner.resolve_helpers import resolve_helpers
 from dpsql.planner.rewrite_query import rewrite_reference
 from dpsql.planner.value_intervals import describe_intervals
 
@@ -51,6 +55,9 @@ class PlannedQuery:
     sql: str
     _info: Any = field(hash=False, compare=False, repr=False)  # the dict, or its maker
     columns: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+    """Things the analyst should know that change no answer: a literal outside a public
+    domain (:mod:`~dpsql.planner.check_literals`)."""
 
     @property
     def info(self) -> dict[str, Any]:
@@ -91,12 +98,14 @@ def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
     if catalog.locked:
         refuse_file_reads(walked)
     bind_params(tree, params, walked)
+    resolve_helpers(walked, catalog)
     refs = find_references(tree, catalog, walked)
+    notices = domain_notices(refs) if refs else ()
     choices = [choose_view(r) for r in refs]
     read = [rewrite_reference(ref, choice) for ref, choice in zip(refs, choices)]
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
     sql = generate_sql(tree)  # nothing changes the tree afterwards
-    return PlannedQuery(sql, lambda: describe(refs, choices, read), columns)
+    return PlannedQuery(sql, lambda: describe(refs, choices, read), columns, notices)
 
 
 def describe(refs: Sequence[Reference], choices: Sequence[Choice],

@@ -128,6 +128,13 @@ class ReleaseInfo:
     that occurs under one region only determines that region), from the public domain."""
     choices: dict = field(default_factory=dict, compare=False, repr=False)
     """Memo of the planner's view choices by reference signature (see choose_view)."""
+    domains: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Text label column -> its public values (for the notice on a literal outside them:
+    :mod:`~dpsql.planner.check_literals`)."""
+
+    @cached_property
+    def domain_values(self) -> dict[str, frozenset[str]]:
+        return {c: frozenset(v) for c, v in self.domains}
 
     def closure(self, columns) -> set[str]:
         """``columns`` plus every column they determine."""
@@ -188,6 +195,20 @@ class ReleaseInfo:
                 names.update(f"{a.name}{s}".lower() for s in ("_lo", "_hi", "_bin_lo",
                                                               "_bin_hi"))
         return frozenset(names - {c.lower() for c in self._columns})  # attributes bind alike
+
+    @cached_property
+    def table_names(self) -> frozenset[str]:
+        """Lower-case names of the release file's own tables (domains, levels, prefix
+        sums, the catalog), which the planner qualifies with the alias when a query names
+        them unqualified (:mod:`~dpsql.planner.resolve_helpers`)."""
+        names = {"dpsql_release", "dpsql_views"}
+        names.update(a.domain_table.lower() for a in self.release.attributes.values()
+                     if a.domain_table)
+        for v in self.views:
+            names.update(lv.table.lower() for lv in v.meta.levels)
+            if v.meta.prefix_table:
+                names.add(v.meta.prefix_table.lower())
+        return frozenset(names)
 
     def units_key(self) -> tuple[Any, ...]:
         """What must agree for two releases to be combined in one query."""

@@ -179,7 +179,7 @@ class PlanningPool:
 
     def prepare(self, text: str, params: list | None, cancelled: threading.Event
                 ) -> tuple[str, str, tuple | None]:
-        """``(route, sql, planned)`` for ``text``: ``planned`` is ``(sql, info, columns)``
+        """``(route, sql, planned)`` for ``text``: ``planned`` is ``(sql, info, columns, notices)``
         on the planner route, None on the catalog route. Raises what planning raised
         (rebuilt), or ``duckdb.InterruptException`` once ``cancelled`` is set."""
         self._ensure()
@@ -324,7 +324,7 @@ def prepare_statement(text: str, params: list | None, catalog: Any, logical: set
     if route == "catalog":
         return route, sql, None
     planned = plan_query(catalog, sql, params)
-    return route, sql, (planned.sql, planned.info, planned.columns)
+    return route, sql, (planned.sql, planned.info, planned.columns, planned.notices)
 
 
 __all__ = ["PROCESSES", "PlanningPool", "prepare_statement"]

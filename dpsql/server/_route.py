@@ -16,6 +16,7 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner import too_complex
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
+from dpsql.planner.resolve_helpers import HELPERS
 from dpsql.server._catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._guard import BY_NAME, MULTI, ReadOnlyError, by_name, read_only
@@ -65,6 +66,8 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
         return "planner", text
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     catalog_only, public = True, []
+    if any(f.name.lower() in HELPERS for f in tree.find_all(exp.Anonymous)):
+        catalog_only = False  # the release's helpers: the planner resolves them
     for t in tree.find_all(exp.Table):
         name, db = t.name.lower(), (t.text("db") or "").lower()
         if not name or (not db and name in ctes):

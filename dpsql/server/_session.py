@@ -340,7 +340,7 @@ class Session(_BVSession):
         # can reach it: interrupting the parent connection does not stop a child's query.
         # ``plan``: made by a planning process; the cursor runs it as its own plan.
         child = self._duck.cursor()
-        cur = PlannerCursor(self.dbapi, child)
+        cur = PlannerCursor(self.dbapi, child, warn=False)  # notices go to the client
         with self._running_lock:
             self._running = child
         try:
@@ -351,8 +351,10 @@ class Session(_BVSession):
             if cur.description is None:
                 return Result(status=_first_word(sql))
             rows = fetch_capped(cur.fetchmany, self.memory_bytes, self.memory_limit)
-            return Result([d[0] for d in cur.description], [d[1] for d in cur.description],
-                          rows)
+            result = Result([d[0] for d in cur.description], [d[1] for d in cur.description],
+                            rows)
+            result.notices = [str(m[1]) for m in cur.messages]  # sent as NoticeResponses
+            return result
         finally:
             with self._running_lock:
                 self._running = None

@@ -366,6 +366,18 @@ class Handler(Login, BuenaVistaHandler):
         if ctx is not None:
             ctx.mark_error()
 
+    def send_notice(self, message: str) -> None:
+        """A NoticeResponse (psql prints ``NOTICE:  ...``; psycopg calls its notice
+        handlers): a literal outside a public domain, which changes no answer."""
+        buf = BVBuffer()
+        for field, value in (("S", "NOTICE"), ("V", "NOTICE"), ("C", "00000"),
+                             ("M", message)):
+            buf.write_bytes(field.encode("ascii"))
+            buf.write_string(value)
+        buf.write_bytes(b"\x00")
+        out = buf.get_value()
+        self.wfile.write(struct.pack("!ci", b"N", len(out) + 4) + out)
+
     def send_ready_for_query(self, ctx) -> None:  # noqa: ANN001
         status = ctx.session.transaction_status() if ctx is not None else b"I"
         self.wfile.write(struct.pack("!cic", b"Z", 5, status))
@@ -380,6 +392,9 @@ class Handler(Login, BuenaVistaHandler):
         self.wfile.write(struct.pack("!cih", b"T", len(out) + 6, result.column_count()) + out)
 
     def send_data_rows(self, result: Result, limit: int = 0) -> int:
+        for text in getattr(result, "notices", ()):  # once, before the first rows
+            self.send_notice(text)
+        result.notices = ()
         encoders = []
         for dtype, fmt in zip(result.types, _formats(result)):
             _, _, text, binary = pg_type(dtype)

@@ -134,4 +134,15 @@ URLS = [
     "SELECT * FROM read_text('http://127.0.0.1:9/secret')",
 ]
 
-ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS
+HELPERS = [  # the release's public helpers, resolved by the planner: never a way out
+    "SELECT * FROM dp_level('{raw}', 1)",
+    "SELECT * FROM dp_level('{rawdb}', 1)",
+    "SELECT * FROM dp_level((SELECT '{raw}'), 1)",
+    "SELECT * FROM dp_level('dist' || (SELECT content FROM read_text('{secret}')), 1)",
+    "SELECT * FROM dp_attribute_bounds('{secret}')",
+    "SELECT dp_range('{raw}', 'distance', 0, 10)",
+    "SELECT dp_cum('{raw}', 'distance', 10)",
+    "SELECT * FROM trips.dp_level('{raw}', 1)",
+]
+
+ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS + HELPERS

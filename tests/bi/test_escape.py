@@ -179,6 +179,23 @@ def test_no_entry_point_reads_a_file(entry, template, ctx):
     assert not (planted["dir"] and __import__("os").path.exists(planted["out"]))
 
 
+HELPER_QUERIES = [  # the documented names (README, docs/sql.md, error messages)
+    ("SELECT COUNT(*) FROM dp_level('dist', 1)", "2"),
+    ("SELECT COUNT(*) FROM dp_level('trips.dist', 6)", "64"),
+    ("SELECT COUNT(*) FROM dpsql_domain__mode", "6"),
+    ("SELECT bins FROM dp_attribute_bounds('distance')", "64"),
+    ("SELECT dp_range('dist', 'distance', 0, 256) - dp_cum('dist', 'distance', 256) = 0",
+     "True"),
+]
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_the_documented_helpers_answer_at_every_entry_point(entry, ctx):
+    for sql, expected in HELPER_QUERIES:
+        shown = ENTRY_POINTS[entry](ctx, sql)
+        assert expected in shown.replace("'t'", "True").replace("b't'", "True"), (sql, shown)
+
+
 def test_the_locked_duckdb_connection_itself_reads_no_file(attached, planted):
     """Below the planner: raw SQL on the DuckDB connection that
     ``dpsql.attach(..., lockdown=True)`` locked. DuckDB runs what reads no file

@@ -1,0 +1,76 @@
+"""Pass 2b: notices for literals outside a categorical attribute's public domain.
+
+``WHERE race = 'black'`` where the public domain holds ``'Black'`` is correct SQL whose
+answer is 0: no released node carries that label. The answer stays, but the analyst is
+told, with the closest public values (a case-insensitive match first, then the closest
+spellings, :func:`difflib.get_close_matches`). The pass looks at the comparisons
+``=``, ``<>``/``!=``, ``IN`` and ``NOT IN`` between a label column of a private table
+reference (the release's or a view's) and string literals, in its WHERE and HAVING.
+The domains are public (declared in the spec, stored in the release), so the notice
+tells nothing about the data. Each entry point shows the notices: ``cursor.messages``
+and a :class:`PublicDomainWarning` in process, a NoticeResponse from ``dpsql serve``, a
+line on stderr from ``dpsql query``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from dpsql.planner.find_references import Reference
+
+MAX_SHOWN = 3
+
+
+def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
+    """One notice per (column, literal) outside the column's public domain."""
+    out: list[str] = []
+    for ref in refs:
+        values = ref.release.domain_values
+        if not values:
+            continue
+        for arg in ("where", "having"):
+            clause = ref.select.args.get(arg)
+            if clause is None:
+                continue
+            for node in clause.find_all(exp.EQ, exp.NEQ, exp.In):
+                for col, lit in _pairs(node):
+                    if col.table and col.table.lower() != ref.alias.lower():
+                        continue
+                    name = ref.release.column_name(col.name)
+                    domain = values.get(name) if name else None
+                    if domain is None or lit in domain:
+                        continue
+                    text = _notice(name, lit, domain)
+                    if text not in out:
+                        out.append(text)
+    return tuple(out)
+
+
+def _pairs(node: exp.Expression):
+    if isinstance(node, exp.In):
+        col = node.this
+        if isinstance(col, exp.Column):
+            for x in node.expressions:
+                if isinstance(x, exp.Literal) and x.is_string:
+                    yield col, x.this
+        return
+    a, b = node.this, node.expression
+    if isinstance(b, exp.Column):
+        a, b = b, a
+    if isinstance(a, exp.Column) and isinstance(b, exp.Literal) and b.is_string:
+        yield a, b.this
+
+
+def _notice(column: str, literal: str, domain: frozenset[str]) -> str:
+    low = literal.lower()
+    close = sorted(v for v in domain if v.lower() == low)
+    if len(close) < MAX_SHOWN:
+        close += [v for v in difflib.get_close_matches(literal, sorted(domain), MAX_SHOWN)
+                  if v not in close]
+    shown = ", ".join(repr(v) for v in close[:MAX_SHOWN])
+    return (f"{literal!r} is not a value of {column!r} (its public domain has "
+            f"{len(domain):,} values), so no released row matches it"
+            + (f"; closest: {shown}" if shown else ""))
