@@ -67,3 +67,18 @@ def commutes_release(commutes_data) -> Path:
 @pytest.fixture(scope="session")
 def commutes_exact(commutes_data) -> Path:
     return _build(commutes_data, commutes_spec(1e6), "commutes_exact.duckdb", seed=13)
+
+
+@pytest.fixture(scope="module")
+def exact_con(exact_release):
+    """:func:`dpsql.connect` on the exact release (seeded on purpose: not warned)."""
+    import warnings
+
+    import dpsql
+    from dpsql.dbapi import SeededReleaseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        c = dpsql.connect(exact_release)
+    yield c
+    c.close()

@@ -16,10 +16,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarnin
 
 
 @pytest.fixture(scope="module")
-def con(exact_release):
-    c = dpsql.connect(exact_release)
-    yield c
-    c.close()
+def con(exact_con):
+    return exact_con
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,8 @@ TYPO = "SELECT COUNT(*) AS n FROM trips WHERE mode = 'Car' AND region IN ('R1', 
 
 
 @pytest.fixture(scope="module")
-def con(exact_release):
-    c = dpsql.connect(exact_release)
-    yield c
-    c.close()
+def con(exact_con):
+    return exact_con
 
 
 @pytest.fixture(scope="module")
