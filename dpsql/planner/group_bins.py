@@ -25,7 +25,11 @@ one group:
   (``hour + 1``) is refused: its value inside a bin is unknown.
 
 :data:`BUCKETS` maps a sqlglot expression class to the function that reads its bucket
-edges, so that another bucketing function (``date_trunc`` for date bins) is one entry.
+edges, so that another bucketing function (``date_trunc`` for date bins) is one entry:
+it returns the edges as leaf-bin indices ``(first, step, count)``, or "misaligned", and
+the call is then evaluated on :func:`value_sql`'s value (a DATE for date attributes).
+Edges that are no arithmetic progression of leaf bins (calendar months over day bins)
+would need :class:`BinGroup` to carry the edge list itself.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from __future__ import annotations
 import duckdb
 import psycopg
 import pytest
+import sqlalchemy as sa
 
 import dpsql
 from dpsql.errors import UnsupportedQueryError
@@ -119,7 +120,7 @@ def test_misaligned_and_unknown_buckets_are_refused_with_the_aligned_widths(con,
         assert w in str(e.value)
 
 
-def test_attach_and_the_server_give_the_same_bins(exact_release):
+def test_attach_sqlalchemy_and_the_server_give_the_same_bins(exact_release):
     sql = "SELECT age, COUNT(*) AS n FROM trips WHERE age < 30 GROUP BY age ORDER BY age"
     local = dpsql.connect(exact_release)
     expected = [tuple(r) for r in local.cursor().execute(sql).fetchall()]
@@ -127,6 +128,12 @@ def test_attach_and_the_server_give_the_same_bins(exact_release):
     d = duckdb.connect()
     dpsql.attach(d, exact_release)
     assert [tuple(r) for r in dpsql.sql(d, sql).fetchall()] == expected
+    engine = sa.create_engine(f"dpsql:///{exact_release}")
+    with engine.connect() as c:
+        result = c.exec_driver_sql(sql)
+        assert list(result.keys()) == ["age", "age_high", "n"]
+        assert [tuple(r) for r in result] == expected
+    engine.dispose()
     srv = serve(exact_release, port=0)
     try:
         with psycopg.connect(host="127.0.0.1", port=srv.port, dbname=srv.database,
