@@ -112,3 +112,15 @@ def conjuncts_of(e: exp.Expression) -> list[exp.Expression]:
     if not isinstance(e, exp.And):
         return [e]
     return [t for part in (e.this, e.expression) for t in conjuncts_of(part)]
+
+
+def output_name(e: exp.Expression) -> str:
+    """PostgreSQL's name of an unaliased output: a function call (also under a cast or
+    as a window) is named by its function, ``count`` for ``COUNT(*)``, ``dp_stderr`` for
+    ``dp_stderr()``; any other expression keeps its SQL text, as DuckDB names it."""
+    f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
+    if isinstance(f, exp.Anonymous):
+        return f.name.lower()
+    if isinstance(f, exp.Func) and not isinstance(f, exp.Binary):
+        return f.sql_name().lower()
+    return e.sql("duckdb", normalize_functions="lower")

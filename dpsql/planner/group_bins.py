@@ -42,6 +42,7 @@ from sqlglot import exp
 
 from dpsql.domains.calendar import axis_to_value_sql
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner._names import output_name
 from dpsql.release_file import AttributeMeta
 
 
@@ -310,8 +311,7 @@ def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
     if is_output and isinstance(top, exp.Alias):
         out_name = top.alias
     elif is_output:
-        out_name = name if top is item else (
-            top.sql("duckdb") if not isinstance(top, exp.Func) else _func_name(top))
+        out_name = name if top is item else output_name(top)
         wrapper = exp.Alias(alias=exp.to_identifier(out_name, quoted=True))
         top.replace(wrapper)
         wrapper.set("this", top)
@@ -323,10 +323,6 @@ def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
     select.expressions.insert(pos, exp.Alias(
         this=exp.Var(this=high), alias=exp.to_identifier(f"{out_name}_high", quoted=True)))
     _shift_positions(select, pos)
-
-
-def _func_name(f: exp.Func) -> str:
-    return (f.name if isinstance(f, exp.Anonymous) else f.sql_name()).lower()
 
 
 def _shift_positions(select: exp.Select, pos: int) -> None:

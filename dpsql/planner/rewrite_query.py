@@ -57,10 +57,9 @@ from sqlglot import exp
 from dpsql.domains.calendar import axis_to_value_sql, month_edge_sql
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
-from dpsql.planner._names import conjuncts_of
+from dpsql.planner._names import conjuncts_of, output_name
 from dpsql.planner.find_references import _PLACING_ARGS, Reference
 from dpsql.planner.group_bins import replace_bins
-from dpsql.planner.parse_sql import DIALECT
 from dpsql.planner.value_intervals import pieces_condition, pieces_weight
 
 
@@ -476,18 +475,6 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         col.set("catalog", None)
     ref.table.replace(V(rows.source))
     return rows.table
-
-
-def output_name(e: exp.Expression) -> str:
-    """PostgreSQL's name of an unaliased output: a function call (also under a cast or
-    as a window) is named by its function, ``count`` for ``COUNT(*)``, ``dp_stderr`` for
-    ``dp_stderr()``; any other expression keeps its SQL text, as DuckDB names it."""
-    f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
-    if isinstance(f, exp.Anonymous):
-        return f.name.lower()
-    if isinstance(f, exp.Func) and not isinstance(f, exp.Binary):
-        return f.sql_name().lower()
-    return e.sql(DIALECT, normalize_functions="lower")
 
 
 def _count_type(t: str) -> str:
