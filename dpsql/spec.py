@@ -27,6 +27,7 @@ from dpsql.privacy.budgets import check_usable
 from dpsql.spec_attributes import (EPOCH, VALUE_TYPES, Attribute, Categorical, Hierarchy,
                                    Range, _err, _ident, _number, _only, _parse_attribute,
                                    _policy, _read_text, check_grid, day_number, on_grid)
+from dpsql.spec_workload import Workload, parse_workload
 
 MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
 GAUSSIAN_MECHANISMS = ("inftda", "cascade", "gaussian_tree")
@@ -78,6 +79,8 @@ class ReleaseSpec:
     base_dir: str = "."
     reconcile: bool = True
     """Make views agree on the marginals they share (dpsql.release.reconcile)."""
+    workload: Workload | None = None
+    """The queries the release should serve best (``[workload]``; dpsql.workload)."""
 
     # ----------------------------------------------------------------------------------
     @classmethod
@@ -101,7 +104,8 @@ class ReleaseSpec:
     def from_dict(cls, data: dict[str, Any], base_dir: str | Path = ".") -> "ReleaseSpec":
         base = Path(data.get("base_dir", base_dir))
         known = {"name", "source", "sql", "neighbouring", "privacy_unit", "budget",
-                 "attributes", "views", "report_delta", "base_dir", "reconcile"}
+                 "attributes", "views", "report_delta", "base_dir", "reconcile",
+                 "workload"}
         for key in data:
             if key not in known:
                 raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}")
@@ -145,9 +149,11 @@ class ReleaseSpec:
         reconcile = data.get("reconcile", True)
         if not isinstance(reconcile, bool):
             raise _err("reconcile", f"must be true or false, got {reconcile!r}")
+        workload = (parse_workload(data["workload"], base) if "workload" in data else None)
         return cls(name=name, neighbouring=neighbouring, budget=budget, attributes=attributes,
                    views=views, source=source, sql=sql, unit=unit,
-                   report_delta=report_delta, base_dir=str(base), reconcile=reconcile)
+                   report_delta=report_delta, base_dir=str(base), reconcile=reconcile,
+                   workload=workload)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "neighbouring": self.neighbouring.value}
@@ -172,6 +178,8 @@ class ReleaseSpec:
         out["base_dir"] = self.base_dir
         if not self.reconcile:
             out["reconcile"] = False
+        if self.workload is not None:
+            out["workload"] = self.workload.to_json()
         return out
 
     def to_json(self) -> str:

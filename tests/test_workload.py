@@ -1,0 +1,114 @@
+"""The ``[workload]`` of a spec, its predictions and the optimiser (dpsql.workload)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+import dpsql
+from dpsql.datasets import trips_spec
+from dpsql.errors import SpecError
+from dpsql.release import build_release
+from dpsql.spec import ReleaseSpec
+from dpsql.spec_workload import WorkloadQuery, read_queries
+from dpsql.workload.predict import predict_spec
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+QUERIES = [
+    "SELECT COUNT(*) FROM trips",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region",
+    "SELECT city, COUNT(*) FROM trips GROUP BY city",
+    "SELECT region, mode, COUNT(*) FROM trips GROUP BY region, mode",
+    "SELECT COUNT(*) FROM trips WHERE distance BETWEEN 16 AND 100",
+    "SELECT COUNT(*) FROM trips WHERE age < 30",
+    "SELECT mode, COUNT(*) FROM trips WHERE distance < 64 GROUP BY mode",
+]
+
+
+def _spec(trips_data, **extra) -> ReleaseSpec:
+    raw = trips_spec(1.0)
+    raw["workload"] = {"queries": QUERIES, **extra}
+    return ReleaseSpec.from_dict(raw, base_dir=trips_data)
+
+
+# ---------------------------------------------------------------------------- the spec
+
+def test_workload_inline_and_file_round_trip(trips_data, tmp_path):
+    (tmp_path / "q.sql").write_text(
+        "-- weight: 3\n-- name: per region\nSELECT region, COUNT(*) FROM trips GROUP BY "
+        "region;\n/* a ; in a comment */ SELECT COUNT(*) FROM trips WHERE mode = 'a;b';\n"
+        "SELECT COUNT(*) FROM trips -- no trailing semicolon\n")
+    raw = trips_spec(1.0)
+    raw["workload"] = {"file": str(tmp_path / "q.sql"),
+                       "queries": ["SELECT COUNT(*) FROM trips",
+                                   {"sql": "SELECT mode, COUNT(*) FROM trips GROUP BY mode",
+                                    "weight": 0.5}]}
+    spec = ReleaseSpec.from_dict(raw, base_dir=trips_data)
+    qs = spec.workload.queries
+    assert [q.weight for q in qs] == [3, 1, 1, 1, Fraction(1, 2)]
+    assert qs[0].name == "per region" and "'a;b'" in qs[1].sql
+    assert qs[2].sql == "SELECT COUNT(*) FROM trips"
+    again = ReleaseSpec.from_json(spec.to_json())
+    assert again.workload == spec.workload  # the file's queries are kept inline
+
+
+@pytest.mark.parametrize("workload, message", [
+    ({"queries": []}, "workload: lists no query"),
+    ({"queries": [{"sql": "SELECT 1", "weight": 0}]}, "workload.queries[0].weight: must be > 0"),
+    ({"queries": [{"sql": "  "}]}, "workload.queries[0].sql: must be a non-empty"),
+    ({"queries": ["SELECT 1"], "limit": 3}, "workload.limit: unknown key"),
+    ({"file": "missing.sql"}, "workload.file: "),
+    ({"queries": [3]}, "workload.queries[0]: must be an SQL string"),
+    ("SELECT 1", "workload: must be a table"),
+])
+def test_workload_errors_name_the_key(trips_data, workload, message):
+    raw = trips_spec(1.0)
+    raw["workload"] = workload
+    with pytest.raises(SpecError) as err:
+        ReleaseSpec.from_dict(raw, base_dir=trips_data)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_read_queries_weight_directive_applies_to_the_next_statement_only():
+    qs = read_queries("-- weight: 2.5\nSELECT 1;\nSELECT 2;")
+    assert [(q.sql, q.weight) for q in qs] == [("SELECT 1", Fraction(5, 2)), ("SELECT 2", 1)]
+    with pytest.raises(SpecError, match="weight: must be > 0"):
+        read_queries("-- weight: -1\nSELECT 1")
+
+
+# ----------------------------------------------------------------------- predictions
+
+def test_unanswerable_queries_are_reported_not_raised(trips_data):
+    spec = _spec(trips_data)
+    preds = predict_spec(spec, [WorkloadQuery("SELECT COUNT(*) FROM trips WHERE age < 30 "
+                                              "AND distance < 10"),
+                                WorkloadQuery("SELEC 1"),
+                                WorkloadQuery("SELECT COUNT(*) FROM trips")])
+    assert preds[0].variance is None and "no single view covers" in preds[0].refused
+    assert preds[1].variance is None and preds[1].refused
+    assert preds[2].variance > 0 and preds[2].refused is None
+
+
+def test_predictions_are_the_planners_on_the_built_release(trips_data, tmp_path):
+    # data-free models (cascade, b-ary tree, Gaussian tree; no reconciliation): the dry
+    # run's prediction is exactly the planner's on the release built from data
+    raw = trips_spec(1.0)
+    raw["reconcile"] = False
+    raw["views"] = [v for v in raw["views"] if v["mechanism"] != "inftda"]
+    spec = ReleaseSpec.from_dict(raw, base_dir=trips_data)
+    qs = [WorkloadQuery(q) for q in (
+        "SELECT COUNT(*) FROM trips WHERE distance BETWEEN 16 AND 100",
+        "SELECT COUNT(*) FROM trips WHERE age < 30",
+        "SELECT province, COUNT(*) FROM trips GROUP BY province")]
+    preds = predict_spec(spec, qs)
+    out = tmp_path / "r.duckdb"
+    build_release(spec, out, seed=5, progress=False)
+    cur = dpsql.connect(str(out)).cursor()
+    for q, p in zip(qs, preds):
+        cur.execute(q.sql)
+        assert cur.dp_info["view"] == p.views[0][0]
+        assert 1.959963984540054 * p.rmse == pytest.approx(cur.dp_info["predicted_error95"],
+                                                           rel=1e-9)
