@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import pytest
@@ -10,9 +11,11 @@ import dpsql
 from dpsql.datasets import trips_spec
 from dpsql.errors import SpecError
 from dpsql.release import build_release
+from dpsql.release.build import plan_release
 from dpsql.spec import ReleaseSpec
 from dpsql.spec_workload import WorkloadQuery, read_queries
-from dpsql.workload.predict import predict_spec
+from dpsql.workload.optimise import current_parts, optimise, spec_with
+from dpsql.workload.predict import predict_spec, weighted_mse
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -112,3 +115,58 @@ def test_predictions_are_the_planners_on_the_built_release(trips_data, tmp_path)
         assert cur.dp_info["view"] == p.views[0][0]
         assert 1.959963984540054 * p.rmse == pytest.approx(cur.dp_info["predicted_error95"],
                                                            rel=1e-9)
+
+
+# ------------------------------------------------------------------------ the optimiser
+
+def test_optimiser_lowers_the_predicted_workload_error_deterministically(trips_data):
+    spec = _spec(trips_data)
+    a = optimise(spec)
+    b = optimise(spec)
+    assert a.spec == b.spec and a.after == b.after
+    assert a.objective_after < 0.9 * a.objective_before
+    assert weighted_mse(predict_spec(a.spec)) == pytest.approx(a.objective_after, rel=1e-12)
+    # the written spec is a plain spec: it loads back as it is
+    again = ReleaseSpec.from_json(a.spec.to_json())
+    assert again.views == a.spec.views and again.budget == spec.budget
+
+
+def _spent_rho(release) -> float:
+    """ρ spent by a release, recomputed from each view's recorded noise (InfTDA and the
+    Gaussian tree per level, the range mechanisms from their budget)."""
+    total = 0.0
+    for v in release.views.values():
+        info = v.info
+        if v.mechanism == "inftda":
+            l2 = info["sensitivity"]["l2_per_level"] ** 2
+            total += sum(l2 / (2 * s) for s in info["sigma2_levels"])
+            if info.get("sigma2_root") is not None:
+                total += info["sensitivity"]["l2_root"] ** 2 / (2 * info["sigma2_root"])
+        elif v.mechanism == "gaussian_tree":
+            l2 = info["sensitivity"]["l2_per_level"] ** 2
+            total += sum(l2 / (2 * s) for s in info["noise_scales"] if s)  # σ²
+        elif hasattr(v.budget, "rho"):
+            total += float(v.budget.rho)
+        else:
+            total += float(v.budget.epsilon) ** 2 / 2
+    return total
+
+
+def test_optimised_spec_spends_exactly_the_total(trips_data):
+    spec = _spec(trips_data)
+    opt = optimise(spec).spec
+    assert any(v.level_weights for v in opt.views)  # per-level weights were chosen
+    for s in (spec, opt):
+        assert _spent_rho(plan_release(s)) == pytest.approx(1.0, rel=1e-9)
+    # the check fails on a spec that spends more: the same parts, twice the budget
+    parts = current_parts(opt, {v.name: len(plan_release(opt).views[v.name].levels)
+                                for v in opt.views})
+    doubled = spec_with(opt, {k: 2 * p for k, p in parts.items()}, exact_total=False)
+    assert _spent_rho(plan_release(doubled)) > 1.0 + 0.5
+    assert not math.isclose(_spent_rho(plan_release(doubled)), 1.0, rel_tol=1e-3)
+
+
+def test_without_a_workload_nothing_changes(trips_data):
+    spec = ReleaseSpec.from_dict(trips_spec(1.0), base_dir=trips_data)
+    out = optimise(spec)
+    assert out.spec == spec and out.before == ()

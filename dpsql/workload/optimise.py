@@ -1,0 +1,255 @@
+"""Choose a spec's budget split for its workload: view shares and per-level weights.
+
+**Parts.** The budget of a release is spent in *parts*, each with its own share ρ_p:
+an InfTDA view has one part per noisy level (plus its noisy root under add/remove, whose
+weight the mechanism fixes at 1: ``level_weights`` are relative to it), a Gaussian tree
+one per noisy level (``level_weights``); a cascade, b-ary (``btree``) or Laplace tree
+view is one part (its levels are split by the mechanism's own rule: Cascade Sampling's
+equal node variances, the tree-CDF's optimal per-level budgets). Total ρ is the sum of
+the parts, and the spec this module writes says exactly that: view ``weight`` = Σ of its
+parts, ``level_weights`` = its parts (the mechanisms normalise them), so the privacy
+accounting is the mechanisms' own and is never exceeded (a test rebuilds the per-level
+ρ from a release's recorded noise and checks the sum).
+
+**Model of the objective.** The objective is the weighted mean of the workload's
+predicted variances, Σ_q w_q Var_q / Σ_q w_q, each from the planner on a dry run
+(:mod:`dpsql.workload.predict`). For every Gaussian mechanism of dpsql a query's
+predicted variance is Σ_p a_qp / ρ_p over the parts of the view that answers it
+(InfTDA's prediction κ_k σ²_k m(1 − m/|V_k|) + σ²_root·frac², a cascade's or optimal
+covariance's Var ∝ 1/ρ); for a Gaussian tree it is so to first order (its BLUE weights
+depend on the σ_k). The coefficients are read off the error models, not re-derived:
+one dry run at the current split, plus one per part index with that part's ρ doubled
+(a_qp = 2ρ_p·(Var_q − Var'_q)); one-part views need no probe (a_q = Var_q·ρ_v).
+
+**Optimum.** Minimising Σ_p A_p / ρ_p (A_p = Σ_q w_q a_qp) subject to Σ_p ρ_p = ρ gives
+ρ_p ∝ √A_p (Lagrange). A pure-ε total is split by ε instead (Var ∝ 1/ε², ε additive):
+ε_v ∝ A_v^{1/3}, one part per view. No part is starved: each keeps at least
+:data:`FLOOR` of an even split (a view the workload never reads still answers its own
+queries). The views that answer each query can change with the split, so the step is
+repeated (:data:`ROUNDS`) on the planner's new choices, and the best spec by the
+predicted objective, the curator's own included, is returned. Then each cascade view
+within the optimal covariance's size limit tries the other covariance, kept if the
+predicted objective falls (views of at most :data:`COVARIANCE_TRIAL_BINS` bins by
+default).
+
+Deterministic: dry runs use a fixed generator and the arithmetic has no randomness;
+written weights are rounded to :data:`DIGITS` significant digits (any positive weights
+are valid; the budget is normalised from them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+
+from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
+from dpsql.privacy import Neighbouring, PureDP, ZCDP
+from dpsql.spec import ReleaseSpec, View
+from dpsql.spec_workload import WorkloadQuery
+from dpsql.workload.predict import (Planned, Prediction, dry_catalog, plan_workload,
+                                    predict, weighted_mse)
+
+FLOOR = 0.05
+ROUNDS = 3
+DIGITS = 4
+COVARIANCE_TRIAL_BINS = 1024
+"""By default, cascade views up to this many bins try the other covariance: the optimal
+one's set-up is several dense K×K eigendecompositions (about a second at 1,024 bins on
+one core, 10 s at 1,400 on a loaded machine, minutes at 4,096). ``optimise(...,
+covariance_bins=)`` and ``dpsql advise --covariance-bins`` raise it, up to
+:data:`~dpsql.accuracy.optimal_ranges.MAX_OPTIMAL_BINS`."""
+SPLIT_LEVELS = ("inftda", "gaussian_tree")  # mechanisms whose level_weights are optimised
+
+
+@dataclass(frozen=True)
+class Optimised:
+    """The optimiser's result: the spec, and the workload's predictions before/after."""
+
+    spec: ReleaseSpec
+    before: tuple[Prediction, ...]
+    after: tuple[Prediction, ...]
+    changes: tuple[str, ...]  # what changed, one line each (covariances)
+
+    @property
+    def objective_before(self) -> float:
+        return weighted_mse(self.before)
+
+    @property
+    def objective_after(self) -> float:
+        return weighted_mse(self.after)
+
+
+def _n_levels(catalog, name: str) -> int:
+    return len(catalog.releases[0].release.views[name].levels)
+
+
+def _noisy_root(spec: ReleaseSpec) -> bool:
+    return Neighbouring.parse(spec.neighbouring) is Neighbouring.ADD_REMOVE
+
+
+def part_count(spec: ReleaseSpec, view: View, depth: int) -> int:
+    """How many parts ``view`` (of ``depth`` levels) spends its budget in."""
+    if view.mechanism not in SPLIT_LEVELS or isinstance(spec.budget, PureDP):
+        return 1
+    return depth + (1 if _noisy_root(spec) else 0)
+
+
+def current_parts(spec: ReleaseSpec, depths: dict[str, int]) -> dict[str, np.ndarray]:
+    """Each view's parts' budgets (ρ, or ε for a pure-ε total) under ``spec``'s weights."""
+    total = _total(spec)
+    wsum = sum(v.weight for v in spec.views)
+    out = {}
+    for v in spec.views:
+        share = total * float(v.weight / wsum)
+        n = part_count(spec, v, depths[v.name])
+        if n == 1:
+            out[v.name] = np.array([share])
+            continue
+        lw = [float(w) for w in v.level_weights] if v.level_weights else [1.0] * depths[v.name]
+        if v.mechanism == "inftda" and _noisy_root(spec):
+            lw = [1.0] + lw
+        w = np.asarray(lw, dtype=np.float64)
+        if w.size != n:  # a hand-written list of the wrong length: the build refuses it
+            w = np.ones(n)
+        out[v.name] = share * w / w.sum()
+    return out
+
+
+def _total(spec: ReleaseSpec) -> float:
+    b = spec.budget
+    return float(b.epsilon) if isinstance(b, PureDP) else float(b.to_zcdp().rho)
+
+
+def _rounded(x: float) -> Fraction:
+    return Fraction(f"{x:.{DIGITS}g}")
+
+
+def spec_with(spec: ReleaseSpec, parts: dict[str, np.ndarray], exact_total: bool = True
+              ) -> ReleaseSpec:
+    """``spec`` with view weights and level weights that spend ``parts``. With
+    ``exact_total`` the spec keeps its budget (the parts are taken as proportions);
+    otherwise the budget becomes their sum (the optimiser's probes)."""
+    views = []
+    scale = max(float(sum(p.sum() for p in parts.values())), 1e-300)
+    for v in spec.views:
+        p = parts[v.name]
+        weight = _rounded(float(p.sum()) / scale * len(spec.views))
+        lw = v.level_weights
+        if p.size > 1:
+            if v.mechanism == "inftda" and _noisy_root(spec):
+                lw = tuple(_rounded(x / p[0]) for x in p[1:])
+            else:
+                lw = tuple(_rounded(x / p.max()) for x in p)
+        views.append(replace(v, weight=weight, level_weights=lw))
+    out = replace(spec, views=tuple(views))
+    if not exact_total:
+        out = replace(out, budget=ZCDP(Fraction(scale)) if not isinstance(spec.budget, PureDP)
+                      else PureDP(Fraction(scale)))
+    return out
+
+
+def _coefficients(spec: ReleaseSpec, planned: Sequence[Planned], base: Sequence[Prediction],
+                  parts: dict[str, np.ndarray], memo: dict) -> dict[str, np.ndarray]:
+    """A_p = Σ_q w_q a_qp for every part (module doc: one probe per part index)."""
+    pure = isinstance(spec.budget, PureDP)
+    power = 2.0 if pure else 1.0
+    cost = {name: np.zeros(p.size) for name, p in parts.items()}
+    multi = max(p.size for p in parts.values())
+    probes = []
+    for j in range(multi if multi > 1 else 0):
+        bumped = {n: (p * np.where(np.arange(p.size) == j, 2.0, 1.0) if p.size > 1 else p)
+                  for n, p in parts.items()}
+        probes.append(predict(planned, dry_catalog(spec_with(spec, bumped, False), memo),
+                              fixed=True))
+    for i, pred in enumerate(base):
+        if pred.variance is None:
+            continue
+        w = float(pred.query.weight) / len(pred.views)
+        for name, _level in pred.views:
+            p = parts[name]
+            if p.size == 1:
+                cost[name][0] += w * pred.variance * p[0] ** power
+                continue
+            for j in range(p.size):
+                drop = pred.variance - probes[j][i].variance
+                cost[name][j] += w * max(drop, 0.0) * 2.0 * p[j]
+    return cost
+
+
+def _allocate(cost: dict[str, np.ndarray], total: float, pure: bool) -> dict[str, np.ndarray]:
+    names = list(cost)
+    flat = np.concatenate([cost[n] for n in names])
+    score = np.cbrt(flat) if pure else np.sqrt(flat)
+    floor = FLOOR * total / flat.size
+    free = np.ones(flat.size, dtype=bool)
+    alloc = np.full(flat.size, floor)
+    for _ in range(flat.size):  # water-filling: parts below the floor get the floor
+        budget = total - floor * (~free).sum()
+        s = score[free].sum()
+        alloc[free] = budget * score[free] / s if s > 0 else budget / free.sum()
+        low = free & (alloc < floor)
+        if not low.any():
+            break
+        alloc[low] = floor
+        free &= ~low
+    out, i = {}, 0
+    for n in names:
+        out[n] = alloc[i:i + cost[n].size]
+        i += cost[n].size
+    return out
+
+
+def optimise(spec: ReleaseSpec, queries: Sequence[WorkloadQuery] | None = None,
+             rounds: int = ROUNDS, covariance_bins: int = COVARIANCE_TRIAL_BINS
+             ) -> Optimised:
+    """The spec whose budget split minimises the workload's predicted weighted MSE
+    (module doc), with the predictions before and after."""
+    if queries is None:
+        queries = spec.workload.queries if spec.workload else ()
+    memo: dict = {}
+    catalog = dry_catalog(spec, memo)
+    planned = plan_workload(catalog, queries)
+    before = predict(planned)
+    depths = {v.name: _n_levels(catalog, v.name) for v in spec.views}
+    pure = isinstance(spec.budget, PureDP)
+    best, best_pred = spec, before
+    current, pred = spec, before
+    for _ in range(rounds):
+        parts = current_parts(current, depths)
+        cost = _coefficients(current, planned, pred, parts, memo)
+        if not any(c.sum() > 0 for c in cost.values()):
+            break
+        candidate = spec_with(current, _allocate(cost, _total(spec), pure))
+        pred = predict(planned, dry_catalog(candidate, memo))
+        current = candidate
+        if weighted_mse(pred) < weighted_mse(best_pred):
+            best, best_pred = candidate, pred
+    best, best_pred, changes = _covariances(best, planned, best_pred, memo,
+                                             min(covariance_bins, MAX_OPTIMAL_BINS))
+    return Optimised(best, tuple(before), tuple(best_pred), tuple(changes))
+
+
+def _covariances(spec: ReleaseSpec, planned: Sequence[Planned], pred: list[Prediction],
+                 memo: dict, max_bins: int):
+    """Try the other covariance on every cascade view of at most ``max_bins`` bins."""
+    changes = []
+    used = {name for p in pred for name, _ in p.views}
+    for i, v in enumerate(spec.views):
+        if v.mechanism != "cascade" or v.name not in used \
+                or spec.attributes[v.levels[0]].bins > max_bins:
+            continue
+        other = "tree" if v.covariance == "optimal" else "optimal"
+        trial = replace(spec, views=spec.views[:i] + (replace(v, covariance=other),)
+                        + spec.views[i + 1:])
+        tp = predict(planned, dry_catalog(trial, memo))
+        if weighted_mse(tp) < weighted_mse(pred) * (1 - 1e-9):
+            changes.append(f"{v.name}: covariance = {other!r}")
+            spec, pred = trial, tp
+    return spec, pred, changes
+
+
+__all__ = ["FLOOR", "Optimised", "current_parts", "optimise", "part_count", "spec_with"]
