@@ -1,4 +1,4 @@
-"""The ``dpsql`` command line: release, inspect, query, report, serve, passwd, demo.
+"""The ``dpsql`` command line: release, advise, inspect, query, report, serve, passwd, demo.
 
 Every command returns an exit status: 0 on success, 1 for a dpsql error (the message is
 printed without a traceback), 2 for bad usage.
@@ -51,6 +51,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     if args.dry_run:
         for table in release_summary(plan_release(spec, seed=args.seed)):
             console.print(table)
+        if spec.workload is not None:
+            _print_workload(console, spec)
         console.print("dry run: the spec is valid; no data was read and nothing was "
                       "written. The errors above are those of the release it would build.")
         return 0
@@ -66,6 +68,66 @@ def cmd_release(args: argparse.Namespace) -> int:
         console.print("[bold yellow]warning:[/] this release was built with --seed: its noise "
                       "is reproducible, so it is NOT private. Use it for tests only.")
     console.print(f"wrote {args.output} from the {spec.origin()} (not stored in the release)")
+    return 0
+
+
+def _print_workload(console: Console, spec: Any) -> None:
+    from dpsql.workload.predict import predict_spec
+    from dpsql.workload.show import errors_table, refused_table, summary_text
+
+    preds = predict_spec(spec)
+    for table in (refused_table(preds), errors_table(preds)):
+        if table is not None:
+            console.print(table)
+    console.print(summary_text(preds) + "; `dpsql advise` proposes a better budget split")
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from dpsql.spec import ReleaseSpec
+    from dpsql.spec_attributes import _read_text
+    from dpsql.spec_workload import read_queries
+    from dpsql.workload.optimise import optimise
+    from dpsql.workload.predict import predict_spec
+    from dpsql.workload.show import errors_table, refused_table, summary_text, views_table
+    from dpsql.workload.suggest import suggestions, with_views
+    from dpsql.workload.toml_out import spec_toml
+
+    console = _console()
+    spec = ReleaseSpec.from_toml(args.spec)
+    queries = list(spec.workload.queries) if spec.workload else []
+    if args.queries:
+        queries += read_queries(_read_text("queries", Path(args.queries)), args.queries)
+    if not queries:
+        console.print("error: no workload: give QUERIES.sql or a [workload] in the spec "
+                      "(see docs/spec.md)")
+        return 2
+    before = predict_spec(spec, queries)
+    suggested = suggestions(spec, before)
+    table = refused_table(before, suggested)
+    if table is not None:
+        console.print(table)
+    target = with_views(spec, [v for v, _ in suggested]) if args.add_views else spec
+    result = optimise(target, queries, covariance_bins=args.covariance_bins)
+    console.print(views_table(spec, result.spec))
+    console.print(errors_table(before, result.after))
+    console.print(summary_text(before, result.after))
+    if suggested and not args.add_views:
+        console.print(f"{len(suggested)} view(s) would answer the refused queries: "
+                      "--add-views adds them to the optimised spec")
+    if args.write:
+        from dpsql.spec_workload import Workload
+        from dataclasses import replace
+
+        out = replace(result.spec, workload=Workload(tuple(queries)))
+        Path(args.write).write_text(spec_toml(out, f"written by dpsql advise from "
+                                              f"{args.spec}: the budget split optimised "
+                                              "for the [workload] below"), encoding="utf-8")
+        console.print(f"wrote {args.write}: check it, then dpsql release {args.write} -o "
+                      "RELEASE")
+    console.print("nothing was read and no budget was spent: these are predictions from "
+                  "the views' error models")
     return 0
 
 
@@ -394,6 +456,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "the same data and changes the numbers of anyone querying it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("advise", help="predict a spec's error on a workload of queries and "
+                                      "optimise its budget split, before any budget is "
+                                      "spent (curator)")
+    p.add_argument("spec", help="the release spec (TOML), with or without a [workload]")
+    p.add_argument("queries", nargs="?", default=None, metavar="QUERIES.sql",
+                   help="a .sql file of queries separated by ';' (-- weight: N before a "
+                        "query weights it), added to the spec's [workload]")
+    p.add_argument("--write", metavar="OUT.toml", default=None,
+                   help="write the optimised spec (with the workload) to this file")
+    p.add_argument("--add-views", action="store_true",
+                   help="add a view for each set of attributes that refused queries use "
+                        "together, and optimise with them")
+    p.add_argument("--covariance-bins", type=int, default=1024, metavar="N",
+                   help="cascade views of at most N bins try the other covariance "
+                        "(default 1024; the optimal one costs seconds at 1,024 bins, "
+                        "minutes at 4,096)")
+    p.set_defaults(func=cmd_advise)
 
     p = sub.add_parser("inspect", help="show a release's guarantee, views and error model")
     p.add_argument("release", help="a release file (.duckdb)")

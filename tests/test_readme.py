@@ -103,6 +103,8 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     assert Path("trips.duckdb").exists()
 
     # The shell lines, against the same data: the release is rebuilt seeded (tests only).
+    Path("queries.sql").write_text("SELECT COUNT(*) FROM trips;\n-- weight: 3\n"
+                                   "SELECT region, COUNT(*) FROM trips GROUP BY region;\n")
     ran = []
     for body in blocks("bash")[2:]:
         for line in body.splitlines():

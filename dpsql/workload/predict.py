@@ -46,6 +46,9 @@ class Planned:
     query: WorkloadQuery
     refs: tuple[Reference, ...] = ()
     refused: str | None = None
+    needs: frozenset[str] = frozenset()
+    """With a refusal from the choice of view: the attributes the query uses together
+    (a view over exactly them would answer it: :mod:`dpsql.workload.suggest`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Prediction:
     views: tuple[tuple[str, int], ...] = ()  # (view, level) per reference
     family: str = "variance"  # "variance", or "bound" when a view gives bounds only
     refused: str | None = None
+    needs: frozenset[str] = frozenset()
 
     @property
     def rmse(self) -> float | None:
@@ -126,23 +130,43 @@ def _column_facts(spec: ReleaseSpec):
     return tuple(sizes), tuple(determines)
 
 
-def plan_workload(catalog: Catalog, queries: Sequence[WorkloadQuery]) -> list[Planned]:
+def plan_workload(catalog: Catalog, queries: Sequence[WorkloadQuery],
+                  spec: ReleaseSpec | None = None) -> list[Planned]:
     """Each query's references (or its refusal), planned once; choices come later."""
     out = []
     for q in queries:
+        refs: tuple[Reference, ...] = ()
         try:
             tree, walked = parse_walked(q.sql)
             bind_params(tree, None, walked)
-            refs = find_references(tree, catalog, walked)
+            refs = tuple(find_references(tree, catalog, walked))
             if not refs:
                 out.append(Planned(q, refused="reads no private table (nothing to predict)"))
                 continue
             for r in refs:
                 choose_view(r)  # refusals (no covering view, NULL drops) surface here
-            out.append(Planned(q, tuple(refs)))
+            out.append(Planned(q, refs))
         except (Error, RecursionError) as err:
-            out.append(Planned(q, refused=str(err) or type(err).__name__))
+            needs: frozenset[str] = frozenset()
+            if refs and ("no single view covers" in str(err) or "in no view" in str(err)):
+                needs = frozenset().union(*(r.needed_attributes() for r in refs))
+            out.append(Planned(q, refused=_hint(str(err) or type(err).__name__, spec),
+                               needs=needs))
     return out
+
+
+def _hint(message: str, spec: ReleaseSpec | None) -> str:
+    """A dry run does not know the value type of a range attribute left to inference
+    (it is read from the source at build time): say how to plan such a query."""
+    if spec is None or "real-valued attribute" not in message:
+        return message
+    untyped = [a.name for a in spec.attributes.values()
+               if isinstance(a, Range) and a.value_type is None and f"'{a.name}'" in message]
+    if not untyped:
+        return message
+    return (f"{message} (the dry run takes {untyped[0]!r} as real because its type is "
+            f"inferred when the release is built; declare type = \"integer\" to plan "
+            "this query)")
 
 
 def predict(planned: Sequence[Planned], catalog: Catalog | None = None,
@@ -154,7 +178,7 @@ def predict(planned: Sequence[Planned], catalog: Catalog | None = None,
     out = []
     for p in planned:
         if p.refused is not None:
-            out.append(Prediction(p.query, None, refused=p.refused))
+            out.append(Prediction(p.query, None, refused=p.refused, needs=p.needs))
             continue
         var, views, family = 0.0, [], "variance"
         for r in p.refs:
@@ -186,7 +210,7 @@ def predict_spec(spec: ReleaseSpec, queries: Sequence[WorkloadQuery] | None = No
     if queries is None:
         queries = spec.workload.queries if spec.workload else ()
     catalog = dry_catalog(spec)
-    return predict(plan_workload(catalog, queries))
+    return predict(plan_workload(catalog, queries, spec))
 
 
 def weighted_mse(predictions: Sequence[Prediction]) -> float:
