@@ -18,15 +18,18 @@ predicted variance is Σ_p a_qp / ρ_p over the parts of the view that answers i
 (InfTDA's prediction κ_k σ²_k m(1 − m/|V_k|) + σ²_root·frac², a cascade's or optimal
 covariance's Var ∝ 1/ρ); for a Gaussian tree it is so to first order (its BLUE weights
 depend on the σ_k). The coefficients are read off the error models, not re-derived:
-one dry run at the current split, plus one per part index with that part's ρ doubled
-(a_qp = 2ρ_p·(Var_q − Var'_q)); one-part views need no probe (a_q = Var_q·ρ_v).
+the dry run at the current split, then one probe per part index, in which each view's
+own error model has that part's noise variance halved (its ρ doubled) and the planner
+predicts the queries that view answers again: a_qp = 2ρ_p·(Var_q − Var'_q). One-part
+views need no probe (a_q = Var_q·ρ_v).
 
 **Optimum.** Minimising Σ_p A_p / ρ_p (A_p = Σ_q w_q a_qp) subject to Σ_p ρ_p = ρ gives
 ρ_p ∝ √A_p (Lagrange). A pure-ε total is split by ε instead (Var ∝ 1/ε², ε additive):
 ε_v ∝ A_v^{1/3}, one part per view. No part is starved: each keeps at least
 :data:`FLOOR` of an even split (a view the workload never reads still answers its own
 queries). The views that answer each query can change with the split, so the step is
-repeated (:data:`ROUNDS`) on the planner's new choices, and the best spec by the
+repeated (at most :data:`ROUNDS` times, until a round gains less than 1 %) on the
+planner's new choices, and the best spec by the
 predicted objective, the curator's own included, is returned. Then each cascade view
 within the optimal covariance's size limit tries the other covariance, kept if the
 predicted objective falls (views of at most :data:`COVARIANCE_TRIAL_BINS` bins by
@@ -39,14 +42,17 @@ are valid; the budget is normalised from them).
 
 from __future__ import annotations
 
-import math
+import copy
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
 
+from dpsql.accuracy import load
 from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
+from dpsql.errors import InternalError
+from dpsql.planner.catalog import Catalog
 from dpsql.privacy import Neighbouring, PureDP, ZCDP
 from dpsql.spec import ReleaseSpec, View
 from dpsql.spec_workload import WorkloadQuery
@@ -55,6 +61,7 @@ from dpsql.workload.predict import (Planned, Prediction, dry_catalog, plan_workl
 
 FLOOR = 0.05
 ROUNDS = 3
+CONVERGED = 0.01  # a round that lowers the objective by less than 1 % is the last
 DIGITS = 4
 COVARIANCE_TRIAL_BINS = 1024
 """By default, cascade views up to this many bins try the other covariance: the optimal
@@ -131,40 +138,77 @@ def _rounded(x: float) -> Fraction:
 def spec_with(spec: ReleaseSpec, parts: dict[str, np.ndarray], exact_total: bool = True
               ) -> ReleaseSpec:
     """``spec`` with view weights and level weights that spend ``parts``. With
-    ``exact_total`` the spec keeps its budget (the parts are taken as proportions);
-    otherwise the budget becomes their sum (the optimiser's probes)."""
+    ``exact_total`` the spec keeps its budget (the parts are taken as proportions, and
+    weights are rounded to :data:`DIGITS` digits for the curator); otherwise the budget
+    becomes their sum and every weight is the exact value of its float (the optimiser's
+    probes: a view whose parts did not change then gets exactly the same budget, and its
+    dry run is reused)."""
+    fmt = _rounded if exact_total else Fraction
     views = []
     scale = max(float(sum(p.sum() for p in parts.values())), 1e-300)
     for v in spec.views:
         p = parts[v.name]
-        weight = _rounded(float(p.sum()) / scale * len(spec.views))
+        weight = fmt(float(p.sum()) / scale * len(spec.views)) if exact_total \
+            else Fraction(float(p.sum()))
         lw = v.level_weights
         if p.size > 1:
             if v.mechanism == "inftda" and _noisy_root(spec):
-                lw = tuple(_rounded(x / p[0]) for x in p[1:])
+                lw = tuple(fmt(float(x / p[0])) for x in p[1:])
             else:
-                lw = tuple(_rounded(x / p.max()) for x in p)
+                lw = tuple(fmt(float(x / p.max())) for x in p)
         views.append(replace(v, weight=weight, level_weights=lw))
     out = replace(spec, views=tuple(views))
     if not exact_total:
-        out = replace(out, budget=ZCDP(Fraction(scale)) if not isinstance(spec.budget, PureDP)
-                      else PureDP(Fraction(scale)))
+        total = sum((v.weight for v in views), Fraction(0))
+        out = replace(out, budget=PureDP(total) if isinstance(spec.budget, PureDP)
+                      else ZCDP(total))
     return out
 
 
+def _probe_catalog(catalog: Catalog, spec: ReleaseSpec, j: int,
+                   parts: dict[str, np.ndarray]) -> Catalog:
+    """``catalog`` with part ``j`` of every multi-part view given twice its ρ: the view's
+    own error model with that part's noise variance halved (σ² = Δ²/(2ρ) for InfTDA's
+    and the Gaussian tree's levels), everything else (the tree, InfTDA's calibration)
+    as the dry run made it. No mechanism runs."""
+    info = catalog.releases[0]
+    root = _noisy_root(spec)
+    views = []
+    for v in info.views:
+        p = parts.get(v.name)
+        if p is None or p.size <= j or p.size == 1:
+            views.append(v)
+            continue
+        params = copy.deepcopy(v.model.to_params())
+        if params["kind"] == "inftda":
+            if root and j == 0:
+                params["root_sigma2"] /= 2.0
+            else:
+                params["sigma2"][j - (1 if root else 0)] /= 2.0
+        elif params["kind"] == "tree_counts":
+            params["noise_variances"][j + (0 if root else 1)] /= 2.0
+        else:  # another kind with parts would be a bug in part_count
+            raise InternalError(f"no per-level probe for error model {params['kind']!r}; "
+                                "this is a bug, please report")
+        views.append(replace(v, model=load(params), predictions={}, reads={}))
+    return Catalog((replace(info, views=tuple(views), choices={}),))
+
+
 def _coefficients(spec: ReleaseSpec, planned: Sequence[Planned], base: Sequence[Prediction],
-                  parts: dict[str, np.ndarray], memo: dict) -> dict[str, np.ndarray]:
-    """A_p = Σ_q w_q a_qp for every part (module doc: one probe per part index)."""
+                  parts: dict[str, np.ndarray], catalog: Catalog) -> dict[str, np.ndarray]:
+    """A_p = Σ_q w_q a_qp for every part (module doc: one probe per part index, which
+    re-predicts only the queries answered by views that have that part)."""
     pure = isinstance(spec.budget, PureDP)
     power = 2.0 if pure else 1.0
     cost = {name: np.zeros(p.size) for name, p in parts.items()}
     multi = max(p.size for p in parts.values())
-    probes = []
+    drops: list[dict[int, float]] = []
     for j in range(multi if multi > 1 else 0):
-        bumped = {n: (p * np.where(np.arange(p.size) == j, 2.0, 1.0) if p.size > 1 else p)
-                  for n, p in parts.items()}
-        probes.append(predict(planned, dry_catalog(spec_with(spec, bumped, False), memo),
-                              fixed=True))
+        idx = [i for i, b in enumerate(base) if b.variance is not None
+               and any(parts[name].size > j for name, _ in b.views)]
+        probe = predict([planned[i] for i in idx], _probe_catalog(catalog, spec, j, parts),
+                        fixed=True)
+        drops.append({i: base[i].variance - p.variance for i, p in zip(idx, probe)})
     for i, pred in enumerate(base):
         if pred.variance is None:
             continue
@@ -175,8 +219,7 @@ def _coefficients(spec: ReleaseSpec, planned: Sequence[Planned], base: Sequence[
                 cost[name][0] += w * pred.variance * p[0] ** power
                 continue
             for j in range(p.size):
-                drop = pred.variance - probes[j][i].variance
-                cost[name][j] += w * max(drop, 0.0) * 2.0 * p[j]
+                cost[name][j] += w * max(drops[j].get(i, 0.0), 0.0) * 2.0 * p[j]
     return cost
 
 
@@ -220,14 +263,18 @@ def optimise(spec: ReleaseSpec, queries: Sequence[WorkloadQuery] | None = None,
     current, pred = spec, before
     for _ in range(rounds):
         parts = current_parts(current, depths)
-        cost = _coefficients(current, planned, pred, parts, memo)
+        cost = _coefficients(current, planned, pred, parts, catalog)
         if not any(c.sum() > 0 for c in cost.values()):
             break
         candidate = spec_with(current, _allocate(cost, _total(spec), pure))
-        pred = predict(planned, dry_catalog(candidate, memo))
+        catalog = dry_catalog(candidate, memo)
+        pred = predict(planned, catalog)
         current = candidate
+        gain = weighted_mse(pred) < weighted_mse(best_pred) * (1 - CONVERGED)
         if weighted_mse(pred) < weighted_mse(best_pred):
             best, best_pred = candidate, pred
+        if not gain:
+            break
     best, best_pred, changes = _covariances(best, planned, best_pred, memo,
                                              min(covariance_bins, MAX_OPTIMAL_BINS))
     return Optimised(best, tuple(before), tuple(best_pred), tuple(changes))
