@@ -170,3 +170,34 @@ def test_without_a_workload_nothing_changes(trips_data):
     spec = ReleaseSpec.from_dict(trips_spec(1.0), base_dir=trips_data)
     out = optimise(spec)
     assert out.spec == spec and out.before == ()
+
+
+def test_probed_coefficients_reproduce_the_models_variances(trips_data):
+    # InfTDA's prediction is linear in 1/ρ per level: Σ_p a_qp / ρ_p over the probed
+    # coefficients gives back each query's predicted variance
+    import numpy as np
+
+    from dpsql.workload.optimise import _probe_catalog
+    from dpsql.workload.predict import dry_catalog, plan_workload, predict
+
+    spec = _spec(trips_data)
+    catalog = dry_catalog(spec)
+    planned = plan_workload(catalog, spec.workload.queries, spec)
+    base = predict(planned)
+    depths = {v.name: len(catalog.releases[0].release.views[v.name].levels)
+              for v in spec.views}
+    parts = current_parts(spec, depths)
+    checked = 0
+    for i, b in enumerate(base):
+        (name, _), = b.views
+        if spec.view(name).mechanism != "inftda":
+            continue
+        p = parts[name]
+        total = 0.0
+        for j in range(p.size):
+            probe = predict([planned[i]], _probe_catalog(catalog, spec, j, parts), fixed=True)
+            total += 2.0 * p[j] * (b.variance - probe[0].variance) / p[j]
+        assert total == pytest.approx(b.variance, rel=1e-9)
+        assert np.isfinite(total)
+        checked += 1
+    assert checked >= 3
