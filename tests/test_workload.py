@@ -201,3 +201,16 @@ def test_probed_coefficients_reproduce_the_models_variances(trips_data):
         assert np.isfinite(total)
         checked += 1
     assert checked >= 3
+
+
+def test_fanout_search_keeps_the_best_and_resets_level_weights(trips_data):
+    spec = _spec(trips_data)
+    plain = optimise(spec)
+    searched = optimise(spec, fanouts=True)
+    assert searched.objective_after <= plain.objective_after * (1 + 1e-12)
+    fan = searched.spec.attributes["distance"].fanout
+    assert fan == "auto" or fan in (2, 4, 8, 16, 32)
+    if fan != spec.attributes["distance"].fanout:
+        assert "distance: fanout = " + str(fan) in searched.changes
+    # the result builds: level weights match the depth the chosen fan-out gives
+    assert _spent_rho(plan_release(searched.spec)) == pytest.approx(1.0, rel=1e-9)

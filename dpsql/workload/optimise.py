@@ -33,7 +33,9 @@ planner's new choices, and the best spec by the
 predicted objective, the curator's own included, is returned. Then each cascade view
 within the optimal covariance's size limit tries the other covariance, kept if the
 predicted objective falls (views of at most :data:`COVARIANCE_TRIAL_BINS` bins by
-default).
+default). On request (``fanouts=True``), each range attribute that a tree view splits
+b-ary tries every fan-out of :data:`FANOUTS`, each with a budget split of its own (the
+depth, and so the parts, change with it), and keeps the best.
 
 Deterministic: dry runs use a fixed generator and the arithmetic has no randomness;
 written weights are rounded to :data:`DIGITS` significant digits (any positive weights
@@ -54,7 +56,7 @@ from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
 from dpsql.errors import InternalError
 from dpsql.planner.catalog import Catalog
 from dpsql.privacy import Neighbouring, PureDP, ZCDP
-from dpsql.spec import ReleaseSpec, View
+from dpsql.spec import Range, ReleaseSpec, View
 from dpsql.spec_workload import WorkloadQuery
 from dpsql.workload.predict import (Planned, Prediction, dry_catalog, plan_workload,
                                     predict, weighted_mse)
@@ -69,6 +71,8 @@ one's set-up is several dense K×K eigendecompositions (about a second at 1,024 
 one core, 10 s at 1,400 on a loaded machine, minutes at 4,096). ``optimise(...,
 covariance_bins=)`` and ``dpsql advise --covariance-bins`` raise it, up to
 :data:`~dpsql.accuracy.optimal_ranges.MAX_OPTIMAL_BINS`."""
+FANOUTS = (2, 4, 8, 16, 32)
+"""Fan-outs tried for range attributes under tree views with ``fanouts=True``."""
 SPLIT_LEVELS = ("inftda", "gaussian_tree")  # mechanisms whose level_weights are optimised
 
 
@@ -247,16 +251,56 @@ def _allocate(cost: dict[str, np.ndarray], total: float, pure: bool) -> dict[str
 
 
 def optimise(spec: ReleaseSpec, queries: Sequence[WorkloadQuery] | None = None,
-             rounds: int = ROUNDS, covariance_bins: int = COVARIANCE_TRIAL_BINS
-             ) -> Optimised:
+             rounds: int = ROUNDS, covariance_bins: int = COVARIANCE_TRIAL_BINS,
+             fanouts: bool = False) -> Optimised:
     """The spec whose budget split minimises the workload's predicted weighted MSE
-    (module doc), with the predictions before and after."""
+    (module doc), with the predictions before and after. ``fanouts``: also try each
+    :data:`FANOUTS` on the range attributes that tree views (not cascades) split, each
+    with its own budget split (about one optimisation per candidate)."""
     if queries is None:
         queries = spec.workload.queries if spec.workload else ()
     memo: dict = {}
     catalog = dry_catalog(spec, memo)
     planned = plan_workload(catalog, queries, spec)
     before = predict(planned)
+    best, best_pred = _split(spec, planned, before, catalog, memo, rounds)
+    changes = []
+    if fanouts:
+        for name in _split_ranges(spec, best_pred):
+            current = best.attributes[name].fanout
+            for b in FANOUTS:
+                if b == current:
+                    continue
+                trial = replace(best, attributes={**best.attributes, name: replace(
+                    best.attributes[name], fanout=b)}, views=tuple(
+                    replace(v, level_weights=None) if name in v.levels else v
+                    for v in best.views))  # other depths: level weights start equal
+                cat = dry_catalog(trial, memo)
+                t_spec, t_pred = _split(trial, planned, predict(planned, cat), cat, memo,
+                                        rounds)
+                if weighted_mse(t_pred) < weighted_mse(best_pred) * (1 - 1e-9):
+                    best, best_pred = t_spec, t_pred
+            if best.attributes[name].fanout != current:
+                changes.append(f"{name}: fanout = {best.attributes[name].fanout}")
+    best, best_pred, more = _covariances(best, planned, best_pred, memo,
+                                         min(covariance_bins, MAX_OPTIMAL_BINS))
+    return Optimised(best, tuple(before), tuple(best_pred), tuple(changes + more))
+
+
+def _split_ranges(spec: ReleaseSpec, pred: Sequence[Prediction]) -> list[str]:
+    """Range attributes split b-ary by a tree view that answers some query."""
+    used = {name for p in pred for name, _ in p.views}
+    out = []
+    for v in spec.views:
+        if v.name in used and v.mechanism != "cascade":
+            out += [a for a in v.levels if isinstance(spec.attributes[a], Range)
+                    and a not in out]
+    return out
+
+
+def _split(spec: ReleaseSpec, planned: Sequence[Planned], before: list[Prediction],
+           catalog: Catalog, memo: dict, rounds: int) -> tuple[ReleaseSpec, list[Prediction]]:
+    """View shares and level weights (module doc), from ``spec`` and its predictions."""
     depths = {v.name: _n_levels(catalog, v.name) for v in spec.views}
     pure = isinstance(spec.budget, PureDP)
     best, best_pred = spec, before
@@ -275,9 +319,7 @@ def optimise(spec: ReleaseSpec, queries: Sequence[WorkloadQuery] | None = None,
             best, best_pred = candidate, pred
         if not gain:
             break
-    best, best_pred, changes = _covariances(best, planned, best_pred, memo,
-                                             min(covariance_bins, MAX_OPTIMAL_BINS))
-    return Optimised(best, tuple(before), tuple(best_pred), tuple(changes))
+    return best, best_pred
 
 
 def _covariances(spec: ReleaseSpec, planned: Sequence[Planned], pred: list[Prediction],

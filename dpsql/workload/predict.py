@@ -74,13 +74,14 @@ def dry_release(spec: ReleaseSpec, memo: dict | None = None) -> Release:
     """:func:`dpsql.release.build.plan_release`'s catalog, one view at a time: each view
     runs on the all-zero stand-in with its own fixed generator, so that a view's dry run
     depends on the view, its budget share and the release's public settings only and can
-    be reused (``memo``, for specs with the same attributes) when the optimiser changes
-    another view."""
+    be reused (``memo``, for specs with the same attributes but for range fan-outs, which
+    are part of the key) when the optimiser changes another view."""
     trees = {name: attribute_tree(a) for name, a in spec.attributes.items()}
     rows = []
     for view, budget in zip(spec.views, view_budgets(spec)):
         key = (json.dumps(view.to_json(), sort_keys=True), json.dumps(budget.to_json()),
-               spec.neighbouring.value, spec.unit.max_rows)
+               spec.neighbouring.value, spec.unit.max_rows,
+               tuple(getattr(spec.attributes[a], "fanout", None) for a in view.levels))
         row = None if memo is None else memo.get(key)
         if row is None:
             nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
