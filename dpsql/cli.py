@@ -52,7 +52,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         for table in release_summary(plan_release(spec, seed=args.seed)):
             console.print(table)
         if spec.workload is not None:
-            _print_workload(console, spec)
+            from dpsql.workload.advise import print_workload
+            print_workload(console, spec)
         console.print("dry run: the spec is valid; no data was read and nothing was "
                       "written. The errors above are those of the release it would build.")
         return 0
@@ -71,65 +72,12 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_workload(console: Console, spec: Any) -> None:
-    from dpsql.workload.predict import predict_spec
-    from dpsql.workload.show import errors_table, refused_table, summary_text
-
-    preds = predict_spec(spec)
-    for table in (refused_table(preds), errors_table(preds)):
-        if table is not None:
-            console.print(table)
-    console.print(summary_text(preds) + "; `dpsql advise` proposes a better budget split")
-
-
 def cmd_advise(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from dpsql.workload.advise import run_advise
 
-    from dpsql.spec import ReleaseSpec
-    from dpsql.spec_attributes import _read_text
-    from dpsql.spec_workload import read_queries
-    from dpsql.workload.optimise import optimise
-    from dpsql.workload.predict import predict_spec
-    from dpsql.workload.show import errors_table, refused_table, summary_text, views_table
-    from dpsql.workload.suggest import suggestions, with_views
-    from dpsql.workload.toml_out import spec_toml
-
-    console = _console()
-    spec = ReleaseSpec.from_toml(args.spec)
-    queries = list(spec.workload.queries) if spec.workload else []
-    if args.queries:
-        queries += read_queries(_read_text("queries", Path(args.queries)), args.queries)
-    if not queries:
-        console.print("error: no workload: give QUERIES.sql or a [workload] in the spec "
-                      "(see docs/spec.md)")
-        return 2
-    before = predict_spec(spec, queries)
-    suggested = suggestions(spec, before)
-    table = refused_table(before, suggested)
-    if table is not None:
-        console.print(table)
-    target = with_views(spec, [v for v, _ in suggested]) if args.add_views else spec
-    result = optimise(target, queries, covariance_bins=args.covariance_bins,
-                      fanouts=args.fanouts)
-    console.print(views_table(spec, result.spec))
-    console.print(errors_table(before, result.after))
-    console.print(summary_text(before, result.after))
-    if suggested and not args.add_views:
-        console.print(f"{len(suggested)} view(s) would answer the refused queries: "
-                      "--add-views adds them to the optimised spec")
-    if args.write:
-        from dpsql.spec_workload import Workload
-        from dataclasses import replace
-
-        out = replace(result.spec, workload=Workload(tuple(queries)))
-        Path(args.write).write_text(spec_toml(out, f"written by dpsql advise from "
-                                              f"{args.spec}: the budget split optimised "
-                                              "for the [workload] below"), encoding="utf-8")
-        console.print(f"wrote {args.write}: check it, then dpsql release {args.write} -o "
-                      "RELEASE")
-    console.print("nothing was read and no budget was spent: these are predictions from "
-                  "the views' error models")
-    return 0
+    return run_advise(_console(), args.spec, args.queries, write=args.write,
+                      add_views=args.add_views, fanouts=args.fanouts,
+                      covariance_bins=args.covariance_bins)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

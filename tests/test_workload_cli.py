@@ -82,3 +82,10 @@ def test_dry_run_shows_the_workload(trips_data, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "predicted error of each workload query" in text
     assert "3 of 4 queries answered" in text and "cannot be answered" in text
+
+
+def test_advise_write_to_a_missing_folder_is_one_line(trips_data, tmp_path, capsys):
+    spec_path = _write_spec(trips_data, tmp_path)
+    assert main(["advise", str(spec_path), "--write", str(tmp_path / "no" / "o.toml")]) == 1
+    err = capsys.readouterr().err
+    assert "--write: cannot write" in err and err.count("\n") == 1
