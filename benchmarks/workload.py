@@ -3,7 +3,7 @@
 The spec is benchmarks/flights.py's (views ``geo`` = origin → carrier → dest and
 ``by_month``, InfTDA; ``dist`` and ``delay``, cascade; integer types declared) with
 **hand-written equal weights** (every view weight 1, every level equal), and its workload
-is flights.py's 100 query classes. ``dpsql.workload.optimise`` turns it into the
+is flights.py's 100 query classes (its later date view and classes left out). ``dpsql.workload.optimise`` turns it into the
 optimised spec. Then:
 
 1. **Optimised vs equal weights**: the weighted workload RMSE (all weights 1), predicted
@@ -67,12 +67,21 @@ COUNTING = ("count", "group", "range")
 
 
 def _raw_spec(dests: list[str]) -> dict:
+    """flights.py's spec without its date view (the issue's four views and 100 classes;
+    the date classes came later)."""
     raw = {k: v for k, v in flights._spec(dests, False, Path(".")).items() if v is not None}
+    raw["attributes"].pop("fl_date", None)
+    raw["views"] = [v for v in raw["views"] if "fl_date" not in v["levels"]]
     raw["attributes"]["distance"]["type"] = "integer"
     raw["attributes"]["dep_delay"]["type"] = "integer"
     for v in raw["views"]:
         v["weight"] = 1
     return raw
+
+
+def _classes(dests: list[str]):
+    """flights.py's query classes without the date ones (see :func:`_raw_spec`)."""
+    return [c for c in flights._classes(dests) if "fl_date" not in c[2]]
 
 
 def _class_of(name: str, kind: str) -> str:
@@ -221,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         source, dests = flights._write_source(base)
-        classes = flights._classes(dests)
+        classes = _classes(dests)
         raw = _raw_spec(dests)
         raw["workload"] = {"queries": [{"sql": s, "name": n} for n, _, s in classes]}
         equal = ReleaseSpec.from_dict(raw, base_dir=base)
