@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from typing import Any, Sequence
 
 from rich.console import Console
@@ -48,6 +49,9 @@ def cmd_release(args: argparse.Namespace) -> int:
                       "--dry-run to see the expected error without reading any data")
         return 2
     spec = ReleaseSpec.from_toml(args.spec)
+    spec = replace(spec, engine=spec.engine.with_overrides(
+        name=args.engine, memory_limit=args.memory_limit, threads=args.threads,
+        temp_directory=args.temp_dir, master=args.spark_master))
     if args.dry_run:
         for table in release_summary(plan_release(spec, seed=args.seed)):
             console.print(table)
@@ -404,6 +408,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replace an existing release file: this spends the budget again on "
                         "the same data and changes the numbers of anyone querying it")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    p.add_argument("--engine", choices=("duckdb", "spark"), default=None,
+                   help="what reads and counts the rows (default: the spec's engine, else "
+                        "duckdb)")
+    p.add_argument("--memory-limit", default=None, metavar="SIZE",
+                   help="DuckDB's memory limit, e.g. 4GB (default: the spec's, else 80%% of "
+                        "the machine's memory)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="DuckDB's threads (default: the spec's, else one per core)")
+    p.add_argument("--temp-dir", default=None, metavar="DIR",
+                   help="where DuckDB spills what does not fit in memory (default: the "
+                        "spec's, else .tmp in the working directory)")
+    p.add_argument("--spark-master", default=None, metavar="URL",
+                   help="the Spark master with --engine spark (default: the spec's, else "
+                        "local[*])")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("advise", help="predict a spec's error on a workload of queries and "

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
+from dpsql.engine_settings import EngineSettings, parse_engine
 from dpsql.errors import InvalidPrivacyParameterError, SpecError
 from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, ZCDP
 from dpsql.privacy.budgets import check_usable
@@ -81,6 +82,8 @@ class ReleaseSpec:
     """Make views agree on the marginals they share (dpsql.release.reconcile)."""
     workload: Workload | None = None
     """The queries the release should serve best (``[workload]``; dpsql.workload)."""
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    """How the rows are read and counted (:mod:`dpsql.engine_settings`); not stored."""
 
     # ----------------------------------------------------------------------------------
     @classmethod
@@ -105,7 +108,7 @@ class ReleaseSpec:
         base = Path(data.get("base_dir", base_dir))
         known = {"name", "source", "sql", "neighbouring", "privacy_unit", "budget",
                  "attributes", "views", "report_delta", "base_dir", "reconcile",
-                 "workload"}
+                 "workload", "engine"}
         for key in data:
             if key not in known:
                 raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}")
@@ -153,7 +156,7 @@ class ReleaseSpec:
         return cls(name=name, neighbouring=neighbouring, budget=budget, attributes=attributes,
                    views=views, source=source, sql=sql, unit=unit,
                    report_delta=report_delta, base_dir=str(base), reconcile=reconcile,
-                   workload=workload)
+                   workload=workload, engine=parse_engine(data.get("engine")))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "neighbouring": self.neighbouring.value}

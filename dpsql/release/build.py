@@ -46,6 +46,7 @@ from dpsql.errors import DataError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts, files, ledger
+from dpsql.release.duckdb_settings import configure
 from dpsql.release.ingest import ingest
 from dpsql.release.store import Columns, catalog_rows, write_release
 from dpsql.release.value_types import with_value_types
@@ -181,6 +182,7 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
         try:
             # DuckDB would draw its own bar over ours on queries longer than 2 s.
             con.execute("SET enable_progress_bar = false")
+            configure(con, spec.engine)
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
             report = ingest(spec, con, salt, hierarchy_codes=hcodes)

@@ -29,6 +29,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.release import bounding
+from dpsql.release.bounding import PAYLOAD_BITS
+
 LEAVES = "dpsql_leaves"
 KEYS = "dpsql_keys"
 
@@ -72,9 +75,9 @@ def count_keys(con: duckdb.DuckDBPyConnection, source: str, keys: dict[str, str]
 
 
 def count_codes(con: duckdb.DuckDBPyConnection, relation: str,
-                sets: Sequence[Sequence[str]]) -> None:
+                sets: Sequence[Sequence[str]], target: str = LEAVES) -> None:
     """One scan of the coded rows ``relation`` (``c_<attr>`` columns), grouped by every
-    attribute set in ``sets``, appended to ``dpsql_leaves``."""
+    attribute set in ``sets``, appended to ``target`` (``dpsql_leaves``)."""
     attrs = sorted({a for s in sets for a in s})
     cols = [f"c_{a}" for a in attrs]
     gids = grouping_ids(cols, [[f"c_{a}" for a in s] for s in sets])
@@ -82,73 +85,64 @@ def count_codes(con: duckdb.DuckDBPyConnection, relation: str,
         + " END"
     grouped = _grouping_sets([[f"c_{a}" for a in s] for s in sets])
     con.execute(
-        f"INSERT INTO {LEAVES} (dpsql_set, {', '.join(cols)}, n) "
+        f"INSERT INTO {target} (dpsql_set, {', '.join(cols)}, n) "
         f"SELECT {label}, {', '.join(cols)}, n FROM ("
         f"SELECT {', '.join(cols)}, count(*)::BIGINT AS n, GROUPING({', '.join(cols)}) AS g "
         f"FROM {relation} GROUP BY GROUPING SETS ({grouped}))")
 
 
-# A unit's kept codes ride in the low bits of its rows' keys when they need at most this
-# many bits: the key keeps >= 40 random bits, so two rows of a unit of k rows tie (and are
-# ordered by their codes instead) with probability below k²·2⁻⁴¹.
-PAYLOAD_BITS = 24
+def bucket_count(rows: int, memory_limit_bytes: int) -> int:
+    """How many buckets of units :func:`count_bounded` counts one after the other so that
+    one bucket's aggregates fit in about a third of DuckDB's memory limit: about
+    :data:`BYTES_PER_ROW` bytes per coded row (measured: the aggregates by unit and codes
+    and by unit, at 10M-50M rows), the rest left to the scan and the coded rows. The
+    buckets never change the result, only the peak memory and the number of scans."""
+    budget = max(1, memory_limit_bytes // 3)
+    return max(1, min(MAX_BUCKETS, -(-int(rows) * BYTES_PER_ROW // budget)))
 
 
-def bounding_key(salt: int, payload: str) -> str:
-    """The SQL key by which a unit keeps its rows (the ``max_rows`` of least key), over
-    the columns ``dpsql_unit``, ``payload`` (the row's codes as one UBIGINT) and
-    ``dpsql_occ`` (0, 1, ... among the unit's rows with those same codes).
-
-    **It depends on the unit's own rows only** (and the salt): adding or removing
-    another unit's rows, or reordering the source, never changes which of this unit's
-    rows are kept. That is what makes bounding a stable transformation, so a unit moves
-    at most ``max_rows`` rows of the counts for *every* salt, and the sensitivity of
-    DESIGN privacy rule 2 holds without any assumption on the hash. (A key of the row's
-    position in the source would not do: another unit's rows shift the positions.)
-
-    The key chains DuckDB's 64-bit ``hash`` (for an integer, the murmur3 finaliser, a
-    bijection) one input at a time: h(h(h(h(unit) ⊕ salt) ⊕ payload) ⊕ occ). So the salt
-    goes in before the mixing, rows with different codes get different keys, and
-    identical rows get different keys through ``dpsql_occ`` (two identical rows are two
-    chances to be kept). For a secret salt every set of ``max_rows`` of a unit's rows is
-    then equally likely (``tests/release/test_bounding.py`` checks it). ``hash(a, b, c)``
-    would not do: DuckDB combines the hashes of several arguments by XOR, so the salt
-    would only XOR every key with one constant."""
-    unit = f"hash(xor(hash(dpsql_unit), {int(salt)}::UBIGINT))"
-    return f"hash(xor(hash(xor({unit}, {payload})), dpsql_occ::UBIGINT))"
+BYTES_PER_ROW = 120
+MAX_BUCKETS = 4096
 
 
 def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dict[str, int],
-                  sets: Sequence[Sequence[str]], max_rows: int, salt: int) -> int:
-    """Keep each unit's ``max_rows`` rows of least :func:`bounding_key`, then count them
-    as :func:`count_codes` does. Returns the number of rows before bounding.
+                  sets: Sequence[Sequence[str]], max_rows: int, salt: int,
+                  unit_hash: str, buckets: int = 1) -> int:
+    """Keep each unit's ``max_rows`` rows of least bounding key (:mod:`bounding`), then
+    count them as :func:`count_codes` does. Returns the number of rows before bounding.
 
     ``relation`` holds coded rows: ``c_<attr>`` (a code in ``[0, code_sizes[attr])``)
-    and ``dpsql_unit`` (NULL is one unit, as in GROUP BY). Identical rows of a unit are
-    first counted (one hash aggregate by unit and codes) and expanded again with their
-    occurrence number, which the key needs. One hash aggregate by unit then keeps the
-    codes of the rows of least key in a bounded heap per unit, so at most m rows per
-    unit survive by construction. The codes travel packed into one integer (mixed
-    radix, :func:`_pack_codes`):
+    and ``dpsql_unit`` (NULL is one unit, as in GROUP BY); ``unit_hash`` is the SQL of
+    the unit's hash ``u`` over ``dpsql_unit``. Identical rows of a unit are first counted
+    (one hash aggregate by unit and codes) and expanded again with their occurrence
+    number, which the key needs. One hash aggregate by unit then keeps the codes of the
+    rows of least key in a bounded heap per unit, so at most m rows per unit survive by
+    construction. The codes travel packed into one integer (mixed radix,
+    :func:`_pack_codes`):
 
     * up to :data:`PAYLOAD_BITS` bits: in the low bits of the key itself, and the
       aggregate is ``min(key_with_codes, m)`` (``min`` for m = 1), DuckDB's cheapest;
     * up to 63 bits: ``arg_min(codes, key, m)``; beyond: the same over a struct.
 
+    **Bounded memory**: both aggregates hold a group per unit, about
+    :data:`BYTES_PER_ROW` bytes per row. With ``buckets = K > 1`` the units are split by
+    their salted hash (``s mod K``) and each bucket is bounded and counted on its own, its
+    leaf counts added to the others'; a unit lies in one bucket, so the kept rows and the
+    counts are exactly those of one pass, at about 1/K of the memory and K scans of the
+    coded rows (:func:`bucket_count` sizes K from the memory limit).
+
     A ``row_number() OVER (PARTITION BY unit ORDER BY key) <= m`` filter keeps the same
     rows, but DuckDB runs it as a top-n aggregate over whole rows (a struct) and a join
-    back: several times the time and memory. In Spark the same step is a
-    ``groupBy(unit)`` aggregate ahead of the GROUPING SETS."""
+    back: several times the time and memory. In Spark the same step is that window
+    (:mod:`dpsql.release.spark`)."""
     m = int(max_rows)
     packed, decode, bits = _pack_codes(code_sizes)
-    codes = ", ".join(f"c_{a}" for a in sorted(code_sizes))
-    payload = f"({packed})::UBIGINT" if bits <= 63 else f"hash({packed})"
-    con.execute(
-        f"CREATE TEMP VIEW dpsql_keyed AS SELECT *, {bounding_key(salt, 'dpsql_pay')} AS "
-        f"dpsql_key FROM (SELECT {codes}, dpsql_unit, {payload} AS dpsql_pay, "
-        f"unnest(range(dpsql_n)) AS dpsql_occ FROM (SELECT {codes}, dpsql_unit, count(*) "
-        f"AS dpsql_n FROM {relation} GROUP BY ALL))")
-    relation = "dpsql_keyed"
+    attrs = sorted(code_sizes)
+    codes = ", ".join(f"c_{a}" for a in attrs)
+    payload = (f"({packed})::UBIGINT" if bits <= 63
+               else bounding.duckdb_chained_payload([f"c_{a}" for a in attrs]))
+    salted = bounding.duckdb_salted(unit_hash, salt)
+    key = bounding.duckdb_key("dpsql_s", "dpsql_pay", "dpsql_occ")
     top = "" if m == 1 else f", {m}"
     if bits <= PAYLOAD_BITS:
         mask = (1 << bits) - 1
@@ -157,13 +151,32 @@ def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dic
     else:
         choose = f"arg_min({packed}, dpsql_key{top})"
         code = "dpsql_x"
-    con.execute(f"CREATE TEMP TABLE dpsql_units AS SELECT count(*) AS k, {choose} AS "
-                f"dpsql_kept FROM {relation} GROUP BY dpsql_unit")
-    rows = int(con.execute("SELECT coalesce(sum(k), 0) FROM dpsql_units").fetchall()[0][0])
     kept = "dpsql_kept" if m == 1 else "unnest(dpsql_kept)"
-    con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {decode} FROM (SELECT {code} AS "
-                f"dpsql_p FROM (SELECT {kept} AS dpsql_x FROM dpsql_units))")
-    count_codes(con, "dpsql_rows", sets)
+    k = max(1, int(buckets))
+    target = LEAVES if k == 1 else "dpsql_leaves_part"
+    if k > 1:
+        cols = "".join(f", c_{a} BIGINT" for a in sorted({a for s in sets for a in s}))
+        con.execute(f"CREATE TEMP TABLE {target} (dpsql_set VARCHAR{cols}, n BIGINT)")
+    rows = 0
+    for b in range(k):
+        where = "" if k == 1 else f"WHERE {salted} % {k} = {b}"
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW dpsql_keyed AS SELECT *, {key} AS dpsql_key FROM ("
+            f"SELECT {codes}, dpsql_unit, dpsql_pay, unnest(range(dpsql_n)) AS dpsql_occ, "
+            f"{salted} AS dpsql_s FROM (SELECT {codes}, dpsql_unit, {payload} AS dpsql_pay, "
+            f"count(*) AS dpsql_n FROM {relation} {where} GROUP BY ALL))")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE dpsql_units AS SELECT count(*) AS k, "
+                    f"{choose} AS dpsql_kept FROM dpsql_keyed GROUP BY dpsql_unit")
+        rows += int(con.execute("SELECT coalesce(sum(k), 0) FROM dpsql_units").fetchall()[0][0])
+        con.execute(f"CREATE OR REPLACE TEMP VIEW dpsql_rows AS SELECT {decode} FROM (SELECT "
+                    f"{code} AS dpsql_p FROM (SELECT {kept} AS dpsql_x FROM dpsql_units))")
+        count_codes(con, "dpsql_rows", sets, target=target)
+        con.execute("DROP TABLE dpsql_units")
+    if k > 1:
+        cols = ", ".join(f"c_{a}" for a in sorted({a for s in sets for a in s}))
+        con.execute(f"INSERT INTO {LEAVES} (dpsql_set, {cols}, n) SELECT dpsql_set, {cols}, "
+                    f"sum(n)::BIGINT FROM {target} GROUP BY ALL")
+        con.execute(f"DROP TABLE {target}")
     return rows
 
 

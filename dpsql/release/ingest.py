@@ -36,7 +36,8 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import DataError, SpecError
-from dpsql.release import counts
+from dpsql.release import bounding, counts
+from dpsql.release.duckdb_settings import engine_error, memory_limit
 from dpsql.release.store import create_table
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
@@ -184,11 +185,13 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
         if spec.unit.column is None:
             report = _ingest_by_keys(spec, con, used, sets, sizes)
         else:
-            report = _ingest_by_rows(spec, con, used, sets, salt, sizes)
+            report = _ingest_by_rows(spec, con, used, sets, salt, sizes,
+                                     types[spec.unit.column])
         report.column_types = types
         return report
     except duckdb.Error as err:
-        raise DataError(f"cannot read the source: {one_line(err)}") from err
+        raise (engine_error(err, con) or
+               DataError(f"cannot read the source: {one_line(err)}")) from err
 
 
 # --------------------------------------------------------------------------------------
@@ -415,8 +418,8 @@ def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
 
 
 def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
-                    sets: list[tuple[str, ...]], salt: int, code_sizes: dict[str, int]
-                    ) -> IngestReport:
+                    sets: list[tuple[str, ...]], salt: int, code_sizes: dict[str, int],
+                    unit_type: str) -> IngestReport:
     report = IngestReport()
     unit = spec.unit
     # The only scan of the source: materialised, so that checks, bounding and counts all
@@ -433,7 +436,9 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
     # Privacy rule 2: each unit keeps at most max_rows rows, a uniform random choice
     # keyed by the salt (drawn from the release RNG) and by the unit's own rows only.
-    kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt)
+    buckets = counts.bucket_count(report.rows_read, memory_limit(con))
+    kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt,
+                                bounding.duckdb_unit_hash("dpsql_unit", unit_type), buckets)
     bounded = counts.total_rows(con, sets[0])
     _drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])

@@ -18,6 +18,8 @@ from dpsql.release import counts, ingest as ingest_module
 from dpsql.release.ingest import ingest
 from dpsql.spec import ReleaseSpec
 
+from bounding_paths import bounding_path  # noqa: F401  (a fixture)
+
 BINS = 8
 
 
@@ -69,23 +71,9 @@ def _leaves(spec: ReleaseSpec, salt: int) -> tuple[dict, ingest_module.IngestRep
     return got, report
 
 
-@pytest.fixture(params=["codes_in_key", "arg_min", "struct"])
-def bounding_path(request, monkeypatch):
-    """Each way :func:`counts.count_bounded` can carry the kept codes: in the low bits of
-    the key (small domains), as a packed BIGINT, or as a struct (domains too large to
-    pack). Forced by shrinking the payload bits or inflating the code bounds."""
-    if request.param == "arg_min" and hasattr(counts, "PAYLOAD_BITS"):
-        monkeypatch.setattr(counts, "PAYLOAD_BITS", 0)
-    if request.param == "struct" and hasattr(ingest_module, "_code_sizes"):
-        real = ingest_module._code_sizes
-        monkeypatch.setattr(ingest_module, "_code_sizes",
-                            lambda *a: {k: v << 30 for k, v in real(*a).items()})
-    return request.param
-
-
 @pytest.mark.parametrize("max_rows", [1, 2, 5])
 def test_no_unit_contributes_more_than_max_rows_to_any_count(tmp_path, max_rows,
-                                                             bounding_path):
+                                                             bounding_path):  # noqa: F811
     table, sizes = _units_table(seed=max_rows)
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, len(sizes), max_rows)
@@ -118,7 +106,7 @@ def test_no_unit_contributes_more_than_max_rows_to_any_count(tmp_path, max_rows,
         in report.actions
 
 
-def test_the_choice_is_drawn_from_the_salt(tmp_path, bounding_path):
+def test_the_choice_is_drawn_from_the_salt(tmp_path, bounding_path):  # noqa: F811
     table, sizes = _units_table(seed=7)
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, len(sizes), 2)
@@ -130,7 +118,7 @@ def test_the_choice_is_drawn_from_the_salt(tmp_path, bounding_path):
         assert r["who"] == {(u,): int(min(k, 2)) for u, k in enumerate(sizes)}
 
 
-def test_a_units_kept_rows_depend_on_its_own_rows_only(tmp_path, bounding_path):
+def test_a_units_kept_rows_depend_on_its_own_rows_only(tmp_path, bounding_path):  # noqa: F811
     """Bounding is a stable transformation: for one salt, adding another unit's rows
     (anywhere in the file) or reordering the source never changes which rows of this
     unit are kept. Otherwise one person joining could move every other person's counts,
@@ -243,7 +231,7 @@ LAYOUTS = {
 
 @pytest.mark.statistical
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_set_of_max_rows_rows_is_equally_likely(tmp_path, layout, bounding_path):
+def test_every_set_of_max_rows_rows_is_equally_likely(tmp_path, layout, bounding_path):  # noqa: F811
     # Within 5 standard errors, for two salts. Which rows a unit keeps must not depend
     # on their values: identical rows are two chances, and rows that differ only in
     # their last code are as likely as any others.
