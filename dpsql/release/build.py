@@ -132,7 +132,8 @@ def hierarchy_codes(attr: Hierarchy, tree: domains.DomainTree) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
-                  progress: bool = True, replace: bool = False) -> Release:
+                  progress: bool = True, replace: bool = False, spark: Any = None
+                  ) -> Release:
     """Build the release described by ``spec`` into the DuckDB file ``out``.
 
     ``seed`` makes the noise reproducible and marks the release ``seeded: not private``;
@@ -142,12 +143,15 @@ def build_release(spec: ReleaseSpec, out: str | Path, seed: int | None = None,
     An existing ``out`` is refused unless ``replace`` (a second release of the same data
     spends the budget again). Each build is recorded in the folder's curator-side ledger
     (:mod:`dpsql.release.ledger`); ``report.prior_releases`` lists the earlier releases of
-    the same source into that folder, which ``dpsql release`` warns about."""
+    the same source into that folder, which ``dpsql release`` warns about.
+
+    ``spark``: a SparkSession you configured; the row-level step then runs on it
+    (as with ``engine = "spark"``, which otherwise starts one for ``engine.master``)."""
     files.refuse_existing(out, replace)
     source = ledger.source_fingerprint(spec)
     prior = ledger.prior_releases(Path(out).resolve().parent, source)
     with _collector_paused():
-        release = _build_release(spec, out, seed, progress)
+        release = _build_release(spec, out, seed, progress, spark)
     ledger.record(out, spec, source, release.rho, seeded=seed is not None)
     release.report.prior_releases = prior
     return release
@@ -170,7 +174,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
-                   progress: bool) -> Release:
+                   progress: bool, spark: Any) -> Release:
     budgets = view_budgets(spec)
     generator = make_rng(seed)
     trees = {name: attribute_tree(a) for name, a in spec.attributes.items()}
@@ -185,7 +189,7 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
             configure(con, spec.engine)
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
-            report = ingest(spec, con, salt, hierarchy_codes=hcodes)
+            report = _ingest_on_engine(spec, con, salt, hcodes, spark)
             spec = with_value_types(spec, report.column_types)  # as ingest binned them
             if report.rows_used == 0:
                 raise DataError("no rows remain after the NULL, domain and bound policies; "
@@ -218,6 +222,24 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
         finally:
             con.close()
     return replace(release, report=report)
+
+
+def _ingest_on_engine(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
+                      hcodes: dict[str, np.ndarray], spark: Any) -> Any:
+    """Ingest on the spec's engine. With Spark, the leaf counts come back as Arrow into
+    ``con``'s ``dpsql_leaves``, so that everything after is the same."""
+    if spec.engine.name != "spark" and spark is None:
+        return ingest(spec, con, salt, hierarchy_codes=hcodes)
+    from dpsql.release.spark import SparkConnection
+    rows = SparkConnection.open(spec.engine, spark)
+    try:
+        report = ingest(spec, rows, salt, hierarchy_codes=hcodes)  # type: ignore[arg-type]
+        con.register("dpsql_leaves_in", rows.leaves_arrow())
+        con.execute(f"CREATE TEMP TABLE {counts.LEAVES} AS SELECT * FROM dpsql_leaves_in")
+        con.unregister("dpsql_leaves_in")
+    finally:
+        rows.close()
+    return report
 
 
 DRY_RUN = "not built: dry run (no data read, nothing written)"

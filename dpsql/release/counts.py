@@ -42,11 +42,18 @@ def set_key(attributes: Iterable[str]) -> str:
 
 
 def grouping_ids(columns: Sequence[str], sets: Sequence[Sequence[str]]) -> list[int]:
-    """DuckDB's ``GROUPING(columns...)`` value for each grouping set: bit j (from the most
-    significant, in ``columns`` order) is 1 when column j is *not* grouped."""
+    """The ``grouping_id(columns...)`` value (DuckDB's and Spark's alike) of each grouping
+    set: bit j (from the most significant, in ``columns`` order) is 1 when column j is
+    *not* grouped."""
     n = len(columns)
     return [sum(1 << (n - 1 - j) for j, c in enumerate(columns) if c not in set(s))
             for s in sets]
+
+
+def grouping_columns(sets: Sequence[Sequence[str]]) -> list[str]:
+    """The grouping columns in order of first appearance in ``sets``: the order of the
+    ``grouping_id`` arguments (Spark requires exactly that order; DuckDB takes any)."""
+    return list(dict.fromkeys(c for s in sets for c in s))
 
 
 def _grouping_sets(sets: Sequence[Sequence[str]]) -> str:
@@ -64,13 +71,14 @@ def count_keys(con: duckdb.DuckDBPyConnection, source: str, keys: dict[str, str]
     """One scan of ``source`` grouped by raw keys: ``dpsql_keys(<keys>, n, dpsql_gid)``.
 
     ``keys`` maps an alias to its SQL expression over the source; each set lists aliases.
-    ``dpsql_gid`` is ``GROUPING(...)`` over all aliases (see :func:`grouping_ids`)."""
+    ``dpsql_gid`` is ``grouping_id(...)`` over :func:`grouping_columns` of the sets (see
+    :func:`grouping_ids`)."""
     aliases = list(keys)
     inner = ", ".join(f"{expr} AS {alias}" for alias, expr in keys.items())
     cols = ", ".join(aliases)
     con.execute(
         f"CREATE TEMP TABLE {KEYS} AS SELECT {cols}, count(*)::BIGINT AS n, "
-        f"GROUPING({cols}) AS dpsql_gid FROM (SELECT {inner} FROM {source}) "
+        f"grouping_id({', '.join(grouping_columns(sets))}) AS dpsql_gid FROM (SELECT {inner} FROM {source}) "
         f"GROUP BY GROUPING SETS ({_grouping_sets(sets)})")
 
 
@@ -80,14 +88,17 @@ def count_codes(con: duckdb.DuckDBPyConnection, relation: str,
     attribute set in ``sets``, appended to ``target`` (``dpsql_leaves``)."""
     attrs = sorted({a for s in sets for a in s})
     cols = [f"c_{a}" for a in attrs]
-    gids = grouping_ids(cols, [[f"c_{a}" for a in s] for s in sets])
+    coded = [[f"c_{a}" for a in s] for s in sets]
+    order = grouping_columns(coded)
+    gids = grouping_ids(order, coded)
     label = "CASE " + " ".join(f"WHEN g = {g} THEN '{set_key(s)}'" for g, s in zip(gids, sets)) \
         + " END"
     grouped = _grouping_sets([[f"c_{a}" for a in s] for s in sets])
     con.execute(
         f"INSERT INTO {target} (dpsql_set, {', '.join(cols)}, n) "
         f"SELECT {label}, {', '.join(cols)}, n FROM ("
-        f"SELECT {', '.join(cols)}, count(*)::BIGINT AS n, GROUPING({', '.join(cols)}) AS g "
+        f"SELECT {', '.join(cols)}, count(*)::BIGINT AS n, "
+        f"grouping_id({', '.join(order)}) AS g "
         f"FROM {relation} GROUP BY GROUPING SETS ({grouped}))")
 
 
@@ -107,13 +118,14 @@ MAX_BUCKETS = 4096
 
 def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dict[str, int],
                   sets: Sequence[Sequence[str]], max_rows: int, salt: int,
-                  unit_hash: str, buckets: int = 1) -> int:
+                  unit_type: str, buckets: int = 1) -> int:
     """Keep each unit's ``max_rows`` rows of least bounding key (:mod:`bounding`), then
     count them as :func:`count_codes` does. Returns the number of rows before bounding.
 
     ``relation`` holds coded rows: ``c_<attr>`` (a code in ``[0, code_sizes[attr])``)
-    and ``dpsql_unit`` (NULL is one unit, as in GROUP BY); ``unit_hash`` is the SQL of
-    the unit's hash ``u`` over ``dpsql_unit``. Identical rows of a unit are first counted
+    and ``dpsql_unit`` (NULL is one unit, as in GROUP BY) of SQL type ``unit_type``.
+    On a Spark connection (:mod:`dpsql.release.spark`) the same bounding runs there, by
+    the same key. Identical rows of a unit are first counted
     (one hash aggregate by unit and codes) and expanded again with their occurrence
     number, which the key needs. One hash aggregate by unit then keeps the codes of the
     rows of least key in a bounded heap per unit, so at most m rows per unit survive by
@@ -135,6 +147,9 @@ def count_bounded(con: duckdb.DuckDBPyConnection, relation: str, code_sizes: dic
     rows, but DuckDB runs it as a top-n aggregate over whole rows (a struct) and a join
     back: several times the time and memory. In Spark the same step is that window
     (:mod:`dpsql.release.spark`)."""
+    if getattr(con, "engine_name", "duckdb") == "spark":
+        return con.count_bounded(relation, code_sizes, sets, max_rows, salt, unit_type)
+    unit_hash = bounding.duckdb_unit_hash("dpsql_unit", unit_type)
     m = int(max_rows)
     packed, decode, bits = _pack_codes(code_sizes)
     attrs = sorted(code_sizes)

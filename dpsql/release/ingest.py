@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 
 from dpsql.errors import DataError, SpecError
-from dpsql.release import bounding, counts
+from dpsql.release import counts
 from dpsql.release.duckdb_settings import engine_error, memory_limit
 from dpsql.release.store import create_table
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
@@ -308,7 +308,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     con.execute(f"CREATE TEMP TABLE dpsql_coded_keys AS SELECT dpsql_gid, n, "
                 f"{', '.join(selects)} FROM {counts.KEYS} {' '.join(joins)}")
     # 3. Every policy count is a weighted sum over the keys of one set holding the attribute.
-    gids = counts.grouping_ids(list(keys), key_sets)
+    gids = counts.grouping_ids(counts.grouping_columns(key_sets), key_sets)
     gid_of = {a.name: next(g for g, s in zip(gids, sets) if a.name in s) for a in used}
     aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
     for attr in used:
@@ -400,7 +400,10 @@ def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
                 mine.append(f"NOT isnan(v_{n})")
                 if attr.on_out_of_bounds == "error":
                     mine.append(f"v_{n} >= {attr.lower!r} AND v_{n} < {attr.upper!r}")
-            code = (f"CAST(least(greatest({bin_sql(attr, f'v_{n}')}, 0), "
+            # the value clamped to the bounds before binning (the same bin): ±inf never
+            # reaches floor, whose result Spark casts to BIGINT
+            clamped = f"least(greatest(v_{n}, {attr.lower!r}), {attr.upper!r})"
+            code = (f"CAST(least(greatest({bin_sql(attr, clamped)}, 0), "
                     f"{attr.bins - 1}) AS BIGINT)")
         else:
             if p.drop_bad or strict:
@@ -436,9 +439,10 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
     # Privacy rule 2: each unit keeps at most max_rows rows, a uniform random choice
     # keyed by the salt (drawn from the release RNG) and by the unit's own rows only.
-    buckets = counts.bucket_count(report.rows_read, memory_limit(con))
+    buckets = (counts.bucket_count(report.rows_read, memory_limit(con))
+               if isinstance(con, duckdb.DuckDBPyConnection) else 1)
     kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt,
-                                bounding.duckdb_unit_hash("dpsql_unit", unit_type), buckets)
+                                unit_type, buckets)
     bounded = counts.total_rows(con, sets[0])
     _drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])

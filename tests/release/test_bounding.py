@@ -231,7 +231,8 @@ LAYOUTS = {
 
 @pytest.mark.statistical
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_every_set_of_max_rows_rows_is_equally_likely(tmp_path, layout, bounding_path):  # noqa: F811
+def test_every_set_of_max_rows_rows_is_equally_likely(tmp_path, layout,
+                                                    bounding_path):  # noqa: F811
     # Within 5 standard errors, for two salts. Which rows a unit keeps must not depend
     # on their values: identical rows are two chances, and rows that differ only in
     # their last code are as likely as any others.

@@ -1,0 +1,171 @@
+"""``engine = "spark"``: the row-level step on Spark gives exactly DuckDB's leaf counts and
+policy report, for row-unit and unit-column specs, integer and string unit ids.
+
+One ``local[2]`` SparkSession is shared by the whole run (about 20 s to start). Without
+pyspark or a Java runtime these tests skip and say which is missing."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dpsql.datasets import commutes_spec, trips_spec, write_commutes, write_trips
+from dpsql.errors import DataError, SpecError
+from dpsql.release import build_release
+from dpsql.release.ingest import ingest
+from dpsql.spec import ReleaseSpec
+
+import test_bounding
+from bounding_paths import bounding_path  # noqa: F401  (a fixture)
+import test_buckets
+import test_ingest
+
+SALT = 2**61 + 987654321
+
+
+@pytest.fixture(scope="session")
+def spark():
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        pytest.skip("pyspark is not installed: pip install -e '.[spark]'")
+    if shutil.which("java") is None:
+        pytest.skip("no Java runtime: apt-get install default-jre-headless (Java 17+)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = (SparkSession.builder.master("local[2]").appName("dpsql tests")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def _on_duckdb(spec: ReleaseSpec):
+    con = duckdb.connect()
+    report = ingest(spec, con, salt=SALT)
+    return con.execute("SELECT * FROM dpsql_leaves ORDER BY ALL").fetchall(), report
+
+
+def _on_spark(spec: ReleaseSpec, session):
+    from dpsql.release.spark import SparkConnection
+    rows = SparkConnection(session)
+    try:
+        report = ingest(spec, rows, salt=SALT)
+        plans = [session.table(v)._jdf.queryExecution().toString() for v in
+                 ("dpsql_rows", "dpsql_leaves") if session.catalog.tableExists(v)]
+        con = duckdb.connect()
+        con.register("leaves", rows.leaves_arrow())
+        leaves = con.execute("SELECT * FROM leaves ORDER BY ALL").fetchall()
+    finally:
+        rows.close()
+    assert not any(str(SALT) in p or hex(SALT)[2:] in p for p in plans)  # never in a plan
+    return leaves, report
+
+
+def _trips(base: Path, unit: bool) -> ReleaseSpec:
+    write_trips(base, 3000, seed=5)
+    data = trips_spec(1.0)
+    if unit:
+        pq.write_table(pq.read_table(base / "trips.parquet").append_column(
+            "person", pa.array(np.random.default_rng(1).integers(0, 700, 3000))),
+            base / "trips.parquet")
+        data["privacy_unit"] = {"column": "person", "max_rows": 2}
+    return ReleaseSpec.from_dict(data, base_dir=base)
+
+
+def _messy(base: Path, unit: bool, dist: str) -> ReleaseSpec:
+    table = test_ingest._messy(2000, 11, nan=dist != "clamp")  # NaN cannot be clamped
+    if unit:  # many rows per unit: bounding drops some
+        table = table.set_column(0, "uid", pa.array(np.arange(2000) % 300))
+    pq.write_table(table, base / "t.parquet")
+    return test_ingest._spec(base, unit, dist=dist)
+
+
+def _bounded(base: Path, max_rows: int) -> ReleaseSpec:
+    table, sizes = test_bounding._units_table(seed=2, n_units=60)  # a NULL unit too
+    pq.write_table(table, base / "t.parquet")
+    return test_bounding._spec(base, len(sizes), max_rows)
+
+
+def _string_ids(base: Path, ids: str) -> ReleaseSpec:
+    pq.write_table(test_buckets._table(4, ids), base / "t.parquet")
+    return test_buckets._spec(base, max_rows=3)
+
+
+def _commutes(base: Path) -> ReleaseSpec:
+    write_commutes(base, 4000, seed=3, n_regions=3, n_provinces=6, n_munis=30, n_pairs=200)
+    return ReleaseSpec.from_dict(commutes_spec(1.0), base_dir=base)
+
+
+SPECS = {
+    "trips_rows": lambda b: _trips(b, unit=False),
+    "trips_unit_column": lambda b: _trips(b, unit=True),
+    "messy_rows_drop": lambda b: _messy(b, unit=False, dist="drop"),
+    "messy_unit_clamp": lambda b: _messy(b, unit=True, dist="clamp"),
+    "bounding_null_unit_m2": lambda b: _bounded(b, 2),
+    "integer_ids_m3": lambda b: _string_ids(b, "integer"),
+    "string_ids_m3": lambda b: _string_ids(b, "string"),
+    "commutes_od": _commutes,
+}
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_spark_counts_exactly_what_duckdb_counts(tmp_path, spark, name):
+    spec = SPECS[name](tmp_path)
+    want, want_report = _on_duckdb(spec)
+    got, got_report = _on_spark(spec, spark)
+    assert got == want
+    assert (got_report.rows_read, got_report.rows_used, got_report.actions) == \
+        (want_report.rows_read, want_report.rows_used, want_report.actions)
+
+
+def test_a_bounded_spec_forced_through_every_code_carrier(tmp_path, spark, bounding_path):  # noqa: F811
+    spec = _bounded(tmp_path, 3)
+    assert _on_spark(spec, spark)[0] == _on_duckdb(spec)[0]
+
+
+def test_spark_refuses_what_duckdb_refuses_with_the_same_message(tmp_path, spark):
+    pq.write_table(test_ingest._messy(500, 2), tmp_path / "t.parquet")
+    spec = test_ingest._spec(tmp_path, unit=False, mode="error")
+    with pytest.raises(DataError) as duck_err:
+        _on_duckdb(spec)
+    with pytest.raises(DataError) as spark_err:
+        _on_spark(spec, spark)
+    assert str(spark_err.value) == str(duck_err.value)
+    assert "outside its public domain" in str(duck_err.value)
+
+
+def test_a_release_built_on_spark_is_the_release_built_on_duckdb(tmp_path, spark):
+    spec = _string_ids(tmp_path, "string")
+    a = build_release(spec, tmp_path / "duck.duckdb", seed=4, progress=False)
+    b = build_release(spec, tmp_path / "spark.duckdb", seed=4, progress=False, spark=spark)
+    assert a.report.actions == b.report.actions
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{tmp_path / 'duck.duckdb'}' AS a (READ_ONLY)")
+    con.execute(f"ATTACH '{tmp_path / 'spark.duckdb'}' AS b (READ_ONLY)")
+    for view in a.views.values():
+        for level in view.levels:
+            assert con.execute(f'SELECT * FROM a."{level.table}" ORDER BY ALL').fetchall() == \
+                con.execute(f'SELECT * FROM b."{level.table}" ORDER BY ALL').fetchall()
+
+
+def test_a_duckdb_file_source_is_refused_on_spark(tmp_path, spark):
+    con = duckdb.connect(str(tmp_path / "src.duckdb"))
+    con.execute("CREATE TABLE t AS SELECT 'car' AS mode")
+    con.close()
+    spec = ReleaseSpec.from_dict({
+        "name": "d", "source": "duckdb:src.duckdb:t", "neighbouring": "add_remove",
+        "budget": {"rho": 1}, "engine": "spark",
+        "attributes": {"mode": {"kind": "categorical", "domain": ["car"]}},
+        "views": [{"name": "m", "levels": ["mode"]}]}, base_dir=tmp_path)
+    with pytest.raises(SpecError, match="sources are read by DuckDB only"):
+        build_release(spec, tmp_path / "r.duckdb", seed=1, progress=False, spark=spark)
