@@ -97,8 +97,11 @@ class SparkConnection:
             active = SparkSession.getActiveSession()
             if active is not None and settings.master is None:
                 return cls(active, owned=False)
-            builder = SparkSession.builder.master(settings.master or "local[*]") \
-                .appName("dpsql release").config("spark.ui.showConsoleProgress", "false")
+            master = settings.master or "local[*]"
+            builder = SparkSession.builder.master(master).appName("dpsql release") \
+                .config("spark.ui.showConsoleProgress", "false")
+            if master.startswith("local"):  # one machine: a few shuffle partitions suffice
+                builder = builder.config("spark.sql.shuffle.partitions", "8")
             return cls(builder.getOrCreate(), owned=True)
         except Exception as err:  # Java missing, bad master URL, cluster unreachable
             raise OperationalError(f"cannot start Spark (master "

@@ -169,3 +169,19 @@ def test_a_duckdb_file_source_is_refused_on_spark(tmp_path, spark):
         "views": [{"name": "m", "levels": ["mode"]}]}, base_dir=tmp_path)
     with pytest.raises(SpecError, match="sources are read by DuckDB only"):
         build_release(spec, tmp_path / "r.duckdb", seed=1, progress=False, spark=spark)
+
+
+def test_dpsql_release_engine_spark_runs_on_the_active_session(tmp_path, spark):
+    from dpsql.cli import main
+    pq.write_table(test_buckets._table(6, "string"), tmp_path / "t.parquet")
+    (tmp_path / "s.toml").write_text(
+        'name = "b"\nsource = "t.parquet"\nneighbouring = "add_remove"\n[budget]\nrho = 1\n'
+        '[privacy_unit]\ncolumn = "uid"\nmax_rows = 3\n'
+        '[attributes.mode]\nkind = "categorical"\ndomain = ["car", "bus", "walk"]\n'
+        '[[views]]\nname = "m"\nlevels = ["mode"]\n')
+    for engine in ("duckdb", "spark"):
+        assert main(["release", str(tmp_path / "s.toml"), "-o", str(tmp_path / f"{engine}.db"),
+                     "--seed", "2", "-q", "--engine", engine]) == 0
+    got = [duckdb.connect(str(tmp_path / f"{e}.db"), read_only=True).execute(
+        "SELECT * FROM m__l1 ORDER BY ALL").fetchall() for e in ("duckdb", "spark")]
+    assert got[0] == got[1] and got[0]
