@@ -171,7 +171,11 @@ class SparkConnection:
         m = _CREATE.match(sql)
         if m:
             kind, name, select = m.group(1).upper(), _name(m.group(2)), m.group(3)
-            frame = self._frame(select)
+            query = re.match(r"^SELECT \* FROM \((.*)\)$", select, re.S)
+            if name == "dpsql_src" and query and not _READER.search(select):
+                frame = self.spark.sql(query.group(1))  # the spec's 'sql': Spark SQL as is
+            else:
+                frame = self._frame(select)
             if kind == "TABLE":
                 frame = frame.localCheckpoint(eager=True)
             self._view(frame, name)

@@ -185,3 +185,17 @@ def test_dpsql_release_engine_spark_runs_on_the_active_session(tmp_path, spark):
     got = [duckdb.connect(str(tmp_path / f"{e}.db"), read_only=True).execute(
         "SELECT * FROM m__l1 ORDER BY ALL").fetchall() for e in ("duckdb", "spark")]
     assert got[0] == got[1] and got[0]
+
+
+def test_a_sql_source_runs_as_spark_sql_over_the_sessions_tables(tmp_path, spark):
+    table = test_buckets._table(8, "integer")
+    pq.write_table(table, tmp_path / "t.parquet")
+    spark.read.parquet(str(tmp_path / "t.parquet")).createOrReplaceTempView("trips_on_spark")
+    from_file = test_buckets._spec(tmp_path)
+    data = {**from_file.to_dict(), "sql": "SELECT `uid`, mode, distance FROM trips_on_spark"}
+    del data["source"]
+    from_table = ReleaseSpec.from_dict(data, base_dir=tmp_path)
+    try:
+        assert _on_spark(from_table, spark)[0] == _on_duckdb(from_file)[0]
+    finally:
+        spark.catalog.dropTempView("trips_on_spark")
