@@ -189,7 +189,11 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
             configure(con, spec.engine)
             bar.stage("reading and checking the source")
             salt = int(generator.integers(0, 2**62))
-            report = _ingest_on_engine(spec, con, salt, hcodes, spark)
+            if spec.engine.name == "spark" or spark is not None:
+                from dpsql.release.spark import ingest_on_spark
+                report = ingest_on_spark(spec, con, salt, hcodes, spark)
+            else:
+                report = ingest(spec, con, salt, hierarchy_codes=hcodes)
             spec = with_value_types(spec, report.column_types)  # as ingest binned them
             if report.rows_used == 0:
                 raise DataError("no rows remain after the NULL, domain and bound policies; "
@@ -222,24 +226,6 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
         finally:
             con.close()
     return replace(release, report=report)
-
-
-def _ingest_on_engine(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
-                      hcodes: dict[str, np.ndarray], spark: Any) -> Any:
-    """Ingest on the spec's engine. With Spark, the leaf counts come back as Arrow into
-    ``con``'s ``dpsql_leaves``, so that everything after is the same."""
-    if spec.engine.name != "spark" and spark is None:
-        return ingest(spec, con, salt, hierarchy_codes=hcodes)
-    from dpsql.release.spark import SparkConnection
-    rows = SparkConnection.open(spec.engine, spark)
-    try:
-        report = ingest(spec, rows, salt, hierarchy_codes=hcodes)  # type: ignore[arg-type]
-        con.register("dpsql_leaves_in", rows.leaves_arrow())
-        con.execute(f"CREATE TEMP TABLE {counts.LEAVES} AS SELECT * FROM dpsql_leaves_in")
-        con.unregister("dpsql_leaves_in")
-    finally:
-        rows.close()
-    return report
 
 
 DRY_RUN = "not built: dry run (no data read, nothing written)"

@@ -78,8 +78,8 @@ def count_keys(con: duckdb.DuckDBPyConnection, source: str, keys: dict[str, str]
     cols = ", ".join(aliases)
     con.execute(
         f"CREATE TEMP TABLE {KEYS} AS SELECT {cols}, count(*)::BIGINT AS n, "
-        f"grouping_id({', '.join(grouping_columns(sets))}) AS dpsql_gid FROM (SELECT {inner} FROM {source}) "
-        f"GROUP BY GROUPING SETS ({_grouping_sets(sets)})")
+        f"grouping_id({', '.join(grouping_columns(sets))}) AS dpsql_gid "
+        f"FROM (SELECT {inner} FROM {source}) GROUP BY GROUPING SETS ({_grouping_sets(sets)})")
 
 
 def count_codes(con: duckdb.DuckDBPyConnection, relation: str,

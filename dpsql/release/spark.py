@@ -277,6 +277,23 @@ class SparkConnection:
         return int(rows)
 
 
+def ingest_on_spark(spec: Any, con: Any, salt: int, hierarchy_codes: dict[str, np.ndarray],
+                    session: Any = None) -> Any:
+    """:func:`dpsql.release.ingest.ingest` on Spark (``session``, or one for the spec's
+    engine settings); the leaf counts come back as Arrow into the DuckDB connection
+    ``con``'s ``dpsql_leaves``, so that everything after is the same."""
+    from dpsql.release.ingest import ingest
+    rows = SparkConnection.open(spec.engine, session)
+    try:
+        report = ingest(spec, rows, salt, hierarchy_codes=hierarchy_codes)
+        con.register("dpsql_leaves_in", rows.leaves_arrow())
+        con.execute(f"CREATE TEMP TABLE {counts.LEAVES} AS SELECT * FROM dpsql_leaves_in")
+        con.unregister("dpsql_leaves_in")
+    finally:
+        rows.close()
+    return report
+
+
 def _unit_hash(F: Any, df: Any, unit_type: str) -> Any:
     """``df`` with ``dpsql_s`` = ``u`` of :mod:`bounding`, a signed BIGINT (two's
     complement) from ``dpsql_unit`` of SQL type ``unit_type``."""

@@ -128,7 +128,8 @@ def test_spark_counts_exactly_what_duckdb_counts(tmp_path, spark, name):
         (want_report.rows_read, want_report.rows_used, want_report.actions)
 
 
-def test_a_bounded_spec_forced_through_every_code_carrier(tmp_path, spark, bounding_path):  # noqa: F811
+def test_a_bounded_spec_forced_through_every_code_carrier(tmp_path, spark,
+                                                         bounding_path):  # noqa: F811
     spec = _bounded(tmp_path, 3)
     assert _on_spark(spec, spark)[0] == _on_duckdb(spec)[0]
 
