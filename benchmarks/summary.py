@@ -56,6 +56,14 @@ def at_epsilon(eps: float) -> Callable[[list], dict]:
     return lambda runs: next(r for r in runs if r["epsilon"] == eps)
 
 
+def at_rows(rows: int) -> Callable[[list], dict]:
+    return lambda runs: next(r for r in runs if r["rows"] == rows)
+
+
+def od_run(rho: float) -> Callable[[list], dict]:
+    return lambda runs: next(r for r in runs if r["pairs"] > 5e6 and r["rho"] == rho)
+
+
 def slowest_speedup(runs: list) -> float:
     return min(r["speedup"] for r in runs)
 
@@ -85,6 +93,15 @@ class Row:
     target_json: Callable[[dict], Any] | None = None
     target: float | None = None    # from the issue, when the JSON records none
     note: str = ""                 # e.g. "faster" / "slower"
+
+
+def capped_peak(rows: int, label: str, cap: str) -> Row:
+    """benchmarks/scale.py: the peak memory of a unit-column release under a DuckDB cap."""
+    run = at_rows(rows)
+    return Row("scale", f"unit-column release, {label} rows, DuckDB capped at {cap}: peak "
+               "memory", "none (absolute)",
+               path("duckdb_capped", run, "peak_rss_mb", "dpsql_release"), "MB", LOWER,
+               target_json=path("duckdb_capped", run, "targets", "peak_rss_mb_release"))
 
 
 ROWS: list[Row] = [
@@ -140,6 +157,16 @@ ROWS: list[Row] = [
     Row("release", "the same with a unit column: peak memory", "none (absolute)",
         path("unit_column", "peak_rss_mb_release"), "MB", LOWER,
         target_json=path("unit_column", "targets", "peak_rss_mb_release")),
+    capped_peak(10_000_000, "10M", "1GB"),
+    capped_peak(50_000_000, "50M", "1GB"),
+    Row("scale", "unit-column release, 50M rows, DuckDB capped at 1GB: time",
+        "plain DuckDB bounding by hand over the same buckets of people, same cap",
+        path("duckdb_capped", at_rows(50_000_000), "ratio_release_vs_bare"), "×", LOWER),
+    *(Row("od_scale", f"O/D release, 8,000 municipalities, 5.6M non-zero pairs, ρ = {rho:g}: "
+          f"{what}", "none (absolute)", path("runs", od_run(rho), key), unit, LOWER,
+          target_json=path("targets", key))
+      for rho in (1.0, 100.0)
+      for what, key, unit in (("time", "seconds", "s"), ("peak memory", "peak_rss_mb", "MB"))),
     Row("queries_sqlglotc", "100-query workload via `dpsql.connect`, first run (median), "
         "default install (compiled sqlglot)", "hand-written DuckDB SQL on the release",
         path("summary", "cold_ratio_median"), "×", LOWER,

@@ -100,8 +100,10 @@ class SparkConnection:
             master = settings.master or "local[*]"
             builder = SparkSession.builder.master(master).appName("dpsql release") \
                 .config("spark.ui.showConsoleProgress", "false")
-            if master.startswith("local"):  # one machine: a few shuffle partitions suffice
-                builder = builder.config("spark.sql.shuffle.partitions", "8")
+            if master.startswith("local"):  # one machine: a few shuffle partitions suffice,
+                # and the driver is the executor: Spark's 1g heap dies on 10M-row bounding
+                builder = builder.config("spark.sql.shuffle.partitions", "8") \
+                    .config("spark.driver.memory", "4g")
             return cls(builder.getOrCreate(), owned=True)
         except Exception as err:  # Java missing, bad master URL, cluster unreachable
             raise OperationalError(f"cannot start Spark (master "

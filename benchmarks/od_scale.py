@@ -1,0 +1,108 @@
+"""An origin/destination release at Italy's scale, end to end (issue 22).
+
+    .venv/bin/python benchmarks/od_scale.py [--quick]
+
+The data are :func:`dpsql.datasets.gravity_od`'s seeded gravity model over 20 regions, 110
+provinces and 8,000 municipalities (a 64M-cell public leaf level), written one row per
+commuter as ``examples/commutes_od.py`` does, released with the example's spec (two
+interleaved InfTDA views, the destination and the origin tree) at the example's ρ = 1 and
+at ρ = 100, where most non-zero pairs come out positive and are stored: the level tables
+are then as large as they get. Two sizes, about 11× apart in non-zero pairs: 500k pairs
+(1.2M commuters, ρ = 100 only) and 5.6M pairs (12M commuters, both budgets).
+
+Reported per size (each release in a fresh subprocess, so peak RSS is its own): the whole
+release's time and peak RSS, the nodes stored, and the time spent building the level
+tables (``build._tree_levels``: labels from the nodes' integer codes) and writing them.
+The level-table time should grow like the nodes stored (linear), not faster. Targets, at
+5.6M pairs and either budget: the whole release ≤ 30 s and peak RSS ≤ 3 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write  # noqa: E402
+
+# (non-zero pairs, commuters, budgets ρ)
+SIZES = [(500_000, 1_200_000, (100.0,)), (5_600_000, 12_000_000, (100.0, 1.0))]
+
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from dpsql.datasets import commutes_spec
+from dpsql.release import build, build_release
+from dpsql.spec import ReleaseSpec
+base, rho = Path(sys.argv[1]), float(sys.argv[2])
+spent = {"levels": 0.0}
+real = build._tree_levels
+def timed(*a, **k):
+    t = time.perf_counter()
+    try:
+        return real(*a, **k)
+    finally:
+        spent["levels"] += time.perf_counter() - t
+build._tree_levels = timed
+spec = ReleaseSpec.from_dict(commutes_spec(rho), base_dir=base)
+t = time.perf_counter()
+release = build_release(spec, base / "r.duckdb", seed=1, progress=False)
+total = time.perf_counter() - t
+import duckdb
+con = duckdb.connect(str(base / "r.duckdb"), read_only=True)
+nodes = sum(con.execute(f'SELECT count(*) FROM "{lv.table}"').fetchall()[0][0]
+            for v in release.views.values() for lv in v.levels)
+leaf = sum(con.execute(f'SELECT count(*) FROM "{v.levels[-1].table}"').fetchall()[0][0]
+           for v in release.views.values())
+print(json.dumps({"seconds": total, "peak_rss_mb":
+                  resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "level_tables_seconds": spent["levels"], "nodes_stored": nodes,
+                  "leaf_nodes_stored": leaf, "rows": release.report.rows_used}))
+"""
+
+
+def run(pairs: int, trips: int, rhos: tuple[float, ...]) -> list[dict]:
+    from dpsql.datasets import write_commutes
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        t = time.perf_counter()
+        write_commutes(base, n_trips=trips, seed=2011, n_regions=20, n_provinces=110,
+                       n_munis=8000, n_pairs=pairs)
+        made = time.perf_counter() - t
+        runs = []
+        for rho in rhos:
+            out = subprocess.run([sys.executable, "-c", CHILD, str(base), str(rho)],
+                                 capture_output=True, text=True, check=True)
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            runs.append({"pairs": pairs, "commuters": trips, "rho": rho,
+                         "data_seconds": made, **got})
+    return runs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="one small size (a smoke run)")
+    args = ap.parse_args()
+    sizes = [(50_000, 120_000, (100.0,))] if args.quick else SIZES
+    runs = [r for p, t, rhos in sizes for r in run(p, t, rhos)]
+    for r in runs:
+        print(f"{r['pairs']:>10,} pairs, rho {r['rho']:g}: {r['seconds']:.2f} s, peak "
+              f"{r['peak_rss_mb']:,.0f} MB, {r['nodes_stored']:,} nodes stored, level tables "
+              f"{r['level_tables_seconds']:.2f} s")
+    payload = {"municipalities": 8000, "runs": runs,
+               "targets": {"seconds": "<= 30", "peak_rss_mb": "<= 3072"}}
+    if len(runs) > 1:
+        small, big = runs[0], runs[1]  # the same budget, 11x the pairs
+        payload["level_tables_growth"] = big["level_tables_seconds"] / small["level_tables_seconds"]
+        payload["nodes_growth"] = big["nodes_stored"] / small["nodes_stored"]
+        payload["pairs_growth"] = big["pairs"] / small["pairs"]
+    print(write("od_scale_quick" if args.quick else "od_scale", payload))
+
+
+if __name__ == "__main__":
+    main()
