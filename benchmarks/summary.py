@@ -162,6 +162,11 @@ ROWS: list[Row] = [
     Row("scale", "unit-column release, 50M rows, DuckDB capped at 1GB: time",
         "plain DuckDB bounding by hand over the same buckets of people, same cap",
         path("duckdb_capped", at_rows(50_000_000), "ratio_release_vs_bare"), "×", LOWER),
+    Row("scale", 'the unit-column release with `engine = "spark"` on local[2], 1M rows',
+        "the DuckDB release of the same file", path("spark_local", "ratio_spark_vs_duckdb"),
+        "×", LOWER, note="slower"),
+    Row("scale", "Spark local[2]: session start and one trivial job", "none (absolute)",
+        path("spark_local", "seconds", "spark_session_start"), "s", LOWER),
     *(Row("od_scale", f"O/D release, 8,000 municipalities, 5.6M non-zero pairs, ρ = {rho:g}: "
           f"{what}", "none (absolute)", path("runs", od_run(rho), key), unit, LOWER,
           target_json=path("targets", key))
