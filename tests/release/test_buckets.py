@@ -42,7 +42,7 @@ def _table(seed: int, ids: str) -> pa.Table:
 def _spec(base: Path, max_rows: int = 3, **extra) -> ReleaseSpec:
     return ReleaseSpec.from_dict({
         "name": "b", "source": "t.parquet", "neighbouring": "add_remove", "budget": {"rho": 1},
-        "privacy_unit": {"column": "uid", "max_rows": max_rows},
+        "privacy_unit": {"column": "uid", "max_rows": max_rows, "on_null": "drop"},
         "attributes": {"mode": {"kind": "categorical", "domain": ["car", "bus", "walk"]},
                        "distance": {"kind": "range", "lower": 0, "upper": 10, "bins": 10}},
         "views": [{"name": "md", "levels": ["mode", "distance"]},
@@ -161,7 +161,7 @@ def test_cli_options_override_the_spec(tmp_path, capsys):
     (tmp_path / "s.toml").write_text(
         'name = "b"\nsource = "t.parquet"\nneighbouring = "add_remove"\n'
         '[engine]\nmemory_limit = "64GB"\n[budget]\nrho = 1\n'
-        '[privacy_unit]\ncolumn = "uid"\nmax_rows = 3\n'
+        '[privacy_unit]\ncolumn = "uid"\nmax_rows = 3\non_null = "drop"\n'
         '[attributes.mode]\nkind = "categorical"\ndomain = ["car", "bus", "walk"]\n'
         '[[views]]\nname = "m"\nlevels = ["mode"]\n')
     out = tmp_path / "r.duckdb"

@@ -177,7 +177,7 @@ def test_dpsql_release_engine_spark_runs_on_the_active_session(tmp_path, spark):
     pq.write_table(test_buckets._table(6, "string"), tmp_path / "t.parquet")
     (tmp_path / "s.toml").write_text(
         'name = "b"\nsource = "t.parquet"\nneighbouring = "add_remove"\n[budget]\nrho = 1\n'
-        '[privacy_unit]\ncolumn = "uid"\nmax_rows = 3\n'
+        '[privacy_unit]\ncolumn = "uid"\nmax_rows = 3\non_null = "drop"\n'
         '[attributes.mode]\nkind = "categorical"\ndomain = ["car", "bus", "walk"]\n'
         '[[views]]\nname = "m"\nlevels = ["mode"]\n')
     for engine in ("duckdb", "spark"):
