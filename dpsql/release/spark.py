@@ -6,8 +6,11 @@ DuckDB connection they use (``execute`` of SQL statements, ``fetchall``,
 ``register``/``unregister`` of small public tables, ``DESCRIBE``), plus
 :meth:`SparkConnection.count_bounded`, contribution bounding. So the reading, domain
 lookups, policies and ``GROUPING SETS`` leaf counts are the very SQL that DuckDB runs,
-translated to Spark SQL by sqlglot: no policy is written twice. Temporary tables become
-checkpointed DataFrames (each computed once, as DuckDB's are), temporary views stay lazy.
+translated to Spark SQL by sqlglot: no policy is written twice, so value types (exact
+decimals, dates) and the per-attribute NULL policies hold on Spark as they do on DuckDB.
+Temporary tables become checkpointed DataFrames (each computed once, as DuckDB's are),
+temporary views stay lazy; a ``DELETE`` (the NULL leaves of an ``on_null = "drop"``
+attribute) replaces a table by its checkpointed remaining rows.
 
 Only the leaf counts (:meth:`SparkConnection.leaves_arrow`, as Arrow) and the policy
 counts (single-row aggregates) come back to the driver; the build loads the leaf counts
@@ -48,6 +51,7 @@ _CREATE_EMPTY = re.compile(r"^\s*CREATE\s+TEMP\s+TABLE\s+(\"[^\"]+\"|\w+)\s*\((.
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+(\"[^\"]+\"|\w+)\s*\(([^)]*)\)\s*(SELECT\s.*)$",
                      re.S | re.I)
 _DROP = re.compile(r"^\s*DROP\s+(?:TABLE|VIEW)\s+(?:IF\s+EXISTS\s+)?(\"[^\"]+\"|\w+)\s*$", re.I)
+_DELETE = re.compile(r"^\s*DELETE\s+FROM\s+(\"[^\"]+\"|\w+)\s+WHERE\s+(.*)$", re.S | re.I)
 _DESCRIBE = re.compile(r"^\s*DESCRIBE\s+(\"[^\"]+\"|\w+)\s*$", re.I)
 _READER = re.compile(r"\b(read_parquet|read_csv_auto|read_json_auto)\('((?:[^']|'')*)'\)")
 _SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "DOUBLE": "double",
@@ -198,6 +202,16 @@ class SparkConnection:
         if m:
             self.spark.catalog.dropTempView(_name(m.group(1)))
             self._parts.pop(_name(m.group(1)), None)
+            return []
+        m = _DELETE.match(sql)
+        if m:  # a table without the rows where the condition is true (not NULL)
+            name = _name(m.group(1))
+            kept = self._frame(f"SELECT * FROM {m.group(1)} "
+                               f"WHERE NOT coalesce(({m.group(2)}), false)")
+            kept = kept.localCheckpoint(eager=True)
+            if name in self._parts:
+                self._parts[name] = (self._parts[name][0], [kept])
+            self._view(kept, name)
             return []
         m = _DESCRIBE.match(sql)
         if m:

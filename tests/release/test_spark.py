@@ -106,6 +106,37 @@ def _commutes(base: Path) -> ReleaseSpec:
     return ReleaseSpec.from_dict(commutes_spec(1.0), base_dir=base)
 
 
+def _typed(base: Path, unit: bool) -> ReleaseSpec:
+    """Value types (integer, exact decimals, dates by week) and per-attribute NULL policies:
+    a NULL category, NULLs dropped from the views over one attribute only, and out-of-bounds
+    values on both sides of every range."""
+    con = duckdb.connect()
+    con.execute(f"""COPY (SELECT i % 97 AS uid,
+        CASE WHEN i % 11 = 0 THEN NULL ELSE (i % 130) - 10 END::INTEGER AS age,
+        CASE WHEN i % 13 = 0 THEN NULL ELSE ((i * 37) % 1300) / 100 - 1 END::DECIMAL(6,2)
+            AS fare,
+        DATE '2013-01-01' + CAST(i % 400 - 20 AS INTEGER) AS day,
+        CASE WHEN i % 7 = 0 THEN NULL ELSE ['car', 'bus', 'walk'][i % 3 + 1] END AS mode
+        FROM range(3000) t(i)) TO '{base / "t.parquet"}'""")
+    data = {"name": "typed", "source": "t.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": 1},
+            "attributes": {
+                "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 20,
+                        "on_null": "drop", "on_out_of_bounds": "clamp"},
+                "fare": {"kind": "range", "lower": 0, "upper": 10, "bins": 100,
+                         "type": "decimal", "resolution": 0.01, "on_null": "drop",
+                         "on_out_of_bounds": "drop"},
+                "day": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01",
+                        "width": 7, "type": "date", "on_out_of_bounds": "drop"},
+                "mode": {"kind": "categorical", "domain": ["car", "bus", "walk"],
+                         "on_null": "category"}},
+            "views": [{"name": "a", "levels": ["mode", "age"]},
+                      {"name": "f", "levels": ["fare"]}, {"name": "d", "levels": ["day"]}]}
+    if unit:
+        data["privacy_unit"] = {"column": "uid", "max_rows": 20}
+    return ReleaseSpec.from_dict(data, base_dir=base)
+
+
 SPECS = {
     "trips_rows": lambda b: _trips(b, unit=False),
     "trips_unit_column": lambda b: _trips(b, unit=True),
@@ -115,6 +146,8 @@ SPECS = {
     "integer_ids_m3": lambda b: _string_ids(b, "integer"),
     "string_ids_m3": lambda b: _string_ids(b, "string"),
     "commutes_od": _commutes,
+    "typed_nulls_rows": lambda b: _typed(b, unit=False),
+    "typed_nulls_unit_column": lambda b: _typed(b, unit=True),
 }
 
 
