@@ -19,9 +19,9 @@ into its DuckDB connection, and everything after (mechanisms, writing) is unchan
 **Bounding** keeps each unit's ``max_rows`` rows of least key, the key of
 :mod:`dpsql.release.bounding` computed bit for bit: DuckDB's 64-bit ``mix`` needs
 products modulo 2⁶⁴, which Spark's ANSI ``BIGINT`` arithmetic refuses (overflow), so
-they are computed exactly in ``DECIMAL(38, 0)`` (the 64-bit constant split in two 32-bit
-halves, so that no product exceeds 38 digits) and read back as two's-complement
-``BIGINT``. The choice is then a ``row_number()`` window by unit. The salt reaches Spark
+they are computed from 16-bit limbs whose partial products never overflow (BIGINT
+arithmetic throughout: an earlier ``DECIMAL(38, 0)`` form was exact too, but Spark's
+wide decimals are Java BigDecimals, the bulk of a local release's time). The choice is then a ``row_number()`` window by unit. The salt reaches Spark
 as a one-row broadcast DataFrame, not as a literal: it never appears in a query plan,
 the Spark UI or a log.
 
@@ -60,8 +60,7 @@ _DUCK_TYPES = {"bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT",
                "tinyint": "TINYINT", "double": "DOUBLE", "float": "FLOAT",
                "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE",
                "timestamp": "TIMESTAMP", "binary": "BLOB"}
-TWO64, TWO63, TWO32 = 2**64, 2**63, 2**32
-_MIX_LO, _MIX_HI = bounding.MIX & (TWO32 - 1), bounding.MIX >> 32
+TWO64, TWO63 = 2**64, 2**63
 
 
 def _name(token: str) -> str:
@@ -329,12 +328,18 @@ def _to_signed(decimal: str) -> str:
 
 
 def _mulmod_sql(x: str) -> str:
-    """SQL: ``x · MIX mod 2⁶⁴`` for the BIGINT ``x`` (bits as unsigned), exactly."""
-    u = f"pmod(CAST({x} AS DECIMAL(20, 0)), CAST({TWO64} AS DECIMAL(21, 0)))"
-    prod = (f"{u} * CAST({_MIX_LO} AS DECIMAL(10, 0)) + pmod({u} * CAST({_MIX_HI} AS "
-            f"DECIMAL(10, 0)), CAST({TWO32} AS DECIMAL(11, 0))) * CAST({TWO32} AS "
-            f"DECIMAL(11, 0))")
-    return _to_signed(f"pmod({prod}, CAST({TWO64} AS DECIMAL(21, 0)))")
+    """SQL: ``x · MIX mod 2⁶⁴`` for the BIGINT ``x`` (bits as unsigned), exactly, in
+    BIGINT arithmetic that never overflows (Spark's ANSI mode refuses a wrapping product):
+    x in four 16-bit limbs, each partial product below 2³⁴, the carries added by hand and
+    the two 32-bit halves joined with a shift (a bit operation, never checked)."""
+    m = [(bounding.MIX >> (16 * i)) & 0xFFFF for i in range(4)]
+    xs = [f"({x} & 65535L)", f"(shiftrightunsigned({x}, 16) & 65535L)",
+          f"(shiftrightunsigned({x}, 32) & 65535L)", f"shiftrightunsigned({x}, 48)"]
+    t = [" + ".join(f"{xs[i]} * {m[k - i]}L" for i in range(k + 1)) for k in range(4)]
+    low = f"({t[0]} + shiftleft(({t[1]}) & 65535L, 16))"
+    high = (f"((shiftrightunsigned({low}, 32) + shiftrightunsigned({t[1]}, 16) + {t[2]} + "
+            f"shiftleft(({t[3]}) & 65535L, 16)) & 4294967295L)")
+    return f"(shiftleft({high}, 32) | ({low} & 4294967295L))"
 
 
 def _mix(F: Any, df: Any, col: str) -> Any:
