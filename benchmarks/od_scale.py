@@ -11,8 +11,10 @@ are then as large as they get. Two sizes, about 11× apart in non-zero pairs: 50
 (1.2M commuters, ρ = 100 only) and 5.6M pairs (12M commuters, both budgets).
 
 Reported per size (each release in a fresh subprocess, so peak RSS is its own): the whole
-release's time and peak RSS, the nodes stored, and the time spent building the level
-tables (``build._tree_levels``: labels from the nodes' integer codes) and writing them.
+release's time and peak RSS, the nodes stored, and the time per stage of the build
+(reading and counting, the mechanisms, InfTDA's bootstrap calibration, building the level
+tables (``build._tree_levels``: labels from the nodes' integer codes) and writing the
+file), with the load average before and after each release (the machine is shared).
 The level-table time should grow like the nodes stored (linear), not faster. Targets, at
 5.6M pairs and either budget: the whole release ≤ 30 s and peak RSS ≤ 3 GB.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -40,28 +43,35 @@ from dpsql.datasets import commutes_spec
 from dpsql.release import build, build_release
 from dpsql.spec import ReleaseSpec
 base, rho = Path(sys.argv[1]), float(sys.argv[2])
-spent = {"levels": 0.0}
-real = build._tree_levels
-def timed(*a, **k):
-    t = time.perf_counter()
-    try:
-        return real(*a, **k)
-    finally:
-        spent["levels"] += time.perf_counter() - t
-build._tree_levels = timed
+# where the time goes: the build's stages, timed by wrapping the functions it calls
+STAGES = {"ingest": "ingest", "mechanism": "_run_mechanism", "calibration": "_calibrated",
+          "levels": "_tree_levels", "write": "write_release"}
+spent = {k: 0.0 for k in STAGES}
+def timer(key, real):
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return real(*a, **k)
+        finally:
+            spent[key] += time.perf_counter() - t
+    return timed
+for key, fn in STAGES.items():
+    setattr(build, fn, timer(key, getattr(build, fn)))
 spec = ReleaseSpec.from_dict(commutes_spec(rho), base_dir=base)
 t = time.perf_counter()
-release = build_release(spec, base / "r.duckdb", seed=1, progress=False)
+out = base / f"r{rho:g}.duckdb"  # one file per budget: a release is never replaced
+release = build_release(spec, out, seed=1, progress=False)
 total = time.perf_counter() - t
 import duckdb
-con = duckdb.connect(str(base / "r.duckdb"), read_only=True)
+con = duckdb.connect(str(out), read_only=True)
 nodes = sum(con.execute(f'SELECT count(*) FROM "{lv.table}"').fetchall()[0][0]
             for v in release.views.values() for lv in v.levels)
 leaf = sum(con.execute(f'SELECT count(*) FROM "{v.levels[-1].table}"').fetchall()[0][0]
            for v in release.views.values())
 print(json.dumps({"seconds": total, "peak_rss_mb":
                   resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "level_tables_seconds": spent["levels"], "nodes_stored": nodes,
+                  "level_tables_seconds": spent["levels"],
+                  "stage_seconds": {k: v for k, v in spent.items()}, "nodes_stored": nodes,
                   "leaf_nodes_stored": leaf, "rows": release.report.rows_used}))
 """
 
@@ -76,11 +86,16 @@ def run(pairs: int, trips: int, rhos: tuple[float, ...]) -> list[dict]:
         made = time.perf_counter() - t
         runs = []
         for rho in rhos:
+            load = os.getloadavg()[0]
             out = subprocess.run([sys.executable, "-c", CHILD, str(base), str(rho)],
-                                 capture_output=True, text=True, check=True)
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"the release at rho {rho:g} failed:\n{out.stderr[-3000:]}")
             got = json.loads(out.stdout.strip().splitlines()[-1])
             runs.append({"pairs": pairs, "commuters": trips, "rho": rho,
-                         "data_seconds": made, **got})
+                         "data_seconds": made, "load_average_before": load,
+                         "load_average_after": os.getloadavg()[0], **got})
+            print(json.dumps(runs[-1]), flush=True)
     return runs
 
 
@@ -93,7 +108,9 @@ def main() -> None:
     for r in runs:
         print(f"{r['pairs']:>10,} pairs, rho {r['rho']:g}: {r['seconds']:.2f} s, peak "
               f"{r['peak_rss_mb']:,.0f} MB, {r['nodes_stored']:,} nodes stored, level tables "
-              f"{r['level_tables_seconds']:.2f} s")
+              f"{r['level_tables_seconds']:.2f} s; stages "
+              + ", ".join(f"{k} {v:.1f} s" for k, v in r["stage_seconds"].items())
+              + f"; load {r['load_average_before']:.1f} -> {r['load_average_after']:.1f}")
     payload = {"municipalities": 8000, "runs": runs,
                "targets": {"seconds": "<= 30", "peak_rss_mb": "<= 3072"}}
     if len(runs) > 1:
