@@ -172,6 +172,9 @@ ROWS: list[Row] = [
           target_json=path("targets", key))
       for rho in (1.0, 100.0)
       for what, key, unit in (("time", "seconds", "s"), ("peak memory", "peak_rss_mb", "MB"))),
+    Row("od_scale", "the same at ρ = 1: InfTDA's bootstrap calibration, part of the time",
+        "none (absolute)", path("runs", od_run(1.0), "stage_seconds", "calibration"), "s",
+        LOWER),
     Row("queries_sqlglotc", "100-query workload via `dpsql.connect`, first run (median), "
         "default install (compiled sqlglot)", "hand-written DuckDB SQL on the release",
         path("summary", "cold_ratio_median"), "×", LOWER,
