@@ -175,6 +175,9 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
                             f"timestamp, but the source column has type {t}; cast it in "
                             "a 'sql' source or declare it categorical")
     spec = with_value_types(spec, types)
+    supports = getattr(con, "check_supported", None)  # an engine that reads less (Spark)
+    if supports is not None:
+        supports(spec)
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
     sizes = _code_sizes(used, hierarchy_codes or {})
     for attr in used:

@@ -59,7 +59,7 @@ _SPARK_TYPES = {"VARCHAR": "string", "BIGINT": "bigint", "DOUBLE": "double",
 _DUCK_TYPES = {"bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT",
                "tinyint": "TINYINT", "double": "DOUBLE", "float": "FLOAT",
                "string": "VARCHAR", "boolean": "BOOLEAN", "date": "DATE",
-               "timestamp": "TIMESTAMP", "binary": "BLOB"}
+               "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP", "binary": "BLOB"}
 TWO64, TWO63 = 2**64, 2**63
 
 
@@ -113,6 +113,21 @@ class SparkConnection:
                                    f"{settings.master or 'local[*]'}): "
                                    f"{_first_line(err)}; check engine.master "
                                    "(--spark-master) and that Java 17+ is installed") from err
+
+    def check_supported(self, spec: Any) -> None:
+        """Refuse, in one line, what the translated SQL is not tested to bin as DuckDB
+        does: timestamp attributes (DuckDB's epoch and time zones differ from Spark's
+        TIMESTAMP/TIMESTAMP_NTZ readings) and calendar-month bins."""
+        from dpsql.spec import Range
+        for attr in spec.attributes.values():
+            if not isinstance(attr, Range):
+                continue
+            if attr.value_type == "timestamp" or attr.unit == "month":
+                what = ("a timestamp attribute" if attr.value_type == "timestamp"
+                        else "calendar-month bins")
+                raise SpecError(f"attributes.{attr.name}: engine = \"spark\" does not "
+                                f"release {what} yet; use engine = \"duckdb\", or bin it "
+                                "in a 'sql' source (an integer day or month number)")
 
     def close(self) -> None:
         for view in self._views:

@@ -108,8 +108,8 @@ def _commutes(base: Path) -> ReleaseSpec:
 
 def _typed(base: Path, unit: bool) -> ReleaseSpec:
     """Value types (integer, exact decimals, dates by week) and per-attribute NULL policies:
-    a NULL category, NULLs dropped from the views over one attribute only, and out-of-bounds
-    values on both sides of every range."""
+    NULL categories (a range's NULL node, a categorical's NULL value), NULLs dropped from the
+    views over one attribute only, and out-of-bounds values on both sides of every range."""
     con = duckdb.connect()
     con.execute(f"""COPY (SELECT i % 97 AS uid,
         CASE WHEN i % 11 = 0 THEN NULL ELSE (i % 130) - 10 END::INTEGER AS age,
@@ -122,7 +122,7 @@ def _typed(base: Path, unit: bool) -> ReleaseSpec:
             "budget": {"rho": 1},
             "attributes": {
                 "age": {"kind": "range", "lower": 0, "upper": 100, "bins": 20,
-                        "on_null": "drop", "on_out_of_bounds": "clamp"},
+                        "on_null": "category", "on_out_of_bounds": "clamp"},
                 "fare": {"kind": "range", "lower": 0, "upper": 10, "bins": 100,
                          "type": "decimal", "resolution": 0.01, "on_null": "drop",
                          "on_out_of_bounds": "drop"},
@@ -233,3 +233,26 @@ def test_a_sql_source_runs_as_spark_sql_over_the_sessions_tables(tmp_path, spark
         assert _on_spark(from_table, spark)[0] == _on_duckdb(from_file)[0]
     finally:
         spark.catalog.dropTempView("trips_on_spark")
+
+
+@pytest.mark.parametrize("attr,what", [
+    ({"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01", "unit": "month",
+      "type": "date"}, "calendar-month bins"),
+    ({"kind": "range", "lower": "2013-01-01 00:00:00", "upper": "2013-01-02 00:00:00",
+      "unit": "hour", "type": "timestamp"}, "a timestamp attribute")])
+def test_what_spark_does_not_bin_yet_is_refused_in_one_line(tmp_path, spark, attr, what):
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT TIMESTAMP '2013-01-01 10:00:00' + INTERVAL (i) MINUTE AS t "
+                f"FROM range(50) r(i)) TO '{tmp_path / 't.parquet'}'")
+    if attr["type"] == "date":
+        con.execute(f"COPY (SELECT CAST(t AS DATE) AS t FROM '{tmp_path / 't.parquet'}') "
+                    f"TO '{tmp_path / 'd.parquet'}'")
+    spec = ReleaseSpec.from_dict({
+        "name": "c", "source": "d.parquet" if attr["type"] == "date" else "t.parquet",
+        "neighbouring": "add_remove", "budget": {"rho": 1},
+        "attributes": {"t": attr}, "views": [{"name": "v", "levels": ["t"]}]},
+        base_dir=tmp_path)
+    _on_duckdb(spec)  # DuckDB releases it
+    with pytest.raises(SpecError, match=f"attributes.t: engine = \"spark\" does not "
+                                        f"release {what} yet"):
+        _on_spark(spec, spark)
