@@ -137,6 +137,21 @@ def _typed(base: Path, unit: bool) -> ReleaseSpec:
     return ReleaseSpec.from_dict(data, base_dir=base)
 
 
+def _commutes_null_branch(base: Path) -> ReleaseSpec:
+    """A hierarchy's NULL branch (on_null = "category"): some home rows have no place."""
+    write_commutes(base, 3000, seed=4, n_regions=3, n_provinces=6, n_munis=30, n_pairs=150)
+    table = pq.read_table(base / "commutes.parquet")
+    for col in ("home_region", "home_province", "home_municipality"):
+        i = table.column_names.index(col)
+        values = table.column(col).to_pylist()
+        table = table.set_column(i, col, pa.array(
+            [None if k % 9 == 0 else v for k, v in enumerate(values)], type=pa.string()))
+    pq.write_table(table, base / "commutes.parquet")
+    data = commutes_spec(1.0)
+    data["attributes"]["home"]["on_null"] = "category"
+    return ReleaseSpec.from_dict(data, base_dir=base)
+
+
 SPECS = {
     "trips_rows": lambda b: _trips(b, unit=False),
     "trips_unit_column": lambda b: _trips(b, unit=True),
@@ -146,6 +161,7 @@ SPECS = {
     "integer_ids_m3": lambda b: _string_ids(b, "integer"),
     "string_ids_m3": lambda b: _string_ids(b, "string"),
     "commutes_od": _commutes,
+    "commutes_null_branch": _commutes_null_branch,
     "typed_nulls_rows": lambda b: _typed(b, unit=False),
     "typed_nulls_unit_column": lambda b: _typed(b, unit=True),
 }
