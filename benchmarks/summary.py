@@ -162,7 +162,7 @@ ROWS: list[Row] = [
     Row("scale", "unit-column release, 50M rows, DuckDB capped at 1GB: time",
         "plain DuckDB bounding by hand over the same buckets of people, same cap",
         path("duckdb_capped", at_rows(50_000_000), "ratio_release_vs_bare"), "×", LOWER),
-    Row("scale", 'the unit-column release with `engine = "spark"` on local[2], 1M rows',
+    Row("scale", 'the unit-column release with `engine = "spark"` on local[2], 10M rows',
         "the DuckDB release of the same file", path("spark_local", "ratio_spark_vs_duckdb"),
         "×", LOWER, note="slower"),
     Row("scale", "Spark local[2]: session start and one trivial job", "none (absolute)",
