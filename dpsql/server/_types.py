@@ -196,10 +196,19 @@ _INT_OIDS = {20, 21, 23, 26}
 _FLOAT_OIDS = {700, 701}
 
 
+# array type OID -> element type OID (one-dimensional arrays: pgcli's and pgspecial's
+# ``c.relkind = ANY(%s)`` with a Python list, JDBC's setArray)
+ARRAY_ELEMENTS = {1000: 16, 1005: 21, 1007: 23, 1016: 20, 1028: 26, 1021: 700, 1022: 701,
+                  1231: 1700, 1009: 25, 1015: 1043, 1014: 1042, 1002: 18, 1003: 19}
+
+
 def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
-    """One Bind parameter as a Python value the planner binds as one literal."""
+    """One Bind parameter as a Python value: a scalar the planner binds as one literal,
+    or a list for an array type (which DuckDB binds as a LIST: ``x = ANY($1)``)."""
     if raw is None:
         return None
+    if oid in ARRAY_ELEMENTS:
+        return _decode_array(raw, ARRAY_ELEMENTS[oid], fmt)
     if fmt == 1:
         if oid == 21:
             return struct.unpack("!h", raw)[0]
@@ -231,3 +240,72 @@ def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
     if oid == 16:
         return text.lower() in ("t", "true", "1", "on", "yes", "y")
     return text
+
+
+def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
+    """A one-dimensional array parameter, in PostgreSQL's text (``{a,"b c",NULL}``) or
+    binary form, as a list of its decoded elements."""
+    if fmt == 1:
+        if len(raw) < 12:
+            raise ProtocolError("malformed binary array parameter")
+        ndim, _, _ = struct.unpack("!iii", raw[:12])
+        if ndim == 0:
+            return []
+        if ndim != 1:
+            raise DataError(f"array parameters of {ndim} dimensions are not supported; "
+                            "send a one-dimensional array")
+        n, _ = struct.unpack("!ii", raw[12:20])
+        out, pos = [], 20
+        for _ in range(n):
+            size = struct.unpack("!i", raw[pos:pos + 4])[0]
+            pos += 4
+            out.append(None if size < 0 else decode_param(raw[pos:pos + size], elem, 1))
+            pos += max(size, 0)
+        return out
+    text = raw.decode("utf-8").strip()
+    if text.startswith("[") and "=" in text:  # optional dimension decoration: [0:2]={...}
+        text = text.split("=", 1)[1].strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        raise DataError(f"array parameter {text[:60]!r} is not an array literal: send it "
+                        "as {a,b,c}")
+    out: list[Any] = []
+    for item, quoted in _array_items(text[1:-1]):
+        if quoted:
+            out.append(decode_param(item.encode("utf-8"), elem, 0))
+        elif item.startswith("{"):
+            raise DataError("array parameters of several dimensions are not supported; "
+                            "send a one-dimensional array")
+        else:
+            out.append(None if item.upper() == "NULL" else
+                       decode_param(item.encode("utf-8"), elem, 0))
+    return out
+
+
+def _array_items(body: str) -> list[tuple[str, bool]]:
+    """The items of an array literal's body: (text, was quoted), unescaped."""
+    items: list[tuple[str, bool]] = []
+    if not body.strip():
+        return items
+    cur: list[str] = []
+    quoted = in_quotes = False
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if in_quotes:
+            if ch == "\\" and i + 1 < len(body):
+                i += 1
+                cur.append(body[i])
+            elif ch == '"':
+                in_quotes = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            in_quotes = quoted = True
+        elif ch == ",":
+            items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
+            cur, quoted = [], False
+        else:
+            cur.append(ch)
+        i += 1
+    items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
+    return items

@@ -71,7 +71,7 @@ from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, StatementTooComplexErro
                                   StatementTooLongError, max_message)
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
-from dpsql.server._types import ProtocolError, decode_param, pg_type
+from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
 
 logger = logging.getLogger("dpsql.server")
 
@@ -329,8 +329,8 @@ class Handler(Login, BuenaVistaHandler):
         n = max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
         oids = list(oids) + [0] * (n - len(oids))
         try:
-            dummies = [decode_param(b"0", oid, 0) if oid else UntypedText("0")
-                       for oid in oids]
+            dummies = [decode_param(b"{}" if oid in ARRAY_ELEMENTS else b"0", oid, 0)
+                       if oid else UntypedText("0") for oid in oids]
         except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
             dummies = None
         self.send_paramter_description([oid or 25 for oid in oids])
