@@ -336,7 +336,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     from dpsql import duck
     from dpsql.dbapi import _PRIVATE_RNG, SeededReleaseWarning
     from dpsql.server._bounds import check_max_statement_size
-    from dpsql.server._catalog import CatalogDatabase, logical_tables
+    from dpsql.schema_catalog import CatalogDatabase, column_comments, logical_tables
     from dpsql.server._limits import check_memory_limit, check_statement_timeout, duckdb_config
     from dpsql.server._session import ReleaseConnection
     from dpsql.server._wire import WireServer
@@ -376,7 +376,9 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     try:
         alias = duck.attach(probe, path, name)
         rng = probe.execute(f'SELECT rng FROM "{alias}".dpsql_release').fetchall()
-        tables = logical_tables(probe, alias)
+        info = next(r for r in duck.catalog_of(probe).releases if r.alias == alias)
+        tables = logical_tables(probe, info)
+        comments = column_comments(info)
     except duckdb.OutOfMemoryException as err:
         raise OperationalError(f"memory_limit {memory_limit!r} is too small to open the "
                                f"release {path!r}: raise --memory-limit ({err})") from err
@@ -388,7 +390,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
         warnings.warn(f"release {alias!r} ({path}) was built with a fixed seed: its noise is "
                       "reproducible, so it is NOT private; serve it for tests and demos only",
                       SeededReleaseWarning, stacklevel=2)
-    catalog = CatalogDatabase(alias, tables, duckdb_config(memory_limit))
+    catalog = CatalogDatabase({alias: tables}, duckdb_config(memory_limit), comments={alias: comments})
     conn = ReleaseConnection(path, alias, catalog, plan_cache_size, statement_timeout,
                              memory_limit, memory_bytes, max_statement_size)
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.schema_catalog import array_items
 
 
 class ReadOnlyError(UnsupportedQueryError):
@@ -22,16 +23,8 @@ class ReadOnlyError(UnsupportedQueryError):
 
 
 MULTI = "several statements in one query string: send one statement at a time"
-# Table functions that read a table named by a string: on the catalog route they would read
-# the empty placeholder tables and answer COUNT(*) = 0. Refused there (never a wrong number).
-BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
 # The only DuckDB statement type that runs: everything else changes state or is refused
 _READ_TYPES = {"SELECT"}
-
-
-def by_name() -> str:
-    return ("query() and query_table() are not supported: name the table in FROM, e.g. "
-            "SELECT COUNT(*) FROM <table>")
 
 
 def check_select(sql: str, route: str) -> None:
@@ -70,10 +63,16 @@ _NUMBER = re.compile(r"[+-]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 def spelled(value: Any) -> Any:
     """An untyped parameter as the literal it spells: a number when it spells one
-    (no leading zeros: ``02139`` stays text), else the text."""
+    (no leading zeros: ``02139`` stays text), a list when it spells an array literal
+    (``{r,p}``: psycopg sends a Python list of strings so, for ``x = ANY(%s)``), else the
+    text."""
     if not isinstance(value, UntypedText):
         return value
     text = str(value).strip()
+    if text.startswith("{") and text.endswith("}"):
+        return [None if not quoted and item.upper() == "NULL" else spelled(
+            UntypedText(item)) if not quoted else item
+                for item, quoted in array_items(text[1:-1])]
     if _NUMBER.fullmatch(text):
         if re.fullmatch(r"[+-]?\d+", text):
             return int(text)

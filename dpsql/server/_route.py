@@ -17,12 +17,13 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.planner import too_complex
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.planner.resolve_helpers import HELPERS
-from dpsql.server._catalog import fix_catalog_sql
+from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._guard import BY_NAME, MULTI, ReadOnlyError, by_name, read_only
+from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
+                                         route_catalog)
+from dpsql.server._guard import MULTI, ReadOnlyError, read_only
 
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
-_CATALOG_SCHEMAS = {"pg_catalog", "information_schema"}
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge,
            exp.TruncateTable, exp.Copy)
 _WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDEX",
@@ -38,6 +39,9 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     session's public facts only, so that a planning process can route too: the logical
     table names (lower case), the catalog database's relations and the release alias.
     Raises :class:`ReadOnlyError` on writes."""
+    found = discovery_sql(text, logical)  # DESCRIBE t, SHOW TABLES, SHOW COLUMNS FROM t
+    if found is not None:
+        return "catalog", found
     try:
         trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
     except sqlglot.errors.SqlglotError:
@@ -64,27 +68,18 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
         if what in _WRITE_COMMANDS:
             raise ReadOnlyError(read_only(what))
         return "planner", text
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    catalog_only, public = True, []
-    if any(f.name.lower() in HELPERS for f in tree.find_all(exp.Anonymous)):
-        catalog_only = False  # the release's helpers: the planner resolves them
-    for t in tree.find_all(exp.Table):
-        name, db = t.name.lower(), (t.text("db") or "").lower()
-        if not name or (not db and name in ctes):
-            continue
-        if name in logical and db in ("", "public", alias.lower()) \
-                and not t.text("catalog"):
-            catalog_only = False
-            if db == "public":
-                public.append(t)
-        elif not (db in _CATALOG_SCHEMAS or (not db and name in relations)
-                  or (not db and name.startswith(("pg_", "duckdb_")))):
-            catalog_only = False
-    if catalog_only:
+    if isinstance(tree, exp.Summarize):
+        route_catalog(text, logical, relations)  # refuses SUMMARIZE of a logical table
+    # the release's helpers (dp_level, ...): the planner resolves them
+    helpers = any(f.name.lower() in HELPERS for f in tree.find_all(exp.Anonymous))
+    if not helpers and catalog_only(tree, logical, relations, ("public", alias.lower()),
+                                    tableless=True):
         if BY_NAME.search(text):  # on the text: however sqlglot names the call
             raise UnsupportedQueryError(by_name())
         refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
         return "catalog", fix_catalog_sql(text)
+    public = [t for t in tree.find_all(exp.Table) if t.name.lower() in logical
+              and (t.text("db") or "").lower() == "public" and not t.text("catalog")]
     if public:  # BI tools write "public"."trips": the logical table
         for t in public:
             t.set("db", exp.to_identifier(alias))

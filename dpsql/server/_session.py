@@ -59,10 +59,11 @@ from buenavista.core import Session as _BVSession
 
 from dpsql import duck
 from dpsql.planner import PlannedQuery
+from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
-from dpsql.server._catalog import CatalogDatabase, default_settings
+from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement
@@ -245,7 +246,8 @@ class Session(_BVSession):
         to the limit twice: once for Describe, once for Execute)."""
         text = _strip(sql)
         word = _first_word(text)
-        if not text or word in _COMMANDS or self.failed:
+        if not text or self.failed or (word in _COMMANDS and not (
+                word == "SHOW" and discovery_sql(text, self.logical))):
             return None
         try:
             result = self._timed(text, word, list(params) if params else None, shape=True)
@@ -266,8 +268,8 @@ class Session(_BVSession):
         if ";" in _NOT_CODE.sub("", text):
             raise UnsupportedQueryError(MULTI)
         command = _COMMANDS.get(word)
-        if command is not None:
-            return command(self, text)
+        if command is not None and not (word == "SHOW" and discovery_sql(text, self.logical)):
+            return command(self, text)  # SHOW TABLES, SHOW <table>: the catalog's
         route, sql = self._route_cached(text)
         logger.debug("%s <- %s", route, sql)
         # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser

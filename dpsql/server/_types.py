@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
 
 from dpsql.errors import DataError, InterfaceError
+from dpsql.schema_catalog import array_items
 
 
 class ProtocolError(InterfaceError):
@@ -269,7 +270,7 @@ def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
         raise DataError(f"array parameter {text[:60]!r} is not an array literal: send it "
                         "as {a,b,c}")
     out: list[Any] = []
-    for item, quoted in _array_items(text[1:-1]):
+    for item, quoted in array_items(text[1:-1]):
         if quoted:
             out.append(decode_param(item.encode("utf-8"), elem, 0))
         elif item.startswith("{"):
@@ -279,33 +280,3 @@ def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
             out.append(None if item.upper() == "NULL" else
                        decode_param(item.encode("utf-8"), elem, 0))
     return out
-
-
-def _array_items(body: str) -> list[tuple[str, bool]]:
-    """The items of an array literal's body: (text, was quoted), unescaped."""
-    items: list[tuple[str, bool]] = []
-    if not body.strip():
-        return items
-    cur: list[str] = []
-    quoted = in_quotes = False
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if in_quotes:
-            if ch == "\\" and i + 1 < len(body):
-                i += 1
-                cur.append(body[i])
-            elif ch == '"':
-                in_quotes = False
-            else:
-                cur.append(ch)
-        elif ch == '"':
-            in_quotes = quoted = True
-        elif ch == ",":
-            items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
-            cur, quoted = [], False
-        else:
-            cur.append(ch)
-        i += 1
-    items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
-    return items

@@ -107,7 +107,7 @@ def test_psql_describes_a_table(psql, server):
     columns = dict(line.split("|")[:2] for line in out.splitlines()[2:] if "|" in line)
     assert columns == {"region": "character varying", "province": "character varying",
                        "city": "character varying", "mode": "character varying",
-                       "distance": "double precision", "age": "double precision",
+                       "distance": "double precision", "age": "bigint",
                        "dp_count": "double precision"}
     assert 'Table "public.trips"' in out
 

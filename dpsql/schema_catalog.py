@@ -1,14 +1,19 @@
-"""The emulated PostgreSQL catalog of ``dpsql serve``.
+"""The emulated catalog: a DuckDB that describes the logical tables, for schema discovery.
 
-Catalog queries (what psql's ``\\dt``/``\\d``, psycopg, SQLAlchemy's ``postgresql``
-dialect and JDBC drivers send to list tables and columns) run on one shared in-memory
-DuckDB, the *catalog database*, never on the release:
+Catalog queries (``DESCRIBE``/``SHOW``, ``information_schema``, ``pg_catalog``, DuckDB's
+``duckdb_*()`` functions; what psql's ``\\dt``/``\\d``, pgcli, psycopg, SQLAlchemy's
+``postgresql`` dialect, JDBC drivers and BI tools send to list tables and columns) run on
+an in-memory DuckDB, the *catalog database*, never on the release. ``dpsql serve`` shares
+one among its sessions; :func:`dpsql.connect` and :func:`dpsql.attach` build one per DuckDB
+instance on the first catalog query (:func:`dpsql.duck.catalog_database`).
 
-* its ``public`` schema holds one **empty** table per logical table: the release's own
-  name and each view name, with their attribute columns plus ``dp_count``. The physical
-  level tables are not there, so no client lists them. (Empty tables would answer
-  ``COUNT(*) = 0``: the session router sends a statement here only when it names no
-  logical table.)
+* one database per attached release, named by its alias, whose schema (``public`` over
+  the server, as PostgreSQL clients expect; ``main`` in-process, as DuckDB users do)
+  holds one **empty** table per logical table: the release's own name and each view name,
+  with their attribute columns plus ``dp_count``. Only the public spec describes them:
+  names, kinds (the table comment), value types; never a source path, never a count. The
+  physical level tables are not there, so no client lists them. (Empty tables would
+  answer ``COUNT(*) = 0``: a statement is sent here only when it names no logical table.)
 * DuckDB's built-in ``pg_catalog``/``information_schema`` emulation describes them. Where
   it lacks what PostgreSQL clients ask for, :func:`fix_catalog_sql` rewrites the query
   text (outside string literals only): ``OPERATOR(pg_catalog.~)`` -> ``~``, ``COLLATE
@@ -16,7 +21,10 @@ DuckDB, the *catalog database*, never on the release:
   ``::reg*`` casts dropped, ``pg_catalog.f(...)`` -> ``f(...)``, and the relations in
   :data:`RELATIONS` -> table macros that add PostgreSQL 15's missing columns or stand in
   for missing relations (empty ``pg_inherits``, ``pg_policy``, ...). Table macros are
-  functions, so they never show up as relations themselves.
+  functions, so they never show up as relations themselves. ``pg_namespace`` lists
+  ``pg_catalog`` and ``information_schema`` (psql's tab completion excludes tables in
+  ``pg_catalog`` by its oid) and not DuckDB's ``main`` when the tables are in ``public``;
+  ``pg_database`` lists the releases only (not DuckDB's ``memory``/``system``/``temp``).
 * ``version()`` says ``PostgreSQL 15.0 (dpsql ...)`` (SQLAlchemy and JDBC parse it),
   ``pg_get_userbyid()`` says ``dpsql``.
 
@@ -32,8 +40,9 @@ from typing import Sequence
 
 import duckdb
 
-from dpsql import __version__, duck
+from dpsql import __version__
 from dpsql.lockdown import lock_duckdb
+from dpsql.planner.catalog import ReleaseInfo
 
 PG_VERSION = "15.0"
 VERSION_STRING = (f"PostgreSQL {PG_VERSION} (dpsql {__version__} serve; DuckDB "
@@ -57,7 +66,15 @@ RELATIONS: dict[str, str] = {
                 "AS relacl), false AS relforcerowsecurity FROM pg_catalog.pg_class",
     "pg_database": "SELECT *, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, "
                    "'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
-                   "NULL::VARCHAR[] AS datacl FROM pg_catalog.pg_database",
+                   "NULL::VARCHAR[] AS datacl FROM pg_catalog.pg_database WHERE datname NOT IN "
+                   "('memory', 'system', 'temp', 'dpsql_nodes')",
+    # the schemas of the release's database (not DuckDB's ``main`` beside ``public``), and
+    # pg_catalog / information_schema: psql's completion excludes pg_catalog by its oid
+    "pg_namespace": "SELECT oid, schema_name AS nspname, 10::BIGINT AS nspowner, "
+                    "NULL::VARCHAR[] AS nspacl FROM duckdb_schemas() WHERE (database_name = "
+                    "current_database() AND (schema_name <> 'main' OR current_schema() = "
+                    "'main')) OR (database_name = 'system' AND schema_name IN ('pg_catalog', "
+                    "'information_schema'))",
     "pg_collation": "SELECT *, 0::BIGINT AS collnamespace, 'c' AS collprovider, "
                     "'C' AS collcollate, 'C' AS collctype FROM pg_catalog.pg_collation",
     "pg_index": "SELECT *, false AS indnullsnotdistinct FROM pg_catalog.pg_index",
@@ -211,9 +228,62 @@ _CAST_REGCLASS = re.compile(r"CAST\s*\(\s*(\$\d+|'(?:[^']|'')*')\s+AS\s+(?:pg_ca
                             r"regclass\s*\)", re.I)
 
 
+def array_items(body: str) -> list[tuple[str, bool]]:
+    """The items of a PostgreSQL array literal's body (``r,"p q",NULL``): (text, was
+    quoted), unescaped."""
+    items: list[tuple[str, bool]] = []
+    if not body.strip():
+        return items
+    cur: list[str] = []
+    quoted = in_quotes = False
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if in_quotes:
+            if ch == "\\" and i + 1 < len(body):
+                i += 1
+                cur.append(body[i])
+            elif ch == '"':
+                in_quotes = False
+            else:
+                cur.append(ch)
+        elif ch == '"':
+            in_quotes = quoted = True
+        elif ch == ",":
+            items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
+            cur, quoted = [], False
+        else:
+            cur.append(ch)
+        i += 1
+    items.append(("".join(cur) if quoted else "".join(cur).strip(), quoted))
+    return items
+
+
+_ANY_LITERAL = re.compile(r"\bANY\s*\(\s*'(?P<body>\{(?:[^']|'')*\})'\s*(?:::\s*(?:pg_catalog\s*\."
+                          r"\s*)?\"?(?P<type>\w+)\"?\s*(?:\[\s*\])?\s*)?\)", re.I)
+_NUMERIC = {"int", "int2", "int4", "int8", "integer", "bigint", "smallint", "oid", "float4",
+            "float8", "numeric", "real", "double"}
+
+
+def _any_literal(m: re.Match) -> str:
+    """``x = ANY('{r,p}')`` (an array literal PostgreSQL coerces; psycopg's client-side
+    binding of a list writes it so) -> ``x = ANY(['r', 'p'])``, a DuckDB list."""
+    numeric = (m.group("type") or "").lower() in _NUMERIC
+    items = []
+    for item, quoted in array_items(m.group("body").replace("''", "'")[1:-1]):
+        if not quoted and item.upper() == "NULL":
+            items.append("NULL")
+        elif numeric and re.fullmatch(r"[+-]?\d+(?:\.\d*)?", item):
+            items.append(item)
+        else:
+            items.append("'" + item.replace("'", "''") + "'")
+    return "ANY([" + ", ".join(items) + "])"
+
+
 def fix_catalog_sql(text: str) -> str:
     """Rewrite PostgreSQL catalog SQL into what the catalog database runs (module doc)."""
     text = _CAST_REGCLASS.sub(r"to_regclass(\1)", text)
+    text = _ANY_LITERAL.sub(_any_literal, text)
     text = _REGCLASS_LITERAL.sub(_regclass, text)
     out, last = [], 0
     for m in _STRING.finditer(text):
@@ -234,17 +304,23 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def logical_tables(con: duckdb.DuckDBPyConnection, alias: str) -> dict[str, list[tuple]]:
-    """The logical tables of the release attached to ``con`` as ``alias``: table name ->
+_VALUE_TYPES = {"integer": "BIGINT", "date": "DATE"}  # other binned attributes: DOUBLE
+_KINDS = {"categorical": "categorical", "hierarchy": "hierarchy level", "range": "binned"}
+
+
+def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
+                   ) -> dict[str, list[tuple[str, str]]]:
+    """The logical tables of the release ``info`` attached to ``con``: table name ->
     [(column, DuckDB type)]. The release's own name lists every attribute some view
     covers; each view lists its own. Categorical and hierarchy columns take their domain
-    table's type; binned (range) attributes are DOUBLE; every table ends with
-    ``dp_count``, the private count (``SUM(dp_count)`` is ``COUNT(*)``)."""
-    info = next(r for r in duck.catalog_of(con).releases if r.alias == alias)
+    table's type; binned (range) attributes their value type (integer: BIGINT, date:
+    DATE, decimal and real: DOUBLE); every table ends with ``dp_count``, the private
+    count (``SUM(dp_count)`` is ``COUNT(*)``). All of it is public (the spec)."""
+    alias = info.alias
     types: dict[str, list[tuple[str, str]]] = {}
     for a in info.attributes.values():
         if a.kind == "range":
-            types[a.name] = [(a.name, "DOUBLE")]
+            types[a.name] = [(a.name, _VALUE_TYPES.get(a.value_type or "", "DOUBLE"))]
             continue
         described = {r[0]: r[1] for r in con.execute(
             f"DESCRIBE {_ident(alias)}.{_ident(a.domain_table)}").fetchall()}
@@ -260,30 +336,53 @@ def logical_tables(con: duckdb.DuckDBPyConnection, alias: str) -> dict[str, list
     return tables
 
 
-class CatalogDatabase:
-    """The shared in-memory DuckDB that answers catalog queries (module docstring).
-    Sessions read it through their own cursors; only :meth:`cursor` touches the shared
-    connection, under a lock."""
+def column_comments(info: ReleaseInfo) -> dict[str, str]:
+    """Column -> what it is (kind and public domain size or bins), from the spec."""
+    out = {"dp_count": "the differentially private count: SUM(dp_count) is COUNT(*)"}
+    for a in info.attributes.values():
+        if a.kind == "range":
+            out[a.name] = (f"binned {a.value_type or 'real'} attribute: {a.bins} bins of "
+                           f"width {a.width:g} over [{a.lower:g}, {a.upper:g}); filter "
+                           "with ranges")
+            continue
+        for c in a.columns:
+            out[c] = f"{_KINDS[a.kind]} attribute ({a.name}): {info.size(c)} public values"
+    return out
 
-    def __init__(self, database: str, tables: dict[str, list[tuple[str, str]]],
-                 config: dict[str, str] | None = None) -> None:
-        self.database = database
-        self.tables = tables
+
+class CatalogDatabase:
+    """The in-memory DuckDB that answers catalog queries (module docstring): one database
+    per release alias (``databases``: alias -> logical table -> [(column, type)]; the
+    first is the current one), its logical tables in ``schema``. Users read it through
+    their own cursors; only :meth:`cursor` touches the shared connection, under a lock."""
+
+    def __init__(self, databases: dict[str, dict[str, list[tuple[str, str]]]],
+                 config: dict[str, str] | None = None, schema: str = "public",
+                 comments: dict[str, dict[str, str]] | None = None) -> None:
+        self.database = next(iter(databases))
+        self.schema = schema
+        self.tables = {t: cols for tables in databases.values() for t, cols in tables.items()}
         self._lock = threading.Lock()
         # two threads: catalog queries are small, and one client's must not take every core;
         # ``config`` adds the server's memory cap (dpsql.server._limits.duckdb_config)
         con = self._con = duckdb.connect(":memory:", config={"threads": 2, **(config or {})})
-        con.execute(f"ATTACH ':memory:' AS {_ident(database)}")
-        con.execute(f"CREATE SCHEMA {_ident(database)}.public")
-        con.execute(f"USE {_ident(database)}.public")
-        for name, cols in tables.items():
-            body = ", ".join(f"{_ident(c)} {t}" for c, t in cols)
-            con.execute(f"CREATE TABLE {_ident(name)} ({body})")
-            con.execute(f"COMMENT ON TABLE {_ident(name)} IS 'dpsql logical table: "
-                        "differentially private counts; query with COUNT(*) ... GROUP BY'")
+        for alias, tables in reversed(list(databases.items())):  # the first is USEd last
+            con.execute(f"ATTACH ':memory:' AS {_ident(alias)}")
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(alias)}.{_ident(schema)}")
+            con.execute(f"USE {_ident(alias)}.{_ident(schema)}")
+            notes = (comments or {}).get(alias, {})  # column -> its comment
+            for name, cols in tables.items():
+                body = ", ".join(f"{_ident(c)} {t}" for c, t in cols)
+                con.execute(f"CREATE TABLE {_ident(name)} ({body})")
+                con.execute(f"COMMENT ON TABLE {_ident(name)} IS 'dpsql logical table: "
+                            "differentially private counts; query with COUNT(*) ... GROUP BY'")
+                for c, _ in cols:
+                    if notes.get(c):
+                        con.execute(f"COMMENT ON COLUMN {_ident(name)}.{_ident(c)} IS "
+                                    + "'" + notes[c].replace("'", "''") + "'")
         for stmt in SCALAR_MACROS:
             con.execute(stmt)
-        pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(database).items())
+        pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(self.database).items())
         con.execute(f"CREATE MACRO dpsql_setting(x) AS MAP {{{pairs}}}[lower(x)], "
                     f"(x, missing_ok) AS MAP {{{pairs}}}[lower(x)]")
         for rel, body in RELATIONS.items():
@@ -295,7 +394,7 @@ class CatalogDatabase:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             cur = self._con.cursor()
-        cur.execute(f"USE {_ident(self.database)}.public")
+        cur.execute(f"USE {_ident(self.database)}.{_ident(self.schema)}")
         return cur
 
     def close(self) -> None:

@@ -1,0 +1,132 @@
+"""Pass 0: schema discovery goes to the catalog database, not to the release.
+
+An analyst (or a tool) learns the logical tables' names and columns with ``DESCRIBE t``,
+``SHOW t``, ``SHOW TABLES``, ``SHOW ALL TABLES``, MySQL's ``SHOW COLUMNS FROM t`` (read as
+``DESCRIBE t``), or queries over ``information_schema``, ``pg_catalog`` and DuckDB's
+``duckdb_*()`` functions. None of them reads a count: they describe the public spec. So
+they run on the *catalog database* (:mod:`dpsql.schema_catalog`: one empty table per
+logical table, the release's physical tables absent), and :func:`route_catalog` decides
+which statements go there, from the text and the logical table names only:
+
+* a discovery statement (above) whose table, if any, is a logical table or a catalog
+  relation;
+* a query whose every table is a catalog relation (``information_schema.*``,
+  ``pg_catalog.*``, ``pg_*``, ``duckdb_*``, a table function such as ``duckdb_columns()``)
+  and that names no logical table. ``query()``/``query_table()``, which name a table
+  inside a string, are refused there: the empty placeholder tables would answer
+  ``COUNT(*) = 0``, and dpsql never gives a wrong number.
+
+``SUMMARIZE`` of a logical table would summarise rows, which a release does not have: it
+is refused with the aggregate to write instead. Everything else is planned as before. A
+cheap test on the text comes first, so that ordinary queries pay one regex search.
+"""
+
+from __future__ import annotations
+
+import re
+
+import sqlglot
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+
+CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+_GATE = re.compile(r"^\s*(?:DESCRIBE|DESC|SHOW|SUMMARIZE)\b|\b(?:information_schema|pg_\w+|"
+                   r"duckdb_\w+)\b", re.I)
+_SHOW_TABLES = re.compile(r"^\s*SHOW\s+(?:ALL\s+)?TABLES\s*;?\s*$", re.I)
+_SHOW_COLUMNS = re.compile(r"^\s*SHOW\s+(?:FULL\s+)?(?:COLUMNS|FIELDS)\s+(?:FROM|IN)\s+"
+                           r"(?P<table>[\w\".]+)(?:\s+(?:FROM|IN)\s+(?P<db>[\w\"]+))?\s*;?\s*$",
+                           re.I)
+_DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC|SHOW)\s+(?P<table>[\w\".]+)\s*;?\s*$", re.I)
+BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
+
+
+def by_name() -> str:
+    return ("query() and query_table() are not supported: name the table in FROM, e.g. "
+            "SELECT COUNT(*) FROM <table>")
+
+
+def discovery_sql(text: str, logical: set[str]) -> str | None:
+    """The catalog statement for a discovery statement about the logical tables, or
+    None: ``SHOW [ALL] TABLES``; ``DESCRIBE t``, ``DESC t``, ``SHOW t``, ``SHOW COLUMNS
+    FROM t [FROM db]`` (-> ``DESCRIBE [db.]t``) when ``t`` (lower case) is logical."""
+    if _SHOW_TABLES.match(text):
+        return text.strip().rstrip(";").strip()
+    m = _SHOW_COLUMNS.match(text) or _DESCRIBE.match(text)
+    if m is None:
+        return None
+    table = m.group("table")
+    name = table.split(".")[-1].strip('"').lower()
+    if name not in logical:
+        return None
+    db = m.groupdict().get("db")
+    return f"DESCRIBE {db}.{table}" if db else f"DESCRIBE {table}"
+
+
+def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset()
+                  ) -> str | None:
+    """The SQL to run on the catalog database for ``text``, or None to plan it
+    (module docstring). ``logical``: the logical table names, lower case; ``relations``:
+    other relation names of the catalog database (lower case)."""
+    if not _GATE.search(text):
+        return None
+    found = discovery_sql(text, logical)
+    if found is not None:
+        return found
+    try:
+        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+    except (sqlglot.errors.SqlglotError, RecursionError):
+        return None  # the planner reports it
+    if len(trees) != 1:
+        return None
+    tree = trees[0]
+    if isinstance(tree, exp.Summarize):
+        _refuse_summarize(tree, logical)
+        return None
+    if not isinstance(tree, (exp.Query, exp.Describe)):
+        return None
+    if not catalog_only(tree, logical, relations):
+        return None
+    if BY_NAME.search(text):  # on the text: however sqlglot names the call
+        raise UnsupportedQueryError(by_name())
+    return text
+
+
+def catalog_only(tree: exp.Expression, logical: set[str], relations: set[str],
+                 home: tuple[str, ...] = ("",), tableless: bool = False) -> bool:
+    """Whether every table ``tree`` reads is a catalog relation (or a table function or
+    CTE) and none is logical. ``home``: schema names under which a logical table is
+    written (``public`` over the server, the release alias). ``tableless``: whether a
+    statement that reads no table at all counts (``SELECT version()`` over the server,
+    whose session DuckDB would answer as DuckDB; in-process it runs where it is)."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    seen = False
+    for t in tree.find_all(exp.Table):
+        name, db = t.name.lower(), (t.text("db") or "").lower()
+        if not name:  # a table function: duckdb_tables(), pragma_table_info('t')...
+            seen = True
+            continue
+        if not db and name in ctes:
+            continue
+        if name in logical and db in home + ("",):
+            return False
+        if db in CATALOG_SCHEMAS or (not db and (name in relations or
+                                                 name.startswith(("pg_", "duckdb_")))):
+            seen = True
+            continue
+        return False
+    return seen or tableless or isinstance(tree, exp.Describe)
+
+
+def _refuse_summarize(tree: exp.Summarize, logical: set[str]) -> None:
+    names = {t.name.lower() for t in tree.find_all(exp.Table)}
+    hit = sorted(names & logical)
+    if hit:
+        raise UnsupportedQueryError(
+            f"SUMMARIZE {hit[0]} is not supported: a release has no rows to summarise, only "
+            f"released counts. Write DESCRIBE {hit[0]} for its columns, SELECT <column>, "
+            f"COUNT(*) FROM {hit[0]} GROUP BY <column> for a categorical column's counts, "
+            f"or MEDIAN(<column>) / dp_quantile(<column>, p) for a binned one")
+
+
+__all__ = ["route_catalog", "discovery_sql", "catalog_only", "CATALOG_SCHEMAS", "BY_NAME"]
