@@ -91,6 +91,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     release = open_release(args.release)
     for table in release_summary(release):
         console.print(table)
+    if args.columns:
+        from dpsql.present import column_table
+        from dpsql.release_file import read_domains
+
+        console.print(column_table(release, read_domains(args.release, release)))
     return 0
 
 
@@ -447,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="show a release's guarantee, views and error model")
     p.add_argument("release", help="a release file (.duckdb)")
+    p.add_argument("--columns", action="store_true",
+                   help="also list each column with its kind, type and public domain "
+                        "(category values or bin edges)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("query", help="run SQL on a release; answers with error bars (analyst)")

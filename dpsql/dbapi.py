@@ -373,6 +373,7 @@ class Cursor:
                  *, warn: bool = True) -> None:
         self.connection = connection
         self._dcur: duckdb.DuckDBPyConnection | None = duck_cursor
+        self._catalog_cur: duckdb.DuckDBPyConnection | None = None  # schema discovery's
         self.arraysize = 1
         self.lastrowid = None
         self.messages: list[tuple[type, Warning]] = []
@@ -407,7 +408,7 @@ class Cursor:
         dcur = self._live()
         if not self._has_result:
             raise InterfaceError("no result set to fetch from: call execute() first")
-        return dcur
+        return dcur if self._catalog_cur is None else self._catalog_cur
 
     @property
     def description(self) -> tuple[tuple, ...] | None:
@@ -484,8 +485,12 @@ class Cursor:
 
     def _run(self, planned: Any) -> None:
         dcur = self._live()
-        sql = planned.sql
         self._drop_result()
+        if planned.route == "catalog":  # schema discovery: on the catalog database
+            dcur, sql = duck.run_on(dcur, planned)
+            self._catalog_cur = dcur
+        else:
+            sql = planned.sql
         try:
             dcur.execute(sql)
             description = dcur.description
@@ -505,6 +510,9 @@ class Cursor:
         self._exhausted = False
 
     def _drop_result(self) -> None:
+        if self._catalog_cur is not None:
+            self._catalog_cur.close()
+            self._catalog_cur = None
         self._sql = None
         self._planned = None
         self._info = None
@@ -611,6 +619,7 @@ class Cursor:
         """Close the cursor; closing twice is harmless."""
         if self._dcur is None:
             return
+        self._drop_result()
         dcur, self._dcur = self._dcur, None
         self._reset()
         if not self.connection.closed:

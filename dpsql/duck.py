@@ -69,6 +69,7 @@ class _State:
     prefixes: dict[str, np.ndarray] = field(default_factory=dict)  # view key -> cum[K+1]
     supports: dict[str, Support] = field(default_factory=dict)  # view key -> its support
     registered: bool = False
+    schema_db: Any = None  # the catalog database (dpsql.schema_catalog), built on first use
 
 
 _STATES: "weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _State]" = \
@@ -185,6 +186,9 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
     st.catalog = st.catalog.with_release(ReleaseInfo(
         name, release, tuple(views), tuple(sizes), tuple(determines),
         domains=_text_domains(con, name, release)))
+    if st.schema_db is not None:  # describes the releases attached before: built anew
+        st.schema_db.close()
+        st.schema_db = None
     register(con)
     if lockdown:
         lock_down(con)
@@ -326,12 +330,44 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
                    null_dropped=dropped)
 
 
+def catalog_database(con: duckdb.DuckDBPyConnection) -> Any:
+    """The catalog database (:class:`dpsql.schema_catalog.CatalogDatabase`) describing
+    the releases attached to ``con``'s instance, their logical tables in schema ``main``
+    of a database named by each alias; built on the first catalog query, anew after
+    another attach. Schema discovery (:mod:`dpsql.planner.route_catalog`) runs there."""
+    st = _state(con)
+    if st.schema_db is None:
+        from dpsql.schema_catalog import CatalogDatabase, column_comments, logical_tables
+
+        if not st.catalog.releases:
+            raise ProgrammingError("no release is attached: dpsql.attach(con, path) first")
+        infos = st.catalog.releases
+        st.schema_db = CatalogDatabase({r.alias: logical_tables(con, r) for r in infos},
+                                       schema="main",
+                                       comments={r.alias: column_comments(r) for r in infos})
+    return st.schema_db
+
+
+def run_on(con: duckdb.DuckDBPyConnection, planned: PlannedQuery
+           ) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """(the DuckDB connection that runs ``planned``, the SQL it runs): ``con`` and the
+    planned SQL, or for schema discovery a cursor of the catalog database and the SQL
+    with PostgreSQL's catalog spellings rewritten (:func:`~dpsql.schema_catalog.
+    fix_catalog_sql`)."""
+    if planned.route != "catalog":
+        return con, planned.sql
+    from dpsql.schema_catalog import fix_catalog_sql
+
+    return catalog_database(con).cursor(), fix_catalog_sql(planned.sql)
+
+
 def plan(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
          ) -> PlannedQuery:
     """Plan ``query``: DuckDB SQL over the attached release tables, its info, columns."""
     planned = plan_query(catalog_of(con), query, params)
+    runner, text = run_on(con, planned)
     try:
-        cols = tuple(con.sql(planned.sql).columns)
+        cols = tuple(runner.sql(text).columns)
     except duckdb.Error as err:
         raise _translate(err, planned.sql) from err
     return replace(planned, columns=cols)
@@ -347,20 +383,22 @@ def sql(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = No
     of memory) are DuckDB's own exceptions. Use :func:`execute` or :func:`dpsql.connect`
     where every error must be a dpsql error."""
     planned = plan_query(catalog_of(con), query, params)
+    runner, text = run_on(con, planned)
     try:
-        return con.sql(planned.sql)
+        return runner.sql(text)
     except duckdb.Error as err:
-        raise _translate(err, planned.sql) from err
+        raise _translate(err, text) from err
 
 
 def execute(con: duckdb.DuckDBPyConnection, query: str, params: Sequence | None = None
             ) -> tuple[duckdb.DuckDBPyConnection, dict]:
     """Run the planned query with ``con.execute``; return (result cursor, dp_info)."""
     planned = plan_query(catalog_of(con), query, params)
+    runner, text = run_on(con, planned)
     try:
-        return con.execute(planned.sql), planned.info
+        return runner.execute(text), planned.info
     except duckdb.Error as err:
-        raise _translate(err, planned.sql) from err
+        raise _translate(err, text) from err
 
 
 def _translate(err: duckdb.Error, sql_text: str) -> Exception:
@@ -527,5 +565,5 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
     return pa.array(out, pa.float64())
 
 
-__all__ = ["attach", "catalog_of", "execute", "hist_quantile", "lock_down", "plan", "register",
+__all__ = ["attach", "catalog_database", "catalog_of", "execute", "hist_quantile", "lock_down", "plan", "register",
            "sql"]

@@ -73,6 +73,47 @@ def attribute_table(release: Any) -> Table:
     return out
 
 
+def _shown(values: list, limit: int = 8) -> str:
+    """Up to ``limit`` values, then how many more: ``bike, bus, car, … (+3 more)``."""
+    text = ", ".join("NULL" if v is None else str(v) for v in values[:limit])
+    return text + (f", … (+{len(values) - limit:,} more)" if len(values) > limit else "")
+
+
+def _edges(a: Any) -> str:
+    """A binned attribute's bin edges: ``0, 4, 8, …, 252, 256 (64 bins of width 4)``."""
+    edges = [a.lower + i * a.width for i in range(a.bins + 1)]
+    shown = [_fmt(float(e)) for e in edges]
+    if len(shown) > 6:
+        shown = shown[:3] + ["…"] + shown[-2:]
+    return f"{', '.join(shown)} ({a.bins:,} bins of width {_fmt(float(a.width))})"
+
+
+_TYPE_NAMES = {"str": "text", "int": "integer", "float": "real", "bool": "boolean"}
+
+
+def column_table(release: Any, domains: dict[str, list[tuple]]) -> Table:
+    """Each attribute column an analyst can name: its attribute, kind, value type, and
+    its public domain (categorical and hierarchy columns: the values, truncated; binned
+    attributes: the bin edges). ``domains``: attribute -> the rows of its public domain
+    table (one tuple per path, in the attribute's column order). All of it is public."""
+    out = Table(title="columns")
+    for col in ("column", "attribute", "kind", "type", "domain (public)"):
+        out.add_column(col)
+    for a in release.attributes.values():
+        if a.kind == "range":
+            out.add_row(a.name, a.name, "binned", a.value_type or "real", _edges(a))
+            continue
+        rows = domains.get(a.name, [])
+        for i, c in enumerate(a.columns):
+            values = list(dict.fromkeys(r[i] for r in rows))  # the domain's order
+            label = f"{len(values):,} values: {_shown(values)}"
+            vtype = next((_TYPE_NAMES.get(type(v).__name__, type(v).__name__)
+                          for v in values if v is not None), "—")
+            out.add_row(c, a.name, a.kind if len(a.columns) == 1 else f"{a.kind} level "
+                        f"{i + 1}", vtype, label)
+    return out
+
+
 def reconciled_text(release: Any) -> str:
     """The marginals the views agreed on at release time, one per line, e.g.
     ``total: dist, geo_mode (integer)``; or why there are none."""

@@ -179,6 +179,19 @@ def open_release(path: str | Path) -> Release:
         con.close()
 
 
+def read_domains(path: str | Path, release: Release) -> dict[str, list[tuple]]:
+    """The public domain of each categorical and hierarchy attribute of ``release``: its
+    ``dpsql_domain__<attr>`` rows (one tuple per path, the attribute's columns in order)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {a.name: con.execute(
+            "SELECT " + ", ".join('"' + c.replace('"', '""') + '"' for c in a.columns)
+            + f' FROM "{a.domain_table}"').fetchall()
+            for a in release.attributes.values() if a.kind != "range"}
+    finally:
+        con.close()
+
+
 def read_catalog(con: duckdb.DuckDBPyConnection, path: str, schema: str | None = None
                  ) -> Release:
     """Read the catalog through an open connection (``schema`` = an attached alias)."""

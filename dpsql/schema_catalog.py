@@ -125,6 +125,14 @@ RELATIONS: dict[str, str] = {
                    "''::VARCHAR AS definition WHERE false",
 }
 
+# information_schema views whose DuckDB emulation lists DuckDB's own databases and schemas
+INFORMATION_SCHEMA: dict[str, str] = {
+    "schemata": "SELECT * FROM information_schema.schemata WHERE (catalog_name = "
+                "current_database() AND (schema_name <> 'main' OR current_schema() = 'main')) "
+                "OR (catalog_name = 'system' AND schema_name IN ('pg_catalog', "
+                "'information_schema'))",
+}
+
 SCALAR_MACROS = (
     "CREATE MACRO dpsql_format_type(a, b) AS CASE a::BIGINT " + " ".join(
         f"WHEN {k} THEN '{v}'" for k, v in _PG_TYPE_NAMES.items()) +
@@ -158,6 +166,17 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_get_constraintdef(a) AS '', (a, b) AS ''",
     "CREATE MACRO pg_get_viewdef(a) AS '', (a, b) AS ''",
     "CREATE MACRO obj_description(a) AS NULL::VARCHAR, (a, b) AS NULL::VARCHAR",
+    # Grafana's table and column pickers quote and parse identifiers
+    "CREATE MACRO quote_ident(x) AS CASE WHEN regexp_full_match(x::VARCHAR, "
+    "'[a-z_][a-z0-9_$]*') THEN x::VARCHAR ELSE '\"' || replace(x::VARCHAR, '\"', '\"\"') || "
+    "'\"' END",
+    "CREATE MACRO parse_ident(x) AS list_transform(string_split(x::VARCHAR, '.'), lambda s: "
+    "CASE WHEN starts_with(trim(s), '\"') THEN replace(trim(trim(s), '\"'), '\"\"', '\"') "
+    "ELSE lower(trim(s)) END)",
+    # psql's \df (dpsql's SQL functions are listed in docs/sql.md, not as pg_proc rows)
+    "CREATE MACRO pg_get_function_result(x) AS NULL::VARCHAR",
+    "CREATE MACRO pg_get_function_arguments(x) AS ''",
+    "CREATE MACRO pg_function_is_visible(x) AS true",
     "CREATE MACRO col_description(a, b) AS NULL::VARCHAR",
     "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
 )
@@ -211,6 +230,8 @@ _FIXES = (
     (re.compile(r"\bjson_build_object\s*\(", re.I), "json_object("),
     (re.compile(r"\bpg_catalog\s*\.\s*(?!(?:" + "|".join(RELATIONS) + r")\b)(\w+)\s*\(",
                 re.I), r"\1("),
+    (re.compile(r"\binformation_schema\s*\.\s*(?P<rel>" + "|".join(INFORMATION_SCHEMA) +
+                r")\b(?!\s*[.(])(?P<alias>\s+(?:AS\s+)?(?P<word>\w+))?", re.I), _relation),
     # pg_catalog.rel.col -> rel.col (DuckDB binds an unaliased table by its bare name)
     (re.compile(r"\b(?:pg_catalog|information_schema)\s*\.\s*(\w+)\s*\.(?=\s*\w)", re.I),
      r"\1."),
@@ -280,10 +301,21 @@ def _any_literal(m: re.Match) -> str:
     return "ANY([" + ", ".join(items) + "])"
 
 
+_ARGS = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # a call's arguments, 3 levels deep
+# PostgreSQL names the column of a set-returning function in FROM by the table alias, and
+# takes an array-valued call in FROM as one row (Grafana's search_path constraint)
+_SRF_ALIAS = re.compile(r"(\bFROM\s+generate_series\s*" + _ARGS + r")\s+(?:AS\s+)?(\w+)"
+                        r"(?=\s*,)", re.I)
+_ARRAY_IN_FROM = re.compile(r",\s*(string_to_array\s*" + _ARGS + r")\s+(?:AS\s+)?(\w+)"
+                            r"(?=\s*(?:\)|WHERE\b|$))", re.I)
+
+
 def fix_catalog_sql(text: str) -> str:
     """Rewrite PostgreSQL catalog SQL into what the catalog database runs (module doc)."""
     text = _CAST_REGCLASS.sub(r"to_regclass(\1)", text)
     text = _ANY_LITERAL.sub(_any_literal, text)
+    text = _SRF_ALIAS.sub(r"\1 AS \2(\2)", text)
+    text = _ARRAY_IN_FROM.sub(r", (SELECT \1 AS \2) AS \2(\2)", text)
     text = _REGCLASS_LITERAL.sub(_regclass, text)
     out, last = [], 0
     for m in _STRING.finditer(text):
@@ -385,7 +417,7 @@ class CatalogDatabase:
         pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(self.database).items())
         con.execute(f"CREATE MACRO dpsql_setting(x) AS MAP {{{pairs}}}[lower(x)], "
                     f"(x, missing_ok) AS MAP {{{pairs}}}[lower(x)]")
-        for rel, body in RELATIONS.items():
+        for rel, body in {**RELATIONS, **INFORMATION_SCHEMA}.items():
             con.execute(f"CREATE MACRO dpsql_{rel}() AS TABLE {body}")
         lock_duckdb(con)  # the analysts' lock-down (dpsql.lockdown)
         self.relations = {r[0].lower() for r in con.execute(

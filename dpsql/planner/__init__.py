@@ -38,6 +38,7 @@ from dpsql.planner.find_references import Reference, find_references
 from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
 from dpsql.planner.resolve_helpers import resolve_helpers
+from dpsql.planner.route_catalog import route_catalog
 from dpsql.planner.rewrite_query import rewrite_reference
 from dpsql.planner.value_intervals import describe_intervals
 
@@ -58,6 +59,9 @@ class PlannedQuery:
     notices: tuple[str, ...] = ()
     """Things the analyst should know that change no answer: a literal outside a public
     domain (:mod:`~dpsql.planner.check_literals`)."""
+    route: str = "release"
+    """``"catalog"``: schema discovery (:mod:`~dpsql.planner.route_catalog`), run on the
+    catalog database that describes the logical tables, not on the release."""
 
     @property
     def info(self) -> dict[str, Any]:
@@ -94,6 +98,10 @@ def too_complex() -> QueryTooComplexError:
 
 def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
                 ) -> PlannedQuery:
+    if isinstance(query, str):
+        routed = route_catalog(query, catalog.logical_names, locked=catalog.locked)
+        if routed is not None:
+            return PlannedQuery(_bound(routed, params), CATALOG_INFO, route="catalog")
     tree, walked = parse_walked(query)  # one parse, one walk; the tree is ours to rewrite
     if catalog.locked:
         refuse_file_reads(walked)
@@ -106,6 +114,19 @@ def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
     columns = tuple(e.alias_or_name for e in getattr(tree, "selects", []) or [])
     sql = generate_sql(tree)  # nothing changes the tree afterwards
     return PlannedQuery(sql, lambda: describe(refs, choices, read), columns, notices)
+
+
+CATALOG_INFO = {"private": False, "references": [], "notes": [
+    "schema discovery: answered from the public description of the logical tables (the "
+    "spec's names and types), not from the release's counts"]}
+
+
+def _bound(sql: str, params: Sequence[Any] | None) -> str:
+    """``sql`` with its parameters bound as literals (a catalog query with ``?``)."""
+    if not params:
+        return sql
+    tree, walked = parse_walked(sql)
+    return generate_sql(bind_params(tree, params, walked))
 
 
 def describe(refs: Sequence[Reference], choices: Sequence[Choice],

@@ -228,6 +228,13 @@ class Catalog:
     changed (attaching makes a new one), so neither is the answer. At most
     :data:`MAX_RESOLVED` names are kept (a query may name any number of public tables)."""
 
+    @cached_property
+    def logical_names(self) -> frozenset[str]:
+        """Lower-case names of the logical tables: each release's name and alias, and
+        its view names."""
+        return frozenset(n.lower() for r in self.releases for n in
+                         (r.release.name, r.alias, *(v.name for v in r.views)))
+
     def with_release(self, info: ReleaseInfo) -> "Catalog":
         kept = tuple(r for r in self.releases if r.alias != info.alias)
         return Catalog(kept + (info,), self.locked)

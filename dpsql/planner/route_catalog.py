@@ -29,6 +29,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 _GATE = re.compile(r"^\s*(?:DESCRIBE|DESC|SHOW|SUMMARIZE)\b|\b(?:information_schema|pg_\w+|"
@@ -63,11 +64,12 @@ def discovery_sql(text: str, logical: set[str]) -> str | None:
     return f"DESCRIBE {db}.{table}" if db else f"DESCRIBE {table}"
 
 
-def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset()
-                  ) -> str | None:
+def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(),
+                  locked: bool = False) -> str | None:
     """The SQL to run on the catalog database for ``text``, or None to plan it
     (module docstring). ``logical``: the logical table names, lower case; ``relations``:
-    other relation names of the catalog database (lower case)."""
+    other relation names of the catalog database (lower case); ``locked``: refuse file
+    reads as the planner does on a locked-down connection."""
     if not _GATE.search(text):
         return None
     found = discovery_sql(text, logical)
@@ -89,6 +91,8 @@ def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(
         return None
     if BY_NAME.search(text):  # on the text: however sqlglot names the call
         raise UnsupportedQueryError(by_name())
+    if locked:
+        refuse_file_reads_in(tree)
     return text
 
 

@@ -83,6 +83,10 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     if public:  # BI tools write "public"."trips": the logical table
         for t in public:
             t.set("db", exp.to_identifier(alias))
+        for c in tree.find_all(exp.Column):  # Metabase: "public"."trips"."mode"
+            if c.table.lower() in logical and c.text("db").lower() == "public" \
+                    and not c.text("catalog"):
+                c.set("db", None)
         return "planner", tree.sql(dialect="duckdb")
     return "planner", text
 
