@@ -144,5 +144,23 @@ HELPERS = [  # the release's public helpers, resolved by the planner: never a wa
     "SELECT dp_cum('{raw}', 'distance', 10)",
     "SELECT * FROM trips.dp_level('{raw}', 1)",
 ]
+# schema discovery (DESCRIBE, SHOW, information_schema, pg_catalog, duckdb_*()) runs on the
+# catalog database: a file read hidden in it must be refused like anywhere else
+DISCOVERY = [
+    "DESCRIBE '{raw}'",
+    "DESCRIBE read_parquet('{raw}')",
+    "SHOW '{raw}'",
+    "SUMMARIZE '{raw}'",
+    "SUMMARIZE read_parquet('{raw}')",
+    "SELECT * FROM information_schema.tables, read_text('{secret}')",
+    "SELECT table_name FROM information_schema.tables WHERE table_name IN "
+    "(SELECT content FROM read_text('{secret}'))",
+    "SELECT relname FROM pg_catalog.pg_class UNION ALL SELECT who FROM read_parquet('{raw}')",
+    "SELECT * FROM duckdb_columns(), read_parquet('{raw}')",
+    "SELECT * FROM pg_catalog.pg_namespace n JOIN glob('{dir}/*') g ON true",
+    "SELECT * FROM information_schema.columns WHERE column_name = "
+    "(SELECT max(who) FROM '{raw}')",
+    "SELECT * FROM pragma_table_info('{rawdb}')",
+]
 
-ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS + HELPERS
+ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS + HELPERS + DISCOVERY
