@@ -98,7 +98,7 @@ def too_complex() -> QueryTooComplexError:
 
 def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
                 ) -> PlannedQuery:
-    if isinstance(query, str):
+    if isinstance(query, str) and catalog.releases:
         routed = route_catalog(query, catalog.logical_names, locked=catalog.locked)
         if routed is not None:
             return PlannedQuery(_bound(routed, params), CATALOG_INFO, route="catalog")
