@@ -23,7 +23,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from dpsql.server import serve
+from tests.bi.test_escape import server  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -36,13 +36,6 @@ def _load(path: Path) -> dict:
     data = json.loads(path.read_text())
     assert {"client", "version", "source", "statements"} <= set(data), path.name
     return data
-
-
-@pytest.fixture(scope="module")
-def server(trips_release):
-    srv = serve(trips_release, port=0)
-    yield srv
-    srv.stop()
 
 
 def _param(value) -> bytes | None:  # noqa: ANN001

@@ -19,8 +19,8 @@ import sqlalchemy as sa
 
 import dpsql
 from dpsql.cli import main
-from dpsql.server import serve
 from dpsql.server._types import decode_param
+from tests.bi.test_escape import attached, connection, server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -28,21 +28,6 @@ LOGICAL = {"trips", "geo_mode", "geo_gauss", "dist", "age_tree", "mode_dist"}
 TRIPS_COLUMNS = [("region", "VARCHAR"), ("province", "VARCHAR"), ("city", "VARCHAR"),
                  ("mode", "VARCHAR"), ("distance", "DOUBLE"), ("age", "BIGINT"),
                  ("dp_count", "DOUBLE")]
-
-
-@pytest.fixture(scope="module")
-def connection(trips_release):
-    con = dpsql.connect(trips_release)
-    yield con
-    con.close()
-
-
-@pytest.fixture(scope="module")
-def attached(trips_release):
-    con = duckdb.connect()
-    dpsql.attach(con, str(trips_release), lockdown=True)
-    yield con
-    con.close()
 
 
 def _run_connect(ctx, sql):
@@ -139,13 +124,6 @@ def test_a_second_release_is_described_after_attach(trips_release, exact_release
 
 
 # -- over the server ------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def server(trips_release):
-    srv = serve(trips_release, port=0)
-    yield srv
-    srv.stop()
-
 
 @pytest.fixture(scope="module")
 def pg(server):
