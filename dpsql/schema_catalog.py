@@ -165,7 +165,9 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_get_ruledef(a) AS '', (a, b) AS ''",
     "CREATE MACRO pg_get_constraintdef(a) AS '', (a, b) AS ''",
     "CREATE MACRO pg_get_viewdef(a) AS '', (a, b) AS ''",
-    "CREATE MACRO obj_description(a) AS NULL::VARCHAR, (a, b) AS NULL::VARCHAR",
+    # the comments from the spec (column_comments): psql's \\d+ and \\dt+, pgcli, JDBC
+    "CREATE MACRO obj_description(a) AS (SELECT min(comment) FROM duckdb_tables() WHERE "
+    "table_oid = a), (a, b) AS (SELECT min(comment) FROM duckdb_tables() WHERE table_oid = a)",
     # Grafana's table and column pickers quote and parse identifiers
     "CREATE MACRO quote_ident(x) AS CASE WHEN regexp_full_match(x::VARCHAR, "
     "'[a-z_][a-z0-9_$]*') THEN x::VARCHAR ELSE '\"' || replace(x::VARCHAR, '\"', '\"\"') || "
@@ -177,7 +179,8 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_get_function_result(x) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_function_arguments(x) AS ''",
     "CREATE MACRO pg_function_is_visible(x) AS true",
-    "CREATE MACRO col_description(a, b) AS NULL::VARCHAR",
+    "CREATE MACRO col_description(a, b) AS (SELECT min(comment) FROM duckdb_columns() WHERE "
+    "table_oid = a AND column_index = b)",
     "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
 )
 
@@ -337,7 +340,6 @@ def _ident(name: str) -> str:
 
 
 _VALUE_TYPES = {"integer": "BIGINT", "date": "DATE"}  # other binned attributes: DOUBLE
-_KINDS = {"categorical": "categorical", "hierarchy": "hierarchy level", "range": "binned"}
 
 
 def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
@@ -377,8 +379,9 @@ def column_comments(info: ReleaseInfo) -> dict[str, str]:
                            f"width {a.width:g} over [{a.lower:g}, {a.upper:g}); filter "
                            "with ranges")
             continue
-        for c in a.columns:
-            out[c] = f"{_KINDS[a.kind]} attribute ({a.name}): {info.size(c)} public values"
+        for i, c in enumerate(a.columns):
+            where = f", level {i + 1}" if a.kind == "hierarchy" else ""
+            out[c] = f"{a.kind} attribute ({a.name}){where}: {info.size(c)} public values"
     return out
 
 

@@ -143,6 +143,16 @@ def test_server_describe_show_tables_and_show_columns(pg):
         pg.execute("SUMMARIZE trips")
 
 
+def test_server_descriptions_for_psql(pg):
+    rows = pg.execute("SELECT a.attname, col_description(a.attrelid, a.attnum) FROM "
+                      "pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE "
+                      "c.relname = 'trips' AND a.attnum > 0 ORDER BY a.attnum").fetchall()
+    assert rows[1] == ("province", "hierarchy attribute (geo), level 2: 12 public values")
+    table = pg.execute("SELECT obj_description(oid, 'pg_class') FROM pg_class WHERE "
+                       "relname = 'dist'").fetchall()[0][0]
+    assert table.startswith("dpsql logical table")
+
+
 def test_server_catalog_has_no_main_schema_and_one_database(pg):
     assert {r[0] for r in pg.execute("SELECT nspname FROM pg_namespace").fetchall()} == {
         "public", "pg_catalog", "information_schema"}
