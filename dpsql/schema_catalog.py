@@ -155,6 +155,8 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_get_serial_sequence(a, b) AS NULL::VARCHAR",
     "CREATE MACRO pg_table_size(x) AS 0::BIGINT",
     "CREATE MACRO pg_relation_size(x) AS 0::BIGINT",
+    "CREATE MACRO pg_stat_get_numscans(x) AS 0::BIGINT",  # DBeaver's index panel
+    "CREATE MACRO pg_tablespace_location(x) AS ''",
     "CREATE MACRO pg_total_relation_size(x) AS 0::BIGINT",
     "CREATE MACRO pg_get_statisticsobjdef_columns(x) AS ''",
     "CREATE MACRO pg_relation_is_publishable(x) AS false",

@@ -86,8 +86,8 @@ def main(release: str, pgcli: str) -> None:
             finally:
                 subprocess.run(["tmux", "kill-session", "-t", session])
 
-        version = subprocess.run(["psql", "--version"], capture_output=True,
-                                 text=True).stdout.split()[-1]
+        version = " ".join(subprocess.run(["psql", "--version"], capture_output=True,
+                                          text=True).stdout.split()[2:])  # 15.18 (Debian ...)
         _write("psql", "psql", version,
                "recorded for real: psql -E meta-commands and tab completion typed under "
                "tmux against dpsql serve (tests/bi/record_fixtures.py)", _record(srv, psql))

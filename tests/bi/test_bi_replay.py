@@ -1,10 +1,11 @@
-"""The BI compatibility replay: what seven clients send, replayed against dpsql serve.
+"""The BI compatibility replay: what the BI clients send, replayed against dpsql serve.
 
 Each fixture under tests/bi/fixtures/ names its client, its version and where its SQL
 came from (recorded for real here by tests/bi/record_fixtures.py: psql with its
 meta-commands and tab completion, pgcli, SQLAlchemy's inspector and pandas; taken from
 the public source of clients that cannot run here: Superset's chart and preview SQL,
-Metabase, Grafana's PostgreSQL data source, DBeaver/pgjdbc). Every statement is replayed
+Metabase, Grafana's PostgreSQL data source, DBeaver's navigator, pgjdbc's
+DatabaseMetaData). Every statement is replayed
 on a real ``dpsql serve`` through psycopg (with its parameters, over the extended
 protocol, as the client sent it) and must be answered, except those the fixture marks
 ``"expect": "privacy_refusal"``: they must be refused with SQLSTATE 0A000 and a message
@@ -50,6 +51,15 @@ def _param(value) -> bytes | None:  # noqa: ANN001
     return str(value).encode()
 
 
+def _oid(con, ref: dict) -> int:  # noqa: ANN001
+    """A recorded oid parameter (``{"oid_of": "namespace"|"class", "name": ...}``): the
+    oid of that schema or table on this server (oids differ between runs)."""
+    table, column = {"namespace": ("pg_namespace", "nspname"),
+                     "class": ("pg_class", "relname")}[ref["oid_of"]]
+    return con.execute(f"SELECT oid FROM {table} WHERE {column} = %s",
+                       [ref["name"]]).fetchall()[0][0]
+
+
 def _replay(server, statements: list[dict]) -> list[tuple[dict, str | None, list]]:
     """(statement, None when answered or the error text, rows) for each statement, on one
     connection as the client had: with parameters over the extended protocol (``$n``,
@@ -62,7 +72,8 @@ def _replay(server, statements: list[dict]) -> list[tuple[dict, str | None, list
         pg = con.pgconn
         for s in statements:
             sql = s["sql"].encode()
-            res = (pg.exec_params(sql, [_param(v) for v in s["params"]])
+            params = [_oid(con, v) if isinstance(v, dict) else v for v in s["params"] or ()]
+            res = (pg.exec_params(sql, [_param(v) for v in params])
                    if s["params"] else pg.exec_(sql))
             if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
                 state = res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) or b""
@@ -83,7 +94,7 @@ def replayed(server) -> dict[str, list[tuple[dict, str | None, list]]]:
 
 
 def test_every_fixture_names_its_client_version_and_source():
-    assert len(FIXTURES) >= 7
+    assert len(FIXTURES) >= 8
     for p in FIXTURES:
         data = _load(p)
         assert data["client"] and data["version"] and len(data["source"]) > 40, p.name
@@ -148,13 +159,21 @@ def test_the_answers_list_the_logical_tables(replayed):
     assert {r[1] for r in _rows(replayed, "psql", "c.relkind IN ('r','p','')")} == LOGICAL
     assert {r[0] for r in _rows(replayed, "psql", "FROM pg_catalog.pg_database")} == {"trips"}
     assert {r[0] for r in _rows(replayed, "psql", 'n.nspname AS "Name"')} == {"public"}
-    assert {r[2] for r in _rows(replayed, "pgjdbc_dbeaver", "AS TABLE_TYPE")} == LOGICAL
-    assert {r[3] for r in _rows(replayed, "pgjdbc_dbeaver", "AS TABLE_TYPE")} == {"TABLE"}
+    assert {r[2] for r in _rows(replayed, "pgjdbc", "AS TABLE_TYPE")} == LOGICAL
+    assert {r[3] for r in _rows(replayed, "pgjdbc", "AS TABLE_TYPE")} == {"TABLE"}
     assert {r[0] for r in _rows(replayed, "grafana", "WHERE quote_ident(table_schema) = "
                                 "'public'")} == LOGICAL
     columns = _rows(replayed, "grafana", 'AS "column"')
     assert [c for c, _ in columns][:4] == ["region", "province", "city", "mode"]
     assert {r[0] for r in _rows(replayed, "grafana", 'AS "name"')} == {"public"}
+    assert {r[2] for r in _rows(replayed, "dbeaver", "d.classoid='pg_namespace'")} == {
+        "public", "pg_catalog", "information_schema"}
+    dbeaver_tables = _rows(replayed, "dbeaver", "c.relkind not in ('i','I','c')")
+    assert LOGICAL <= {r[2] for r in dbeaver_tables}  # (oid, oid, relname, ...)
+    dbeaver_columns = _rows(replayed, "dbeaver", "def_value")
+    assert [r[0] for r in dbeaver_columns] == ["trips"] * 7
+    jdbc_columns = _rows(replayed, "pgjdbc", "row_number() OVER")
+    assert [r[2] for r in jdbc_columns] == [r[0].strip('"') for r in columns]
 
 
 def test_the_planned_statements_through_the_dialect(trips_release):
