@@ -117,7 +117,18 @@ RELATIONS: dict[str, str] = {
                             "0 AS partnatts WHERE false",
     "pg_foreign_table": "SELECT 0::BIGINT AS ftrelid, 0::BIGINT AS ftserver WHERE false",
     "pg_roles": "SELECT 10::BIGINT AS oid, 'dpsql' AS rolname, false AS rolsuper, "
-                "false AS rolcreatedb, false AS rolcreaterole, true AS rolcanlogin",
+                "false AS rolinherit, false AS rolcreatedb, false AS rolcreaterole, "
+                "true AS rolcanlogin, false AS rolreplication, -1 AS rolconnlimit, "
+                "'********' AS rolpassword, NULL::TIMESTAMP AS rolvaliduntil, "
+                "false AS rolbypassrls, NULL::VARCHAR[] AS rolconfig",
+    "pg_auth_members": "SELECT 0::BIGINT AS roleid, 0::BIGINT AS member, 0::BIGINT AS "
+                       "grantor, false AS admin_option WHERE false",
+    # the server's settings (what SHOW answers before any SET), all at their defaults
+    "pg_settings": "SELECT name, setting, NULL::VARCHAR AS unit, 'dpsql' AS category, "
+                   "'' AS short_desc, 'string' AS vartype, 'default' AS source, setting AS "
+                   "boot_val, setting AS reset_val, 'internal' AS context FROM (SELECT "
+                   "unnest(map_keys(dpsql_settings())) AS name, "
+                   "unnest(map_values(dpsql_settings())) AS setting)",
     "pg_user": "SELECT 'dpsql' AS usename, 10::BIGINT AS usesysid, false AS usesuper",
     "pg_extension": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS extname, 0::BIGINT AS "
                     "extnamespace, ''::VARCHAR AS extversion WHERE false",
@@ -181,6 +192,12 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_get_function_result(x) AS NULL::VARCHAR",
     "CREATE MACRO pg_get_function_arguments(x) AS ''",
     "CREATE MACRO pg_function_is_visible(x) AS true",
+    # visible: the logical tables (the current schema) and pg_catalog's relations, as in
+    # PostgreSQL; not DuckDB's information_schema views (psql's \\dp, \\dv listed them)
+    "CREATE MACRO pg_table_is_visible(x) AS x IN (SELECT table_oid FROM duckdb_tables() "
+    "WHERE database_name = current_database() AND schema_name = current_schema()) OR x IN "
+    "(SELECT view_oid FROM duckdb_views() WHERE schema_name = 'pg_catalog' OR "
+    "(database_name = current_database() AND schema_name = current_schema()))",
     "CREATE MACRO col_description(a, b) AS (SELECT min(comment) FROM duckdb_columns() WHERE "
     "table_oid = a AND column_index = b)",
     "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
@@ -420,8 +437,9 @@ class CatalogDatabase:
         for stmt in SCALAR_MACROS:
             con.execute(stmt)
         pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(self.database).items())
-        con.execute(f"CREATE MACRO dpsql_setting(x) AS MAP {{{pairs}}}[lower(x)], "
-                    f"(x, missing_ok) AS MAP {{{pairs}}}[lower(x)]")
+        con.execute(f"CREATE MACRO dpsql_settings() AS MAP {{{pairs}}}")
+        con.execute("CREATE MACRO dpsql_setting(x) AS dpsql_settings()[lower(x)], "
+                    "(x, missing_ok) AS dpsql_settings()[lower(x)]")
         for rel, body in {**RELATIONS, **INFORMATION_SCHEMA}.items():
             con.execute(f"CREATE MACRO dpsql_{rel}() AS TABLE {body}")
         lock_duckdb(con)  # the analysts' lock-down (dpsql.lockdown)

@@ -70,8 +70,12 @@ def main(release: str, pgcli: str) -> None:
     dsn = f"host=127.0.0.1 port={srv.port} dbname={srv.database} user=analyst"
     try:
         def psql() -> None:
-            for cmd in (r"\dt", r"\d", r"\d trips", r"\d+ trips", r"\l", r"\dn", r"\dv",
-                        r"\df dp*", r"\dT", "SELECT mode, COUNT(*) FROM trips GROUP BY mode"):
+            for cmd in (r"\dt", r"\dt+", r"\d", r"\d trips", r"\d+ trips", r"\d dist", r"\l",
+                        r"\dn", r"\dn+", r"\dv", r"\di", r"\ds", r"\dm", r"\df dp*", r"\dT",
+                        r"\du", r"\dx", r"\dp", r"\dconfig", r"\conninfo",
+                        "SELECT mode, COUNT(*) FROM trips GROUP BY mode",
+                        "SELECT region, COUNT(*) AS n, dp_ci_low(0.95), dp_ci_high(0.95) FROM "
+                        "trips GROUP BY region ORDER BY region"):
                 subprocess.run(["psql", dsn, "-E", "-c", cmd], capture_output=True,
                                timeout=60)
             session = "dpsql-record"
@@ -93,7 +97,9 @@ def main(release: str, pgcli: str) -> None:
                "tmux against dpsql serve (tests/bi/record_fixtures.py)", _record(srv, psql))
 
         def pgcli_run() -> None:
-            subprocess.run([pgcli, dsn, "--less-chatty"], input="\\dt\n\\d trips\n",
+            subprocess.run([pgcli, dsn, "--less-chatty"], input="\\dt\n\\d trips\n\\l\n"
+                           "\\dn\n\\dv\n\\di\n\\df\n\\dT\n\\du\n"
+                           "SELECT mode, COUNT(*) FROM trips GROUP BY mode\n",
                            capture_output=True, text=True, timeout=120)
             time.sleep(3)  # its completion refresher runs in a thread
 
@@ -101,7 +107,8 @@ def main(release: str, pgcli: str) -> None:
                                  text=True).stdout.split()[-1]
         _write("pgcli", "pgcli", version,
                "recorded for real: pgcli (pip install pgcli) start-up, its completion "
-               "refresh, \\dt and \\d trips against dpsql serve "
+               "refresh, \\dt, \\d trips, \\l, \\dn, \\dv, \\di, \\df, \\dT, \\du and a "
+               "query against dpsql serve "
                "(tests/bi/record_fixtures.py)", _record(srv, pgcli_run))
 
         def sqlalchemy_run() -> None:
