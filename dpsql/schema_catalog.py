@@ -20,7 +20,10 @@ instance on the first catalog query (:func:`dpsql.duck.catalog_database`).
   pg_catalog.default`` dropped, ``'name'::regclass`` -> the relation's oid, other
   ``::reg*`` casts dropped, ``pg_catalog.f(...)`` -> ``f(...)``, and the relations in
   :data:`RELATIONS` -> table macros that add PostgreSQL 15's missing columns or stand in
-  for missing relations (empty ``pg_inherits``, ``pg_policy``, ...). Table macros are
+  for missing relations (empty ``pg_inherits``, ``pg_policy``, ...); also ``x =
+  ANY('{a,b}')`` -> a list, PostgreSQL's backslash escape of ``LIKE`` made explicit
+  (``ESCAPE '\\'``), and a set-returning or array call in ``FROM`` named by its alias
+  (Grafana's ``generate_series(...) AS i, string_to_array(...) s``). Table macros are
   functions, so they never show up as relations themselves. ``pg_namespace`` lists
   ``pg_catalog`` and ``information_schema`` (psql's tab completion excludes tables in
   ``pg_catalog`` by its oid) and not DuckDB's ``main`` when the tables are in ``public``;
@@ -332,12 +335,22 @@ _ARRAY_IN_FROM = re.compile(r",\s*(string_to_array\s*" + _ARGS + r")\s+(?:AS\s+)
                             r"(?=\s*(?:\)|WHERE\b|$))", re.I)
 
 
+# PostgreSQL's LIKE escapes with a backslash by default, DuckDB's only with ESCAPE: psql's
+# completion of \d geo<TAB> sends LIKE 'geo\_%'
+_LIKE = re.compile(r"(\bI?LIKE\s+E?'(?:[^']|'')*')(?!\s*ESCAPE\b)", re.I)
+
+
+def _like_escape(m: re.Match) -> str:
+    return m.group(1) + (" ESCAPE '\\'" if "\\" in m.group(1) else "")
+
+
 def fix_catalog_sql(text: str) -> str:
     """Rewrite PostgreSQL catalog SQL into what the catalog database runs (module doc)."""
     text = _CAST_REGCLASS.sub(r"to_regclass(\1)", text)
     text = _ANY_LITERAL.sub(_any_literal, text)
     text = _SRF_ALIAS.sub(r"\1 AS \2(\2)", text)
     text = _ARRAY_IN_FROM.sub(r", (SELECT \1 AS \2) AS \2(\2)", text)
+    text = _LIKE.sub(_like_escape, text)
     text = _REGCLASS_LITERAL.sub(_regclass, text)
     out, last = [], 0
     for m in _STRING.finditer(text):

@@ -8,7 +8,8 @@ tests/bi/fixtures/:
 
 * ``psql.json``: psql's meta-commands (``\\dt``, ``\\d trips``, ``\\l``, ``\\dn``, ``\\dv``,
   ``\\df``, ``\\d+ trips``) and its tab completion (``SELECT * FROM tr<TAB>``, ``\\d
-  <TAB>``, ``SELECT mo<TAB> FROM trips``), typed into a real psql under tmux;
+  <TAB>``, ``SELECT COUNT(*) FROM trips WHERE mo<TAB>``, ``\\d geo<TAB>``), typed into a
+  real psql under tmux;
 * ``pgcli.json``: pgcli's start-up completion refresh and ``\\dt``/``\\d trips``, from the
   pgcli executable PGCLI;
 * ``sqlalchemy_pandas.json``: SQLAlchemy's ``postgresql+psycopg`` inspector (what Superset
@@ -84,7 +85,9 @@ def main(release: str, pgcli: str) -> None:
             try:
                 time.sleep(2)
                 for keys in ("SELECT * FROM tr\t\t", "\x03", "\\d \t\t", "\x03",
-                             "SELECT mo\t\t", "\x03", "SELECT * FROM public.\t\t", "\x03"):
+                             "SELECT mo\t\t", "\x03", "SELECT * FROM public.\t\t", "\x03",
+                             "SELECT COUNT(*) FROM trips WHERE mo\t\t", "\x03",
+                             "\\d geo\t\t", "\x03"):
                     subprocess.run(["tmux", "send-keys", "-t", session, keys])
                     time.sleep(1.5)
             finally:

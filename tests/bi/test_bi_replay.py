@@ -156,6 +156,9 @@ def test_the_answers_list_the_logical_tables(replayed):
     only those), and psql's tab completion completes ``tr`` to ``trips``."""
     completion = _rows(replayed, "psql", "LIKE 'tr%'")
     assert ("trips", None) in completion
+    assert _rows(replayed, "psql", "(a.attname) LIKE 'mo%'") == [("mode", None)]
+    assert {r[0] for r in _rows(replayed, "psql", "LIKE 'geo\\_%'")} == {"geo_gauss",
+                                                                           "geo_mode"}
     assert {r[1] for r in _rows(replayed, "psql", "c.relkind IN ('r','p','')")} == LOGICAL
     assert {r[0] for r in _rows(replayed, "psql", "FROM pg_catalog.pg_database")} == {"trips"}
     assert {r[0] for r in _rows(replayed, "psql", 'n.nspname AS "Name"')} == {"public"}
