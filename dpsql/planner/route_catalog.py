@@ -18,7 +18,8 @@ which statements go there, from the text and the logical table names only:
 
 ``SUMMARIZE`` of a logical table would summarise rows, which a release does not have: it
 is refused with the aggregate to write instead. Everything else is planned as before. A
-cheap test on the text comes first, so that ordinary queries pay one regex search.
+cheap test on the text comes first (a first word, three substrings), so that ordinary
+queries pay a few microseconds.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
-_GATE = re.compile(r"^\s*(?:DESCRIBE|DESC|SHOW|SUMMARIZE)\b|\b(?:information_schema|pg_\w+|"
-                   r"duckdb_\w+)\b", re.I)
+_WORDS = ("describe", "desc", "show", "summarize")
+_MARKS = ("pg_", "duckdb_", "information_schema")
 _SHOW_TABLES = re.compile(r"^\s*SHOW\s+(?:ALL\s+)?TABLES\s*;?\s*$", re.I)
 _SHOW_COLUMNS = re.compile(r"^\s*SHOW\s+(?:FULL\s+)?(?:COLUMNS|FIELDS)\s+(?:FROM|IN)\s+"
                            r"(?P<table>[\w\".]+)(?:\s+(?:FROM|IN)\s+(?P<db>[\w\"]+))?\s*;?\s*$",
@@ -70,7 +71,8 @@ def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(
     (module docstring). ``logical``: the logical table names, lower case; ``relations``:
     other relation names of the catalog database (lower case); ``locked``: refuse file
     reads as the planner does on a locked-down connection."""
-    if not _GATE.search(text):
+    lower = text.lower()  # a few microseconds; a case-insensitive regex took ten times that
+    if not (lower.lstrip().startswith(_WORDS) or any(m in lower for m in _MARKS)):
         return None
     found = discovery_sql(text, logical)
     if found is not None:
