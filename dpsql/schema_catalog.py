@@ -245,7 +245,7 @@ _REG = ("regclass|regtype|regproc|regprocedure|regnamespace|regoper|regoperator|
 _FIXES = (
     (re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", re.I), r"\1"),
     (re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I), ""),
-    (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(?:" + _REG + r")\b", re.I), ""),
+    (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(?:" + _REG + r")\b(?:\s*\[\s*\])?", re.I), ""),
     (re.compile(r"\bAS\s+(?:pg_catalog\s*\.\s*)?(?:" + _REG + r"|oid)\s*\)", re.I),
      "AS BIGINT)"),
     (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?oid\b", re.I), "::BIGINT"),

@@ -100,16 +100,24 @@ def main(release: str, pgcli: str) -> None:
                "tmux against dpsql serve (tests/bi/record_fixtures.py)", _record(srv, psql))
 
         def pgcli_run() -> None:
-            subprocess.run([pgcli, dsn, "--less-chatty"], input="\\dt\n\\d trips\n\\l\n"
-                           "\\dn\n\\dv\n\\di\n\\df\n\\dT\n\\du\n"
-                           "SELECT mode, COUNT(*) FROM trips GROUP BY mode\n",
-                           capture_output=True, text=True, timeout=120)
-            time.sleep(3)  # its completion refresher runs in a thread
+            # interactive, under tmux: only then does its completion refresher run in full
+            session = "dpsql-record-pgcli"
+            subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y",
+                            "50", f"{pgcli} '{dsn}'"], check=True)
+            try:
+                time.sleep(8)  # start-up and the refresher's queries
+                for line in ("\\dt", "\\d trips", "\\l", "\\dn", "\\dv", "\\di", "\\df",
+                             "\\dT", "\\du",
+                             "SELECT mode, COUNT(*) FROM trips GROUP BY mode"):
+                    subprocess.run(["tmux", "send-keys", "-t", session, line, "Enter"])
+                    time.sleep(1.5)
+            finally:
+                subprocess.run(["tmux", "kill-session", "-t", session])
 
         version = subprocess.run([pgcli, "--version"], capture_output=True,
                                  text=True).stdout.split()[-1]
         _write("pgcli", "pgcli", version,
-               "recorded for real: pgcli (pip install pgcli) start-up, its completion "
+               "recorded for real: pgcli (pip install pgcli) start-up under tmux, its completion "
                "refresh, \\dt, \\d trips, \\l, \\dn, \\dv, \\di, \\df, \\dT, \\du and a "
                "query against dpsql serve "
                "(tests/bi/record_fixtures.py)", _record(srv, pgcli_run))
