@@ -18,6 +18,7 @@ statements the clients' own SQL sends through the planner are replayed through t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import psycopg
@@ -132,8 +133,11 @@ def test_coverage_of_the_recorded_workload(replayed, capsys):
         print(f"\nBI replay: {answered}/{total} non-privacy-refused statements answered "
               f"({answered / total:.1%}) over {len(replayed)} clients")
     assert answered / total >= TARGET, "\n".join(failures)
-    with capsys.disabled():
-        print("\n".join(failures))
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    refused = sum(s.get("expect") == "privacy_refusal" for r in replayed.values()
+                  for s, _, _ in r)
+    assert f"**{answered} of {total}" in readme, "README's replay figure is out of date"
+    assert re.search(rf"other\s+{refused}\s", readme), "README's refusal count is out of date"
 
 
 @pytest.mark.parametrize("name", ["psql", "pgcli", "sqlalchemy_pandas"])
