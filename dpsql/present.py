@@ -79,29 +79,38 @@ def _shown(values: list, limit: int = 8) -> str:
     return text + (f", … (+{len(values) - limit:,} more)" if len(values) > limit else "")
 
 
-def _edges(a: Any) -> str:
-    """A binned attribute's bin edges: ``0, 4, 8, …, 252, 256 (64 bins of width 4)``."""
-    edges = [a.lower + i * a.width for i in range(a.bins + 1)]
-    shown = [_fmt(float(e)) for e in edges]
+def _edges(a: Any, labels: list[str] | None = None) -> str:
+    """A binned attribute's bin edges: ``0, 4, 8, …, 252, 256 (64 bins of width 4)``;
+    ``labels``: the edges as the caller spells them (dates, timestamps), by ``a.unit``."""
+    if labels is None:
+        shown = [_fmt(float(a.lower + i * a.width)) for i in range(a.bins + 1)]
+        size = f"of width {_fmt(float(a.width))}"
+    else:
+        shown = list(labels)
+        size = f"by {getattr(a, 'unit', None) or 'day'}"
     if len(shown) > 6:
         shown = shown[:3] + ["…"] + shown[-2:]
-    return f"{', '.join(shown)} ({a.bins:,} bins of width {_fmt(float(a.width))})"
+    return f"{', '.join(shown)} ({a.bins:,} bins {size})"
 
 
 _TYPE_NAMES = {"str": "text", "int": "integer", "float": "real", "bool": "boolean"}
 
 
-def column_table(release: Any, domains: dict[str, list[tuple]]) -> Table:
+def column_table(release: Any, domains: dict[str, list[tuple]],
+                 edges: dict[str, list[str]] | None = None) -> Table:
     """Each attribute column an analyst can name: its attribute, kind, value type, and
     its public domain (categorical and hierarchy columns: the values, truncated; binned
     attributes: the bin edges). ``domains``: attribute -> the rows of its public domain
-    table (one tuple per path, in the attribute's column order). All of it is public."""
+    table (one tuple per path, in the attribute's column order); ``edges``: attribute ->
+    its bin edges spelled as dates or timestamps, for calendar attributes. All of it is
+    public."""
     out = Table(title="columns")
     for col in ("column", "attribute", "kind", "type", "domain (public)"):
         out.add_column(col)
     for a in release.attributes.values():
         if a.kind == "range":
-            out.add_row(a.name, a.name, "binned", a.value_type or "real", _edges(a))
+            out.add_row(a.name, a.name, "binned", a.value_type or "real",
+                        _edges(a, (edges or {}).get(a.name)))
             continue
         rows = domains.get(a.name, [])
         for i, c in enumerate(a.columns):

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import duckdb
 
@@ -371,7 +371,7 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-_VALUE_TYPES = {"integer": "BIGINT", "date": "DATE"}  # other binned attributes: DOUBLE
+_VALUE_TYPES = {"integer": "BIGINT", "date": "DATE", "timestamp": "TIMESTAMP"}  # else DOUBLE
 
 
 def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
@@ -402,14 +402,26 @@ def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
     return tables
 
 
+def bins_text(a: Any) -> str:
+    """A binned attribute's public bins in words: ``64 bins of width 4 over [0, 256)``;
+    dates and timestamps by their unit and calendar bounds (``12 bins by month over
+    [2013-01-01, 2014-01-01)``)."""
+    if a.value_type in ("date", "timestamp"):
+        from dpsql.domains.calendar import from_axis
+
+        lo, hi = (from_axis(a.value_type, x) for x in (a.lower, a.upper))
+        unit = a.unit or ("day" if a.value_type == "date" else "second")
+        return f"{a.bins} bins by {unit} over [{lo}, {hi})"
+    return f"{a.bins} bins of width {a.width:g} over [{a.lower:g}, {a.upper:g})"
+
+
 def column_comments(info: ReleaseInfo) -> dict[str, str]:
     """Column -> what it is (kind and public domain size or bins), from the spec."""
     out = {"dp_count": "the differentially private count: SUM(dp_count) is COUNT(*)"}
     for a in info.attributes.values():
         if a.kind == "range":
-            out[a.name] = (f"binned {a.value_type or 'real'} attribute: {a.bins} bins of "
-                           f"width {a.width:g} over [{a.lower:g}, {a.upper:g}); filter "
-                           "with ranges")
+            out[a.name] = (f"binned {a.value_type or 'real'} attribute: {bins_text(a)}; "
+                           "filter with ranges")
             continue
         for i, c in enumerate(a.columns):
             where = f", level {i + 1}" if a.kind == "hierarchy" else ""

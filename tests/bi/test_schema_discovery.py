@@ -10,6 +10,7 @@ SUMMARIZE of a logical table is a privacy refusal naming what to write; array pa
 
 from __future__ import annotations
 
+import re
 import struct
 
 import duckdb
@@ -191,10 +192,44 @@ def test_decode_array_parameters():
 
 def test_inspect_columns(trips_release, capsys):
     assert main(["inspect", str(trips_release), "--columns"]) == 0
-    out = capsys.readouterr().out
+    out = re.sub(r"[│\s]+", " ", capsys.readouterr().out)  # cells wrap on narrow terminals
     assert "columns" in out
     assert "6 values: car, train, bus, bike, walk, plane" in out
     assert "0, 4, 8, …, 252, 256 (64 bins of width 4)" in out
     assert "60 values: " in out and "(+52 more)" in out
     assert main(["inspect", str(trips_release)]) == 0
     assert "bins of width" not in capsys.readouterr().out  # only with --columns
+
+
+def test_calendar_attributes_are_described_by_their_dates(tmp_path, capsys):
+    from dpsql.release import build_release
+    from dpsql.spec import ReleaseSpec
+
+    con = duckdb.connect()
+    con.execute("COPY (SELECT DATE '2013-01-01' + INTERVAL (i % 365) DAY AS day, "
+                "TIMESTAMP '2013-01-01' + INTERVAL (i % 160) HOUR AS ts FROM range(500) t(i)) "
+                f"TO '{tmp_path / 'x.parquet'}'")
+    con.close()
+    spec = {"name": "ev", "source": "x.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": 1.0},
+            "attributes": {"day": {"kind": "range", "type": "date", "lower": "2013-01-01",
+                                   "upper": "2014-01-01", "unit": "month"},
+                           "ts": {"kind": "range", "type": "timestamp",
+                                  "lower": "2013-01-01 00:00:00",
+                                  "upper": "2013-01-08 00:00:00", "unit": "hour"}},
+            "views": [{"name": "by_day", "levels": ["day"], "mechanism": "gaussian_tree"},
+                      {"name": "by_ts", "levels": ["ts"], "mechanism": "gaussian_tree"}]}
+    out = tmp_path / "ev.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1, progress=False)
+    with dpsql.connect(out) as c:
+        assert [r[:2] for r in c.execute("DESCRIBE ev").fetchall()] == [
+            ("day", "DATE"), ("ts", "TIMESTAMP"), ("dp_count", "DOUBLE")]
+        comments = dict(c.execute("SELECT column_name, comment FROM duckdb_columns() WHERE "
+                                  "table_name = 'ev'").fetchall())
+    assert comments["day"] == ("binned date attribute: 12 bins by month over [2013-01-01, "
+                               "2014-01-01); filter with ranges")
+    assert comments["ts"].startswith("binned timestamp attribute: 168 bins by hour over "
+                                     "[2013-01-01 00:00:00, 2013-01-08 00:00:00)")
+    assert main(["inspect", str(out), "--columns"]) == 0
+    shown = re.sub(r"[│\s]+", " ", capsys.readouterr().out)  # cells wrap on narrow terminals
+    assert "2013-01-01, 2013-02-01, 2013-03-01, …" in shown and "(12 bins by month)" in shown
