@@ -31,6 +31,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
+from dpsql.planner.resolve_helpers import HELPERS
 
 CATALOG_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
 _WORDS = ("describe", "desc", "show", "summarize")
@@ -105,6 +106,8 @@ def catalog_only(tree: exp.Expression, logical: set[str], relations: set[str],
     written (``public`` over the server, the release alias). ``tableless``: whether a
     statement that reads no table at all counts (``SELECT version()`` over the server,
     whose session DuckDB would answer as DuckDB; in-process it runs where it is)."""
+    if any(f.name.lower() in HELPERS for f in tree.find_all(exp.Anonymous)):
+        return False  # the release's helpers (dp_level, ...): the planner resolves them
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     seen = False
     for t in tree.find_all(exp.Table):

@@ -16,7 +16,6 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner import too_complex
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
-from dpsql.planner.resolve_helpers import HELPERS
 from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
 from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
@@ -70,10 +69,7 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
         return "planner", text
     if isinstance(tree, exp.Summarize):
         route_catalog(text, logical, relations)  # refuses SUMMARIZE of a logical table
-    # the release's helpers (dp_level, ...): the planner resolves them
-    helpers = any(f.name.lower() in HELPERS for f in tree.find_all(exp.Anonymous))
-    if not helpers and catalog_only(tree, logical, relations, ("public", alias.lower()),
-                                    tableless=True):
+    if catalog_only(tree, logical, relations, ("public", alias.lower()), tableless=True):
         if BY_NAME.search(text):  # on the text: however sqlglot names the call
             raise UnsupportedQueryError(by_name())
         refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
