@@ -72,6 +72,72 @@ def _lookup(ids: np.ndarray, counts: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(ids[pos] == at, counts[pos], 0)
 
 
+class Moments:
+    """Running sums of the bootstrap errors of one released InfTDA tree: per released
+    node, Σe and Σe²; per level, the released zeros' false-positive mass. ``add`` takes
+    one replicate (the mechanism re-run on the released tree, or a whole replicate of
+    the release pipeline, :mod:`dpsql.release.bootstrap`); ``result`` gives what
+    :func:`calibrate` returns."""
+
+    def __init__(self, dtree: Any, released: PrivateTree) -> None:
+        d = dtree.depth
+        self.dtree, self.released, self.replicates = dtree, released, 0
+        self.ids = [lv.ids for lv in released.levels]
+        self.truth = [lv.counts.astype(np.float64) for lv in released.levels]
+        self.parent_pub = [None] + [dtree.parent(k, self.ids[k]) for k in range(1, d + 1)]
+        self.s1 = [np.zeros(self.ids[k].size) for k in range(d + 1)]
+        self.s2 = [np.zeros(self.ids[k].size) for k in range(d + 1)]
+        self.z_sum, self.z_sq, self.z_n = np.zeros(d + 1), np.zeros(d + 1), np.zeros(d + 1)
+
+    def add(self, rep: PrivateTree) -> None:
+        """One replicate's errors against the released tree."""
+        dtree, ids = self.dtree, self.ids
+        for k in range(1, dtree.depth + 1):
+            r_ids, r_cnt = rep.levels[k].ids, rep.levels[k].counts
+            e = _lookup(r_ids, r_cnt, ids[k]) - self.truth[k]
+            self.s1[k] += e
+            self.s2[k] += e * e
+            # the released zeros' analogue: children of this replicate's expanded parents
+            # that the released tree has at 0; what the replicate puts there is their error
+            expanded = rep.levels[k - 1].ids
+            if expanded.size:
+                under = _lookup(expanded, np.ones(expanded.size, np.int64),
+                                self.parent_pub[k]) > 0
+                fp = r_cnt[_lookup(ids[k], np.ones(ids[k].size, np.int64), r_ids) == 0
+                           ].astype(np.float64)
+                self.z_sum[k] += fp.sum()
+                self.z_sq[k] += (fp * fp).sum()
+                self.z_n[k] += float(dtree.n_children(k, expanded).sum()) - int(under.sum())
+        self.replicates += 1
+
+    def result(self) -> tuple[Calibration, tuple[np.ndarray, ...], SupportArrays,
+                              list[np.ndarray]]:
+        """(calibration, per-level biases, support arrays, per-level variances)."""
+        dtree, released, B = self.dtree, self.released, self.replicates
+        d = dtree.depth
+        model = released.error_model
+        shape = support_arrays(dtree, released)
+        support = Support.from_levels(shape.parents, shape.fanouts)
+        v_lin = node_variances(support, model.sigma2, model.root_sigma2)
+        kappa, zero_bias, zero_var, biases, variances = [], [], [], [], []
+        for k in range(1, d + 1):
+            bias = self.s1[k] / B
+            var_boot = (np.maximum(self.s2[k] / B - bias * bias, 0.0)
+                        * (B / max(B - 1, 1)))
+            lin = float(v_lin[k].sum())
+            kap = float(var_boot.sum()) / lin if lin > 0 else 1.0
+            kappa.append(max(kap, 1e-3) if lin > 0 else 1.0)
+            zn = self.z_n[k]
+            mean0 = self.z_sum[k] / zn if zn > 0 else 0.0
+            zero_bias.append(float(mean0))
+            zero_var.append(float(max(self.z_sq[k] / zn - mean0 * mean0, 0.0)) if zn > 0
+                            else 0.0)
+            biases.append(bias)
+            variances.append(var_boot)
+        cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var))
+        return cal, tuple(biases), shape, variances
+
+
 def calibrate(dtree: Any, released: PrivateTree,
               rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
               rng: np.random.Generator, replicates: int | None = None
@@ -82,74 +148,31 @@ def calibrate(dtree: Any, released: PrivateTree,
     Returns the calibration, each level's per-node bias (levels 1..d), the support
     arrays, and each level's per-node bootstrap variance (levels 1..d, the ``dp_var``
     column)."""
-    d = dtree.depth
-    model = released.error_model
-    sigma2, root_sigma2 = model.sigma2, model.root_sigma2
-    shape = support_arrays(dtree, released)
-    support = Support.from_levels(shape.parents, shape.fanouts)
-    v_lin = node_variances(support, sigma2, root_sigma2)
+    return _bootstrap(dtree, released, rerun, rng, replicates).result()
+
+
+def _bootstrap(dtree: Any, released: PrivateTree,
+               rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
+               rng: np.random.Generator, replicates: int | None) -> Moments:
     B = replicates if replicates is not None else replicates_for(released.draws)
-    levels = released.levels
-    ids = [lv.ids for lv in levels]
-    truth = [lv.counts.astype(np.float64) for lv in levels]
-    parent_pub = [None] + [dtree.parent(k, ids[k]) for k in range(1, d + 1)]
-    s1 = [np.zeros(ids[k].size) for k in range(d + 1)]
-    s2 = [np.zeros(ids[k].size) for k in range(d + 1)]
-    z_sum, z_sq, z_n = np.zeros(d + 1), np.zeros(d + 1), np.zeros(d + 1)
+    moments = Moments(dtree, released)
+    leaves = released.levels[dtree.depth]
     for _ in range(B):
-        rep = rerun(ids[d], levels[d].counts, rng)
-        for k in range(1, d + 1):
-            r_ids, r_cnt = rep.levels[k].ids, rep.levels[k].counts
-            y = _lookup(r_ids, r_cnt, ids[k])
-            e = y - truth[k]
-            s1[k] += e
-            s2[k] += e * e
-            # the released zeros' analogue: children of this replicate's expanded parents
-            # that the released tree has at 0; what the replicate puts there is their error
-            expanded = rep.levels[k - 1].ids
-            if expanded.size:
-                under = _lookup(expanded, np.ones(expanded.size, np.int64),
-                                parent_pub[k]) > 0
-                fp = r_cnt[_lookup(ids[k], np.ones(ids[k].size, np.int64), r_ids) == 0
-                           ].astype(np.float64)
-                z_sum[k] += fp.sum()
-                z_sq[k] += (fp * fp).sum()
-                z_n[k] += float(dtree.n_children(k, expanded).sum()) - int(under.sum())
-    kappa, zero_bias, zero_var, biases, variances = [], [], [], [], []
-    for k in range(1, d + 1):
-        bias = s1[k] / B
-        var_boot = np.maximum(s2[k] / B - bias * bias, 0.0) * (B / max(B - 1, 1))
-        lin = float(v_lin[k].sum())
-        kap = float(var_boot.sum()) / lin if lin > 0 else 1.0
-        kappa.append(max(kap, 1e-3) if lin > 0 else 1.0)
-        mean0 = z_sum[k] / z_n[k] if z_n[k] > 0 else 0.0
-        zero_bias.append(float(mean0))
-        zero_var.append(float(max(z_sq[k] / z_n[k] - mean0 * mean0, 0.0)) if z_n[k] > 0
-                        else 0.0)
-        biases.append(bias)
-        variances.append(var_boot)
-    cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var))
-    return cal, tuple(biases), shape, variances
+        moments.add(rerun(leaves.ids, leaves.counts, rng))
+    return moments
 
 
-
-
-def calibrated_tree(dtree: Any, released: PrivateTree,
-                    rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
-                    rng: np.random.Generator, replicates: int | None = None
-                    ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
-    """``released`` with a calibrated error model and per-node variances, and the extra
-    columns of each level table 1..d: ``dp_parent`` (the parent's row in the level above),
-    ``dp_fanout`` (public children; 0 at the leaves) and ``dp_bias`` (bootstrap bias).
-
-    The bootstrap draws from a jumped copy of ``rng`` (an independent stream), so
-    ``rng`` itself is not advanced: the other views' noise is unchanged."""
-    boot = np.random.Generator(rng.bit_generator.jumped())
-    cal, biases, shape, variances = calibrate(dtree, released, rerun, boot, replicates)
+def with_calibration(dtree: Any, released: PrivateTree, moments: Moments, method: str
+                     ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
+    """``released`` with the calibrated error model and per-node variances of
+    ``moments``, and the extra columns of each level table 1..d: ``dp_parent`` (the
+    parent's row in the level above), ``dp_fanout`` (public children; 0 at the leaves)
+    and ``dp_bias`` (bootstrap bias)."""
+    cal, biases, shape, variances = moments.result()
     levels = [released.levels[0]] + [replace(lv, variance=v) for lv, v in
                                       zip(released.levels[1:], variances)]
     model = released.error_model.with_calibration(cal)
-    info = {**released.info, "calibration": {"method": "parametric bootstrap",
+    info = {**released.info, "calibration": {"method": method,
                                              "replicates": cal.replicates}}
     tree = replace(released, levels=tuple(levels), error_model=model, info=info)
     extra = [{"dp_parent": shape.parents[k - 1], "dp_fanout": shape.fanouts[k],
@@ -157,5 +180,18 @@ def calibrated_tree(dtree: Any, released: PrivateTree,
     return tree, extra
 
 
-__all__ = ["SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
-           "support_arrays"]
+def calibrated_tree(dtree: Any, released: PrivateTree,
+                    rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
+                    rng: np.random.Generator, replicates: int | None = None
+                    ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
+    """:func:`with_calibration` of the bootstrap of ``released`` alone (:func:`calibrate`).
+
+    The bootstrap draws from a jumped copy of ``rng`` (an independent stream), so
+    ``rng`` itself is not advanced: the other views' noise is unchanged."""
+    boot = np.random.Generator(rng.bit_generator.jumped())
+    moments = _bootstrap(dtree, released, rerun, boot, replicates)
+    return with_calibration(dtree, released, moments, "parametric bootstrap")
+
+
+__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
+           "support_arrays", "with_calibration"]

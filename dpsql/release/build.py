@@ -42,10 +42,11 @@ import numpy as np
 
 from dpsql import domains
 from dpsql.domains.calendar import edges_of
-from dpsql.errors import DataError, InvalidPrivacyParameterError, SpecError
+from dpsql.errors import DataError, InternalError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
 from dpsql.release import counts, files, ledger
+from dpsql.release.bootstrap import calibrate_alone, calibrate_views
 from dpsql.release.duckdb_settings import configure
 from dpsql.release.ingest import ingest
 from dpsql.release.store import Columns, catalog_rows, write_release
@@ -210,12 +211,16 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
                 outputs = reconcile_release(spec, trees, outputs)
             tables: dict[str, Columns] = {}
             view_rows: list[dict[str, Any]] = []
-            for view, budget, (tree, dtree) in zip(spec.views, budgets, outputs):
-                if view.mechanism == "inftda":
-                    bar.stage(f"view {view.name}: calibrating the error model")
-                row, view_tables = _view_tables(
-                    spec, view, budget, *_calibrated(spec, view, budget, tree, dtree,
-                                                     generator))
+
+            def replicate(i: int, released: PrivateTree, g: np.random.Generator
+                          ) -> PrivateTree:
+                return _replicate(spec, spec.views[i], budgets[i], trees, outputs[i][1],
+                                  released, g)
+
+            final = calibrate_views(spec, trees, outputs, replicate, generator,
+                                    stage=bar.stage)
+            for view, budget, (tree, dtree, extra) in zip(spec.views, budgets, final):
+                row, view_tables = _view_tables(spec, view, budget, tree, dtree, extra)
                 tables.update(view_tables)
                 view_rows.append(row)
             tables.update(_domain_tables(spec, hcodes))
@@ -340,32 +345,39 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
                   generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, Columns]]:
     tree, dtree = _run_mechanism(spec, view, budget, trees, leaf, generator)
-    return _view_tables(spec, view, budget,
-                        *_calibrated(spec, view, budget, tree, dtree, generator))
+    extra = None
+    if view.mechanism == "inftda":
+        tree, extra = calibrate_alone(
+            dtree, tree, lambda t, g: _replicate(spec, view, budget, trees, dtree, t, g),
+            generator)
+    return _view_tables(spec, view, budget, tree, dtree, extra)
 
 
-def _calibrated(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree,
-                dtree: domains.DomainTree | None, generator: np.random.Generator
-                ) -> tuple[PrivateTree, domains.DomainTree | None, list[Columns] | None]:
-    """An InfTDA view's final (reconciled) tree with its error model calibrated by a
-    parametric bootstrap on the released counts (:mod:`dpsql.mechanisms.
-    inftda_calibration`), and the extra columns of its level tables; other views as
-    they are."""
-    if view.mechanism != "inftda":
-        return tree, dtree, None
-    from dpsql.mechanisms.inftda import inftda
-    from dpsql.mechanisms.inftda_calibration import calibrated_tree
-    lw = list(view.level_weights) if view.level_weights else None
-
-    def rerun(ids: np.ndarray, n: np.ndarray, g: np.random.Generator) -> PrivateTree:
-        return inftda(dtree, ids, n, budget, level_weights=lw, neighbouring=spec.neighbouring,
-                      max_rows=spec.unit.max_rows, rng=g)
-
-    # the bootstrap draws from a jump of the generator's state; after all mechanisms
-    # that state would be the same for every view, so step it once per view first
-    generator.integers(0, 2)
-    tree, extra = calibrated_tree(dtree, tree, rerun, generator)
-    return tree, dtree, extra
+def _replicate(spec: ReleaseSpec, view: View, budget: Budget,
+               trees: dict[str, domains.DomainTree], dtree: domains.DomainTree | None,
+               released: PrivateTree, generator: np.random.Generator) -> PrivateTree:
+    """One draw of ``view``'s mechanism around its released tree, for the calibration
+    bootstrap (:mod:`dpsql.release.bootstrap`): InfTDA re-run on the released leaves;
+    a real-valued view's released values plus the noise of one run of its mechanism on
+    an all-zero histogram (its error does not depend on the counts). Post-processing:
+    no data is read."""
+    if view.mechanism == "inftda":
+        from dpsql.mechanisms.inftda import inftda
+        leaves = released.levels[-1]
+        lw = list(view.level_weights) if view.level_weights else None
+        return inftda(dtree, leaves.ids, leaves.counts, budget, level_weights=lw,
+                      neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows,
+                      rng=generator)
+    nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
+    nothing["n"] = np.zeros(0, dtype=np.int64)
+    noise, _ = _mechanism_tree(spec, view, budget, trees, nothing, generator)
+    levels = []
+    for mine, drawn in zip(released.levels, noise.levels):
+        if not np.array_equal(mine.ids, drawn.ids):
+            raise InternalError(f"bootstrap of view {view.name!r}: the released nodes "
+                                "differ from the mechanism's")
+        levels.append(replace(drawn, counts=mine.counts + drawn.counts))
+    return replace(noise, levels=tuple(levels))
 
 
 def _run_mechanism(spec: ReleaseSpec, view: View, budget: Budget,
