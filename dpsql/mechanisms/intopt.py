@@ -212,4 +212,85 @@ def intopt_segmented(x, seg_ptr_or_ids, c) -> np.ndarray:
     return y
 
 
-__all__ = ["intopt", "intopt_loop", "intopt_segmented", "segment_offsets"]
+def public_priority(ids: np.ndarray, salt: np.ndarray) -> np.ndarray:
+    """A pseudo-random order key for tie-breaks, from public values only (node ids and a
+    per-node released number): SplitMix64's finaliser of ``ids`` mixed with ``salt``.
+    Deterministic, so a step that uses it draws no randomness; it varies with ``salt``
+    across releases, so no node is always served first."""
+    with np.errstate(over="ignore"):
+        z = (np.asarray(ids, dtype=np.int64).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             ^ np.asarray(salt, dtype=np.int64).astype(np.uint64))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def even_projection(x: np.ndarray, seg: np.ndarray, c: np.ndarray,
+                    priority: np.ndarray) -> np.ndarray:
+    """An ℓ∞ projection of non-negative integers ``x`` onto {y ≥ 0 integer, Σy = c[s]}
+    for each segment s (``seg``: non-decreasing segment ids, one segment per entry of
+    ``c``), choosing among the optimal solutions the most even change.
+
+    IntOpt (the paper's tie-break) is optimal too, but among the many optimal solutions
+    it gives a positive remainder to the largest children and takes a negative one from
+    the smallest, even beyond the uniform share (x = [5, 10, 20, 30, 40] moved up by 2
+    becomes [4, 10, 21, 31, 41]), so a sum of the smallest children over many parents
+    drifts. Here, with T = c − Σx per segment:
+
+    * T ≥ 0: every child gains ⌊T/m⌋ and T mod m of them one more;
+    * T < 0: with t the smallest integer with Σ min(xᵢ, t) ≥ −T (the optimal ℓ∞
+      distance), every child loses min(xᵢ, t − 1) and the rest is taken, one each, from
+      children with xᵢ ≥ t;
+
+    the extra units going to the children first in ``priority`` (ascending): every child
+    not held at 0 changes by the same amount up to one unit, whatever its size.
+
+    >>> even_projection(np.array([5, 10, 20, 30, 40]), np.zeros(5, np.int64),
+    ...                 np.array([107]), np.array([3, 0, 4, 1, 2], np.uint64)).tolist()
+    [5, 11, 20, 31, 40]
+    >>> even_projection(np.array([0, 1, 9]), np.zeros(3, np.int64), np.array([4]),
+    ...                 np.array([0, 1, 2], np.uint64)).tolist()
+    [0, 0, 4]
+    """
+    x = np.asarray(x, dtype=np.int64)
+    seg = np.asarray(seg, dtype=np.int64)
+    c = np.asarray(c, dtype=np.int64)
+    if x.size == 0:
+        return x.copy()
+    if x.min() < 0:
+        raise InternalError("even_projection needs non-negative counts")
+    n_seg = c.size
+    m = np.bincount(seg, minlength=n_seg)
+    if np.any((m == 0) & (c > 0)) or np.any(c < 0):
+        raise InternalError("even_projection: a segment without children needs c = 0")
+    big_t = c - np.bincount(seg, weights=x, minlength=n_seg).astype(np.int64)
+    msafe = np.maximum(m, 1)
+    gain = np.where(big_t > 0, big_t, 0)
+    # losses: the smallest t with Σ min(x, t) ≥ −T, by bisection over all segments at once
+    need = np.where(big_t < 0, -big_t, 0)
+    lo = np.zeros(n_seg, np.int64)  # Σ min(x, lo) < need (or need = 0)
+    hi = np.zeros(n_seg, np.int64)
+    np.maximum.at(hi, seg, x)       # Σ min(x, max x) = Σx ≥ need
+    while np.any(hi - lo > 1):
+        mid = (lo + hi) // 2
+        ok = np.bincount(seg, weights=np.minimum(x, mid[seg]), minlength=n_seg) >= need
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    t = np.where(need > 0, hi, 0)
+    base = np.where(big_t >= 0, gain // msafe, 0)[seg] - np.minimum(x, np.maximum(t - 1, 0)[seg])
+    extra = np.where(big_t >= 0, gain % msafe,
+                     need - np.bincount(seg, weights=np.minimum(x, np.maximum(t - 1, 0)[seg]),
+                                        minlength=n_seg).astype(np.int64))
+    eligible = (big_t >= 0)[seg] | (x >= t[seg])
+    idx = np.flatnonzero(eligible)
+    order = idx[np.lexsort((priority[idx], seg[idx]))]
+    s = seg[order]
+    rank = np.arange(order.size) - np.searchsorted(s, s, side="left")
+    step = np.where(big_t >= 0, 1, -1)
+    y = x + base
+    y[order] += np.where(rank < extra[s], step[s], 0)
+    return y
+
+
+__all__ = ["even_projection", "intopt", "intopt_loop", "intopt_segmented",
+           "public_priority", "segment_offsets"]

@@ -28,9 +28,12 @@ finer marginal given its agreed parents):
    variance w = 1/Σ 1/vᵥ: r = r̂ + g(P − Σ_sib r̂), g = w/Σ_sib w, so that siblings sum to P
    exactly;
 4. when an InfTDA view shares the marginal its values must be integers: the total is
-   rounded (and kept ≥ 0), and each sibling group is rounded and projected onto its
-   integer parent with InfTDA's own IntOpt (:func:`intopt_segmented`), which keeps
-   rounded values that already sum to P and are ≥ 0 unchanged.
+   rounded (and kept ≥ 0), and each sibling group is rounded (kept ≥ 0) and projected
+   onto its integer parent by an even ℓ∞ projection
+   (:func:`~dpsql.mechanisms.intopt.even_projection`: every child not held at 0 moves
+   alike up to one unit, the extra units by a pseudo-random order from public values;
+   IntOpt's own choice would take them from the smallest children every time), which
+   keeps rounded values that already sum to P unchanged.
 
 A marginal is agreed only where it lies directly below its agreed parent marginal in
 every view that has it. The two trees of an origin/destination release both have the
@@ -49,10 +52,16 @@ not take.
 values where shared, sums of level D elsewhere):
 
 * InfTDA views: levels 0..D are the agreed marginal (integer, ≥ 0); below D each
-  parent's released children are projected onto the parent's new count with
-  :func:`intopt_segmented` (children of a parent that had none released: all its public
-  children at 0), so the view stays integer, non-negative and consistent. Its error
-  model is not changed here; InfTDA's intervals are calibrated on the final counts.
+  parent's released children are projected onto the parent's new count (children of a
+  parent that had none released: all its public children at 0), so the view stays
+  integer, non-negative and consistent. The
+  projection is ℓ∞-optimal like InfTDA's IntOpt, but not IntOpt's choice among the
+  optimal solutions (the smallest children lose, the largest gain, so a sum of one
+  small category over many parents drifts): every child not held at 0 moves by the same
+  amount up to one unit, the extra units going by a pseudo-random order from the node
+  ids and the parent's new count (:func:`~dpsql.mechanisms.intopt.even_projection`).
+  Its error model is not changed here; InfTDA's intervals are calibrated on the final
+  counts by a bootstrap of the whole pipeline (:mod:`dpsql.release.bootstrap`).
 * Gaussian/Laplace tree views: Gaussian conditioning on level D (:mod:`dpsql.accuracy.
   reconciled` derives it): level D takes the agreed values, the difference flows down
   with the least-squares gains (a child moves by g = Cov(child, parent)/Var(parent) times
@@ -74,7 +83,7 @@ from dpsql import domains
 from dpsql.accuracy.reconciled import ReconciledErrorModel, gains
 from dpsql.errors import InternalError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
-from dpsql.mechanisms.intopt import intopt_segmented, segment_offsets
+from dpsql.mechanisms.intopt import even_projection, public_priority
 from dpsql.release import marginals as mg
 
 INTEGER_MECHANISMS = ("inftda",)
@@ -336,9 +345,9 @@ def _towards_parents(est: np.ndarray, w: np.ndarray, parent: np.ndarray,
     if not integer:
         return out
     order = np.argsort(parent, kind="stable")
-    y = intopt_segmented(np.rint(out[order]).astype(np.int64),
-                         segment_offsets(parent[order], n_par),
-                         np.asarray(parent_values, dtype=np.int64))
+    pv = np.asarray(parent_values, dtype=np.int64)
+    y = even_projection(np.maximum(np.rint(out[order]), 0).astype(np.int64), parent[order],
+                        pv, public_priority(order, pv[parent[order]]))
     result = np.empty_like(y)
     result[order] = y
     return result
@@ -402,8 +411,9 @@ def _update_integer(v: ReleasedView, depth: int, agreed: dict[mg.Key, Agreed], s
 
 def _reproject(dtree: domains.DomainTree, lvl: int, parents: PrivateLevel,
                old: PrivateLevel) -> PrivateLevel:
-    """Each parent's released children projected onto its new count (IntOpt); a parent
-    without released children spreads its count over all its public children."""
+    """Each parent's released children projected onto its new count (an even ℓ∞
+    projection: module doc); a parent without
+    released children spreads its count over all its public children."""
     par_ids, par_cnt = parents.ids, parents.counts
     if par_ids.size == 0:
         return PrivateLevel(np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -419,8 +429,9 @@ def _reproject(dtree: domains.DomainTree, lvl: int, parents: PrivateLevel,
         seg = np.concatenate([seg, lonely[idx]])
         order = np.argsort(ids, kind="stable")
         ids, x, seg = ids[order], x[order], seg[order]
-    y = intopt_segmented(x.astype(np.int64), segment_offsets(seg, par_ids.size),
-                         np.asarray(par_cnt, dtype=np.int64))
+    par_cnt = np.asarray(par_cnt, dtype=np.int64)
+    # not IntOpt's tie-break, which would take every remainder from the smallest children
+    y = even_projection(x.astype(np.int64), seg, par_cnt, public_priority(ids, par_cnt[seg]))
     keep = y > 0
     return PrivateLevel(ids[keep], y[keep].astype(np.int64))
 
