@@ -167,22 +167,33 @@ def split_rows(rows: Any) -> tuple[np.ndarray, np.ndarray, int]:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What the release-time bootstrap measured, per level 1..d (index k−1)."""
+    """What the release-time bootstrap measured, per level 1..d (index k−1), and at the
+    released root (``root_bias``/``root_var``: None in releases written before they were
+    measured, whose root then has InfTDA's own root noise; after reconciliation the root
+    is the agreed total, whose error is the combination's)."""
 
     replicates: int
     kappa: tuple[float, ...]
     zero_bias: tuple[float, ...]
     zero_var: tuple[float, ...]
+    root_bias: float | None = None
+    root_var: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"replicates": self.replicates, "kappa": list(self.kappa),
-                "zero_bias": list(self.zero_bias), "zero_var": list(self.zero_var)}
+        out = {"replicates": self.replicates, "kappa": list(self.kappa),
+               "zero_bias": list(self.zero_bias), "zero_var": list(self.zero_var)}
+        if self.root_var is not None:
+            out.update(root_bias=self.root_bias, root_var=self.root_var)
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Calibration":
+        root_var = d.get("root_var")
         return cls(int(d["replicates"]), tuple(float(x) for x in d["kappa"]),
                    tuple(float(x) for x in d["zero_bias"]),
-                   tuple(float(x) for x in d["zero_var"]))
+                   tuple(float(x) for x in d["zero_var"]),
+                   None if root_var is None else float(d.get("root_bias") or 0.0),
+                   None if root_var is None else float(root_var))
 
 
 def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[float],
@@ -204,7 +215,12 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     reach), not a bias: in a sparse tail most released zeros are true zeros."""
     released, zero_parents, _ = split_rows(rows)
     if level == 0:
-        return 0.0, float(root_sigma2 or 0.0) if released.size else 0.0
+        if not released.size:
+            return 0.0, 0.0
+        if calibration.root_var is not None:
+            return (float(calibration.root_bias or 0.0),
+                    calibration.root_var * (1.0 + 1.0 / max(calibration.replicates, 1)))
+        return 0.0, float(root_sigma2 or 0.0)
     k = level - 1
     lin = (support.linear or node_variances(support, sigma2, root_sigma2))[level][released]
     boot = support.var[level][released]

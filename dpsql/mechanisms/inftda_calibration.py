@@ -79,9 +79,13 @@ class Moments:
     the release pipeline, :mod:`dpsql.release.bootstrap`); ``result`` gives what
     :func:`calibrate` returns."""
 
-    def __init__(self, dtree: Any, released: PrivateTree) -> None:
+    def __init__(self, dtree: Any, released: PrivateTree, measure_root: bool = False) -> None:
+        """``measure_root``: also measure the root's bias and variance (when the root is
+        not InfTDA's own noisy count but an agreed total; otherwise its variance is
+        known exactly, σ²_root)."""
         d = dtree.depth
         self.dtree, self.released, self.replicates = dtree, released, 0
+        self.measure_root = measure_root
         self.ids = [lv.ids for lv in released.levels]
         self.truth = [lv.counts.astype(np.float64) for lv in released.levels]
         self.parent_pub = [None] + [dtree.parent(k, self.ids[k]) for k in range(1, d + 1)]
@@ -92,6 +96,10 @@ class Moments:
     def add(self, rep: PrivateTree) -> None:
         """One replicate's errors against the released tree."""
         dtree, ids = self.dtree, self.ids
+        if self.measure_root and ids[0].size:
+            e0 = _lookup(rep.levels[0].ids, rep.levels[0].counts, ids[0]) - self.truth[0]
+            self.s1[0] += e0
+            self.s2[0] += e0 * e0
         for k in range(1, dtree.depth + 1):
             r_ids, r_cnt = rep.levels[k].ids, rep.levels[k].counts
             e = _lookup(r_ids, r_cnt, ids[k]) - self.truth[k]
@@ -134,7 +142,12 @@ class Moments:
                             else 0.0)
             biases.append(bias)
             variances.append(var_boot)
-        cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var))
+        root_bias = root_var = None
+        if self.measure_root and self.ids[0].size:
+            root_bias = float(self.s1[0][0] / B)
+            root_var = float(max(self.s2[0][0] / B - root_bias ** 2, 0.0) * (B / max(B - 1, 1)))
+        cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var), root_bias,
+                          root_var)
         return cal, tuple(biases), shape, variances
 
 

@@ -89,7 +89,7 @@ def calibrate_views(spec: Any, trees: dict[str, DomainTree], outputs: Sequence[O
               "reconciliation)")
     generator.integers(0, 2)
     boot = np.random.Generator(generator.bit_generator.jumped())
-    moments = {i: Moments(outputs[i][1], outputs[i][0]) for i in inftda}
+    moments = {i: Moments(outputs[i][1], outputs[i][0], measure_root=True) for i in inftda}
     for _ in range(B):
         reps = list(outputs)
         for i in redrawn:
