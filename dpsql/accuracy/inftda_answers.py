@@ -225,7 +225,13 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     lin = (support.linear or node_variances(support, sigma2, root_sigma2))[level][released]
     boot = support.var[level][released]
     lin_sum = float(lin.sum())
-    if lin_sum > 0:
+    if lin_sum > 0 and calibration.root_var is not None:
+        # an agreed root (reconciliation): the linear model below it, at the nodes'
+        # bootstrap scale, plus the root's share of the measured agreed-total variance
+        below = linear_variance(support, sigma2, None, level, released)
+        w0_sq = linear_variance(support, sigma2, 1.0, level, released) - below
+        var = below * float(boot.sum()) / lin_sum + w0_sq * calibration.root_var
+    elif lin_sum > 0:
         var = linear_variance(support, sigma2, root_sigma2, level, released) \
             * float(boot.sum()) / lin_sum
     else:

@@ -61,7 +61,11 @@ def test_agreed_levels_carry_the_combined_error(trips_data, tmp_path):
         con.close()
         return np.array(se)
 
-    on = region_se(_build(trips_data, tmp_path / "on.duckdb"))
+    path = _build(trips_data, tmp_path / "on.duckdb")
+    on = region_se(path)
+    # COUNT(*) sums the regions: its variance is the measured agreed total's
+    cal = open_release(path).views["geo_mode"].error_params["calibration"]
+    assert on[-1] == pytest.approx(np.sqrt(cal["root_var"] * (1 + 1 / cal["replicates"])))
     off = region_se(_build(trips_data, tmp_path / "off.duckdb", reconcile=False))
     assert on[:-1].mean() < 0.85 * off[:-1].mean(), (on, off)  # measured: 0.69
     assert on[-1] < 0.85 * off[-1], (on, off)
