@@ -7,10 +7,12 @@ one group:
 * **the bare column** (``SELECT hour, COUNT(*) ... GROUP BY hour``): one row per
   released leaf bin. The column's value is the bin's lower bound (typed as the
   attribute: an integer attribute whose bin edges are whole numbers gives BIGINT, a date
-  attribute a DATE, otherwise DOUBLE) and, where the column is itself an output of the
-  SELECT, a column ``<name>_high`` follows it with the bin's (exclusive) upper bound, so
-  that a BI histogram has both edges of each bar. The lower bound keeps the analyst's
-  name (a chart's x axis is the column it grouped by, and it sorts as a number);
+  attribute a DATE, otherwise DOUBLE). It keeps the analyst's name (a chart's x axis is
+  the column it grouped by, and it sorts as a number). No column is added for the upper
+  bound: a result has exactly the columns its SELECT names, because BI tools map result
+  columns by position (Superset drew a histogram of the inserted upper bounds as its
+  counts when an ``<name>_high`` column followed the bound); the edges are public, in
+  ``dpsql_domain__<name>`` and the spec;
 * **a bucketing expression** ``floor(x / w)`` (and any expression of it, such as
   ``floor(x / w) * w``), ``x // w`` (integer attributes from 0 up: DuckDB's ``//``
   truncates, and divides DOUBLEs) or ``width_bucket(x, low, high, n)``: one row per
@@ -99,7 +101,7 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
-            f"row per bin, with {a.name}_high its upper bound) or by buckets of whole bins "
+            f"row per bin, holding its lower bound) or by buckets of whole bins "
             f"(floor({a.name} / w) * w or width_bucket({a.name}, low, high, n), with "
             f"{_widths_text(a, level_widths)})")
     return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
@@ -278,28 +280,26 @@ def replace_bins(select: exp.Select, groups: tuple[BinGroup, ...],
                  edges: dict[str, tuple[str, str]], attributes: dict) -> None:
     """Rewrite each grouping of ``groups`` in ``select`` onto the node rows, whose
     (clipped) bin edges of each binned attribute are the SQL ``edges[attr]``: a bare
-    column becomes the bin's lower bound, followed in the SELECT list by
-    ``<name>_high``; in a bucketing call it becomes a value inside the node. An
+    column becomes the bin's lower bound; in a bucketing call it becomes a value inside
+    the node. An
     unaliased output keeps the name DuckDB would give it on the data (the column's, or
     the call's, as PostgreSQL names it)."""
     for g in groups:
         a = attributes[g.attribute]
         lo, hi = edges[g.attribute]
         if g.bucket is None:
-            value = bound_sql(a, lo)
-            high = f"CASE WHEN {value} IS NULL THEN NULL ELSE MAX({bound_sql(a, hi)}) END"
-            _replace_item(select, g.column, exp.Var(this=value), g.column.name, high)
+            _replace_item(select, g.column, exp.Var(this=bound_sql(a, lo)), g.column.name)
             continue
         inner = value_sql(a, lo, hi)
         if isinstance(g.bucket, exp.WidthBucket):
             _replace_item(select, g.bucket, exp.Var(this=width_bucket_sql(g.bucket, inner)),
-                          "width_bucket", None)
+                          "width_bucket")
         else:
-            _replace_item(select, g.column, exp.Var(this=inner), None, None)
+            _replace_item(select, g.column, exp.Var(this=inner), None)
 
 
 def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
-                  name: str | None, high: str | None) -> None:
+                  name: str | None) -> None:
     item, parent = node, node.parent
     while isinstance(parent, exp.Paren):
         item, parent = parent, parent.parent
@@ -307,31 +307,11 @@ def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
     while top.parent is not None and top.parent is not select:
         top = top.parent
     is_output = top.parent is select and top.arg_key == "expressions"
-    whole = is_output and (top is item or (isinstance(top, exp.Alias) and top.this is item))
-    if is_output and isinstance(top, exp.Alias):
-        out_name = top.alias
-    elif is_output:
-        out_name = name if top is item else output_name(top)
-        wrapper = exp.Alias(alias=exp.to_identifier(out_name, quoted=True))
+    if is_output and not isinstance(top, exp.Alias):
+        wrapper = exp.Alias(alias=exp.to_identifier(
+            name if top is item else output_name(top), quoted=True))
         top.replace(wrapper)
         wrapper.set("this", top)
-        top = wrapper
     node.replace(new)
-    if high is None or not whole:
-        return
-    pos = select.expressions.index(top) + 1  # 1-based position of the bound
-    select.expressions.insert(pos, exp.Alias(
-        this=exp.Var(this=high), alias=exp.to_identifier(f"{out_name}_high", quoted=True)))
-    _shift_positions(select, pos)
 
 
-def _shift_positions(select: exp.Select, pos: int) -> None:
-    """Positional references (GROUP BY 2, ORDER BY 3) past a column inserted at ``pos``
-    (1-based position of the column before it) move one place on."""
-    group, order = select.args.get("group"), select.args.get("order")
-    items = list(group.expressions if group is not None else []) + [
-        o.this for o in (order.expressions if order is not None else [])]
-    for x in items:
-        if isinstance(x, exp.Literal) and not x.is_string and x.this.isdigit() \
-                and int(x.this) > pos:
-            x.set("this", str(int(x.this) + 1))

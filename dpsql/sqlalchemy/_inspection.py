@@ -253,6 +253,6 @@ def _label_comment(attr: Any, column: str) -> str:
 def _range_comment(attr: Any) -> str:
     return (f"binned attribute on [{attr.lower:g}, {attr.upper:g}) in {attr.bins} bins; "
             f"use it in range predicates (WHERE {attr.name} BETWEEN lo AND hi, <, <=, >, "
-            f">=), in SUM/AVG/MEDIAN, or in GROUP BY (one row per bin, with "
-            f"{attr.name}_high, or floor({attr.name} / w) * w on whole bins); its bins are in "
+            f">=), in SUM/AVG/MEDIAN, or in GROUP BY (one row per bin, holding its lower "
+            f"bound, or floor({attr.name} / w) * w on whole bins); its bins are in "
             f"{attr.domain_table}")
