@@ -416,6 +416,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=), inside SUM/AVG/"
                     f"MEDIAN/dp_quantile, or grouped: SELECT {a.name}, COUNT(*) FROM "
                     f"{table.name} GROUP BY {a.name} (one row per released bin)")
+            if not aggregates:  # the bins, with no count: not the data's values
+                raise UnsupportedQueryError(
+                    f"grouping by the binned attribute {a.name!r} without an aggregate "
+                    f"would list its bins, not values of the data (a tool that draws a "
+                    f"histogram from them would draw every bin once): count them, SELECT "
+                    f"{a.name}, COUNT(*) FROM {table.name} GROUP BY {a.name}; the bins "
+                    f"themselves are public, in {a.domain_table}")
             bins.append(bin_group(node, arg, a, lambda a=a: tuple(
                 (lv.span or 1) * a.width for v in views
                 for lv in v.attribute_levels.get(a.name, ()))))
