@@ -14,7 +14,11 @@ build has run for half a second:
 3. **Count** (:mod:`dpsql.release.counts`): one ``GROUPING SETS`` scan for all views;
    without a unit column it groups raw keys first and checks the policies on the
    distinct keys.
-4. **Mechanism**: one call per view, on numpy arrays.
+4. **Mechanism**: one call per view, on numpy arrays; then **reconciliation**
+   (:mod:`dpsql.release.reconcile`: the views agree on their shared marginals) and the
+   **calibration** of InfTDA views (:mod:`dpsql.release.bootstrap`: a parametric
+   bootstrap of InfTDA alone, or of every agreeing view's mechanism and the
+   reconciliation), both post-processing.
 5. **Write** (:mod:`dpsql.release.store`): level, prefix and domain tables, atomically,
    in one transaction on the same DuckDB connection; the returned catalog is built from
    the rows written, not read back.
