@@ -44,7 +44,7 @@ from dpsql.release import build, build_release
 from dpsql.spec import ReleaseSpec
 base, rho = Path(sys.argv[1]), float(sys.argv[2])
 # where the time goes: the build's stages, timed by wrapping the functions it calls
-STAGES = {"ingest": "ingest", "mechanism": "_run_mechanism", "calibration": "_calibrated",
+STAGES = {"ingest": "ingest", "mechanism": "_run_mechanism", "calibration": "calibrate_views",
           "levels": "_tree_levels", "write": "write_release"}
 spent = {k: 0.0 for k in STAGES}
 def timer(key, real):
