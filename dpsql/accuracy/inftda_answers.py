@@ -41,8 +41,11 @@ An answer over released rows R and released zeros Z then has (:func:`answer_erro
     centre = released − (Σ_R bias + |Z|·zero_bias),
     var    = Var_lin(R) · Σ_R var_i / Σ_R lin_i · (1 + 1/B) + |Z|·zero_var,
 
-and its interval at confidence γ is centre ± t_{B−1}·√var, widened near zero (what a
-zero may hide; a small count may be a false positive) and intersected with [0, ∞)
+(when reconciliation made the root an agreed total, the bootstrap of the whole pipeline
+measures its variance, ``root_var``, and Var_lin's root term uses it instead of InfTDA's
+own σ²_root, the rest of Var_lin being scaled as above), and its interval at confidence
+γ is centre ± t_{B−1}·√var, widened near zero (what a zero may hide; a small count may
+be a false positive) and intersected with [0, ∞)
 (:func:`interval_offsets`). It is approximate (normal approximation, bias estimated at
 the released tree rather than the true one); benchmarks/calibration.py measures its
 coverage per query shape.
