@@ -45,7 +45,6 @@ import duckdb
 import numpy as np
 
 from dpsql import domains
-from dpsql.domains.calendar import edges_of
 from dpsql.errors import DataError, InternalError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
@@ -53,15 +52,15 @@ from dpsql.release import counts, files, ledger
 from dpsql.release.bootstrap import calibrate_alone, calibrate_views
 from dpsql.release.duckdb_settings import configure
 from dpsql.release.ingest import ingest
+from dpsql.release.public_trees import attribute_tree, hierarchy_codes
 from dpsql.release.store import Columns, catalog_rows, write_release
 from dpsql.release.value_types import with_value_types
-from dpsql.release_file import AttributeMeta, LevelMeta, Release, catalog_from_rows
+from dpsql.release.view_tables import typed_values, view_tables
+from dpsql.release_file import AttributeMeta, Release, catalog_from_rows
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
 
-DEFAULT_RANGE_FANOUT = 16  # b-ary split of range levels in categorical trees (tree_cdf.md §2.5)
 MAX_DENSE_NODES = 20_000_000  # real-valued mechanisms store every node of the public domain
-MAX_PREFIX_CELLS = 20_000_000
 
 
 # --------------------------------------------------------------------------------------
@@ -104,32 +103,6 @@ def guarantee_row(spec: ReleaseSpec) -> dict[str, Any]:
     approx = b.to_approx(spec.report_delta)
     return {"budget": b.to_json(), "rho": float(b.rho), "epsilon": float(approx.epsilon),
             "delta": float(approx.delta)}
-
-
-# --------------------------------------------------------------------------------------
-# Public trees
-# --------------------------------------------------------------------------------------
-
-def range_fanout(attr: Range) -> int:
-    return DEFAULT_RANGE_FANOUT if attr.fanout == "auto" else int(attr.fanout)
-
-
-def attribute_tree(attr: Any) -> domains.DomainTree:
-    if isinstance(attr, Categorical):
-        return domains.categorical(attr.name, list(attr.domain_values))
-    if isinstance(attr, Hierarchy):
-        return domains.hierarchy(list(attr.level_columns), list(attr.paths),
-                                 null_branch=attr.on_null == "category")
-    return domains.binned(attr.name, attr.bins, range_fanout(attr),
-                          null_node=attr.on_null == "category")
-
-
-def hierarchy_codes(attr: Hierarchy, tree: domains.DomainTree) -> np.ndarray:
-    """For each spine row, the code (node id) of its leaf in ``tree``."""
-    finest = attr.level_columns[-1]
-    labels = tree.values(finest)
-    position = {v: i for i, v in enumerate(labels.tolist())}
-    return np.array([position[p[-1]] for p in attr.paths], dtype=np.int64)
 
 
 # --------------------------------------------------------------------------------------
@@ -224,8 +197,8 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
             final = calibrate_views(spec, trees, outputs, replicate, generator,
                                     stage=bar.stage)
             for view, budget, (tree, dtree, extra) in zip(spec.views, budgets, final):
-                row, view_tables = _view_tables(spec, view, budget, tree, dtree, extra)
-                tables.update(view_tables)
+                row, its_tables = view_tables(spec, view, budget, tree, dtree, extra)
+                tables.update(its_tables)
                 view_rows.append(row)
             tables.update(_domain_tables(spec, hcodes))
             bar.stage("writing the release")
@@ -330,21 +303,6 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
     return out
 
 
-def typed_values(values: Any) -> np.ndarray:
-    """Public labels as a numpy column of one type: strings stay objects (VARCHAR),
-    integers become int64 (BIGINT), other numbers float64 (DOUBLE)."""
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = list(values)
-    if arr.size and isinstance(arr[0], str) and \
-            all(type(v) is str for v in arr.tolist()):  # noqa: E721 (exact and fast)
-        return arr
-    if all(isinstance(v, str) or v is None for v in arr):  # NULL: a category's last value
-        return arr
-    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
-        return arr.astype(np.int64)
-    return arr.astype(np.float64)
-
-
 def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
                   trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
                   generator: np.random.Generator) -> tuple[dict[str, Any], dict[str, Columns]]:
@@ -354,7 +312,7 @@ def _release_view(spec: ReleaseSpec, view: View, budget: Budget,
         tree, extra = calibrate_alone(
             dtree, tree, lambda t, g: _replicate(spec, view, budget, trees, dtree, t, g),
             generator)
-    return _view_tables(spec, view, budget, tree, dtree, extra)
+    return view_tables(spec, view, budget, tree, dtree, extra)
 
 
 def _replicate(spec: ReleaseSpec, view: View, budget: Budget,
@@ -437,161 +395,6 @@ def _mechanism_tree(spec: ReleaseSpec, view: View, budget: Budget,
     np.add.at(dense, leaf_ids, leaf_n)
     fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
     return fn(parents, dense, budget, level_weights=lw, **common), dtree
-
-
-def _view_tables(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree,
-                 dtree: domains.DomainTree | None, extra: list[Columns] | None = None
-                 ) -> tuple[dict[str, Any], dict[str, Columns]]:
-    """The ``dpsql_views`` row and the level/prefix tables of one released view."""
-    attrs = [spec.attributes[a] for a in view.levels]
-    if dtree is None:
-        attr = attrs[0]
-        levels, tables = _range_levels(view, attr, tree)
-        prefix = _prefix_table(view, attr, tree.leaves.ids, tree.leaves.counts, [], None)
-    else:
-        levels, tables = _tree_levels(view, spec, dtree, tree, extra)
-        prefix = None
-        if isinstance(attrs[-1], Range):
-            prefix = _prefix_table(view, attrs[-1], tree.leaves.ids, tree.leaves.counts,
-                                   attrs[:-1], dtree)
-    if prefix is not None:
-        tables[f"{view.name}__prefix"] = prefix
-    row = {
-        "name": view.name, "mechanism": view.mechanism, "weight": str(view.weight),
-        "budget": budget.to_json(), "attributes": list(view.levels),
-        "levels": [lv.to_json() for lv in levels],
-        "error_model": tree.error_model.to_params(),
-        "prefix_table": f"{view.name}__prefix" if prefix is not None else None,
-        "info": {"sensitivity": tree.sensitivity, **_jsonable(tree.info)},
-    }
-    return row, tables
-
-
-
-
-def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in info.items():
-        if isinstance(v, np.ndarray):
-            v = v.tolist()
-        elif isinstance(v, (np.integer, np.floating)):
-            v = v.item()
-        elif isinstance(v, tuple):
-            v = list(v)
-        out[k] = v
-    return out
-
-
-def _count_columns(level) -> Columns:
-    return {"dp_count": np.asarray(level.counts),
-            "dp_var": (np.asarray(level.variance, dtype=np.float64)
-                       if level.variance is not None else None)}
-
-
-def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
-    null = bin_lo >= attr.bins  # the NULL node of on_null = "category": [K, K + 1)
-    if attr.unit == "month":  # calendar months: the edges by index
-        edges = edges_of(attr)
-        lo = edges[np.minimum(bin_lo, attr.bins).astype(np.int64)]
-        hi = edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
-    else:
-        w = attr.width
-        lo = attr.lower + bin_lo * w
-        hi = np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w)
-    if null.any():  # its bounds are NULL (NaN is stored as NULL): no range holds it
-        lo, hi = np.where(null, np.nan, lo), np.where(null, np.nan, hi)
-    return {f"{attr.name}_lo": lo, f"{attr.name}_hi": hi,
-            f"{attr.name}_bin_lo": bin_lo.astype(np.int64),
-            f"{attr.name}_bin_hi": bin_hi.astype(np.int64)}
-
-
-def _range_levels(view: View, attr: Range, tree: PrivateTree
-                  ) -> tuple[list[LevelMeta], dict[str, Columns]]:
-    levels, tables = [], {}
-    spans = tree.bin_spans or ()
-    for k in range(1, tree.depth + 1):
-        lv = tree.levels[k]
-        span = int(spans[k])
-        lo = lv.ids * span
-        hi = np.minimum(lo + span, attr.bins)
-        name = f"{view.name}__l{k}"
-        tables[name] = {**_range_columns(attr, lo, hi), **_count_columns(lv)}
-        levels.append(LevelMeta(k, name, attr.name, "range",
-                                (f"{attr.name}_lo", f"{attr.name}_hi"),
-                                int(math.ceil(attr.bins / span)), span))
-    return levels, tables
-
-
-def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree: PrivateTree,
-                 extra: list[Columns] | None = None
-                 ) -> tuple[list[LevelMeta], dict[str, Columns]]:
-    """Level tables 1..d; ``extra`` adds columns per level (InfTDA's support and bias)."""
-    levels, tables = [], {}
-    for k in range(1, dtree.depth + 1):
-        info = dtree.level_info(k)
-        lv = tree.levels[k]
-        labels = dtree.labels(k, lv.ids)
-        cols: dict[str, Any] = {}
-        for a in view.levels:
-            attr = spec.attributes[a]
-            if isinstance(attr, Range):
-                if f"{a}_lo" in labels:
-                    cols.update(_range_columns(attr, labels[f"{a}_lo"], labels[f"{a}_hi"]))
-            else:
-                for c in attr.columns:
-                    if c in labels:
-                        cols[c] = typed_values(dtree.values(c))[labels[c]]
-        cols.update(_count_columns(lv))
-        if extra is not None:
-            cols.update(extra[k - 1])
-        name = f"{view.name}__l{k}"
-        tables[name] = cols
-        attr = spec.attributes[info.attribute] if info.attribute in spec.attributes else None
-        if attr is None:  # a spine column: find its hierarchy
-            attr = next(x for x in spec.attributes.values()
-                        if isinstance(x, Hierarchy) and info.attribute in x.level_columns)
-        if isinstance(attr, Range):
-            level_cols: tuple[str, ...] = (f"{attr.name}_lo", f"{attr.name}_hi")
-        else:
-            level_cols = (info.attribute,)
-        levels.append(LevelMeta(k, name, attr.name, info.kind, level_cols,
-                                int(dtree.level_sizes[k]), info.bin_span))
-    return levels, tables
-
-
-def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
-                  leading: list[Any], dtree: domains.DomainTree | None) -> Columns | None:
-    """Cumulative sums of the leaves in bin order (per leading group), so that any range
-    of bins costs two lookups: count[lo, hi) = cum[hi] − cum[lo]."""
-    k_bins = attr.bins
-    if attr.on_null == "category":  # a NULL node among the leaves: no bin-order prefix
-        return None
-    if not leading:
-        dense = np.zeros(k_bins, dtype=np.float64)
-        dense[ids] = values
-        cum = np.concatenate([[0.0], np.cumsum(dense)])
-        return {"bin": np.arange(k_bins + 1, dtype=np.int64), "cum": cum}
-    if dtree is None:
-        return None
-    n_groups = dtree.level_sizes[-1] // k_bins if dtree.level_sizes[-1] % k_bins == 0 else 0
-    if not n_groups or n_groups * (k_bins + 1) > MAX_PREFIX_CELLS:
-        return None
-    dense = np.zeros(n_groups * k_bins, dtype=np.float64)
-    dense[ids] = values
-    dense = dense.reshape(n_groups, k_bins)
-    cum = np.concatenate([np.zeros((n_groups, 1)), np.cumsum(dense, axis=1)], axis=1)
-    group_ids = np.repeat(np.arange(n_groups, dtype=np.int64), k_bins + 1)
-    depth_group = dtree.depth - len(domains.binned(attr.name, k_bins, range_fanout(attr))
-                                    .level_sizes) + 1
-    labels = dtree.labels(depth_group, np.arange(n_groups, dtype=np.int64))
-    cols: dict[str, Any] = {}
-    for a in leading:
-        for c in a.columns:
-            if c in labels:
-                cols[c] = typed_values(dtree.values(c))[labels[c][group_ids]]
-    cols["bin"] = np.tile(np.arange(k_bins + 1, dtype=np.int64), n_groups)
-    cols["cum"] = cum.ravel()
-    return cols
 
 
 class _Progress:
