@@ -22,7 +22,8 @@ class PublicDomainWarning(UserWarning):
 
 
 class Cursor:
-    """A PEP 249 cursor of ``connection`` (a :class:`dpsql.dbapi.Connection`). Extras: :attr:`dp_info`, :attr:`messages`,
+    """A PEP 249 cursor of ``connection`` (a :class:`dpsql.dbapi.Connection`). Extras:
+    :attr:`dp_info`, :attr:`messages`,
     :meth:`fetch_arrow_table`, :meth:`fetch_df`, :meth:`nextset`.
 
     ``messages`` (PEP 249's extension) lists ``(dpsql.Warning, dpsql.Warning(text))`` for
