@@ -185,7 +185,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
                 determines.append((c, tuple(a.columns[:i])))
     st.catalog = st.catalog.with_release(ReleaseInfo(
         name, release, tuple(views), tuple(sizes), tuple(determines),
-        domains=_text_domains(con, name, release)))
+        domains=_text_domains(con, name, release),
+        integer_labels=_integer_labels(con, name, release)))
     if st.schema_db is not None:  # describes the releases attached before: built anew
         st.schema_db.close()
         st.schema_db = None
@@ -213,6 +214,16 @@ def _text_domains(con: duckdb.DuckDBPyConnection, alias: str, release: Any
                                      f"WHERE {_ident(c)} IS NOT NULL").fetchall()
                 out.append((c, tuple(sorted(v[0] for v in values))))
     return tuple(out)
+
+
+def _integer_labels(con: duckdb.DuckDBPyConnection, alias: str, release: Any
+                    ) -> tuple[str, ...]:
+    """The categorical and spine columns whose domain table holds them as BIGINT."""
+    ints = set(con.execute(
+        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? "
+        "AND data_type = 'BIGINT'", [alias]).fetchall())
+    return tuple(c for a in release.attributes.values() if a.kind != "range"
+                 and a.domain_table for c in a.columns if (a.domain_table, c) in ints)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

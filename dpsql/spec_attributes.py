@@ -186,6 +186,8 @@ class Categorical:
     values: tuple[Any, ...]
     on_out_of_domain: str = "error"  # error | drop
     on_null: str = "error"  # error | drop | category
+    # text values released as BIGINT (set at release: dpsql.release.value_types)
+    integer_columns: tuple[str, ...] = ()
 
     kind = "categorical"
 
@@ -212,6 +214,8 @@ class Hierarchy:
     paths: tuple[tuple[str, ...], ...]
     on_out_of_domain: str = "error"
     on_null: str = "error"
+    # spine columns released as BIGINT (set at release: dpsql.release.value_types)
+    integer_columns: tuple[str, ...] = ()
 
     kind = "hierarchy"
 

@@ -132,6 +132,10 @@ class ReleaseInfo:
     """Text label column -> its public values (for the notice on a literal outside them:
     :mod:`~dpsql.planner.check_literals`)."""
 
+    integer_labels: tuple[str, ...] = ()
+    """Categorical and spine columns stored as BIGINT (integer domains), whose string
+    literals must be integers (:mod:`~dpsql.planner.check_literals`)."""
+
     @cached_property
     def domain_values(self) -> dict[str, frozenset[str]]:
         return {c: frozenset(v) for c, v in self.domains}

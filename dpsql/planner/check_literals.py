@@ -19,17 +19,23 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
+from dpsql.errors import DataError
 from dpsql.planner.find_references import Reference
 
 MAX_SHOWN = 3
 
 
 def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
-    """One notice per (column, literal) outside the column's public domain."""
+    """One notice per (column, literal) outside the column's public domain. A string
+    literal that is not an integer, compared with an integer label column, is refused
+    (:class:`~dpsql.errors.DataError`, as PostgreSQL refuses it): ``precinct = '3'`` is
+    ``precinct = 3``, but DuckDB would fail on ``'abc'`` with its planned SQL and round
+    ``'3.5'`` to 4."""
     out: list[str] = []
     for ref in refs:
         values = ref.release.domain_values
-        if not values:
+        integers = ref.release.integer_labels
+        if not values and not integers:
             continue
         for arg in ("where", "having"):
             clause = ref.select.args.get(arg)
@@ -40,6 +46,11 @@ def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
                     if col.table and col.table.lower() != ref.alias.lower():
                         continue
                     name = ref.release.column_name(col.name)
+                    if name in integers and not _is_integer(lit):
+                        raise DataError(
+                            f"{lit!r} is not an integer, and {name!r} is an integer column "
+                            f"(BIGINT); compare it with an integer, e.g. {name} = 3 or "
+                            f"{name} IN (1, 2)")
                     domain = values.get(name) if name else None
                     if domain is None or lit in domain:
                         continue
@@ -47,6 +58,15 @@ def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
                     if text not in out:
                         out.append(text)
     return tuple(out)
+
+
+def _is_integer(text: str) -> bool:
+    """Whether DuckDB reads ``text`` as that very integer (``'3'``, ``' 3'``, ``'3.0'``);
+    its cast rounds ``'3.5'`` to 4, which would answer for another value."""
+    try:
+        return float(text).is_integer()
+    except ValueError:
+        return False
 
 
 def _pairs(node: exp.Expression):

@@ -55,7 +55,7 @@ from dpsql.release.ingest import ingest
 from dpsql.release.public_trees import attribute_tree, hierarchy_codes
 from dpsql.release.store import Columns, catalog_rows, write_release
 from dpsql.release.value_types import with_value_types
-from dpsql.release.view_tables import typed_values, view_tables
+from dpsql.release.view_tables import label_values, view_tables
 from dpsql.release_file import AttributeMeta, Release, catalog_from_rows
 from dpsql.spec import (GAUSSIAN_MECHANISMS, Categorical, Hierarchy, Range, ReleaseSpec,
                         View)
@@ -278,7 +278,7 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
         if isinstance(a, Categorical):
             out[f"dpsql_domain__{name}"] = {
                 "code": np.arange(len(a.domain_values), dtype=np.int64),
-                name: typed_values(list(a.domain_values))}
+                name: label_values(a, name, list(a.domain_values))}
         elif isinstance(a, Hierarchy):
             codes = hcodes[name]
             paths = list(a.paths)
@@ -288,9 +288,9 @@ def _domain_tables(spec: ReleaseSpec, hcodes: dict[str, np.ndarray]
             order = np.argsort(codes, kind="stable")
             cols: Columns = {"code": codes[order]}
             for j, c in enumerate(a.level_columns):
-                labels = np.empty(len(paths), dtype=object)  # spine labels are strings
+                labels = np.empty(len(paths), dtype=object)  # text, or integer labels
                 labels[:] = [p[j] for p in paths]
-                cols[c] = labels[order]
+                cols[c] = label_values(a, c, labels)[order]
             out[f"dpsql_domain__{name}"] = cols
         else:
             edges = np.array(a.edges())

@@ -10,6 +10,24 @@ An inferred grid type whose bins do not lie on the grid is refused with the fix 
 ``type = "real"`` to keep the continuous axis, or change the bins), as a declared one is
 by the spec. The inferred types are written into the release's spec and attribute
 metadata, which is where the query side reads them.
+
+Categorical and spine columns keep an integer source column's type the same way
+(:func:`integer_columns`): a column whose public values are text (every spine value, a
+``domain_file``'s values, a quoted domain) is released as BIGINT when the source column
+has an integer type and each public value is an integer's plain decimal text (``7``,
+``-3``; not ``07``, ``+3`` or a value beyond BIGINT), which is exactly the text DuckDB
+gives such a column when the build matches rows to the domain. Domains written as numbers
+(``domain = [1, 2, 3]``) are integers as declared; every other text column stays VARCHAR.
+
+Decision: the type is stored, not cast on the query side. The level, prefix and domain
+tables hold those labels as BIGINT (:func:`dpsql.release.view_tables.label_values`), as
+integer domains always were, so the query side has one code path: every result, the
+emulated catalog (``DESCRIBE``, ``information_schema``, ``pg_attribute``, which take a
+label column's type from its domain table), the wire types, the dialect and ``dpsql
+inspect --columns`` read the type from the tables. The format is unchanged (version 1
+always allowed BIGINT label columns); a release written before keeps its VARCHAR spine
+labels and is described as VARCHAR everywhere, consistently. Only the labels' type
+changes: the public trees, node order and codes are those of the text values.
 """
 
 from __future__ import annotations
@@ -20,13 +38,14 @@ from fractions import Fraction
 
 from dpsql.domains.calendar import month_bin_sql
 from dpsql.errors import DataError, SpecError
-from dpsql.spec import Range, ReleaseSpec, check_grid
+from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec, check_grid
 
 INTEGER_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT")
 TIMESTAMP_TYPES = ("TIMESTAMP", "DATETIME", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
                    "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ")
 _DECIMAL = re.compile(r"^DECIMAL\((\d+),\s*(\d+)\)$")
+_INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 
 def infer_value_type(column_type: str) -> tuple[str, float | None]:
@@ -45,12 +64,36 @@ def infer_value_type(column_type: str) -> tuple[str, float | None]:
     return "real", None
 
 
+def integer_columns(attr: Categorical | Hierarchy, column_types: dict[str, str]
+                    ) -> tuple[str, ...]:
+    """The columns of ``attr`` whose text values are released as BIGINT (module
+    docstring): an integer source column, and every public value an integer's plain
+    decimal text that fits a BIGINT."""
+    out = []
+    for j, c in enumerate(attr.columns):
+        if c not in column_types or infer_value_type(column_types[c])[0] != "integer":
+            continue
+        values = set(attr.values) if isinstance(attr, Categorical) else \
+            {p[j] for p in attr.paths}
+        if all(isinstance(v, str) and _INTEGER_TEXT.fullmatch(v)
+               and -2**63 <= int(v) < 2**63 for v in values):
+            out.append(c)
+    return tuple(out)
+
+
 def with_value_types(spec: ReleaseSpec, column_types: dict[str, str]) -> ReleaseSpec:
-    """``spec`` with every range attribute's value type set: declared ones kept, the
-    others inferred from ``column_types`` (column name -> DuckDB type)."""
-    changed = {}
+    """``spec`` with every range attribute's value type set (declared ones kept, the
+    others inferred from ``column_types``: column name -> DuckDB type), and the text
+    columns of categorical and spine attributes that keep an integer type marked
+    (:func:`integer_columns`)."""
+    changed: dict = {}
     for name, attr in spec.attributes.items():
-        if not isinstance(attr, Range) or attr.value_type is not None:
+        if isinstance(attr, (Categorical, Hierarchy)):
+            ints = integer_columns(attr, column_types)
+            if ints != attr.integer_columns:
+                changed[name] = replace(attr, integer_columns=ints)
+            continue
+        if attr.value_type is not None:
             continue
         vt, res = infer_value_type(column_types[attr.name])
         typed = replace(attr, value_type=vt, resolution=res)

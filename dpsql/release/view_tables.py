@@ -1,5 +1,6 @@
 """The tables of one released view: its ``dpsql_views`` row, its level tables
-``<view>__l<k>`` (labels from the nodes' integer codes and the public domain, counts,
+``<view>__l<k>`` (labels from the nodes' integer codes and the public domain, typed as
+:func:`label_values` says, counts,
 per-node variances, InfTDA's support columns) and, for a binned last attribute, its
 prefix table of cumulative sums (the release file's format: DESIGN, "Release file")."""
 
@@ -17,7 +18,7 @@ from dpsql.privacy import Budget
 from dpsql.release.public_trees import range_fanout
 from dpsql.release.store import Columns
 from dpsql.release_file import LevelMeta
-from dpsql.spec import Hierarchy, Range, ReleaseSpec, View
+from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec, View
 
 MAX_PREFIX_CELLS = 20_000_000
 
@@ -35,6 +36,22 @@ def typed_values(values: Any) -> np.ndarray:
     if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in arr):
         return arr.astype(np.int64)
     return arr.astype(np.float64)
+
+
+def label_values(attr: Categorical | Hierarchy, column: str, values: Any) -> np.ndarray:
+    """The public labels of one categorical or spine column, in code order, as they are
+    stored: :func:`typed_values`, except that a column of ``attr.integer_columns`` (text
+    values of an integer source column: :mod:`dpsql.release.value_types`) is BIGINT, its
+    NULL (a NULL category or branch) masked."""
+    if column not in attr.integer_columns:
+        return typed_values(values)
+    text = np.empty(len(values), dtype=object)
+    text[:] = list(values)
+    null = np.equal(text, None)
+    if not null.any():
+        return text.astype(np.int64)
+    text[null] = "0"
+    return np.ma.masked_array(text.astype(np.int64), mask=null)
 
 
 def view_tables(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree,
@@ -138,7 +155,7 @@ def _tree_levels(view: View, spec: ReleaseSpec, dtree: domains.DomainTree, tree:
             else:
                 for c in attr.columns:
                     if c in labels:
-                        cols[c] = typed_values(dtree.values(c))[labels[c]]
+                        cols[c] = label_values(attr, c, dtree.values(c))[labels[c]]
         cols.update(_count_columns(lv))
         if extra is not None:
             cols.update(extra[k - 1])
@@ -186,10 +203,10 @@ def _prefix_table(view: View, attr: Range, ids: np.ndarray, values: np.ndarray,
     for a in leading:
         for c in a.columns:
             if c in labels:
-                cols[c] = typed_values(dtree.values(c))[labels[c][group_ids]]
+                cols[c] = label_values(a, c, dtree.values(c))[labels[c][group_ids]]
     cols["bin"] = np.tile(np.arange(k_bins + 1, dtype=np.int64), n_groups)
     cols["cum"] = cum.ravel()
     return cols
 
 
-__all__ = ["MAX_PREFIX_CELLS", "typed_values", "view_tables"]
+__all__ = ["MAX_PREFIX_CELLS", "label_values", "typed_values", "view_tables"]
