@@ -16,7 +16,7 @@ import dpsql
 from dpsql.planner.value_intervals import complement, intersect, predicate_intervals, union
 from dpsql.release import build_release, open_release
 from dpsql.release_file import AttributeMeta
-from dpsql.release.value_types import infer_value_type
+from dpsql.release.value_types import infer_value_type, with_value_types
 from dpsql.spec import ReleaseSpec
 
 INF = math.inf
@@ -98,6 +98,27 @@ def test_date_bounds_make_a_date_attribute_binned_by_day_or_week():
 ])
 def test_value_type_inference(duck_type, expected):
     assert infer_value_type(duck_type) == expected
+
+
+@pytest.mark.parametrize("values,source,integer", [
+    (["1", "2", "10"], "INTEGER", True), (["-3", "0", "7"], "SMALLINT", True),
+    (["1", "2"], "DECIMAL(9,0)", True), (["9223372036854775807"], "HUGEINT", True),
+    (["1", "2"], "VARCHAR", False),  # text in the source stays text
+    (["1", "07"], "INTEGER", False), (["+1", "2"], "INTEGER", False),  # not DuckDB's text
+    (["1", "2.5"], "INTEGER", False), (["9223372036854775808"], "HUGEINT", False),
+    ([1, 2], "INTEGER", False),  # numbers in the spec: integers as declared, no marking
+])
+def test_text_labels_of_an_integer_source_column_are_marked(values, source, integer):
+    spec = ReleaseSpec.from_dict(_spec({"kind": "categorical", "domain": values}),
+                                 base_dir=".")
+    typed = with_value_types(spec, {"a": source})
+    assert typed.attributes["a"].integer_columns == (("a",) if integer else ())
+    # spine values are text however the spec writes them: [1, 2] reads as "1", "2"
+    spine = {"kind": "hierarchy", "columns": ["p", "q"], "spine": [[1, v] for v in values]}
+    typed = with_value_types(ReleaseSpec.from_dict(_spec(spine), base_dir="."),
+                             {"p": "BIGINT", "q": source})
+    as_text = integer or values == [1, 2]
+    assert typed.attributes["a"].integer_columns == (("p", "q") if as_text else ("p",))
 
 
 def _write(tmp_path, table: pa.Table) -> None:
