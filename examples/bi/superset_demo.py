@@ -16,8 +16,9 @@ What it does, as a user would:
    metadata database, ``superset db upgrade``, an admin user (``admin``/``admin``),
    ``superset init``, then ``superset run`` on a free loopback port.
 3. **Builds a release** ``stops.duckdb`` of 40,000 synthetic, seeded police stops
-   (precinct 1-5, race, problem, weekday 1-7, hour binned by the hour); seeded, hence
-   NOT private: a demo. It serves it with ``dpsql serve`` on another loopback port.
+   (precinct 1-5 and neighborhood from a spine file, race, problem, weekday 1-7, hour
+   binned by the hour); seeded, hence NOT private: a demo. It serves it with ``dpsql
+   serve`` on another loopback port.
 4. **Registers the release twice** through ``POST /api/v1/database/``: as
    ``dpsql:////abs/path/stops.duckdb`` (the SQLAlchemy dialect inside Superset) and as
    ``postgresql+psycopg2://superset@127.0.0.1:PORT/stops`` (Superset's own psycopg2
@@ -191,7 +192,10 @@ SPEC = {
     "name": "stops", "source": "stops.parquet", "neighbouring": "add_remove",
     "budget": {"rho": 1.0},
     "attributes": {
-        "precinct": {"kind": "categorical", "domain": [1, 2, 3, 4, 5]},
+        # a public spine read from a CSV, as geography usually comes: its values are text,
+        # and precinct comes back as an integer because the source column is one
+        "geo": {"kind": "hierarchy", "columns": ["precinct", "neighborhood"],
+                "spine_file": "neighborhoods.csv"},
         "race": {"kind": "categorical",
                  "domain": ["Black", "White", "Latino", "Asian", "Native American", "Other"]},
         "problem": {"kind": "categorical", "domain": ["traffic", "suspicious"]},
@@ -199,7 +203,7 @@ SPEC = {
         "hour": {"kind": "range", "lower": 0, "upper": 24, "width": 1, "type": "integer"},
     },
     "views": [
-        {"name": "place", "levels": ["precinct", "race", "problem"], "mechanism": "inftda",
+        {"name": "place", "levels": ["geo", "race", "problem"], "mechanism": "inftda",
          "weight": 2},
         {"name": "week", "levels": ["weekday", "problem"], "mechanism": "inftda"},
         {"name": "hours", "levels": ["hour"], "mechanism": "btree"},
@@ -221,6 +225,8 @@ def build_release(work: Path) -> Path:
     con.execute("SELECT setseed(0.21)")
     con.execute(f"""
         COPY (
+          SELECT precinct, 'P' || precinct || '-' || (1 + floor(random() * 4)::INT)
+                 AS neighborhood, * EXCLUDE (precinct) FROM (
           SELECT 1 + (floor(random() * 100)::INT % 5) AS precinct,
                  CASE WHEN r < 0.38 THEN 'Black' WHEN r < 0.72 THEN 'White'
                       WHEN r < 0.84 THEN 'Latino' WHEN r < 0.90 THEN 'Asian'
@@ -230,9 +236,11 @@ def build_release(work: Path) -> Path:
                  -- an evening peak: 18h + 4h x a normal draw (Box-Muller), round the clock
                  (floor(18 + 4 * sqrt(-2 * ln(random())) * cos(2 * pi() * random()))::INT
                   + 48) % 24 AS hour
-          FROM (SELECT random() AS r FROM range({ROWS}))
+          FROM (SELECT random() AS r FROM range({ROWS})))
         ) TO '{work / 'stops.parquet'}' (FORMAT parquet)""")
     con.close()
+    (work / "neighborhoods.csv").write_text("precinct,neighborhood\n" + "".join(
+        f"{p},P{p}-{k}\n" for p in range(1, 6) for k in range(1, 5)))
     import warnings
 
     with warnings.catch_warnings():
