@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from fractions import Fraction
+from numbers import Real
 from pathlib import Path
 from typing import Any, Union
 
@@ -154,7 +155,10 @@ def _one_key_type(path: str, values: list[Any]) -> None:
     type*: ``["1", 1]`` or ``[2**53, 2**53 + 1, 0.5]`` would collapse to one key and
     count a row in two cells, breaking the sensitivity (DESIGN privacy rule 2)."""
     for v in values:
-        if isinstance(v, (list, dict, bool)) or v is None:
+        if isinstance(v, (date, datetime)):  # a TOML date: matched as the source's text
+            raise _err(path, f"values must be strings or numbers, got the date {v}; quote "
+                             f"it (\"{v}\")")
+        if not isinstance(v, (str, Real)) or isinstance(v, bool):
             raise _err(path, f"values must be strings or numbers, got {v!r}")
     strings = [v for v in values if isinstance(v, str)]
     numbers = [v for v in values if not isinstance(v, str)]

@@ -1,5 +1,6 @@
 """Spec loading and validation: every error names its key path and says what is allowed."""
 
+from datetime import date
 from fractions import Fraction
 
 import pytest
@@ -149,6 +150,7 @@ def test_missing_spec_file(tmp_path):
     ([1, 1.0], "duplicate domain value"),
     ([True, False], "strings or numbers"),
     ([1.5, float("nan")], "finite"),
+    ([date(2024, 1, 1)], r"got the date 2024-01-01; quote it \(\"2024-01-01\"\)"),  # TOML
 ])
 def test_domain_values_must_stay_distinct_as_one_key_type(domain, message):
     """Values that collide once cast to the source column's type would put one row in two
