@@ -185,8 +185,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
                 determines.append((c, tuple(a.columns[:i])))
     st.catalog = st.catalog.with_release(ReleaseInfo(
         name, release, tuple(views), tuple(sizes), tuple(determines),
-        domains=_text_domains(con, name, release),
-        integer_labels=_integer_labels(con, name, release)))
+        domains=_label_domains(con, name, release, "VARCHAR"),
+        integer_domains=_label_domains(con, name, release, "BIGINT")))
     if st.schema_db is not None:  # describes the releases attached before: built anew
         st.schema_db.close()
         st.schema_db = None
@@ -196,34 +196,24 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
     return name
 
 
-def _text_domains(con: duckdb.DuckDBPyConnection, alias: str, release: Any
-                  ) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The public values of every text label column (categorical and spine columns of
-    type VARCHAR), read once from the domain tables."""
-    text = set(con.execute(
+def _label_domains(con: duckdb.DuckDBPyConnection, alias: str, release: Any, of_type: str
+                   ) -> tuple[tuple[str, tuple], ...]:
+    """The public values of every label column (categorical and spine columns) of type
+    ``of_type`` (VARCHAR: text, BIGINT: integer), read once from the domain tables."""
+    typed = set(con.execute(
         "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? "
-        "AND data_type = 'VARCHAR'", [alias]).fetchall())
+        "AND data_type = ?", [alias, of_type]).fetchall())
     out = []
     for a in release.attributes.values():
         if a.kind == "range" or not a.domain_table:
             continue
         table = f"{_ident(alias)}.{_ident(a.domain_table)}"
         for c in a.columns:
-            if (a.domain_table, c) in text:
+            if (a.domain_table, c) in typed:
                 values = con.execute(f"SELECT DISTINCT {_ident(c)} FROM {table} "
                                      f"WHERE {_ident(c)} IS NOT NULL").fetchall()
                 out.append((c, tuple(sorted(v[0] for v in values))))
     return tuple(out)
-
-
-def _integer_labels(con: duckdb.DuckDBPyConnection, alias: str, release: Any
-                    ) -> tuple[str, ...]:
-    """The categorical and spine columns whose domain table holds them as BIGINT."""
-    ints = set(con.execute(
-        "SELECT table_name, column_name FROM duckdb_columns() WHERE database_name = ? "
-        "AND data_type = 'BIGINT'", [alias]).fetchall())
-    return tuple(c for a in release.attributes.values() if a.kind != "range"
-                 and a.domain_table for c in a.columns if (a.domain_table, c) in ints)
 
 
 def lock_down(con: duckdb.DuckDBPyConnection) -> None:

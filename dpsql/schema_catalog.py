@@ -374,6 +374,12 @@ def _ident(name: str) -> str:
 _VALUE_TYPES = {"integer": "BIGINT", "date": "DATE", "timestamp": "TIMESTAMP"}  # else DOUBLE
 
 
+def range_type(value_type: str | None) -> str:
+    """The DuckDB type of a binned attribute's column, as ``GROUP BY`` returns its bins'
+    lower bounds: integer BIGINT, date DATE, timestamp TIMESTAMP, decimal and real DOUBLE."""
+    return _VALUE_TYPES.get(value_type or "", "DOUBLE")
+
+
 def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
                    ) -> dict[str, list[tuple[str, str]]]:
     """The logical tables of the release ``info`` attached to ``con``: table name ->
@@ -386,7 +392,7 @@ def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
     types: dict[str, list[tuple[str, str]]] = {}
     for a in info.attributes.values():
         if a.kind == "range":
-            types[a.name] = [(a.name, _VALUE_TYPES.get(a.value_type or "", "DOUBLE"))]
+            types[a.name] = [(a.name, range_type(a.value_type))]
             continue
         described = {r[0]: r[1] for r in con.execute(
             f"DESCRIBE {_ident(alias)}.{_ident(a.domain_table)}").fetchall()}

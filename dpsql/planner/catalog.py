@@ -132,13 +132,17 @@ class ReleaseInfo:
     """Text label column -> its public values (for the notice on a literal outside them:
     :mod:`~dpsql.planner.check_literals`)."""
 
-    integer_labels: tuple[str, ...] = ()
-    """Categorical and spine columns stored as BIGINT (integer domains), whose string
-    literals must be integers (:mod:`~dpsql.planner.check_literals`)."""
+    integer_domains: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """Integer (BIGINT) label column -> its public values (the same notice; a string
+    literal against it must be an integer)."""
 
     @cached_property
     def domain_values(self) -> dict[str, frozenset[str]]:
         return {c: frozenset(v) for c, v in self.domains}
+
+    @cached_property
+    def integer_values(self) -> dict[str, frozenset[int]]:
+        return {c: frozenset(v) for c, v in self.integer_domains}
 
     def closure(self, columns) -> set[str]:
         """``columns`` plus every column they determine."""

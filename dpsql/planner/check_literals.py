@@ -3,7 +3,8 @@
 ``WHERE race = 'black'`` where the public domain holds ``'Black'`` is correct SQL whose
 answer is 0: no released node carries that label. The answer stays, but the analyst is
 told, with the closest public values (a case-insensitive match first, then the closest
-spellings, :func:`difflib.get_close_matches`). The pass looks at the comparisons
+spellings, :func:`difflib.get_close_matches`; for an integer column, the nearest
+integers). The pass looks at the comparisons
 ``=``, ``<>``/``!=``, ``IN`` and ``NOT IN`` between a label column of a private table
 reference (the release's or a view's) and string literals, in its WHERE and HAVING.
 The domains are public (declared in the spec, stored in the release), so the notice
@@ -15,6 +16,7 @@ line on stderr from ``dpsql query``.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 
 from sqlglot import exp
@@ -26,16 +28,16 @@ MAX_SHOWN = 3
 
 
 def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
-    """One notice per (column, literal) outside the column's public domain. A string
-    literal that is not an integer, compared with an integer label column, is refused
-    (:class:`~dpsql.errors.DataError`, as PostgreSQL refuses it): ``precinct = '3'`` is
-    ``precinct = 3``, but DuckDB would fail on ``'abc'`` with its planned SQL and round
-    ``'3.5'`` to 4."""
+    """One notice per (column, literal) outside the column's public domain: string
+    literals against text label columns, and numbers (or their text) against integer
+    label columns. A string literal that is not an integer, compared with an integer
+    label column, is refused (:class:`~dpsql.errors.DataError`, as PostgreSQL refuses
+    it): ``precinct = '3'`` is ``precinct = 3``, but DuckDB would fail on ``'abc'`` with
+    its planned SQL and round ``'3.5'`` to 4."""
     out: list[str] = []
     for ref in refs:
-        values = ref.release.domain_values
-        integers = ref.release.integer_labels
-        if not values and not integers:
+        texts, integers = ref.release.domain_values, ref.release.integer_values
+        if not texts and not integers:
             continue
         for arg in ("where", "having"):
             clause = ref.select.args.get(arg)
@@ -46,42 +48,51 @@ def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
                     if col.table and col.table.lower() != ref.alias.lower():
                         continue
                     name = ref.release.column_name(col.name)
-                    if name in integers and not _is_integer(lit):
-                        raise DataError(
-                            f"{lit!r} is not an integer, and {name!r} is an integer column "
-                            f"(BIGINT); compare it with an integer, e.g. {name} = 3 or "
-                            f"{name} IN (1, 2)")
-                    domain = values.get(name) if name else None
-                    if domain is None or lit in domain:
+                    if name in integers:
+                        text = _integer_notice(name, lit, integers[name])
+                    elif name in texts and lit.is_string and lit.this not in texts[name]:
+                        text = _notice(name, lit.this, texts[name])
+                    else:
                         continue
-                    text = _notice(name, lit, domain)
-                    if text not in out:
+                    if text and text not in out:
                         out.append(text)
     return tuple(out)
 
 
-def _is_integer(text: str) -> bool:
-    """Whether DuckDB reads ``text`` as that very integer (``'3'``, ``' 3'``, ``'3.0'``);
-    its cast rounds ``'3.5'`` to 4, which would answer for another value."""
+def _integer_notice(column: str, lit: exp.Literal, domain: frozenset[int]) -> str | None:
+    """The notice for a number outside an integer column's domain (closest: the nearest
+    values); None inside it. Refuses a string that is not an integer."""
     try:
-        return float(text).is_integer()
+        value = float(lit.this)
     except ValueError:
-        return False
+        value = math.nan
+    if lit.is_string and not value.is_integer():
+        raise DataError(f"{lit.this!r} is not an integer, and {column!r} is an integer "
+                        f"column (BIGINT); compare it with an integer, e.g. {column} = 3 "
+                        f"or {column} IN (1, 2)")
+    if value.is_integer() and int(value) in domain:
+        return None
+    close = sorted(sorted(domain, key=lambda v: (abs(v - value), v))[:MAX_SHOWN])
+    shown = repr(lit.this) if lit.is_string else lit.this
+    return (f"{shown} is not a value of {column!r} (its public domain has {len(domain):,} "
+            f"values), so no released row matches it; closest: "
+            + ", ".join(str(v) for v in close))
 
 
 def _pairs(node: exp.Expression):
+    """(column, literal) of ``col = lit``, ``lit <> col``, ``col IN (lit, ...)``."""
     if isinstance(node, exp.In):
         col = node.this
         if isinstance(col, exp.Column):
             for x in node.expressions:
-                if isinstance(x, exp.Literal) and x.is_string:
-                    yield col, x.this
+                if isinstance(x, exp.Literal):
+                    yield col, x
         return
     a, b = node.this, node.expression
     if isinstance(b, exp.Column):
         a, b = b, a
-    if isinstance(a, exp.Column) and isinstance(b, exp.Literal) and b.is_string:
-        yield a, b.this
+    if isinstance(a, exp.Column) and isinstance(b, exp.Literal):
+        yield a, b
 
 
 def _notice(column: str, literal: str, domain: frozenset[str]) -> str:

@@ -51,9 +51,11 @@ Decisions, and why:
 * **Columns.** The label columns of the table's attributes (dimensions first, then
   binned attributes), then ``dp_count``.
   Categorical and hierarchy columns take the type of their public domain table (a
-  ``VARCHAR`` domain gives ``String``); a binned attribute is one ``Float`` column named
-  after the attribute, since the planner accepts it in numeric range predicates
-  (``distance BETWEEN 10 AND 50``) and bins are interpolated on a continuous axis.
+  ``VARCHAR`` domain gives ``String``, an integer one ``BigInteger``); a binned attribute
+  is one column named after the attribute, typed as ``DESCRIBE`` and ``GROUP BY`` type it
+  (:func:`dpsql.schema_catalog.range_type`: integer values ``BigInteger``, dates
+  ``Date``, timestamps ``DateTime``, decimal and real values ``Float``), used in range
+  predicates (``distance BETWEEN 10 AND 50``).
   ``dp_count`` is ``BigInteger`` when ``COUNT(*)`` on every view behind the table
   returns an integer type and no such view has a binned level (an interpolated range
   gives fractions); otherwise ``Float``. Types are read through :mod:`dpsql.dbapi` (a

@@ -102,12 +102,15 @@ class Inspection:
             names += [a for a in v.attributes if a not in names]
         # dimensions (categorical, hierarchy) first, then binned attributes
         names.sort(key=lambda a: release.attributes[a].kind == "range")
+        from dpsql.schema_catalog import range_type
+
         dcon = dbapi_conn(connection)
         columns = []
         for name in names:
             attr = release.attributes[name]
-            if attr.kind == "range":
-                columns.append(_column(name, sqltypes.Float(), _range_comment(attr)))
+            if attr.kind == "range":  # typed as DESCRIBE and GROUP BY type it
+                columns.append(_column(name, _sa_type(range_type(attr.value_type)),
+                                       _range_comment(attr)))
                 continue
             types = _probe_types(dcon, f"SELECT * FROM {_q(alias)}.{_q(attr.domain_table)} "
                                        "LIMIT 0")

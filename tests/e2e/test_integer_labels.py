@@ -156,6 +156,21 @@ def test_a_string_that_is_not_an_integer_is_a_clear_error(con, where):
         con.execute(f"SELECT COUNT(*) FROM stops WHERE {where}")
 
 
+def test_an_integer_outside_the_domain_is_answered_and_noticed(con):
+    cur = con.cursor()
+    with pytest.warns(dpsql.dbapi.PublicDomainWarning):
+        cur.execute("SELECT COUNT(*) FROM shifts WHERE shift IN (3, '13') AND zone <> '7' "
+                    "AND shift <> 0")
+    assert sorted(str(m) for _, m in cur.messages) == [
+        "'13' is not a value of 'shift' (its public domain has 3 values), so no released "
+        "row matches it; closest: 1, 2, 3",
+        "0 is not a value of 'shift' (its public domain has 3 values), so no released row "
+        "matches it; closest: 1, 2, 3"]
+    with pytest.warns(dpsql.dbapi.PublicDomainWarning, match="closest: 10, 11, 12"):
+        assert cur.execute("SELECT COUNT(*) FROM stops WHERE precinct = 99").fetchall() == [
+            (0,)]
+
+
 def test_attach_gives_the_same_types_and_order(release, raw):
     c = duckdb.connect()
     dpsql.attach(c, str(release), lockdown=True)
@@ -213,6 +228,7 @@ def test_the_dialect_reflects_and_reads_integers(release, raw):
         assert isinstance(cols["precinct"], sa.BigInteger)
         assert isinstance(cols["shift"], sa.BigInteger)
         assert isinstance(cols["zone"], sa.String)
+        assert isinstance(cols["hour"], sa.BigInteger)  # binned integers, as DESCRIBE says
         df = pd.read_sql(BY_PRECINCT, engine)
         assert str(df["precinct"].dtype) == "int64"
         assert list(df.itertuples(index=False, name=None)) == truth(raw, BY_PRECINCT)
