@@ -92,13 +92,6 @@ def con(release):
     c.close()
 
 
-@pytest.fixture(scope="module")
-def server(release):
-    srv = serve(release, port=0)
-    yield srv
-    srv.stop()
-
-
 def test_the_spine_and_the_domain_file_are_stored_as_bigint(release):
     with duckdb.connect(str(release), read_only=True) as c:
         types = {(t, col): ty for t, col, ty in c.execute(
@@ -193,7 +186,15 @@ def test_the_catalog_reports_the_result_types(con):
         assert cur.description[0][1] == described[column], column
 
 
-def test_over_the_server_int8_in_numeric_order(server, raw):
+def test_over_the_server_int8_in_numeric_order(release, raw):
+    server = serve(release, port=0)
+    try:
+        _over_the_server(server, raw)
+    finally:
+        server.stop()
+
+
+def _over_the_server(server, raw) -> None:
     with psycopg.connect(host="127.0.0.1", port=server.port, dbname=server.database,
                          user="analyst", sslmode="disable") as pg:
         cur = pg.execute(BY_PRECINCT)
