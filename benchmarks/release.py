@@ -60,12 +60,7 @@ def make_data(rows: int, base: Path) -> None:
     leaves = r * p * c
     region = np.arange(leaves) // (p * c)
     province = np.arange(leaves) // c
-    with open(base / "geo.csv", "w") as fh:
-        fh.write("region,province,city\n")
-        for i in range(leaves):
-            fh.write(f"R{region[i]},P{province[i]},C{i}\n")
-    weights = 1.0 / np.arange(1, leaves + 1) ** 1.1
-    weights = gen.permutation(weights / weights.sum())
+    weights = city_weights(gen)
     people = np.random.default_rng(43)  # its own stream: the other columns stay as they were
     writer = None
     chunk = 2_000_000
@@ -83,6 +78,23 @@ def make_data(rows: int, base: Path) -> None:
             writer = pq.ParquetWriter(base / "big.parquet", table.schema)
         writer.write_table(table)
     writer.close()
+    write_spine_and_specs(base)
+
+
+def city_weights(gen: np.random.Generator) -> np.ndarray:
+    """The cities' probabilities: Zipf(1.1) over the leaves, in a seeded random order."""
+    leaves = int(np.prod(SPINE))
+    weights = 1.0 / np.arange(1, leaves + 1) ** 1.1
+    return gen.permutation(weights / weights.sum())
+
+
+def write_spine_and_specs(base: Path) -> None:
+    """``geo.csv`` (the spine) and the two specs (rows, and a ``person_id`` unit)."""
+    r, p, c = SPINE
+    with open(base / "geo.csv", "w") as fh:
+        fh.write("region,province,city\n")
+        for i in range(r * p * c):
+            fh.write(f"R{i // (p * c)},P{i // c},C{i}\n")
     (base / "spec.toml").write_text(SPEC.format(unit=""))
     (base / "spec_units.toml").write_text(SPEC.format(
         unit=f'[privacy_unit]\ncolumn = "person_id"\nmax_rows = {MAX_ROWS}\n'))
