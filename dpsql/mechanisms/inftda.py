@@ -44,7 +44,7 @@ from dpsql.errors import DataError, InvalidPrivacyParameterError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.intopt import intopt_segmented
 from dpsql.privacy.budgets import ApproxDP, PureDP, ZCDP, ceil_float, normalise_weights
-from dpsql.privacy.samplers import discrete_gaussian
+from dpsql.privacy.samplers import Sampler, discrete_gaussian
 from dpsql.privacy.units import Neighbouring, check_max_rows, histogram_sensitivity
 
 NoiseHook = Callable[[int, np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
@@ -140,8 +140,9 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             neighbouring: Any, max_rows: int, level_weights: Sequence[Any] | None,
             rng: np.random.Generator, root_weight: Any, noise_hook: NoiseHook | None,
             project: Projection, mechanism: str, rounding_slack: float = 0.0,
-            chunk_size: int = CHUNK_SIZE) -> PrivateTree:
-    """The shared TopDown loop (InfTDA and TDA-ℓ2 differ only in ``project``)."""
+            chunk_size: int = CHUNK_SIZE, noise: Sampler = discrete_gaussian) -> PrivateTree:
+    """The shared TopDown loop (InfTDA and TDA-ℓ2 differ only in ``project``);
+    ``noise`` as in :func:`inftda`."""
     nb = Neighbouring.parse(neighbouring)
     m = check_max_rows(max_rows)
     zc = _as_zcdp(budget)
@@ -158,7 +159,7 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     n = int(truth[0][1].sum()) if truth[0][1].size else 0
     draws = 0
     if noisy_root:
-        z = discrete_gaussian(sigma2_root, 1, rng)
+        z = noise(sigma2_root, 1, rng)
         if noise_hook is not None:
             r = noise_hook(0, np.zeros(1, np.int64), np.full(1, -1, np.int64), z)
             z = z if r is None else np.asarray(r, dtype=np.int64)
@@ -184,13 +185,13 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             ptr = np.zeros(c.size + 1, dtype=np.int64)
             np.cumsum(c, out=ptr[1:])
             child = np.repeat(f - ptr[:-1], c) + np.arange(tot, dtype=np.int64)
-            noise = discrete_gaussian(sigma2[k - 1], tot, rng)
+            z = noise(sigma2[k - 1], tot, rng)
             if noise_hook is not None:
-                r = noise_hook(k, child, np.repeat(par_ids[start:stop], c), noise)
-                noise = noise if r is None else np.asarray(r, dtype=np.int64)
+                r = noise_hook(k, child, np.repeat(par_ids[start:stop], c), z)
+                z = z if r is None else np.asarray(r, dtype=np.int64)
             draws += tot
             x = _lookup(tid, tc, child)
-            x += noise
+            x += z
             y = project(x, ptr, par_cnt[start:stop])
             keep = y > 0
             out_ids.append(child[keep])
@@ -216,13 +217,19 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
 def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
            neighbouring: Any, max_rows: int = 1, level_weights: Sequence[Any] | None = None,
            rng: np.random.Generator, root_weight: Any = None,
-           noise_hook: NoiseHook | None = None) -> PrivateTree:
+           noise_hook: NoiseHook | None = None, noise: Sampler = discrete_gaussian
+           ) -> PrivateTree:
     """Release ``tree`` with InfTDA under a ρ-zCDP (or (ε, δ) via zCDP) ``budget``.
 
     ``leaf_ids``/``leaf_counts`` are the sparse true leaf counts (duplicates are summed).
     ``noise_hook(level, child_ids, parent_ids, noise)`` is a test hook: it sees each noise
     chunk (level 0 = the noisy root, with parent id −1) and may return a replacement. The
     returned tree holds, per level, the positive nodes (ascending ids, int64 counts).
+
+    ``noise`` draws the discrete Gaussian noise: the exact CKS sampler (privacy rule 4),
+    always for a release. Only the calibration bootstrap's replicates, which re-run
+    InfTDA on released counts (post-processing), pass
+    :func:`~dpsql.privacy.table_sampler.discrete_gaussian_table`.
 
     >>> import numpy as np
     >>> from dpsql.domains import categorical, concat
@@ -236,7 +243,7 @@ def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     return topdown(tree, leaf_ids, leaf_counts, budget, neighbouring=neighbouring,
                    max_rows=max_rows, level_weights=level_weights, rng=rng,
                    root_weight=root_weight, noise_hook=noise_hook,
-                   project=intopt_segmented, mechanism="inftda")
+                   project=intopt_segmented, mechanism="inftda", noise=noise)
 
 
 __all__ = ["inftda", "sensitivities", "topdown", "true_levels"]

@@ -48,7 +48,8 @@ from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.least_squares import tree_least_squares
 from dpsql.privacy.budgets import ApproxDP, Budget, PureDP, ZCDP, ceil_float, normalise_weights
 from dpsql.privacy.calibrate import analytic_gaussian_sigma
-from dpsql.privacy.samplers import discrete_gaussian, discrete_laplace, gaussian, laplace
+from dpsql.privacy.samplers import (Sampler, discrete_gaussian, discrete_laplace, gaussian,
+                                    laplace)
 from dpsql.privacy.units import Neighbouring, histogram_sensitivity
 
 __all__ = ["tree_level_counts", "laplace_tree", "gaussian_tree"]
@@ -119,7 +120,8 @@ def _dgauss_variance(sigma2: float) -> float:
 
 
 def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max_rows: int,
-              rng: np.random.Generator, level_weights, discrete: bool) -> PrivateTree:
+              rng: np.random.Generator, level_weights, discrete: bool,
+              noise: Sampler = discrete_gaussian) -> PrivateTree:
     ps, sizes = _check_parents(parents)
     counts = tree_level_counts(ps, leaf_counts)
     sens = histogram_sensitivity(neighbouring, max_rows)
@@ -168,7 +170,7 @@ def _baseline(kind: str, parents, leaf_counts, budget: Budget, neighbouring, max
         if kind == "laplace":
             z = discrete_laplace(scales[k], n, rng) if discrete else laplace(scales[k], n, rng)
         else:
-            z = discrete_gaussian(scales[k], n, rng) if discrete else gaussian(scales[k], n, rng)
+            z = noise(scales[k], n, rng) if discrete else gaussian(scales[k], n, rng)
         noisy.append(counts[k].astype(np.float64) + z)
         draws += n
     est, post = tree_least_squares(ps, noisy, noise_var)
@@ -209,12 +211,16 @@ def gaussian_tree(parents: Sequence[np.ndarray], leaf_counts: np.ndarray,
                   budget: ZCDP | ApproxDP, *, neighbouring: Neighbouring | str,
                   max_rows: int = 1, rng: np.random.Generator,
                   level_weights: Sequence[float] | None = None,
-                  discrete: bool = True) -> PrivateTree:
+                  discrete: bool = True,
+                  noise: Sampler = discrete_gaussian) -> PrivateTree:
     """ρ-zCDP or (ε, δ)-DP counts of every node: Gaussian noise per node, then least squares.
 
     Discrete Gaussian noise by default (zCDP-calibrated; an (ε, δ) budget is converted with
     the tight CKS conversion). ``discrete=False`` adds continuous Gaussian noise and, for
-    (ε, δ), uses the analytic Gaussian calibration (module docstring).
+    (ε, δ), uses the analytic Gaussian calibration (module docstring). ``noise`` draws the
+    discrete noise: the exact sampler for a release; the calibration bootstrap's
+    replicates (noise around released values) pass the table sampler
+    (:mod:`dpsql.privacy.table_sampler`).
 
     >>> from dpsql.privacy import rng
     >>> t = gaussian_tree([np.array([0, 0])], np.array([5, 7]), ZCDP("0.5"),
@@ -223,4 +229,4 @@ def gaussian_tree(parents: Sequence[np.ndarray], leaf_counts: np.ndarray,
     (12.0, 0.0)
     """
     return _baseline("gaussian", parents, leaf_counts, budget, neighbouring, max_rows, rng,
-                     level_weights, discrete)
+                     level_weights, discrete, noise)

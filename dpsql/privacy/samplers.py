@@ -24,7 +24,7 @@ bit-exact.
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from dpsql.errors import InternalError, InvalidPrivacyParameterError
 from dpsql.privacy.budgets import MAX_NOISE_SCALE, usable_range_text
 
 Size = Union[int, tuple[int, ...]]
+Sampler = Callable[[float, Size, np.random.Generator], np.ndarray]
+"""``sampler(sigma2, size, rng)``: N_Z(0, σ²) draws as int64 (the mechanisms' ``noise``
+argument: :func:`discrete_gaussian` for a release)."""
 
 
 def _check_scale(name: str, value: float) -> float:

@@ -322,17 +322,21 @@ def _replicate(spec: ReleaseSpec, view: View, budget: Budget,
     bootstrap (:mod:`dpsql.release.bootstrap`): InfTDA re-run on the released leaves;
     a real-valued view's released values plus the noise of one run of its mechanism on
     an all-zero histogram (its error does not depend on the counts). Post-processing:
-    no data is read."""
+    no data is read, so the discrete Gaussian noise here (InfTDA's, gaussian_tree's) comes
+    from the fast table sampler (:mod:`dpsql.privacy.table_sampler`), not the exact one
+    that protects the release."""
+    from dpsql.privacy.table_sampler import discrete_gaussian_table
     if view.mechanism == "inftda":
         from dpsql.mechanisms.inftda import inftda
         leaves = released.levels[-1]
         lw = list(view.level_weights) if view.level_weights else None
         return inftda(dtree, leaves.ids, leaves.counts, budget, level_weights=lw,
                       neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows,
-                      rng=generator)
+                      rng=generator, noise=discrete_gaussian_table)
     nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
     nothing["n"] = np.zeros(0, dtype=np.int64)
-    noise, _ = _mechanism_tree(spec, view, budget, trees, nothing, generator)
+    noise, _ = _mechanism_tree(spec, view, budget, trees, nothing, generator,
+                               noise=discrete_gaussian_table)
     levels = []
     for mine, drawn in zip(released.levels, noise.levels):
         if not np.array_equal(mine.ids, drawn.ids):
@@ -359,8 +363,10 @@ def _run_mechanism(spec: ReleaseSpec, view: View, budget: Budget,
 
 def _mechanism_tree(spec: ReleaseSpec, view: View, budget: Budget,
                     trees: dict[str, domains.DomainTree], leaf: dict[str, np.ndarray],
-                    generator: np.random.Generator
+                    generator: np.random.Generator, noise: Any = None
                     ) -> tuple[PrivateTree, domains.DomainTree | None]:
+    """``noise``: a discrete Gaussian sampler for gaussian_tree, given only by the
+    bootstrap's replicates (:func:`_replicate`); a release draws from the exact one."""
     attrs = [spec.attributes[a] for a in view.levels]
     common = dict(neighbouring=spec.neighbouring, max_rows=spec.unit.max_rows, rng=generator)
     if view.mechanism in ("cascade", "btree"):
@@ -393,6 +399,8 @@ def _mechanism_tree(spec: ReleaseSpec, view: View, budget: Budget,
     parents = [dtree.parent_array(k) for k in range(1, dtree.depth + 1)]
     dense = np.zeros(dtree.level_sizes[-1], dtype=np.int64)
     np.add.at(dense, leaf_ids, leaf_n)
+    if view.mechanism == "gaussian_tree" and noise is not None:
+        common["noise"] = noise
     fn = gaussian_tree if view.mechanism == "gaussian_tree" else laplace_tree
     return fn(parents, dense, budget, level_weights=lw, **common), dtree
 

@@ -1,4 +1,5 @@
-"""The samplers against their exact distributions (chi-square with a power check)."""
+"""The samplers against their exact distributions (chi-square with a power check), and the
+calibration bootstrap's table sampler against the same pmf."""
 
 import math
 
@@ -9,6 +10,7 @@ from scipy import stats
 import dpsql
 from dpsql.privacy import discrete_gaussian, discrete_laplace, gaussian, laplace, rng
 from dpsql.privacy.samplers import bernoulli_exp, discrete_gaussian_pmf, discrete_laplace_pmf
+from dpsql.privacy.table_sampler import MAX_HALF_WIDTH, discrete_gaussian_table
 
 ALPHA = 1e-6  # false-positive rate of every goodness-of-fit test
 
@@ -123,3 +125,72 @@ def test_continuous_samplers():
     g = rng(3)
     assert laplace(2.0, 100_000, g).var() == pytest.approx(8.0, rel=0.05)
     assert gaussian(9.0, 100_000, g).var() == pytest.approx(9.0, rel=0.05)
+
+
+# The table sampler of the calibration bootstrap's replicates (dpsql.privacy.table_sampler)
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [0.1, 0.25, 0.7, 1.0, 3.0, 20.0, 1e4])
+def test_table_sampler_fits_exact_pmf(sigma2):
+    x = discrete_gaussian_table(sigma2, 400_000, rng(21))
+    assert x.dtype == np.int64
+    assert _chi2_pvalue(x, lambda s: discrete_gaussian_pmf(sigma2, s)) > ALPHA
+    # Power: the same test rejects the wrong noise scale (x0.7 and x1.3 in sigma).
+    for factor in (0.7, 1.3):
+        wrong = sigma2 * factor ** 2
+        assert _chi2_pvalue(x, lambda s: discrete_gaussian_pmf(wrong, s)) < ALPHA
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [0.1, 0.25, 0.7])
+def test_table_sampler_small_scales_cell_by_cell(sigma2):
+    """Below σ = 1 almost all mass is on -1, 0, 1: each cell's frequency within 5 binomial
+    standard errors of the exact pmf."""
+    n = 1_000_000
+    x = discrete_gaussian_table(sigma2, n, rng(22))
+    for v in (-1, 0, 1):
+        p = float(discrete_gaussian_pmf(sigma2, np.array([v]))[0])
+        assert abs(np.count_nonzero(x == v) - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [1e6, 1e8, 1e12])
+def test_table_sampler_wide_scales(sigma2):
+    """σ = 1,000 uses a table of 24,003 cells; σ = 10,000 one of 240,003; σ = 10⁶ is
+    beyond MAX_HALF_WIDTH and draws from the exact sampler."""
+    n = 200_000
+    x = discrete_gaussian_table(sigma2, n, rng(23)).astype(np.float64)
+    assert abs(x.mean()) < 6 * math.sqrt(sigma2 / n)
+    assert abs(x.var() - sigma2) < 6 * sigma2 * math.sqrt(2.0 / n)
+
+
+def test_beyond_the_table_it_is_the_exact_sampler():
+    sigma2 = (MAX_HALF_WIDTH / 12.0) ** 2 * 1.01
+    assert np.array_equal(discrete_gaussian_table(sigma2, 1000, rng(5)),
+                          discrete_gaussian(sigma2, 1000, rng(5)))
+
+
+def test_one_uniform_per_draw_from_the_callers_generator():
+    """Seeded replicates reproduce, and each draw is one uniform of the given generator."""
+    a, b = rng(42), rng(42)
+    assert np.array_equal(discrete_gaussian_table(2.0, 1000, a),
+                          discrete_gaussian_table(2.0, 1000, b))
+    a = rng(42)
+    discrete_gaussian_table(2.0, 1000, a)
+    c = rng(42)
+    c.random(1000)
+    assert a.random() == c.random()
+
+
+@pytest.mark.parametrize("size", [0, (0,), (3, 0)])
+def test_table_sampler_size_zero_and_shapes(size):
+    assert discrete_gaussian_table(4.0, size, rng(1)).size == 0
+    assert discrete_gaussian_table(4.0, (3, 5), rng(1)).shape == (3, 5)
+    assert not discrete_gaussian_table(0.0, 5, rng(1)).any()
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "a"])
+def test_table_sampler_bad_scale(bad):
+    with pytest.raises(dpsql.InvalidPrivacyParameterError):
+        discrete_gaussian_table(bad, 3, rng(1))
