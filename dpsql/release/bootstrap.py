@@ -29,8 +29,8 @@ read, and the noise is fresh: post-processing, no budget. All replicates draw fr
 *jumped* copy of the release generator (an independent AES-CTR stream), taken after
 every mechanism ran, so a seeded release's counts are the same with and without the
 calibration. Since that noise protects nothing, its discrete Gaussian draws come from
-the table sampler (:mod:`dpsql.privacy.table_sampler`: the same distribution, about
-10× faster), not from the exact sampler that privacy rule 4 asks of a release's noise.
+the table sampler (:mod:`dpsql.privacy.table_sampler`: the same distribution, 10× to
+30× faster), not from the exact sampler that privacy rule 4 asks of a release's noise.
 
 **Cost.** ``B`` replicates (:func:`~dpsql.mechanisms.inftda_calibration.replicates_for`
 over all re-drawn views' noise draws: 32 for small and medium releases) of the
