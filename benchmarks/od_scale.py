@@ -15,6 +15,7 @@ release's time and peak RSS, the nodes stored, and the time per stage of the bui
 (reading and counting, the mechanisms, InfTDA's bootstrap calibration, building the level
 tables (``view_tables._tree_levels``: labels from the nodes' integer codes) and writing the
 file), with the load average before and after each release (the machine is shared).
+``--repeat N`` runs each release N times and keeps the fastest (all times in the JSON).
 The level-table time should grow like the nodes stored (linear), not faster. Targets, at
 5.6M pairs and either budget: the whole release ≤ 30 s and peak RSS ≤ 3 GB.
 """
@@ -77,7 +78,7 @@ print(json.dumps({"seconds": total, "peak_rss_mb":
 """
 
 
-def run(pairs: int, trips: int, rhos: tuple[float, ...]) -> list[dict]:
+def run(pairs: int, trips: int, rhos: tuple[float, ...], repeat: int = 1) -> list[dict]:
     from dpsql.datasets import write_commutes
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
@@ -88,14 +89,21 @@ def run(pairs: int, trips: int, rhos: tuple[float, ...]) -> list[dict]:
         runs = []
         for rho in rhos:
             load = os.getloadavg()[0]
-            out = subprocess.run([sys.executable, "-c", CHILD, str(base), str(rho)],
-                                 capture_output=True, text=True)
-            if out.returncode != 0:
-                raise RuntimeError(f"the release at rho {rho:g} failed:\n{out.stderr[-3000:]}")
-            got = json.loads(out.stdout.strip().splitlines()[-1])
+            tries = []
+            for _ in range(repeat):  # the fastest release is kept, all times reported
+                for old in base.glob(f"r{rho:g}.duckdb*"):
+                    old.unlink()
+                out = subprocess.run([sys.executable, "-c", CHILD, str(base), str(rho)],
+                                     capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise RuntimeError(f"the release at rho {rho:g} failed:\n"
+                                       f"{out.stderr[-3000:]}")
+                tries.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            got = min(tries, key=lambda t: t["seconds"])
             runs.append({"pairs": pairs, "commuters": trips, "rho": rho,
                          "data_seconds": made, "load_average_before": load,
-                         "load_average_after": os.getloadavg()[0], **got})
+                         "load_average_after": os.getloadavg()[0],
+                         "seconds_each_repeat": [t["seconds"] for t in tries], **got})
             print(json.dumps(runs[-1]), flush=True)
     return runs
 
@@ -103,16 +111,18 @@ def run(pairs: int, trips: int, rhos: tuple[float, ...]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="one small size (a smoke run)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="releases per size and budget; the fastest is reported")
     args = ap.parse_args()
     sizes = [(50_000, 120_000, (100.0,))] if args.quick else SIZES
-    runs = [r for p, t, rhos in sizes for r in run(p, t, rhos)]
+    runs = [r for p, t, rhos in sizes for r in run(p, t, rhos, args.repeat)]
     for r in runs:
         print(f"{r['pairs']:>10,} pairs, rho {r['rho']:g}: {r['seconds']:.2f} s, peak "
               f"{r['peak_rss_mb']:,.0f} MB, {r['nodes_stored']:,} nodes stored, level tables "
               f"{r['level_tables_seconds']:.2f} s; stages "
               + ", ".join(f"{k} {v:.1f} s" for k, v in r["stage_seconds"].items())
               + f"; load {r['load_average_before']:.1f} -> {r['load_average_after']:.1f}")
-    payload = {"municipalities": 8000, "runs": runs,
+    payload = {"municipalities": 8000, "repeat": args.repeat, "runs": runs,
                "targets": {"seconds": "<= 30", "peak_rss_mb": "<= 3072"}}
     if len(runs) > 1:
         small, big = runs[0], runs[1]  # the same budget, 11x the pairs
