@@ -214,3 +214,74 @@ def test_fanout_search_keeps_the_best_and_resets_level_weights(trips_data):
         assert "distance: fanout = " + str(fan) in searched.changes
     # the result builds: level weights match the depth the chosen fan-out gives
     assert _spent_rho(plan_release(searched.spec)) == pytest.approx(1.0, rel=1e-9)
+
+
+# ----------------------------------------------------------- public information only
+
+def test_predictions_and_optimiser_never_read_the_data(trips_data, tmp_path):
+    # the same spec over another data set, and over no data at all (the source file
+    # gone): the same predictions and the same optimised spec
+    import shutil
+
+    from dpsql.datasets import write_trips
+
+    (tmp_path / "other").mkdir()
+    other = write_trips(tmp_path / "other", 500, seed=99)
+    shutil.copy(trips_data / "geo.csv", other / "geo.csv")
+    a = optimise(_spec(trips_data))
+    spec_b = _spec(other)
+    (other / "trips.parquet").unlink()
+    b = optimise(spec_b)
+    assert a.spec.views == b.spec.views
+    assert [p.variance for p in a.after] == [p.variance for p in b.after]
+    assert [p.variance for p in predict_spec(spec_b)] == \
+        [p.variance for p in predict_spec(_spec(trips_data))]
+
+
+def test_dry_run_inftda_predictions_use_the_linear_scale(trips_data):
+    # a dry run's InfTDA calibration bootstraps the all-zero stand-in: its κ is replaced
+    # by the linear model's 1, whatever the stand-in's noisy root put in the tree
+    from dpsql.workload.predict import dry_catalog
+
+    for weight in (0.001, 1, 1000):  # other shares: other noisy roots
+        raw = trips_spec(1.0)
+        raw["views"][0]["weight"] = weight
+        for v in dry_catalog(ReleaseSpec.from_dict(raw, base_dir=trips_data)
+                             ).releases[0].views:
+            cal = getattr(v.model, "calibration", None)
+            if v.model.kind == "inftda":
+                assert cal is not None and set(cal.kappa) == {1.0}
+                assert set(cal.zero_var) == {0.0}
+
+
+def test_scattered_range_pieces_are_predicted_with_their_covariances(trips_data):
+    # NOT BETWEEN and a scattered IN on a cascade view: the prediction is the variance
+    # of the sum of the pieces (with the tree's covariances), measured here over 3,000
+    # draws of the mechanism itself (its error does not depend on the counts), not the
+    # variance of the pieces' hull (which the test also shows would be wrong)
+    import numpy as np
+
+    from dpsql.mechanisms.cascade import cascade
+    from dpsql.privacy import ZCDP, rng
+
+    raw = trips_spec(1.0)
+    raw["attributes"]["age"]["type"] = "integer"
+    raw["views"] = [{"name": "ages", "levels": ["age"], "mechanism": "cascade"}]
+    spec = ReleaseSpec.from_dict(raw, base_dir=trips_data)
+    queries = {((0, 20), (61, 100)): "age NOT BETWEEN 20 AND 60",
+               ((3, 4), (50, 52), (90, 91)): "age IN (3, 50, 51, 90)"}
+    preds = predict_spec(spec, [WorkloadQuery(f"SELECT COUNT(*) FROM trips WHERE {w}")
+                                for w in queries.values()])
+    hull = predict_spec(spec, [WorkloadQuery(
+        "SELECT COUNT(*) FROM trips WHERE age BETWEEN 3 AND 90")])[0].variance
+    draws = np.array([cascade(np.zeros(100, np.int64), ZCDP(1.0), neighbouring="add_remove",
+                              rng=rng(s)).levels[-1].counts for s in range(3000)])
+    for (pieces, _), p in zip(queries.items(), preds):
+        err = sum(draws[:, a:b].sum(axis=1) for a, b in pieces)
+        measured = float(np.mean(err ** 2))
+        se = measured * math.sqrt(2 / err.size)
+        assert abs(p.variance - measured) < 5 * se
+    whole = predict_spec(spec, [WorkloadQuery("SELECT COUNT(*) FROM trips")])[0].variance
+    first = sum(draws[:, a:b].sum(axis=1) for a, b in ((0, 20), (61, 100)))
+    assert abs(whole - float(np.mean(first ** 2))) > 5 * whole * math.sqrt(2 / 3000)
+    assert hull != preds[1].variance

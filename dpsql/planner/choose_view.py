@@ -12,9 +12,10 @@ models); unaligned bounds and SUM/AVG/quantiles read the attribute's finest bins
 
 **Predicted error.** Among covering views the planner picks the smallest predicted 95 %
 half-width of one output row, from each view's own error model (no data): for a range
-view queried without grouping, ``range_variance`` of the query's bin range; otherwise
-``m`` nodes of the chosen level, with ``m`` = level size / number of groups × filter
-selectivity, as ``sum_bound(level, m nodes, 0.05)`` for bound models and
+view queried without grouping, ``range_variance`` of the query's bin range (of each of
+its disjoint pieces, with their covariances, for ``NOT BETWEEN`` or a scattered ``IN``);
+otherwise ``m`` nodes of the chosen level, with ``m`` = level size / number of groups ×
+filter selectivity (the pieces' widths), as ``sum_bound(level, m nodes, 0.05)`` for bound models and
 ``1.96·sqrt(sum_variance(level, m sibling nodes))`` for variance models (a prediction to
 rank views; the error columns themselves use the row's actual nodes). Ties go to the
 shallower level, then to the view name.
@@ -229,6 +230,12 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     if bins is None:
         bins = {r.attribute: bin_range(rel, r) for r in ref.ranges}
     if len(attrs) == 1 and rel.attributes[attrs[0]].kind == "range" and not ref.columns:
+        pieces = _piece_bins(rel, next((r for r in ref.ranges if r.attribute == attrs[0]),
+                                       None))
+        if pieces is not None:
+            hit = _pieces_prediction(v, pieces)
+            if hit is not None:
+                return hit
         b0, b1 = bins.get(attrs[0]) or bin_range(rel, RangeFilter(attrs[0], None, None))
         b0 = min(b0, rel.attributes[attrs[0]].bins - 1)  # an empty range at the top edge
         b1 = max(b1, b0 + 1)  # is ranked like the last bin (model ranges are non-empty)
@@ -256,7 +263,9 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
         m /= n
     for r in ref.ranges:
         b0, b1 = bins[r.attribute]
-        m *= max(b1 - b0, 1) / rel.attributes[r.attribute].bins
+        pieces = _piece_bins(rel, r)
+        width = b1 - b0 if pieces is None else sum(h - lo for lo, h in pieces)
+        m *= max(width, 1) / rel.attributes[r.attribute].bins
     m = max(1, int(round(m)))
     memo = v.predictions
     key = (level, m)
@@ -270,4 +279,56 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
         out = Z95 * math.sqrt(var.value)
     if len(memo) < MAX_MEMO:
         memo[key] = out
+    return out
+
+
+def _piece_bins(release: ReleaseInfo, r: RangeFilter | None
+                ) -> tuple[tuple[int, int], ...] | None:
+    """The leaf-bin ranges of a filter that keeps several disjoint intervals (``NOT
+    BETWEEN``, ``IN`` of scattered values), merged where they touch; None for one
+    interval (its hull is the filter)."""
+    if r is None or r.pieces is None or len(r.pieces) < 2:
+        return None
+    out: list[list[int]] = []
+    for lo, hi in r.pieces:
+        b0, b1 = bin_range(release, RangeFilter(r.attribute, lo if math.isfinite(lo)
+                                                else None, hi if math.isfinite(hi) else None))
+        if b1 <= b0:
+            continue
+        if out and b0 <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b1)
+        else:
+            out.append([b0, b1])
+    return tuple((a, b) for a, b in out) if len(out) > 1 else None
+
+
+def _pieces_prediction(v: ViewInfo, pieces: tuple[tuple[int, int], ...]) -> float | None:
+    """The predicted 95 % half-width of a sum of disjoint bin ranges of a one-attribute
+    range view, with the covariances between the pieces: the sum is Σ (S(b) − S(a)) over
+    its pieces [a, b), S(x) the released count of bins [0, x), and
+    Cov(S(x), S(y)) = (V(0, x) + V(0, y) − V(x, y)) / 2 from the model's range variance
+    V (exact for the models that give one; a view released consistently answers every
+    piece from the same counts). None when the model has no range variance."""
+    hit = v.predictions.get(("pieces", pieces))
+    if hit is not None:
+        return hit
+    edges = sorted({x for p in pieces for x in p if x > 0})
+    coef = {x: 0.0 for x in edges}
+    for a, b in pieces:
+        coef[b] += 1.0
+        if a > 0:
+            coef[a] -= 1.0
+    x = np.array(edges, dtype=np.int64)
+    c = np.array([coef[e] for e in edges])
+    lo, hi = np.triu_indices(x.size, k=1)
+    prefix = v.model.range_variance(np.zeros(x.size, np.int64), x)
+    between = v.model.range_variance(x[lo], x[hi]) if lo.size else np.zeros(0)
+    if prefix is None or between is None:
+        return None
+    prefix = np.asarray(prefix, dtype=np.float64)
+    cov = np.diag(prefix)
+    cov[lo, hi] = cov[hi, lo] = (prefix[lo] + prefix[hi] - np.asarray(between)) / 2.0
+    out = Z95 * math.sqrt(max(float(c @ cov @ c), 0.0))
+    if len(v.predictions) < MAX_MEMO:
+        v.predictions[("pieces", pieces)] = out
     return out

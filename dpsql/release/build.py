@@ -230,15 +230,27 @@ def plan_release(spec: ReleaseSpec, seed: int | None = None) -> Release:
     budgets = view_budgets(spec)
     generator = make_rng(0)  # noise for the all-zero stand-in only, never for data
     trees = {name: attribute_tree(a) for name, a in spec.attributes.items()}
-    view_rows = []
-    for view, budget in zip(spec.views, budgets):
-        nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
-        nothing["n"] = np.zeros(0, dtype=np.int64)
-        row, _ = _release_view(spec, view, budget, trees, nothing, generator)
-        view_rows.append(row)
-    rows = catalog_rows(_release_row(spec, DRY_RUN, seed),
-                        sorted(view_rows, key=lambda v: v["name"]))
+    view_rows = [plan_view(spec, view, budget, trees, generator)
+                 for view, budget in zip(spec.views, budgets)]
+    rows = catalog_rows(dry_run_row(spec, seed), sorted(view_rows, key=lambda v: v["name"]))
     return catalog_from_rows("(dry run)", *rows)
+
+
+def plan_view(spec: ReleaseSpec, view: View, budget: Budget,
+              trees: dict[str, domains.DomainTree],
+              generator: np.random.Generator) -> dict[str, Any]:
+    """One view's catalog row as :func:`plan_release` makes it: its mechanism (and
+    InfTDA's calibration) run on the all-zero stand-in with ``generator``; no data read
+    (:mod:`dpsql.workload.predict` plans a view at a time with it)."""
+    nothing = {f"c_{a}": np.zeros(0, dtype=np.int64) for a in view.levels}
+    nothing["n"] = np.zeros(0, dtype=np.int64)
+    row, _ = _release_view(spec, view, budget, trees, nothing, generator)
+    return row
+
+
+def dry_run_row(spec: ReleaseSpec, seed: int | None = None) -> dict[str, Any]:
+    """The ``dpsql_release`` row of a dry run of ``spec`` (``created`` = :data:`DRY_RUN`)."""
+    return _release_row(spec, DRY_RUN, seed)
 
 
 def _release_row(spec: ReleaseSpec, created: str, seed: int | None) -> dict[str, Any]:
