@@ -302,6 +302,18 @@ ROWS: list[Row] = [
         "measured one", "the measured RMSE over the releases", path("prediction",
                                                                    "share_within_15pct"),
         "share", HIGHER, target=1.0),
+    Row("workload", "the same: largest share of counting queries that any prediction from "
+        "public information can have within ±15% on both the data and its dense twin",
+        "the measured RMSEs on each data set (same public spec and row count, every "
+        "(origin, carrier, dest) path populated), same release parameters",
+        path("limits", "dense_twin",
+             "max_share_within_15pct_on_both_for_any_data_free_prediction"), "share",
+        HIGHER),
+    Row("workload", "the same: weighted RMSE of the oracle split (fitted to the measured "
+        "errors, as if the data could be read), measured", "the same spec with "
+        "hand-written equal weights, same run", path("limits", "oracle_split",
+                                                     "measured_ratio_to_equal"), "×",
+        LOWER),
     *[Row("workload", f"the same, {c} classes: median absolute error", "OpenDP `Context`, ρ split "
           "evenly over the 94 counting queries, same truths", path("vs_opendp_100",
                                                                    "by_class", c, "ratio"),

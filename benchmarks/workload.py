@@ -30,8 +30,16 @@ optimised spec. Then:
 5. **Optimiser time** for 1,000 queries over a 10-view spec (the flights views plus six
    more), against one dry run plus the planning of the workload in the same run (the
    least any prediction costs). Target ≤ 5 s.
+6. **The limits of 1. and 2.** (benchmarks/workload_limits.py): the dense twin (the same
+   public spec and row count, every (origin, carrier, dest) path populated; view ``geo``
+   released ``--releases`` times on each data set: the queries whose two measured RMSEs
+   are more than 1.15/0.85 apart, for which no prediction from public information can
+   be within ±15 % of both), and the oracle split (the parts fitted to the *measured*
+   errors, ``--fit-releases`` releases per design point, then measured like the
+   optimised spec: the best gain a split reaches when the error is known).
 
-Run: ``.venv/bin/python benchmarks/workload.py [--releases 100] [--scale-releases 3]``.
+Run: ``.venv/bin/python benchmarks/workload.py [--releases 100] [--scale-releases 3]
+[--fit-releases 50]`` (about an hour on 2 loaded cores).
 Release counts are modest on purpose (2 cores shared by the team); the JSON says what ran.
 """
 
@@ -53,13 +61,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write  # noqa: E402
 import flights  # noqa: E402
+import workload_limits as limits  # noqa: E402
 
 import dpsql  # noqa: E402
 from dpsql.release.build import build_release  # noqa: E402
 from dpsql.spec import ReleaseSpec  # noqa: E402
 from dpsql.spec_workload import Workload, WorkloadQuery  # noqa: E402
 from dpsql.workload.optimise import optimise  # noqa: E402
-from dpsql.workload.predict import dry_catalog, plan_workload  # noqa: E402
+from dpsql.workload.optimise import spec_with  # noqa: E402
+from dpsql.workload.predict import dry_catalog, plan_workload, predict_spec  # noqa: E402
 
 RHO = 0.5
 MEDIAN_ABS_NORMAL = 0.6744897501960817
@@ -128,7 +138,11 @@ def _measure(spec: ReleaseSpec, classes, truth: dict, base: Path, releases: int)
     errors: dict[str, list[np.ndarray]] = {name: [] for name, kind, _ in classes
                                            if kind in COUNTING}
     path = base / "m.duckdb"
+    t0 = time.perf_counter()
     for seed in range(releases):
+        if seed and seed % 25 == 0:
+            print(f"  {spec.name}: {seed}/{releases} releases, "
+                  f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         build_release(spec, path, seed=1000 + seed, progress=False, replace=True)
         con = dpsql.connect(str(path))
         cur = con.cursor()
@@ -175,6 +189,89 @@ def _per_class(classes, errors: dict) -> dict:
         if name in errors:
             pooled.setdefault(_class_of(name, kind), []).append(np.abs(errors[name]))
     return {c: float(np.median(np.concatenate(v))) for c, v in pooled.items()}
+
+
+def _summary(per_query: list, key: str) -> dict:
+    """Per class or view: the RMS of the predicted and of the measured RMSEs, the share
+    within ±15 %, and how many queries are over- and under-predicted beyond it."""
+    out: dict[str, dict] = {}
+    for k in sorted({q[key] for q in per_query}):
+        qs = [q for q in per_query if q[key] == k]
+        out[k] = {"queries": len(qs),
+                  "predicted_rmse": math.sqrt(statistics.fmean(
+                      q["predicted_rmse"] ** 2 for q in qs)),
+                  "measured_rmse": math.sqrt(statistics.fmean(
+                      q["measured_rmse"] ** 2 for q in qs)),
+                  "share_within_15pct": statistics.fmean(q["within_15pct"] for q in qs),
+                  "over_predicted": sum(q["predicted_over_measured"] > 1.15 for q in qs),
+                  "under_predicted": sum(q["predicted_over_measured"] < 0.85 for q in qs),
+                  "median_predicted_over_measured": statistics.median(
+                      q["predicted_over_measured"] for q in qs)}
+    return out
+
+
+def _limits(source, base: Path, dests, classes, views_of: dict, opt, equal, truth: dict,
+            releases: int, fit_releases: int) -> dict:
+    """benchmarks/workload_limits.py's two measurements: the dense twin (no data-free
+    prediction within ±15 % of both data sets) and the oracle split (the best measured
+    gain a budget split reaches)."""
+    dense = limits.dense_twin(source, base / "flights_dense.parquet", flights.ORIGINS,
+                              flights.CARRIERS, dests)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW flights AS SELECT * FROM '{dense}'")
+    geo = [c for c in classes if views_of.get(c[0]) == "geo"]
+    truth_dense = {n: _rows(k, con.execute(s).fetchall()) for n, k, s in geo}
+    con.close()
+    one = limits.view_only(opt.spec, "geo")
+    twin = limits.view_only(opt.spec, "geo", source=dense.name)
+    pred = {p.query.name: p.rmse for p in predict_spec(
+        one, [WorkloadQuery(s, name=n) for n, _, s in geo])}
+
+    def rmse(spec, tr):
+        e = _measure(spec, geo, tr, base, releases)
+        return {n: float(np.sqrt(np.mean(v ** 2))) for n, v in e.items()}
+    on_data, on_twin = rmse(one, truth), rmse(twin, truth_dense)
+    per = limits.infeasible(on_data, on_twin)
+    for q, row in per.items():
+        row["predicted_rmse"] = pred[q]
+        row["predicted_over_measured_dense_twin"] = pred[q] / on_twin[q]
+    n_geo, n_all = len(per), len(views_of)
+    proven = sum(r["no_prediction_within_15pct_of_both"] for r in per.values())
+    twin_within = statistics.fmean(
+        abs(r["predicted_over_measured_dense_twin"] - 1) <= 0.15 for r in per.values())
+
+    def measure(spec, cls, r):
+        tr = {n: truth[n] for n, _, _ in cls}
+        return {n: float(np.mean(v ** 2)) for n, v in _measure(spec, cls, tr, base, r).items()}
+    view_queries: dict[str, list] = {}
+    for c in classes:
+        if c[0] in views_of:
+            view_queries.setdefault(views_of[c[0]], []).append(c)
+    parts, fitted = limits.oracle_parts(equal, view_queries, measure, fit_releases)
+    oracle = spec_with(equal, parts)
+    return {
+        "dense_twin": {
+            "what": "the same public spec (domains, row count, month/distance/delay "
+                    "columns) with every (origin, carrier, dest) path holding n/5,040 "
+                    "flights; view geo alone at its optimised share and level weights, "
+                    "released on each data set",
+            "releases": releases, "geo_queries": n_geo, "counting_queries": n_all,
+            "ratio_threshold": limits.RATIO,
+            "queries_with_no_prediction_within_15pct_of_both": proven,
+            "max_share_within_15pct_on_both_for_any_data_free_prediction":
+                (n_all - proven) / n_all,
+            "share_within_15pct_on_dense_twin": twin_within,
+            "per_query": per},
+        "oracle_split": {
+            "what": "parts set to rho_p proportional to sqrt(sum_q a_qp) with a_qp fitted "
+                    "to the measured MSEs (each view alone, common seeds), as if the data "
+                    "could be read; measured below like the optimised spec",
+            "fit_releases_per_design": fit_releases, "fit": fitted,
+            "spec": {v.name: {"weight": str(v.weight),
+                              "level_weights": [str(w) for w in v.level_weights]
+                              if v.level_weights else None} for v in oracle.views},
+            "_spec": oracle},
+    }
 
 
 def _weighted_rmse(names, mse: dict) -> float:
@@ -225,6 +322,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--releases", type=int, default=100)
     ap.add_argument("--scale-releases", type=int, default=3)
     ap.add_argument("--skip-scale", action="store_true")
+    ap.add_argument("--fit-releases", type=int, default=50,
+                    help="releases per design point of the oracle split's fit")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # seeded releases warn that they are not private
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,6 +361,23 @@ def main(argv: list[str] | None = None) -> None:
         within: dict[str, list] = {}
         for q in per_query:
             within.setdefault(q["class"], []).append(q["within_15pct"])
+        by_view = _summary(per_query, "view")
+        by_class = _summary(per_query, "class")
+        views_of = {q["query"]: q["view"] for q in per_query}
+        limit = _limits(source, base, dests, classes, views_of, opt, equal, truth,
+                        args.releases, args.fit_releases)
+        oracle = limit["oracle_split"].pop("_spec")
+        meas_or = _measure(oracle, classes, truth, base, args.releases)
+        mse_or = {n: float(np.mean(e ** 2)) for n, e in meas_or.items()}
+        pred_or = {p.query.name: p.variance for p in predict_spec(
+            oracle, [WorkloadQuery(s, name=n) for n, _, s in classes])}
+        limit["oracle_split"].update(
+            predicted_weighted_rmse=_weighted_rmse(counting, pred_or),
+            measured_weighted_rmse=_weighted_rmse(counting, mse_or),
+            measured_ratio_to_equal=_weighted_rmse(counting, mse_or)
+            / _weighted_rmse(counting, mse_eq),
+            predicted_ratio_to_equal=_weighted_rmse(counting, pred_or)
+            / _weighted_rmse(counting, pred_eq))
         sigma100 = _opendp_sigma(len(counting))
         od = _opendp_errors(classes, truth, sigma100, args.releases)
         dp_cls, od_cls = _per_class(classes, meas_opt), _per_class(classes, od)
@@ -316,7 +432,9 @@ def main(argv: list[str] | None = None) -> None:
             "share_within_15pct": statistics.fmean(q["within_15pct"] for q in per_query),
             "by_class": {c: statistics.fmean(v) for c, v in within.items()},
             "median_predicted_over_measured": statistics.median(
-                q["predicted_over_measured"] for q in per_query)},
+                q["predicted_over_measured"] for q in per_query),
+            "summary_by_class": by_class, "summary_by_view": by_view},
+        "limits": limit,
         "vs_opendp_100": {"opendp_sigma": sigma100, "by_class": vs_opendp},
         "scale": scale, "optimiser_timing": timing, "per_query": per_query,
     }
