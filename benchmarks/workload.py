@@ -3,8 +3,8 @@
 The spec is benchmarks/flights.py's (views ``geo`` = origin → carrier → dest and
 ``by_month``, InfTDA; ``dist`` and ``delay``, cascade; integer types declared) with
 **hand-written equal weights** (every view weight 1, every level equal), and its workload
-is flights.py's 100 query classes (its later date view and classes left out). ``dpsql.workload.optimise`` turns it into the
-optimised spec. Then:
+is flights.py's 100 query classes (its later date view and classes left out).
+``dpsql.workload.optimise`` turns it into the optimised spec. Then:
 
 1. **Optimised vs equal weights**: the weighted workload RMSE (all weights 1), predicted
    (the planner's prediction on a dry run) and measured over ``--releases`` seeded

@@ -82,31 +82,12 @@ def dry_release(spec: ReleaseSpec, memo: dict | None = None) -> Release:
                tuple(getattr(spec.attributes[a], "fanout", None) for a in view.levels))
         row = None if memo is None else memo.get(key)
         if row is None:
-            row = _linear_calibration(plan_view(spec, view, budget, trees, make_rng(0)))
+            row = plan_view(spec, view, budget, trees, make_rng(0))
             if memo is not None and len(memo) < MEMO_VIEWS:
                 memo[key] = row
         rows.append(row)
     return catalog_from_rows("(dry run)", *catalog_rows(
         dry_run_row(spec), sorted(rows, key=lambda v: v["name"])))
-
-
-def _linear_calibration(row: dict) -> dict:
-    """The view's row with an InfTDA calibration replaced by the linear support model's
-    own scale: κ = 1 at every level, no released zeros (:mod:`dpsql.accuracy.inftda_answers`).
-
-    A dry run's calibration bootstraps the all-zero stand-in: the tree holds whatever its
-    noisy root put there (usually nothing, κ = 1 by convention; sometimes a handful of
-    nodes, whose κ is noise: 0.42 was seen), so it measures nothing about the release.
-    κ = 1 is deterministic and public, and is what the bootstrap of a real release
-    measures to within its 1.0–1.3 (the predictions only read κ)."""
-    model = row.get("error_model") or {}
-    cal = model.get("calibration")
-    if model.get("kind") != "inftda" or cal is None:
-        return row
-    depth = len(model["sigma2"])
-    linear = {"replicates": cal["replicates"], "kappa": [1.0] * depth,
-              "zero_bias": [0.0] * depth, "zero_var": [0.0] * depth}
-    return {**row, "error_model": {**model, "calibration": linear}}
 
 
 def dry_catalog(spec: ReleaseSpec, memo: dict | None = None) -> Catalog:
