@@ -249,6 +249,9 @@ def _limits(source, base: Path, dests, classes, views_of: dict, opt, equal, trut
             view_queries.setdefault(views_of[c[0]], []).append(c)
     parts, fitted = limits.oracle_parts(equal, view_queries, measure, fit_releases)
     oracle = spec_with(equal, parts)
+    cost = fitted.pop("_cost")
+    by_fit = {k: limits.fitted_rmse(s, cost, len(views_of))
+              for k, s in (("equal", equal), ("optimised", opt.spec), ("oracle", oracle))}
     return {
         "dense_twin": {
             "what": "the same public spec (domains, row count, month/distance/delay "
@@ -267,6 +270,9 @@ def _limits(source, base: Path, dests, classes, views_of: dict, opt, equal, trut
                     "to the measured MSEs (each view alone, common seeds), as if the data "
                     "could be read; measured below like the optimised spec",
             "fit_releases_per_design": fit_releases, "fit": fitted,
+            "fitted_weighted_rmse": by_fit,
+            "fitted_ratio_oracle_to_equal": by_fit["oracle"] / by_fit["equal"],
+            "fitted_ratio_optimised_to_equal": by_fit["optimised"] / by_fit["equal"],
             "spec": {v.name: {"weight": str(v.weight),
                               "level_weights": [str(w) for w in v.level_weights]
                               if v.level_weights else None} for v in oracle.views},
@@ -317,6 +323,64 @@ def _timing(dests, classes) -> dict:
             "target_seconds": 5.0}
 
 
+def _grid_only(releases: int) -> None:
+    """Measure :func:`workload_limits.grid_specs` and equal weights over the same seeded
+    releases, and add the result to results/workload.json's ``limits``."""
+    import json
+
+    from _common import RESULTS
+    from fractions import Fraction
+
+    out = RESULTS / "workload.json"
+    payload = json.loads(out.read_text())
+    recorded = payload["limits"]["oracle_split"]["spec"]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        source, dests = flights._write_source(base)
+        classes = _classes(dests)
+        raw = _raw_spec(dests)
+        raw["workload"] = {"queries": [{"sql": s, "name": n} for n, _, s in classes]}
+        equal = ReleaseSpec.from_dict(raw, base_dir=base)
+        opt = optimise(equal).spec
+        oracle = replace(equal, views=tuple(replace(
+            v, weight=Fraction(recorded[v.name]["weight"]),
+            level_weights=tuple(Fraction(w) for w in recorded[v.name]["level_weights"])
+            if recorded[v.name]["level_weights"] else None) for v in equal.views))
+        con = duckdb.connect()
+        con.execute(f"CREATE VIEW flights AS SELECT * FROM '{source}'")
+        truth = {n: _rows(k, con.execute(s).fetchall()) for n, k, s in classes
+                 if k in COUNTING}
+        counting = list(truth)
+
+        def rmse(spec):
+            e = _measure(spec, classes, truth, base, releases)
+            return _weighted_rmse(counting, {n: float(np.mean(v ** 2)) for n, v in e.items()})
+        ref = rmse(equal)
+        grid = {name: {"weights": {v.name: [str(v.weight)] + [str(w) for w in
+                                                             v.level_weights or ()]
+                                   for v in spec.views},
+                       "measured_weighted_rmse": (r := rmse(spec)),
+                       "measured_ratio_to_equal": r / ref}
+                for name, spec in limits.grid_specs(opt, oracle).items()}
+    cost = {k: np.array(v["summed_coefficients"])
+            for k, v in payload["limits"]["oracle_split"]["fit"].items()}
+    fit_ref = limits.fitted_rmse(equal, cost, len(counting))
+    for name, spec in limits.grid_specs(opt, oracle).items():
+        grid[name]["fitted_ratio_to_equal"] = \
+            limits.fitted_rmse(spec, cost, len(counting)) / fit_ref
+    best = min(grid, key=lambda k: grid[k]["measured_ratio_to_equal"])
+    payload["limits"]["allocation_grid"] = {
+        "what": "splits around the optimised and the oracle ones, each measured over the "
+                "same seeded releases as equal weights (common random numbers); a run of "
+                "--grid-only, added to this file",
+        "releases": releases, "equal_measured_weighted_rmse": ref, "splits": grid,
+        "best": best, "best_measured_ratio_to_equal": grid[best]["measured_ratio_to_equal"]}
+    for k in ("benchmark", "machine"):
+        payload.pop(k, None)
+    print({k: v["measured_ratio_to_equal"] for k, v in grid.items()})
+    print(write("workload", payload))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--releases", type=int, default=100)
@@ -324,8 +388,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--fit-releases", type=int, default=50,
                     help="releases per design point of the oracle split's fit")
+    ap.add_argument("--grid-only", type=int, metavar="RELEASES", default=0,
+                    help="only measure the allocation grid over RELEASES releases per "
+                    "split and add it to results/workload.json (its oracle split read "
+                    "from there)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # seeded releases warn that they are not private
+    if args.grid_only:
+        _grid_only(args.grid_only)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         source, dests = flights._write_source(base)

@@ -106,12 +106,43 @@ def oracle_parts(spec: ReleaseSpec, view_queries: dict[str, list], measure, rele
         fitted[name] = {"design_parts": [p.tolist() for p in designs],
                         "summed_coefficients": cost[name].tolist(),
                         "queries": len(names)}
+    fitted["_cost"] = cost
     score = {n: np.sqrt(c) for n, c in cost.items()}
     s = sum(float(v.sum()) for v in score.values())
     parts = {n: np.maximum(total * v / s, 1e-6 * total) for n, v in score.items()}
     for n in base:
         parts.setdefault(n, base[n])
     return parts, fitted
+
+
+def grid_specs(opt: ReleaseSpec, oracle: ReleaseSpec) -> dict[str, ReleaseSpec]:
+    """A few splits around the two measured best ones (the optimiser's and the oracle's):
+    their view shares and geo level weights crossed, geo's share and the cascades'
+    shares moved, geo's levels equal."""
+    def views(spec, **changes):
+        return replace(spec, views=tuple(replace(v, **changes.get(v.name, {}))
+                                         for v in spec.views))
+    geo_o, geo_p = oracle.view("geo"), opt.view("geo")
+    return {
+        "optimised": opt, "oracle": oracle,
+        "oracle shares, optimised geo levels": views(
+            oracle, geo={"level_weights": geo_p.level_weights}),
+        "optimised shares, oracle geo levels": views(
+            opt, geo={"level_weights": geo_o.level_weights}),
+        "oracle, geo weight x0.7": views(oracle, geo={"weight": geo_o.weight * Fraction(7, 10)}),
+        "oracle, geo weight x1.4": views(oracle, geo={"weight": geo_o.weight * Fraction(7, 5)}),
+        "oracle, dist and delay weights x1.4": views(
+            oracle, dist={"weight": oracle.view("dist").weight * Fraction(7, 5)},
+            delay={"weight": oracle.view("delay").weight * Fraction(7, 5)}),
+        "oracle, geo levels equal": views(
+            oracle, geo={"level_weights": tuple(Fraction(1) for _ in geo_o.levels)}),
+    }
+
+
+def fitted_rmse(spec: ReleaseSpec, cost: dict[str, np.ndarray], n_queries: int) -> float:
+    """The weighted RMSE the fitted model gives ``spec``'s split: √(Σ_p A_p / ρ_p / Q)."""
+    parts = current_parts(spec, _depths(spec))
+    return math.sqrt(sum(float(np.sum(c / parts[n])) for n, c in cost.items()) / n_queries)
 
 
 def infeasible(rmse_a: dict[str, float], rmse_b: dict[str, float]) -> dict:
@@ -125,4 +156,4 @@ def infeasible(rmse_a: dict[str, float], rmse_b: dict[str, float]) -> dict:
     return out
 
 
-__all__ = ["RATIO", "dense_twin", "infeasible", "oracle_parts", "view_only", "with_parts"]
+__all__ = ["RATIO", "dense_twin", "fitted_rmse", "grid_specs", "infeasible", "oracle_parts", "view_only", "with_parts"]
