@@ -36,7 +36,9 @@ is flights.py's 100 query classes (its later date view and classes left out).
    are more than 1.15/0.85 apart, for which no prediction from public information can
    be within ±15 % of both), and the oracle split (the parts fitted to the *measured*
    errors, ``--fit-releases`` releases per design point, then measured like the
-   optimised spec: the best gain a split reaches when the error is known).
+   optimised spec). ``--grid-only RELEASES`` measures a grid of splits around the
+   optimised and oracle ones against equal weights on the same seeds and adds it to the
+   JSON: the best measured ratio over the splits tried.
 
 Run: ``.venv/bin/python benchmarks/workload.py [--releases 100] [--scale-releases 3]
 [--fit-releases 50]`` (about an hour on 2 loaded cores).
