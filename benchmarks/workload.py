@@ -325,6 +325,21 @@ def _timing(dests, classes) -> dict:
             "target_seconds": 5.0}
 
 
+def _setup(base: Path):
+    """The source, its destinations, the classes, the equal-weights spec with the
+    workload, the true answers and a connection to the raw table."""
+    source, dests = flights._write_source(base)
+    classes = _classes(dests)
+    raw = _raw_spec(dests)
+    raw["workload"] = {"queries": [{"sql": s, "name": n} for n, _, s in classes]}
+    equal = ReleaseSpec.from_dict(raw, base_dir=base)
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW flights AS SELECT * FROM '{source}'")
+    truth = {n: _rows(k, con.execute(s).fetchall()) for n, k, s in classes
+             if k in COUNTING}
+    return source, dests, classes, equal, truth, con
+
+
 def _grid_only(releases: int) -> None:
     """Measure :func:`workload_limits.grid_specs` and equal weights over the same seeded
     releases, and add the result to results/workload.json's ``limits``."""
@@ -338,20 +353,12 @@ def _grid_only(releases: int) -> None:
     recorded = payload["limits"]["oracle_split"]["spec"]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        source, dests = flights._write_source(base)
-        classes = _classes(dests)
-        raw = _raw_spec(dests)
-        raw["workload"] = {"queries": [{"sql": s, "name": n} for n, _, s in classes]}
-        equal = ReleaseSpec.from_dict(raw, base_dir=base)
+        _, _, classes, equal, truth, _ = _setup(base)
         opt = optimise(equal).spec
         oracle = replace(equal, views=tuple(replace(
             v, weight=Fraction(recorded[v.name]["weight"]),
             level_weights=tuple(Fraction(w) for w in recorded[v.name]["level_weights"])
             if recorded[v.name]["level_weights"] else None) for v in equal.views))
-        con = duckdb.connect()
-        con.execute(f"CREATE VIEW flights AS SELECT * FROM '{source}'")
-        truth = {n: _rows(k, con.execute(s).fetchall()) for n, k, s in classes
-                 if k in COUNTING}
         counting = list(truth)
 
         def rmse(spec):
@@ -401,18 +408,10 @@ def main(argv: list[str] | None = None) -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        source, dests = flights._write_source(base)
-        classes = _classes(dests)
-        raw = _raw_spec(dests)
-        raw["workload"] = {"queries": [{"sql": s, "name": n} for n, _, s in classes]}
-        equal = ReleaseSpec.from_dict(raw, base_dir=base)
+        source, dests, classes, equal, truth, raw_con = _setup(base)
         t0 = time.perf_counter()
         opt = optimise(equal)
         opt_seconds = time.perf_counter() - t0
-        raw_con = duckdb.connect()
-        raw_con.execute(f"CREATE VIEW flights AS SELECT * FROM '{source}'")
-        truth = {n: _rows(k, raw_con.execute(s).fetchall()) for n, k, s in classes
-                 if k in COUNTING}
         counting = [n for n, k, _ in classes if k in COUNTING]
         pred_eq = {p.query.name: p.variance for p in opt.before}
         pred_opt = {p.query.name: p.variance for p in opt.after}
