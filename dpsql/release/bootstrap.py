@@ -39,10 +39,12 @@ re-drawn mechanisms and of the reconciliation.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from dpsql.accuracy.reconciled import ReconciledErrorModel
 from dpsql.domains import DomainTree
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.mechanisms.inftda_calibration import (Moments, calibrated_tree, replicates_for,
@@ -92,6 +94,8 @@ def calibrate_views(spec: Any, trees: dict[str, DomainTree], outputs: Sequence[O
     generator.integers(0, 2)
     boot = np.random.Generator(generator.bit_generator.jumped())
     moments = {i: Moments(outputs[i][1], outputs[i][0], measure_root=True) for i in inftda}
+    approximate = {i: _AgreedError(outputs[i][0]) for i in redrawn
+                   if _approximate_chain(outputs[i][0])}
     for _ in range(B):
         reps = list(outputs)
         for i in redrawn:
@@ -99,11 +103,56 @@ def calibrate_views(spec: Any, trees: dict[str, DomainTree], outputs: Sequence[O
         reps = reconcile_release(spec, trees, reps)
         for i in inftda:
             moments[i].add(reps[i][0])
+        for i, agreed in approximate.items():
+            agreed.add(reps[i][0])
     for i in inftda:
         tree, dtree = outputs[i]
         calibrated, extra = with_calibration(dtree, tree, moments[i], PIPELINE)
         out[i] = (calibrated, dtree, extra)
+    for i, agreed in approximate.items():
+        out[i] = (agreed.calibrated(), outputs[i][1], None)
     return out
+
+
+def _approximate_chain(tree: PrivateTree) -> bool:
+    """A real-valued tree conditioned on agreed values whose chain holds an InfTDA view:
+    its agreed part is the linear support model's approximation."""
+    model = tree.error_model
+    return (isinstance(model, ReconciledErrorModel) and not model.exact_chain
+            and tree.mechanism != "inftda")
+
+
+class _AgreedError:
+    """The measured mean squared error of a reconciled real-valued tree's agreed level D
+    over the pipeline's replicates, against the model's bᵀCb there
+    (:mod:`dpsql.accuracy.reconciled`, "Calibrating an approximate chain")."""
+
+    def __init__(self, tree: PrivateTree) -> None:
+        self.tree = tree
+        self.level = tree.error_model.level
+        self.released = np.asarray(tree.levels[self.level].counts, dtype=np.float64)
+        self.sq = np.zeros(self.released.size)
+        self.replicates = 0
+
+    def add(self, rep: PrivateTree) -> None:
+        e = np.asarray(rep.levels[self.level].counts, dtype=np.float64) - self.released
+        self.sq += e * e
+        self.replicates += 1
+
+    def calibrated(self) -> PrivateTree:
+        """The tree with its model's agreed part scaled by measured / modelled."""
+        model = self.tree.error_model
+        modelled = float(model.agreed_variances().sum())
+        if not self.replicates or modelled <= 0:
+            return self.tree
+        scale = float(self.sq.sum() / self.replicates) / modelled
+        model = model.with_scale(max(scale, 1e-3))
+        levels = tuple(replace(lv, variance=model.node_variances(k))
+                       for k, lv in enumerate(self.tree.levels))
+        info = {**self.tree.info, "calibration": {"method": PIPELINE,
+                                                  "replicates": self.replicates,
+                                                  "agreed_scale": model.scale}}
+        return replace(self.tree, levels=levels, error_model=model, info=info)
 
 
 def calibrate_alone(dtree: DomainTree, tree: PrivateTree,

@@ -90,3 +90,19 @@ def test_the_calibration_moves_no_released_count(trips_data, tmp_path, monkeypat
     monkeypatch.setattr(bootstrap, "replicates_for", lambda draws: 7)
     seven = leaves(_build(trips_data, tmp_path / "seven.duckdb"))
     assert four == seven
+
+
+def test_a_gaussian_tree_agreed_with_inftda_is_calibrated_too(trips_data, tmp_path):
+    """geo_gauss agrees with geo_mode (InfTDA) on region, province and city: its agreed
+    part is the linear support model's approximation, so the pipeline bootstrap measures
+    its mean squared error at the agreed level and scales the model by it (recorded);
+    a view whose agreement holds no InfTDA view keeps its exact model."""
+    rel = open_release(_build(trips_data, tmp_path / "r.duckdb"))
+    gauss = rel.views["geo_gauss"]
+    scale = gauss.info["calibration"]["agreed_scale"]
+    assert gauss.info["calibration"]["method"] == bootstrap.PIPELINE
+    assert gauss.error_params["scale"] == scale
+    assert 0.5 < scale < 3.0  # measured on this release: about 1.1 to 1.3
+    for name in ("dist", "age_tree"):  # their total's chain is exact: not scaled
+        assert rel.views[name].error_params["exact"] is True
+        assert rel.views[name].error_params["scale"] == 1.0

@@ -228,3 +228,32 @@ def test_error_model_after_reconciliation_matches_monte_carlo():
     # the range form gives the same as the node form
     rv = models["c"].range_variance(np.array([6]), np.array([12]))
     assert rv[0] == pytest.approx(models["c"].sum_variance(3, np.array([3, 4, 5])).value)
+
+
+def test_a_scaled_model_scales_only_the_agreed_part():
+    """``scale`` (measured by the calibration bootstrap where the chain holds an InfTDA
+    view) multiplies bᵀCb: every variance at or above the agreed level D, and only the
+    agreed part below it, where the view's own noise stays exact; it is stored."""
+    spec = _spec([{"name": "g", "levels": ["a", "b"], "mechanism": "gaussian_tree"},
+                  {"name": "h", "levels": ["a"], "mechanism": "gaussian_tree"},
+                  {"name": "c", "levels": ["x"], "mechanism": "cascade"}])
+    trees = _trees(spec)
+    truth_ab = np.array([40, 0, 3, 9, 1, 0, 0, 2, 30, 31, 0, 5])
+    hist = np.zeros(16, dtype=np.int64)
+    hist[:12] = truth_ab
+    out, _ = reconcile(_mc_views(spec, trees, truth_ab, hist, 3), spec, trees)
+    one = out["g"].error_model
+    assert one.level == 1 and one.scale == 1.0
+    scaled, cond = one.with_scale(1.7), one.with_scale(1e-12)
+    assert load(scaled.to_params()).scale == 1.7
+    for k, ids in ((0, [0]), (1, [1]), (1, [0, 2])):
+        assert scaled.sum_variance(k, np.array(ids)).value == pytest.approx(
+            1.7 * one.sum_variance(k, np.array(ids)).value)
+    for ids in ([1], [0, 5], [1, 2, 3, 7]):
+        v1, vs, v0 = (m.sum_variance(2, np.array(ids)).value for m in (one, scaled, cond))
+        assert 0 < v0 < v1
+        assert vs - v1 == pytest.approx(0.7 * (v1 - v0))
+    assert scaled.node_variances(2) == pytest.approx(
+        one.node_variances(2) + 0.7 * (one.node_variances(2) - cond.node_variances(2)))
+    with pytest.raises(dpsql.errors.InvalidPrivacyParameterError, match="scale"):
+        one.with_scale(0.0)
