@@ -43,6 +43,7 @@ import io
 import socket
 import ssl
 import struct
+import sys
 import threading
 from typing import Any
 
@@ -343,6 +344,8 @@ class Handler(Login, BuenaVistaHandler):
     # -- responses -------------------------------------------------------------------------
 
     def send_error(self, exception, ctx=None, fatal: bool = False) -> None:  # noqa: ANN001
+        if isinstance(exception, ConnectionError):  # the client went away: nobody to tell
+            raise exception
         code = sqlstate_of(exception) if isinstance(exception, BaseException) else "XX000"
         if isinstance(exception, BaseException) and not isinstance(exception, Error):
             if not isinstance(exception, duckdb.Error):
@@ -456,6 +459,18 @@ def is_loopback(address: str) -> bool:
     return bool((mapped or ip).is_loopback)
 
 
+class _ClientGone(logging.Filter):
+    """Drops buenavista's traceback of a client that went away (a reset or a broken
+    pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, ConnectionError)
+
+
+logging.getLogger("buenavista.postgres").addFilter(_ClientGone())
+
+
 class WireServer(BuenaVistaServer):
     """buenavista's threading server: one thread and one session per client; accepts
     non-loopback clients only when a password is set; tracks client sockets so that
@@ -519,4 +534,10 @@ class WireServer(BuenaVistaServer):
                 pass
 
     def handle_error(self, request, client_address) -> None:  # noqa: ANN001
+        """A client that went away mid-conversation (a reset, a broken pipe: a killed
+        BI tool, a dropped network) is one log line; anything else keeps its traceback."""
+        err = sys.exc_info()[1]
+        if isinstance(err, ConnectionError):
+            logger.info("client %s went away: %s", client_address, err)
+            return
         logger.exception("error while serving %s", client_address)

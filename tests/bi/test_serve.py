@@ -715,6 +715,29 @@ def test_startup_timeout_and_oversized_messages(trips_release):
             assert kind == b"E" and b"C54000\x00" in body and b"limit" in body
 
 
+def test_a_client_that_goes_away_is_one_log_line(trips_release, caplog):
+    """A client reset mid-query (a killed BI tool) is logged as one line, without the
+    tracebacks that buenavista and the error path would print."""
+    import logging
+    with caplog.at_level(logging.INFO), _start(trips_release) as srv:
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+        s.sendall(startup_packet())
+        while read_message(s)[0] != b"Z":
+            pass
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sql = b"SELECT region, COUNT(*) FROM trips GROUP BY region\x00"
+        s.sendall(b"Q" + struct.pack("!I", 4 + len(sql)) + sql)
+        s.close()  # with SO_LINGER 0: a reset
+        deadline = time.monotonic() + 60
+        while "went away" not in caplog.text:
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
+    gone = [r for r in caplog.records if "went away" in r.getMessage()]
+    assert len(gone) == 1 and gone[0].levelname == "INFO"
+    assert not [r for r in caplog.records if r.exc_info], caplog.text
+    assert "Traceback" not in caplog.text
+
+
 def test_cancel_keys_do_not_come_from_random(server):
     """Cancel keys are drawn with ``secrets``: the ``random`` module's state (predictable
     from its outputs) is not touched by a connection."""
