@@ -17,14 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, cover_bound,
-                                           false_positive_reach, interval_offsets,
+from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, child_shifts,
+                                           cover_bound, false_positive_reach, interval_offsets,
                                            linear_variance, node_variances, t_value,
                                            zero_allowance)
 from dpsql.domains import categorical, concat
 from dpsql.mechanisms.inftda import inftda, true_levels
 from dpsql.mechanisms.inftda_calibration import calibrated_tree, support_arrays
+from dpsql.mechanisms.intopt import intopt
 from dpsql.privacy import ZCDP, rng
+from dpsql.privacy.samplers import discrete_gaussian
 
 
 def _random_support(draw, depth: int) -> tuple[Support, list[float]]:
@@ -155,6 +157,37 @@ def test_released_zeros_carry_the_bootstraps_false_positive_mass():
     assert above >= zero_allowance(0.95) * 3.0 - 1e-12
     assert zero_allowance(0.95) == pytest.approx(1.664, abs=1e-3)
     assert zero_allowance(0.99) > zero_allowance(0.95) > zero_allowance(0.9)
+
+
+@pytest.mark.statistical
+def test_intopt_pushes_small_counts_to_zero_up_to_the_parents_shift():
+    """Under a parent with many empty public children IntOpt lifts their negative noise
+    to 0 and takes the mass back from the smallest children first: counts well above
+    0 come out 0 (here 4 at σ = 2, which the 1.66σ of zero_allowance alone would not
+    reach), up to about child_shifts' σ·E[max of n₀ N(0, 1)], and rarely beyond it
+    plus zero_allowance·σ. A released zero's interval reaches that far; a released
+    small count's too; a parent without empty children adds nothing."""
+    n0, sigma2 = 1368, 4.0
+    truth = np.r_[np.zeros(n0, np.int64), np.full(80, 500), np.full(10, 4), np.full(10, 12)]
+    g, draws, zeroed = rng(5), 300, np.zeros(2)
+    for _ in range(draws):
+        y = intopt(truth + discrete_gaussian(sigma2, truth.size, g), int(truth.sum()))
+        zeroed += [(y[-20:-10] == 0).mean(), (y[-10:] == 0).mean()]
+    zeroed /= draws  # measured: 0.83 and 0.006 (10 cells x 300 draws each)
+    support = Support.from_levels([np.zeros(100, np.int64)],
+                                  [np.array([n0 + 100]), np.zeros(100, np.int64)],
+                                  counts=[np.r_[np.full(99, 500), 3]]).with_linear([sigma2], None)
+    push = float(support.shift[0][0])
+    assert push == pytest.approx(2.0 * 3.31, abs=0.1)
+    assert zeroed[0] > 0.5 and 4 < push + zero_allowance(0.95) * 2.0
+    assert zeroed[1] < 0.05 and 12 > push + zero_allowance(0.95) * 2.0 - 2.0
+    cal = Calibration(32, (1.0,), (0.0,), (0.0,))
+    reach = push + zero_allowance(0.95) * 2.0
+    for rows, y in ((np.array([-2]), 0.0), (np.array([99]), 3.0)):
+        _, _, above = interval_offsets(support, cal, [sigma2], None, 1, rows, 0.95)
+        assert above >= reach - y - 1e-9
+    flat = Support.from_levels([np.zeros(3, np.int64)], [np.array([3]), np.zeros(3, np.int64)])
+    assert child_shifts(flat, [sigma2])[0].tolist() == [0.0]
 
 
 def test_a_small_count_may_be_a_false_positive():
