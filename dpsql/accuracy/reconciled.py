@@ -64,9 +64,11 @@ support model misses InfTDA's structured bias and its variance effects, and thos
 the agreed values (measured on the trips data: the Gaussian tree's reconciled cities had
 a mean squared error 1.2× the model's, 95 % intervals covered 0.916). The release's
 calibration bootstrap (:mod:`dpsql.release.bootstrap`) re-runs the whole pipeline and
-measures the agreed values' mean squared error at level D; ``scale`` (stored) is its
-ratio to bᵀCb over the level-D nodes, and multiplies the agreed part bᵀCb of every
-variance. The conditional part below D is the view's own noise and stays exact.
+measures the agreed values' mean squared error at level D; ``scale`` (stored) is the
+ratio of what it finds beyond the total's share to the model's part below the total,
+over the level-D nodes, and multiplies that part of bᵀCb in every variance. The
+total's own variance w₀ (an InfTDA root is plain discrete Gaussian noise) and the
+conditional part below D (the view's own noise) stay exact.
 """
 
 from __future__ import annotations
@@ -121,8 +123,9 @@ class Chain:
                 members.append((f(m["lam"]), node, float(m["miss"]), int(m["size"]), levels))
             self.steps.append((parent, n_par, g, f(st["kappa"]), members))
 
-    def variance(self, B: np.ndarray) -> np.ndarray:
-        """bᵀ C b for each row b of ``B`` (coefficients on the last marginal's nodes)."""
+    def variance(self, B: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """bᵀ C b for each row b of ``B`` (coefficients on the last marginal's nodes),
+        the part below the total multiplied by ``scale`` (the total's own, w₀, is exact)."""
         bb = np.atleast_2d(np.asarray(B, dtype=np.float64))
         total = np.zeros(bb.shape[0])
         for parent, n_par, g, kappa, members in reversed(self.steps):
@@ -142,16 +145,16 @@ class Chain:
                         total += (A * A * z).sum(axis=1) - corr.sum(axis=1)
                         A = _agg(par, n_up, A * gl)
             bb = _agg(parent, n_par, d * kappa) + beta
-        return np.maximum(total + bb[:, 0] ** 2 * self.w0, 0.0)
+        return np.maximum(scale * total + bb[:, 0] ** 2 * self.w0, 0.0)
 
-    def posterior(self, batch: int = 256) -> np.ndarray:
+    def posterior(self, scale: float = 1.0, batch: int = 256) -> np.ndarray:
         """Variance of each node of the last marginal (the diagonal of C)."""
         out = np.empty(self.size)
         for start in range(0, self.size, batch):
             stop = min(start + batch, self.size)
             B = np.zeros((stop - start, self.size))
             B[np.arange(stop - start), np.arange(start, stop)] = 1.0
-            out[start:stop] = self.variance(B)
+            out[start:stop] = self.variance(B, scale)
         return out
 
 
@@ -178,7 +181,7 @@ class ReconciledErrorModel(ErrorModel):
         self.level = int(level)
         self._chain = [dict(c) for c in chain]
         self._prepared = Chain(self._chain)
-        self._cdiag: np.ndarray | None = None
+        self._cdiag: tuple[np.ndarray, np.ndarray] | None = None
         self._node_cache: dict[int, np.ndarray] = {}
         self._node = np.asarray(node, dtype=np.int64)
         self._exact = bool(exact)
@@ -229,15 +232,18 @@ class ReconciledErrorModel(ErrorModel):
         return self._chain
 
     def _agreed(self, b_level: np.ndarray) -> float:
-        """bᵀ C b for coefficients on this view's level-D nodes (times ``scale``)."""
+        """bᵀ C b for coefficients on this view's level-D nodes (its part below the
+        total times ``scale``)."""
         bb = np.bincount(self._node, weights=b_level, minlength=self._prepared.size)
-        return self.scale * float(self._prepared.variance(bb)[0])
+        return float(self._prepared.variance(bb, self.scale)[0])
 
-    def agreed_variances(self) -> np.ndarray:
-        """bᵀCb of each level-D node alone, unscaled (what the bootstrap compares with)."""
+    def agreed_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the total's share, the unscaled part below it) of bᵀCb for each level-D node
+        alone: what the calibration bootstrap compares its measurement with."""
         if self._cdiag is None:
-            self._cdiag = self._prepared.posterior()
-        return self._cdiag[self._node]
+            self._cdiag = (self._prepared.posterior(0.0), self._prepared.posterior(1.0))
+        root, whole = self._cdiag
+        return root[self._node], (whole - root)[self._node]
 
     def with_scale(self, scale: float) -> "ReconciledErrorModel":
         """This model with the agreed part of every variance multiplied by ``scale``."""
@@ -294,7 +300,7 @@ class ReconciledErrorModel(ErrorModel):
         """(V_T − C)/V_T²: how much of Cov(S, T)² the conditioning removes."""
         if self._vt <= 0:
             return 0.0
-        c = self.scale * self._prepared.w0
+        c = self._prepared.w0
         return (self._vt - c) / (self._vt * self._vt)
 
     # ---------------------------------------------------------------- answers
@@ -356,7 +362,8 @@ class ReconciledErrorModel(ErrorModel):
                 _, b = self._carry(k, np.array([i]), np.ones(1))
                 out[i] = self._agreed(b)
             return out
-        cdiag = self.scale * self.agreed_variances()
+        root, below = self.agreed_parts()
+        cdiag = root + self.scale * below
         P = np.zeros(len(s.P[D]))
         G = np.ones(len(s.P[D]))
         anc = np.arange(len(s.P[D]), dtype=np.int64)

@@ -124,7 +124,8 @@ def _approximate_chain(tree: PrivateTree) -> bool:
 
 class _AgreedError:
     """The measured mean squared error of a reconciled real-valued tree's agreed level D
-    over the pipeline's replicates, against the model's bᵀCb there
+    over the pipeline's replicates, beyond the total's exact share, against the model's
+    part of bᵀCb below the total there
     (:mod:`dpsql.accuracy.reconciled`, "Calibrating an approximate chain")."""
 
     def __init__(self, tree: PrivateTree) -> None:
@@ -142,10 +143,11 @@ class _AgreedError:
     def calibrated(self) -> PrivateTree:
         """The tree with its model's agreed part scaled by measured / modelled."""
         model = self.tree.error_model
-        modelled = float(model.agreed_variances().sum())
+        root, below = model.agreed_parts()
+        modelled = float(below.sum())
         if not self.replicates or modelled <= 0:
             return self.tree
-        scale = float(self.sq.sum() / self.replicates) / modelled
+        scale = (float(self.sq.sum() / self.replicates) - float(root.sum())) / modelled
         model = model.with_scale(max(scale, 1e-3))
         levels = tuple(replace(lv, variance=model.node_variances(k))
                        for k, lv in enumerate(self.tree.levels))

@@ -232,8 +232,9 @@ def test_error_model_after_reconciliation_matches_monte_carlo():
 
 def test_a_scaled_model_scales_only_the_agreed_part():
     """``scale`` (measured by the calibration bootstrap where the chain holds an InfTDA
-    view) multiplies bᵀCb: every variance at or above the agreed level D, and only the
-    agreed part below it, where the view's own noise stays exact; it is stored."""
+    view) multiplies the part of bᵀCb below the total, at every level: the total's own
+    variance w₀ and the view's own noise below the agreed level D stay exact; it is
+    stored."""
     spec = _spec([{"name": "g", "levels": ["a", "b"], "mechanism": "gaussian_tree"},
                   {"name": "h", "levels": ["a"], "mechanism": "gaussian_tree"},
                   {"name": "c", "levels": ["x"], "mechanism": "cascade"}])
@@ -246,11 +247,10 @@ def test_a_scaled_model_scales_only_the_agreed_part():
     assert one.level == 1 and one.scale == 1.0
     scaled, cond = one.with_scale(1.7), one.with_scale(1e-12)
     assert load(scaled.to_params()).scale == 1.7
-    for k, ids in ((0, [0]), (1, [1]), (1, [0, 2])):
-        assert scaled.sum_variance(k, np.array(ids)).value == pytest.approx(
-            1.7 * one.sum_variance(k, np.array(ids)).value)
-    for ids in ([1], [0, 5], [1, 2, 3, 7]):
-        v1, vs, v0 = (m.sum_variance(2, np.array(ids)).value for m in (one, scaled, cond))
+    total = [m.sum_variance(0, np.array([0])).value for m in (one, scaled, cond)]
+    assert total[0] == pytest.approx(total[1]) == pytest.approx(total[2])  # w0: exact
+    for k, ids in ((1, [1]), (1, [0, 2]), (2, [1]), (2, [0, 5]), (2, [1, 2, 3, 7])):
+        v1, vs, v0 = (m.sum_variance(k, np.array(ids)).value for m in (one, scaled, cond))
         assert 0 < v0 < v1
         assert vs - v1 == pytest.approx(0.7 * (v1 - v0))
     assert scaled.node_variances(2) == pytest.approx(
