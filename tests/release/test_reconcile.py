@@ -170,6 +170,18 @@ def test_reproject_follows_the_new_parent_counts():
 
 
 # ------------------------------------------------------ error model: Monte Carlo
+def _three_views():
+    """Three views share the total, two of them also attribute a: (spec, trees, true
+    a × b counts, the x histogram)."""
+    spec = _spec([{"name": "g", "levels": ["a", "b"], "mechanism": "gaussian_tree"},
+                  {"name": "h", "levels": ["a"], "mechanism": "gaussian_tree"},
+                  {"name": "c", "levels": ["x"], "mechanism": "cascade"}])
+    truth_ab = np.array([40, 0, 3, 9, 1, 0, 0, 2, 30, 31, 0, 5])
+    hist = np.zeros(16, dtype=np.int64)
+    hist[:12] = truth_ab
+    return spec, _trees(spec), truth_ab, hist
+
+
 def _mc_views(spec, trees, truth_ab, hist, seed):
     dt = concat(trees["a"], trees["b"])
     g = rng(seed)
@@ -192,13 +204,7 @@ def test_error_model_after_reconciliation_matches_monte_carlo():
     derives it): three views share the total, two of them also share attribute a. The
     stored models' variances of node sets at every level match the spread of 2,000
     independent reconciled releases within 5 standard errors."""
-    spec = _spec([{"name": "g", "levels": ["a", "b"], "mechanism": "gaussian_tree"},
-                  {"name": "h", "levels": ["a"], "mechanism": "gaussian_tree"},
-                  {"name": "c", "levels": ["x"], "mechanism": "cascade"}])
-    trees = _trees(spec)
-    truth_ab = np.array([40, 0, 3, 9, 1, 0, 0, 2, 30, 31, 0, 5])
-    hist = np.zeros(16, dtype=np.int64)
-    hist[:12] = truth_ab
+    spec, trees, truth_ab, hist = _three_views()
     sets = [("g", 0, [0]), ("g", 1, [0]), ("g", 1, [0, 2]), ("g", 2, [1, 5, 6]),
             ("g", 2, [0, 1, 2, 3]), ("h", 1, [1]), ("h", 1, [0, 2]),
             ("c", 0, [0]), ("c", 1, [0]), ("c", 3, [3, 4, 5]), ("c", 4, [7])]
@@ -235,13 +241,7 @@ def test_a_scaled_model_scales_only_the_agreed_part():
     view) multiplies the part of bᵀCb below the total, at every level: the total's own
     variance w₀ and the view's own noise below the agreed level D stay exact; it is
     stored."""
-    spec = _spec([{"name": "g", "levels": ["a", "b"], "mechanism": "gaussian_tree"},
-                  {"name": "h", "levels": ["a"], "mechanism": "gaussian_tree"},
-                  {"name": "c", "levels": ["x"], "mechanism": "cascade"}])
-    trees = _trees(spec)
-    truth_ab = np.array([40, 0, 3, 9, 1, 0, 0, 2, 30, 31, 0, 5])
-    hist = np.zeros(16, dtype=np.int64)
-    hist[:12] = truth_ab
+    spec, trees, truth_ab, hist = _three_views()
     out, _ = reconcile(_mc_views(spec, trees, truth_ab, hist, 3), spec, trees)
     one = out["g"].error_model
     assert one.level == 1 and one.scale == 1.0
