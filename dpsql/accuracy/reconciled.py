@@ -246,7 +246,7 @@ class ReconciledErrorModel(ErrorModel):
         return root[self._node], (whole - root)[self._node]
 
     def with_scale(self, scale: float) -> "ReconciledErrorModel":
-        """This model with the agreed part of every variance multiplied by ``scale``."""
+        """This model with the part of bᵀCb below the total multiplied by ``scale``."""
         return ReconciledErrorModel(self._base_params, self.level, self._chain, self._node,
                                     self._exact, self._spans, scale)
 
