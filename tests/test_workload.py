@@ -285,3 +285,21 @@ def test_scattered_range_pieces_are_predicted_with_their_covariances(trips_data)
     first = sum(draws[:, a:b].sum(axis=1) for a, b in ((0, 20), (61, 100)))
     assert abs(whole - float(np.mean(first ** 2))) > 5 * whole * math.sqrt(2 / 3000)
     assert hull != preds[1].variance
+
+
+def test_too_many_range_pieces_fall_back_to_the_hull(trips_data, monkeypatch):
+    # the pieces' prediction is quadratic in their number (pairwise covariances): past
+    # MAX_PIECES an IN-list of scattered values is ranked by its hull, as before
+    import importlib
+
+    choose_view = importlib.import_module("dpsql.planner.choose_view")
+    raw = trips_spec(1.0)
+    raw["attributes"]["age"]["type"] = "integer"
+    raw["views"] = [{"name": "ages", "levels": ["age"], "mechanism": "cascade"}]
+    spec = ReleaseSpec.from_dict(raw, base_dir=trips_data)
+    scattered = WorkloadQuery("SELECT COUNT(*) FROM trips WHERE age IN (3, 50, 51, 90)")
+    hull = WorkloadQuery("SELECT COUNT(*) FROM trips WHERE age BETWEEN 3 AND 90")
+    pieces = predict_spec(spec, [scattered])[0].variance
+    monkeypatch.setattr(choose_view, "MAX_PIECES", 2)
+    capped, whole = (p.variance for p in predict_spec(spec, [scattered, hull]))
+    assert capped == whole != pieces

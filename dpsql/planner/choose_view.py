@@ -282,12 +282,17 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     return out
 
 
+MAX_PIECES = 256
+"""Beyond this many disjoint pieces the prediction (quadratic in them: their pairwise
+covariances) falls back to the filter's hull: it only ranks views."""
+
+
 def _piece_bins(release: ReleaseInfo, r: RangeFilter | None
                 ) -> tuple[tuple[int, int], ...] | None:
     """The leaf-bin ranges of a filter that keeps several disjoint intervals (``NOT
     BETWEEN``, ``IN`` of scattered values), merged where they touch; None for one
-    interval (its hull is the filter)."""
-    if r is None or r.pieces is None or len(r.pieces) < 2:
+    interval (its hull is the filter) or more than :data:`MAX_PIECES` of them."""
+    if r is None or r.pieces is None or not 2 <= len(r.pieces) <= MAX_PIECES:
         return None
     out: list[list[int]] = []
     for lo, hi in r.pieces:
