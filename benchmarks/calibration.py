@@ -424,10 +424,10 @@ def integer_coverage(n: np.ndarray, lo: np.ndarray, hi: np.ndarray, se: np.ndarr
     Φ((⌊hi⌋ + ½ − centre)/se) − Φ((⌈lo⌉ − ½ − centre)/se). None unless every answer is an
     integer with a standard error (InfTDA's).
 
-    A diagnostic, not a target: when the standard error is about 1 to 2 counts, no
-    interval of whole counts has a coverage between 0.93 and 0.97 (the trips total's,
-    se 1.55: ±2 counts cover 0.900, ±3 counts 0.979), so such a shape's coverage is
-    set by the lattice, and this says which value a correct model gives."""
+    A diagnostic, not a target: when the standard error is about 1 to 2 counts the
+    coverage moves in steps of whole counts (around the trips total, se 1.55: ±2 counts
+    cover 0.900, ±3 counts 0.979), and this says which value the model expects of the
+    intervals it gave."""
     if not n.size or np.any(n != np.round(n)) or not np.all(np.isfinite(se) & (se > 0)):
         return None
     centre = (lo + hi) / 2.0
