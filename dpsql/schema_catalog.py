@@ -387,7 +387,9 @@ def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
     covers; each view lists its own. Categorical and hierarchy columns take their domain
     table's type; binned (range) attributes their value type (integer: BIGINT, date:
     DATE, decimal and real: DOUBLE); every table ends with ``dp_count``, the private
-    count (``SUM(dp_count)`` is ``COUNT(*)``). All of it is public (the spec)."""
+    count (``SUM(dp_count)`` is ``COUNT(*)``): BIGINT when every view behind the table
+    gives integer counts (:func:`integer_counts`), as ``COUNT(*)`` then is, else DOUBLE.
+    All of it is public (the spec)."""
     alias = info.alias
     types: dict[str, list[tuple[str, str]]] = {}
     for a in info.attributes.values():
@@ -398,14 +400,24 @@ def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
             f"DESCRIBE {_ident(alias)}.{_ident(a.domain_table)}").fetchall()}
         types[a.name] = [(c, described.get(c, "VARCHAR")) for c in a.columns]
 
-    def columns(attributes: Sequence[str]) -> list[tuple[str, str]]:
-        return [col for name in attributes for col in types[name]] + [("dp_count", "DOUBLE")]
+    def columns(attributes: Sequence[str], views: Sequence[Any]) -> list[tuple[str, str]]:
+        count = "BIGINT" if all(integer_counts(v) for v in views) else "DOUBLE"
+        return [col for name in attributes for col in types[name]] + [("dp_count", count)]
 
     covered = [a for a in info.attributes if any(a in v.meta.attributes for v in info.views)]
-    tables = {info.release.name: columns(covered)}
+    tables = {info.release.name: columns(covered, info.views)}
     for v in info.views:
-        tables.setdefault(v.name, columns(v.meta.attributes))
+        tables.setdefault(v.name, columns(v.meta.attributes, [v]))
     return tables
+
+
+def integer_counts(view: Any) -> bool:
+    """Whether every ``COUNT(*)`` a view (a :class:`dpsql.planner.catalog.ViewInfo`) answers
+    is an integer: its level tables hold integer counts (InfTDA's: their SUM's type then
+    differs from the column's, ``ViewInfo.count_type``) and no level is a range (a bound
+    inside a bin is interpolated)."""
+    levels = view.meta.levels
+    return bool(levels) and all(view.count_type(lv.k) and lv.kind != "range" for lv in levels)
 
 
 def bins_text(a: Any) -> str:

@@ -66,6 +66,9 @@ def test_describe_show_and_show_columns(run):
     assert [(r[0], r[1]) for r in run("SHOW trips")] == TRIPS_COLUMNS
     assert [(r[0], r[1]) for r in run("SHOW COLUMNS FROM dist")] == [
         ("distance", "DOUBLE"), ("dp_count", "DOUBLE")]
+    # an InfTDA view without a range level: integer counts, as its COUNT(*) gives them
+    assert [(r[0], r[1]) for r in run("DESCRIBE geo_mode")][-1] == ("dp_count", "BIGINT")
+    assert [(r[0], r[1]) for r in run("DESCRIBE mode_dist")][-1] == ("dp_count", "DOUBLE")
     assert {r[0] for r in run("SHOW TABLES")} == LOGICAL
     assert {r[2] for r in run("SHOW ALL TABLES")} == LOGICAL
 
