@@ -422,18 +422,20 @@ def integer_coverage(n: np.ndarray, lo: np.ndarray, hi: np.ndarray, se: np.ndarr
     count is an integer, so an interval holds the integers ⌈lo⌉..⌊hi⌋, and a normal error
     rounded to whole counts falls there with probability
     Φ((⌊hi⌋ + ½ − centre)/se) − Φ((⌈lo⌉ − ½ − centre)/se). None unless every answer is an
-    integer with a standard error (InfTDA's).
+    integer with a standard error (InfTDA's); an answer whose standard error is 0 (a
+    node the model knows exactly) counts 1 when its interval holds a whole count.
 
     A diagnostic, not a target: when the standard error is about 1 to 2 counts the
     coverage moves in steps of whole counts (around the trips total, se 1.55: ±2 counts
     cover 0.900, ±3 counts 0.979), and this says which value the model expects of the
     intervals it gave."""
-    if not n.size or np.any(n != np.round(n)) or not np.all(np.isfinite(se) & (se > 0)):
+    if not n.size or np.any(n != np.round(n)) or not np.all(np.isfinite(se) & (se >= 0)):
         return None
     centre = (lo + hi) / 2.0
     a, b = np.ceil(lo - 1e-9), np.floor(hi + 1e-9)
     cdf = np.vectorize(NormalDist().cdf)
-    p = cdf((b + 0.5 - centre) / se) - cdf((a - 0.5 - centre) / se)
+    s = np.where(se > 0, se, 1.0)
+    p = np.where(se > 0, cdf((b + 0.5 - centre) / s) - cdf((a - 0.5 - centre) / s), 1.0)
     return float(np.mean(np.where(b >= a, p, 0.0)))
 
 
