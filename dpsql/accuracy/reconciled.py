@@ -100,6 +100,16 @@ def _agg(parent: np.ndarray, n_up: int, X: np.ndarray) -> np.ndarray:
     return np.bincount(idx, weights=X.ravel(), minlength=m * n_up).reshape(m, n_up)
 
 
+def _sole_parents(step: dict[str, Any]) -> np.ndarray:
+    """Which parents of a chain step have their only released child marked ``sole`` (an
+    InfTDA node with a variance of its own given its parent: release/reconcile.py, step
+    2); none in chains written before."""
+    out = np.zeros(int(step["n_up"]), bool)
+    if "sole" in step:
+        out[np.asarray(step["parent"], np.int64)[np.asarray(step["sole"], bool)]] = True
+    return out
+
+
 class Chain:
     """A chain of agreed marginals (the JSON of :mod:`dpsql.release.reconcile`) as numpy
     arrays, evaluated for many coefficient vectors at once."""
@@ -118,8 +128,8 @@ class Chain:
             members = []
             for m in st["members"]:
                 node = i(m["node"])
-                levels = [(f(x["z"]), f(x["g"]), i(x["parent"]), int(x["n_up"]))
-                          for x in m["steps"]]
+                levels = [(f(x["z"]), f(x["g"]), i(x["parent"]), int(x["n_up"]),
+                           _sole_parents(x)) for x in m["steps"]]
                 members.append((f(m["lam"]), node, float(m["miss"]), int(m["size"]), levels))
             self.steps.append((parent, n_par, g, f(st["kappa"]), members))
 
@@ -138,10 +148,11 @@ class Chain:
                 if levels:
                     A = np.zeros((bb.shape[0], size))
                     A[:, node[here]] = c[:, here]
-                    for z, gl, par, n_up in levels:
+                    for z, gl, par, n_up, sole in levels:
                         Z = np.bincount(par, weights=z, minlength=n_up)
                         az = _agg(par, n_up, A * z)
-                        corr = np.divide(az * az, Z, out=np.zeros_like(az), where=Z > 0)
+                        corr = np.divide(az * az, Z, out=np.zeros_like(az),
+                                         where=(Z > 0) & ~sole)
                         total += (A * A * z).sum(axis=1) - corr.sum(axis=1)
                         A = _agg(par, n_up, A * gl)
             bb = _agg(parent, n_par, d * kappa) + beta

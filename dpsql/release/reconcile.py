@@ -22,8 +22,13 @@ finer marginal given its agreed parents):
    the support model: v(root) = σ²_root (add/remove) or 0 (substitute); a released node
    i of level l whose parent u has Aᵤ released children has
    vᵢ = σ²_{l−1}(1 − 1/Aᵤ) + vᵤ/Aᵤ², started from vᵤ = 0 at the parent level; a node InfTDA
-   did not release counts as 0 with the variance of one noise draw, σ²_{l−1}. A view
-   whose node is exact (v = 0, the public total under ``substitute``) gives its value;
+   did not release counts as 0 with the variance of one noise draw, σ²_{l−1}, and so
+   does a node it released as the only child of a parent with other public children
+   (vᵢ = σ²_{l−1} + vᵤ): the support model would call it exact given its parent, but its
+   zero siblings may hide counts, or it may be a false positive (measured: a false 1 in
+   an empty age bin, taken as exact, fixed a Gaussian tree's reconciled leaves at
+   (1, 0, …, 0) with a 95% band of 10⁻⁷). A view whose node is exact (v = 0, the public
+   total under ``substitute``) gives its value;
 3. each node moves towards its agreed parent by its share of the group's combined
    variance w = 1/Σ 1/vᵥ: r = r̂ + g(P − Σ_sib r̂), g = w/Σ_sib w, so that siblings sum to P
    exactly;
@@ -199,19 +204,26 @@ class _Member:
     miss: float          # variance of a node the view did not release
 
 
-def _level_shape(v: ReleasedView, lvl: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(parent position, z, g) of the nodes of level ``lvl``: the least-squares arrays
-    of a Gaussian/Laplace tree, or InfTDA's linear support model on released nodes."""
+def _level_shape(v: ReleasedView, lvl: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(parent position, z, g, sole) of the nodes of level ``lvl``: the least-squares
+    arrays of a Gaussian/Laplace tree, or InfTDA's linear support model on released
+    nodes; ``sole`` marks an InfTDA node released as the only child of a parent that has
+    other public children (step 2 of the module doc: not known exactly given its parent)."""
     t = v.tree
     if v.mechanism in INTEGER_MECHANISMS:
         ids = t.levels[lvl].ids
         par = v.dtree.parent(lvl, ids) if ids.size else ids
-        pos = np.searchsorted(t.levels[lvl - 1].ids, par)
-        a = np.bincount(pos, minlength=t.levels[lvl - 1].ids.size).astype(np.float64)
+        up = t.levels[lvl - 1].ids
+        pos = np.searchsorted(up, par)
+        a = np.bincount(pos, minlength=up.size).astype(np.float64)
         sigma2 = float(t.info["sigma2_levels"][lvl - 1])
-        return pos, np.full(ids.size, sigma2), 1.0 / a[pos]
+        public = v.dtree.n_children(lvl, up) if up.size else np.zeros(0, np.int64)
+        sole = (a[pos] == 1) & (public[pos] > 1)
+        return pos, np.full(ids.size, sigma2), 1.0 / a[pos], sole
     shape = t.error_model.shape()
-    return shape.parents[lvl - 1], shape.z[lvl], shape.g[lvl]
+    return (shape.parents[lvl - 1], shape.z[lvl], shape.g[lvl],
+            np.zeros(shape.z[lvl].size, bool))
 
 
 def _member(v: ReleasedView, j: int | None, k: int) -> _Member:
@@ -231,12 +243,16 @@ def _member(v: ReleasedView, j: int | None, k: int) -> _Member:
     cv, G, anc = np.zeros(n_j), np.ones(n_j), np.arange(n_j, dtype=np.int64)
     steps = []
     for lvl in range(j + 1, k + 1):
-        pos, z, g = _level_shape(v, lvl)
+        pos, z, g, sole = _level_shape(v, lvl)
         Z = np.bincount(pos, weights=z, minlength=cv.size)[pos]
-        cv = np.where(Z > 0, np.maximum(z - g * g * (Z - cv[pos]), 0.0), 0.0)
+        cv = np.where(sole, z + g * g * cv[pos],
+                      np.where(Z > 0, np.maximum(z - g * g * (Z - cv[pos]), 0.0), 0.0))
         G, anc = G[pos] * g, anc[pos]
-        steps.insert(0, {"z": z.tolist(), "g": g.tolist(), "parent": pos.tolist(),
-                         "n_up": int(t.levels[lvl - 1].ids.size)})
+        step = {"z": z.tolist(), "g": g.tolist(), "parent": pos.tolist(),
+                "n_up": int(t.levels[lvl - 1].ids.size)}
+        if sole.any():
+            step["sole"] = sole.tolist()
+        steps.insert(0, step)
     return _Member(lv.ids, np.asarray(lv.counts), cv, G, anc, steps, miss)
 
 
