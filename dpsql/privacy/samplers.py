@@ -6,17 +6,35 @@ The discrete samplers return ``int64`` arrays and follow Canonne, Kamath and Ste
 * :func:`discrete_laplace` draws P[X = x] ∝ exp(−|x|/scale) as the difference of two
   i.i.d. geometric variables.
 * :func:`discrete_gaussian` draws P[X = x] ∝ exp(−x²/(2σ²)) by rejection from a discrete
-  Laplace proposal with scale t = ⌊σ⌋ + 1, accepting Y with probability
+  Laplace proposal Y with scale t = ⌊σ⌋ + 1, accepting Y with probability
   exp(−(|Y| − σ²/t)²/(2σ²)) (CKS Algorithm 3).
-* The acceptance coin Bernoulli(exp(−γ)) follows CKS Algorithm 1/2: for γ ≤ 1, draw
-  Bernoulli(γ/k) for k = 1, 2, … until one fails and accept when the count is odd; for
-  γ > 1, ⌊γ⌋ coins Bernoulli(exp(−1)) and one Bernoulli(exp(−(γ − ⌊γ⌋))).
+* The acceptance coin Bernoulli(exp(−γ)) (:func:`bernoulli_exp`) follows CKS Algorithm 2's
+  split of γ into whole steps, with steps of 4 instead of 1: γ = 4w + f with f ∈ [0, 4),
+  one coin Bernoulli(exp(−f)) and then w coins Bernoulli(exp(−4)), stopping at the first
+  failure. Each coin compares a 53-bit uniform with a float64 probability p ≥ exp(−4).
 
-Every step works on whole arrays: the loops run over rounds (their number grows with
-log of the sample size), never over samples. The rational arithmetic of CKS is replaced
-by comparisons of 53-bit uniforms, so each coin's probability is exact up to 2⁻⁵³, and
-the geometric draws use numpy's inversion in float64 — "provably close", not
-bit-exact.
+Every step works on arrays: the loops run over batches and rounds (their number grows
+with log of the sample size), never over samples. The rational arithmetic of CKS is replaced
+by float64 ("provably close", not bit-exact), with these bounds:
+
+* a coin U < p with U a multiple of 2⁻⁵³ has probability p up to 2⁻⁵³, and p (numpy's exp
+  of an exact f: γ/4, its floor, 4w and γ − 4w are exact in float64) is exp(−f) up to
+  2 ulp; since p ≥ exp(−4) > 2⁻⁶, each coin's probability is its target up to a relative
+  3·2⁻⁴⁷ < 2⁻⁴⁵, and a draw's acceptance (w + 1 coins) up to a relative (w + 1)·2⁻⁴⁵: the tails
+  stay multiplicatively close, unlike one comparison with exp(−γ), whose absolute 2⁻⁵³
+  would dwarf exp(−γ) there;
+* the proposal's magnitude is drawn by inversion in float64 (below), exact up to the
+  rounding of one log, as CKS's geometric draws are.
+
+The discrete Gaussian's proposal is drawn without CKS's rejection of (−, 0): with
+q = exp(−1/t), P[|Y| ≥ j] = 2q^j/(1 + q) for j ≥ 1, so |Y| = ⌊t·(c − ln(1 − U))⌋ with
+c = ln(2/(1 + q)) (for U uniform on [0, 1), 1 − U is uniform on (0, 1]), and the sign,
+independent of the acceptance, is drawn only for accepted draws. The proposals then go
+in batches of :data:`BATCH` (arrays that stay in cache). At σ² = 0.12 (InfTDA's scale in
+the O/D benchmark at ρ = 100) this takes 2.2 proposals per draw instead of 3.3, and
+about 4.5× less time than CKS's proposal and Algorithm 1 coins drawn over whole arrays
+(measured interleaved on 4M draws: 34 to 39 against 172 ns a draw; 21 against 72 at
+σ² = 12, 20 against 68 at σ² = 10⁴).
 
 ``sigma2`` is always a *variance* (``reference/inftda.md`` §2.1).
 """
@@ -71,40 +89,28 @@ def _count(size: Size) -> int:
     return int(np.prod(size, dtype=np.int64))
 
 
-def _bernoulli_exp_le1(gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Bernoulli(exp(−γ)) for each γ in [0, 1] (CKS Algorithm 1, vectorised over rounds).
-
-    Round k draws A ~ Bernoulli(γ/k) for every element still going; an element stops at
-    the first A = 0 and its output is 1 iff it stopped at an odd k. All elements still
-    going share the same k, so a round is one uniform draw and one compaction."""
-    g = np.asarray(gamma, dtype=np.float64).ravel()
-    coin = rng.random(g.size) < g  # round k = 1 on the whole array
-    out = ~coin
-    active = np.flatnonzero(coin)
-    g = g[active]
-    k = 2
-    while active.size:
-        coin = rng.random(active.size) * k < g
-        if k % 2 == 1:
-            out[active[~coin]] = True
-        active = active[coin]
-        g = g[coin]
-        k += 1
-    return out
+STEP = 4.0
+"""γ is decided in steps of exp(−STEP): a power of two, so γ/STEP and γ − STEP·w are exact."""
+_EXP_STEP = math.exp(-STEP)
+BATCH = 1 << 17
+"""Proposals per batch of :func:`discrete_gaussian` (a few MB of float64: in cache)."""
 
 
 def bernoulli_exp(gamma: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Bernoulli(exp(−γ)) for each γ ≥ 0 (CKS Algorithm 2, vectorised over rounds).
+    """Bernoulli(exp(−γ)) for each γ ≥ 0 (CKS Algorithm 2 with steps of 4; module doc).
 
-    exp(−γ) = exp(−(γ − ⌊γ⌋)) · exp(−1)^⌊γ⌋: one coin for the fractional part, then
-    ⌊γ⌋ coins Bernoulli(exp(−1)) for the survivors, stopping at the first failure."""
-    gamma = np.asarray(gamma, dtype=np.float64)
-    whole = np.floor(gamma)
-    alive = _bernoulli_exp_le1(gamma - whole, rng)
+    exp(−γ) = exp(−f) · exp(−4)^w with w = ⌊γ/4⌋, f = γ − 4w: one coin for f, then w coins
+    Bernoulli(exp(−4)) for the survivors, one round per step, stopping at the first
+    failure."""
+    gamma = np.asarray(gamma, dtype=np.float64).ravel()
+    whole = np.floor(gamma * (1.0 / STEP))
+    frac = gamma - STEP * whole
+    np.negative(frac, out=frac)
+    alive = rng.random(gamma.size) < np.exp(frac, out=frac)
     todo = np.flatnonzero(alive & (whole > 0))
     remaining = whole[todo]
     while todo.size:
-        ok = _bernoulli_exp_le1(np.ones(todo.size), rng)
+        ok = rng.random(todo.size) < _EXP_STEP
         alive[todo[~ok]] = False
         remaining -= 1.0
         keep = ok & (remaining > 0)
@@ -174,22 +180,29 @@ def discrete_gaussian(sigma2: float, size: Size, rng: np.random.Generator) -> np
     sigma = math.sqrt(s2)
     t = math.floor(sigma) + 1.0
     shift = s2 / t
+    inv = 1.0 / (2.0 * s2)
+    c = math.log(2.0) - math.log1p(math.exp(-1.0 / t))  # ln(2/(1+q)), module doc
     out = np.empty(n, dtype=np.int64)
     filled = 0
     rate = 0.5  # refined after the first batch
     while filled < n:
         need = n - filled
-        m = int(need / rate * 1.05) + 64
-        mag, neg = _dlap_magnitudes(t, m, rng)
+        m = min(int(need / rate * 1.05) + 64, BATCH)
+        mag = rng.random(m)  # U, then |Y| = ⌊t·(c − ln(1 − U))⌋ in place
+        np.subtract(1.0, mag, out=mag)
+        np.log(mag, out=mag)
+        np.subtract(c, mag, out=mag)
+        mag *= t
+        np.floor(mag, out=mag)
         gamma = mag - shift
         gamma *= gamma
-        gamma *= 1.0 / (2.0 * s2)
-        keep = bernoulli_exp(gamma, rng) & ~(neg & (mag == 0))
-        np.negative(mag, out=mag, where=neg)
-        y = _exact_int64(mag[keep])
+        gamma *= inv
+        y = _exact_int64(mag[bernoulli_exp(gamma, rng)])
         rate = max(y.size / m, 0.05)
         take = min(y.size, need)
-        out[filled:filled + take] = y[:take]
+        y = y[:take]
+        np.negative(y, out=y, where=rng.integers(0, 2, size=take, dtype=np.uint8).view(bool))
+        out[filled:filled + take] = y
         filled += take
     return out.reshape(size)
 

@@ -106,12 +106,39 @@ def test_bad_scale(bad):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("gamma", [0.0, 0.3, 1.0, 2.5, 7.2])
+@pytest.mark.parametrize("gamma", [0.0, 0.3, 1.0, 2.5, 3.999, 4.0, 4.001, 7.2, 9.5])
 def test_bernoulli_exp_rate(gamma):
+    """Around and past the steps of 4 (one coin exp(-f), then coins exp(-4)): 4 is one
+    step and no remainder, 9.5 two steps and 1.5."""
     n = 400_000
     hits = bernoulli_exp(np.full(n, gamma), rng(5)).sum()
     p = math.exp(-gamma)
     assert abs(hits - n * p) <= 6 * math.sqrt(n * p * (1 - p)) + 1
+
+
+def test_bernoulli_exp_mixed_gammas_keep_their_places():
+    """One call decides each element by its own γ: 0 always passes, a huge γ never does,
+    whatever the neighbours."""
+    gamma = np.tile([0.0, 800.0, 0.0, 50.0], 10_000)
+    out = bernoulli_exp(gamma, rng(6))
+    assert out[0::4].all() and out[2::4].all()
+    assert not out[1::4].any() and not out[3::4].any()
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("sigma2", [0.05, 0.12, 0.5])
+def test_discrete_gaussian_small_scales_cell_by_cell(sigma2):
+    """Below σ = 1 (InfTDA's levels at large ρ: σ² = 0.12 in the O/D benchmark at ρ = 100)
+    the proposal's magnitude is 0 or 1 almost always: each cell's frequency, and the
+    share of |x| ≥ 2, within 5 binomial standard errors of the exact pmf."""
+    n = 2_000_000
+    x = discrete_gaussian(sigma2, n, rng(24))
+    for v in (-1, 0, 1):
+        p = float(discrete_gaussian_pmf(sigma2, np.array([v]))[0])
+        assert abs(np.count_nonzero(x == v) - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1
+    p = 1.0 - float(discrete_gaussian_pmf(sigma2, np.arange(-1, 2)).sum())
+    assert abs(np.count_nonzero(np.abs(x) >= 2) - n * p) <= 5 * math.sqrt(n * p) + 1
+    assert abs(int(x.sum())) <= 5 * math.sqrt(n * float(x.var())) + 1  # symmetric
 
 
 def test_seeded_generators_reproduce_and_unseeded_differ():
