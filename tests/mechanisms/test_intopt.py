@@ -221,3 +221,25 @@ def test_even_projection_does_not_drift_on_the_smallest_child():
     se = even.std() / np.sqrt(n)
     assert abs(even.mean()) < 5 * se
     assert plain.mean() < -20 * se  # the paper's tie-break: the smallest loses
+
+
+@settings(max_examples=200, deadline=None)
+@given(nonneg_segments, st.integers(0, 2**32), st.integers(0, 2**32))
+def test_even_projection_is_the_same_segment_by_segment(segs, salt, shuffle):
+    """Segments are independent: one call over all of them (some already at their total,
+    which are returned as they are, segment ids in any order) equals one call per
+    segment."""
+    from dpsql.mechanisms.intopt import even_projection, public_priority
+    x = np.concatenate([np.array(s, dtype=np.int64) for s, _ in segs])
+    seg = np.repeat(np.arange(len(segs)), [len(s) for s, _ in segs])
+    # every other segment already at its total
+    c = np.array([sum(s) if i % 2 else t for i, (s, t) in enumerate(segs)], dtype=np.int64)
+    order = np.random.default_rng(shuffle).permutation(x.size)
+    x, seg = x[order], seg[order]
+    prio = public_priority(np.arange(x.size), np.full(x.size, salt))
+    y = even_projection(x, seg, c, prio)
+    for i in range(len(segs)):
+        sel = seg == i
+        alone = even_projection(x[sel], np.zeros(int(sel.sum()), np.int64), c[i:i + 1],
+                                prio[sel])
+        assert np.array_equal(y[sel], alone)
