@@ -261,3 +261,49 @@ def test_random_trees_keep_tree_order(specs, od):
     if tree.level_sizes[-1] > 3000:
         return
     check_tree(tree)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(components, min_size=1, max_size=3), st.booleans(), st.booleans(),
+       st.integers(0, 2**32))
+def test_cached_offsets_answer_as_the_arithmetic(specs, od, null_node, seed):
+    """parent, ancestor one level up, child_ranges, n_children and aggregate from the
+    cached CSR offsets (DomainTree class doc) equal the components' arithmetic, on all
+    nodes of a level and on a few (which do not build the offsets)."""
+    from dpsql.domains import tree as tree_mod
+
+    trees = [_build(s, f"x{i}") for i, s in enumerate(specs)]
+    if null_node:
+        trees.append(binned("z", 5, 2, null_node=True))
+    tree = (od_tree(trees[0], trees[1], "origin") if od and len(trees) >= 2
+            else concat(*trees))
+    if tree.level_sizes[-1] > 3000:
+        return
+    plain = DomainTree.from_json(tree.to_json())
+    rng = np.random.default_rng(seed)
+    for k in range(1, tree.depth + 1):
+        ids = np.arange(tree.size(k))
+        parents = np.arange(tree.size(k - 1))
+        few = np.sort(rng.integers(0, tree.size(k), 1 + tree.size(k) // 40))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tree_mod, "MAX_CACHED_PARENTS", -1)  # arithmetic only
+            want = (plain.parent(k, ids), plain.child_ranges(k, parents),
+                    plain.n_children(k, parents), plain.parent(k, few),
+                    plain.aggregate(few, np.ones(few.size, np.int64), k, k - 1))
+        assert not plain._offsets
+        got = (tree.parent(k, ids), tree.child_ranges(k, parents),
+               tree.n_children(k, parents), tree.parent(k, few),
+               tree.aggregate(few, np.ones(few.size, np.int64), k, k - 1))
+        assert k in tree._offsets
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[2], want[2])
+        assert all(np.array_equal(a, b) for a, b in zip(got[1], want[1]))
+        assert np.array_equal(got[3], want[3])
+        assert all(np.array_equal(a, b) for a, b in zip(got[4], want[4]))
+
+
+def test_a_few_lookups_do_not_build_a_levels_offsets():
+    tree = concat(categorical("a", range(50)), binned("b", 100, 10))  # 50, 500, 5000
+    assert tree.parent(3, np.array([7, 4999])).tolist() == [0, 499]
+    assert 3 not in tree._offsets  # 2 ids under 500 parents: the arithmetic
+    assert tree.parent(3, np.arange(0, 5000, 50)).tolist() == list(range(0, 500, 5))
+    assert 3 in tree._offsets
