@@ -101,9 +101,30 @@ def _segment_sort(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:
     span = hi - lo + 1
     bits = max(span - 1, 1).bit_length()
     if (max(n_seg - 1, 1)).bit_length() + bits <= 62:
-        key = (seg << bits) | (x - lo)
+        key = np.subtract(x, lo)
+        key |= np.left_shift(seg, bits)
         return np.argsort(key, kind="stable")
     return np.lexsort((x, seg))
+
+
+BLOCK = 1 << 19
+"""Entries :func:`intopt_segmented` works on at once (whole segments; a segment longer
+than this is one block): its dozen int64 temporaries then stay small enough to be reused
+by the allocator and to sit in cache, instead of being mapped and faulted in afresh."""
+
+
+def _by_blocks(x: np.ndarray, ptr: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """:func:`intopt_segmented` over blocks of whole segments of about :data:`BLOCK`
+    entries (segments are independent: the same output)."""
+    y = np.empty_like(x)
+    start = 0
+    while start < c.size:
+        stop = int(np.searchsorted(ptr, ptr[start] + BLOCK, side="right")) - 1
+        stop = min(max(stop, start + 1), c.size)
+        lo, hi = int(ptr[start]), int(ptr[stop])
+        y[lo:hi] = intopt_segmented(x[lo:hi], ptr[start:stop + 1] - lo, c[start:stop])
+        start = stop
+    return y
 
 
 def intopt_segmented(x, seg_ptr_or_ids, c) -> np.ndarray:
@@ -142,6 +163,8 @@ def intopt_segmented(x, seg_ptr_or_ids, c) -> np.ndarray:
         raise InvalidPrivacyParameterError("IntOpt of an empty segment needs c = 0")
     if x.size == 0:
         return x.copy()
+    if x.size > BLOCK and n_seg > 1:
+        return _by_blocks(x, ptr, c)
     msafe = np.maximum(m, 1)
     nonempty = m > 0
     seg = np.repeat(np.arange(n_seg, dtype=np.int64), m)
@@ -190,17 +213,19 @@ def intopt_segmented(x, seg_ptr_or_ids, c) -> np.ndarray:
 
     # base = z0 (t* = t0) or L(t* − 1); both are max(b, −v) with a per-segment b
     bseg = np.where(tstar > t0, 1 - tstar, a)
-    negv = -v
-    base = np.maximum(rep(bseg), negv)
-    cap = base - np.maximum(rep(-tstar), negv)
-    del negv
-    cb = np.zeros(v.size + 1, dtype=np.int64)
+    # in place where it can be: every n-long temporary is a pass and a fresh allocation
+    negv = np.negative(v)
+    base = np.maximum(rep(bseg), negv, out=negv)
+    cap = np.maximum(rep(-tstar), -v)
+    np.subtract(base, cap, out=cap)
+    cb = cs  # Σv's running sum is no longer needed
     np.cumsum(base, out=cb[1:])
     delta = segsum(cb) - big_t
     if np.any(delta < 0):
         raise InternalError("IntOpt start point below the required total")
     np.cumsum(cap, out=cb[1:])
-    removed = rep(delta + cb[ptr[:-1]]) - cb[:-1]  # Δ − (capacity before this entry)
+    removed = rep(delta + cb[ptr[:-1]])
+    removed -= cb[:-1]  # Δ − (capacity before this entry)
     np.clip(removed, 0, cap, out=removed)
     base += v
     base -= removed

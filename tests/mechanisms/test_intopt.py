@@ -133,6 +133,23 @@ def test_segmented_equals_per_parent(segs):
     assert np.array_equal(intopt_segmented(flat, ids, cs), y)
 
 
+@settings(max_examples=150, deadline=None)
+@given(segments, st.sampled_from([1, 3, 7, 20]))
+def test_segmented_by_blocks_equals_per_parent(segs, block):
+    """Past BLOCK entries the segments go in blocks of whole segments (one longer than a
+    block alone): the same output, empty segments included."""
+    from dpsql.mechanisms import intopt as intopt_mod
+    xs = [np.array(x, dtype=np.int64) for x, _ in segs]
+    cs = np.array([c for _, c in segs], dtype=np.int64)
+    ptr = np.concatenate(([0], np.cumsum([len(x) for x in xs])))
+    flat = np.concatenate(xs) if ptr[-1] else np.zeros(0, np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(intopt_mod, "BLOCK", block)
+        y = intopt_segmented(flat, ptr, cs)
+    for i, (x, c) in enumerate(segs):
+        assert y[ptr[i]:ptr[i + 1]].tolist() == intopt_loop(x, c)
+
+
 def test_edge_cases():
     assert intopt([], 0).tolist() == []
     assert intopt([-3, 9, 2], 0).tolist() == [0, 0, 0]
