@@ -28,7 +28,9 @@ Decisions:
   (ε, δ)-DP. Pure DP is refused: Gaussian noise cannot give it.
 * **Memory**: a level is processed in chunks of whole parents (≤ ``chunk_size`` children)
   — the per-parent kernel of DESIGN's scale-out seam — so the Italian O/D leaf level
-  never holds all its candidate children at once.
+  never holds all its candidate children at once. 1M children a chunk (8 MB int64
+  arrays, which the allocator reuses) rather than 4M (mapped and faulted in afresh):
+  the ρ = 100 O/D release in 19.6 s instead of 20.5 s on a quiet machine.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from dpsql.privacy.units import Neighbouring, check_max_rows, histogram_sensitiv
 NoiseHook = Callable[[int, np.ndarray, np.ndarray, np.ndarray], "np.ndarray | None"]
 Projection = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
-CHUNK_SIZE = 4_000_000
+CHUNK_SIZE = 1 << 20
 
 
 def _as_zcdp(budget: Any) -> ZCDP:
