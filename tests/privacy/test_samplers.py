@@ -10,6 +10,7 @@ from scipy import stats
 import dpsql
 from dpsql.privacy import discrete_gaussian, discrete_laplace, gaussian, laplace, rng
 from dpsql.privacy.samplers import bernoulli_exp, discrete_gaussian_pmf, discrete_laplace_pmf
+from dpsql.privacy import table_sampler
 from dpsql.privacy.table_sampler import MAX_HALF_WIDTH, discrete_gaussian_table
 
 ALPHA = 1e-6  # false-positive rate of every goodness-of-fit test
@@ -169,6 +170,31 @@ def test_table_sampler_small_scales_cell_by_cell(sigma2):
     for v in (-1, 0, 1):
         p = float(discrete_gaussian_pmf(sigma2, np.array([v]))[0])
         assert abs(np.count_nonzero(x == v) - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("slack", [1.1, 0.01])
+def test_table_sampler_sparse_draws_are_independent(slack, monkeypatch):
+    """Below P[X != 0] = 1/4 the non-zero draws sit at geometric gaps (module doc): each
+    cell's frequency, and the frequency of a non-zero right after a non-zero (independent
+    neighbours), within 5 binomial standard errors; with a tiny slack the gaps come in
+    many batches, with the same law."""
+    monkeypatch.setattr(table_sampler, "SPARSE_SLACK", slack)
+    sigma2, n = 0.12, 1_000_000
+    x = discrete_gaussian_table(sigma2, n, rng(25))
+    for v in (-1, 0, 1):
+        p = float(discrete_gaussian_pmf(sigma2, np.array([v]))[0])
+        assert abs(np.count_nonzero(x == v) - n * p) <= 5 * math.sqrt(n * p * (1 - p)) + 1
+    p = 1.0 - float(discrete_gaussian_pmf(sigma2, np.array([0]))[0])
+    both = np.count_nonzero((x[1:] != 0) & (x[:-1] != 0))
+    m = np.count_nonzero(x[:-1] != 0)
+    assert abs(both - m * p) <= 5 * math.sqrt(m * p * (1 - p)) + 1
+    assert x[-1000:].any() and x[:1000].any()  # the whole range is filled
+
+
+def test_table_sampler_tiny_sizes_and_scales():
+    assert discrete_gaussian_table(0.12, 1, rng(3)).shape == (1,)
+    assert not discrete_gaussian_table(1e-4, 10_000, rng(3)).any()  # P[x != 0] ~ e^-5000
 
 
 @pytest.mark.statistical
