@@ -45,6 +45,7 @@ SIZES = [(500_000, 1_200_000, (100.0,)), (5_600_000, 12_000_000, (100.0, 1.0))]
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
+import dpsql
 from dpsql.datasets import commutes_spec
 from dpsql.release import build, build_release, view_tables
 from dpsql.spec import ReleaseSpec
@@ -79,7 +80,8 @@ print(json.dumps({"seconds": total, "peak_rss_mb":
                   resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "level_tables_seconds": spent["levels"],
                   "stage_seconds": {k: v for k, v in spent.items()}, "nodes_stored": nodes,
-                  "leaf_nodes_stored": leaf, "rows": release.report.rows_used}))
+                  "leaf_nodes_stored": leaf, "rows": release.report.rows_used,
+                  "dpsql": str(Path(dpsql.__file__).parent.parent)}))
 """
 
 
@@ -93,12 +95,16 @@ def release(base: Path, rho: float, source: str | None = None) -> dict:
     if source is not None:
         env["PYTHONPATH"] = source
     load = os.getloadavg()[0]
+    # run from the data directory: `python -c` puts the working directory first on
+    # sys.path, where a source checkout's dpsql would shadow PYTHONPATH's
     out = subprocess.run([sys.executable, "-c", CHILD, str(base), str(rho)],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, env=env, cwd=base)
     if out.returncode != 0:
         raise RuntimeError(f"the release at rho {rho:g} ({source or 'this code'}) failed:\n"
                            f"{out.stderr[-3000:]}")
     got = json.loads(out.stdout.strip().splitlines()[-1])
+    if source is not None and Path(got["dpsql"]).resolve() != Path(source).resolve():
+        raise RuntimeError(f"the release meant for {source} imported dpsql from {got['dpsql']}")
     return {**got, "load_average_before": load, "load_average_after": os.getloadavg()[0]}
 
 
