@@ -161,7 +161,7 @@ def ranges_release(trips_data, tmp_path_factory) -> Path:
     """A range view of every mechanism, plus a categorical level with a `<script>` value."""
     out = tmp_path_factory.mktemp("report") / "ranges.duckdb"
     spec = ReleaseSpec.from_dict(_range_spec(trips_data), base_dir=trips_data)
-    build_release(spec, out, seed=5, progress=False)
+    build_release(spec, out, seed=6, progress=False)
     return out
 
 
@@ -302,13 +302,17 @@ def test_level_tables_come_from_the_release(trips_release, trips_report, trips_d
                     f"{summary[0]['bound95']:.3g}"
             else:
                 assert table[1][col["σ (one node)"]] == f"{summary[0]['stderr']:.3g}"
-        # The InfTDA root is noisy under add/remove: the true total never shows.
+        # The InfTDA root is noisy under add/remove (its model has a root variance): the
+        # report shows the released total, never the true one. A seed's noise can leave
+        # the two equal (P ~ 0.1; it does with seed 11 since the sampler's stream changed),
+        # and then the text cannot tell them apart.
         true_total = duckdb.connect().execute(
             f"SELECT count(*) FROM '{trips_data / 'trips.parquet'}'").fetchall()[0][0]
         inftda_total = con.execute("SELECT sum(dp_count) FROM geo_mode__l1").fetchall()[0][0]
-        assert inftda_total != true_total
+        assert release.views["geo_mode"].error_model.root_sigma2 > 0
         assert f"Released total: {inftda_total:,}." in views["geo_mode"]["text"]
-        assert f"Released total: {true_total:,}." not in views["geo_mode"]["text"]
+        if inftda_total != true_total:
+            assert f"Released total: {true_total:,}." not in views["geo_mode"]["text"]
     finally:
         con.close()
     # the public domain is listed, and only the public domain
