@@ -161,7 +161,7 @@ def ranges_release(trips_data, tmp_path_factory) -> Path:
     """A range view of every mechanism, plus a categorical level with a `<script>` value."""
     out = tmp_path_factory.mktemp("report") / "ranges.duckdb"
     spec = ReleaseSpec.from_dict(_range_spec(trips_data), base_dir=trips_data)
-    build_release(spec, out, seed=6, progress=False)
+    build_release(spec, out, seed=5, progress=False)
     return out
 
 
