@@ -68,9 +68,9 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from statistics import NormalDist
 from multiprocessing import get_context
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
