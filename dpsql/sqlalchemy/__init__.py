@@ -56,10 +56,11 @@ Decisions, and why:
   (:func:`dpsql.schema_catalog.range_type`: integer values ``BigInteger``, dates
   ``Date``, timestamps ``DateTime``, decimal and real values ``Float``), used in range
   predicates (``distance BETWEEN 10 AND 50``).
-  ``dp_count`` is ``BigInteger`` when ``COUNT(*)`` on every view behind the table
-  returns an integer type and no such view has a binned level (an interpolated range
-  gives fractions); otherwise ``Float``. Types are read through :mod:`dpsql.dbapi` (a
-  ``LIMIT 0`` query on the public domain table, a planned ``COUNT(*)``), the catalog
+  ``dp_count`` is typed as ``DESCRIBE`` types it (``BigInteger`` when every view
+  behind the table gives integer counts and none has a binned level, whose interpolated
+  ranges give fractions: :func:`dpsql.schema_catalog.integer_counts`; otherwise
+  ``Float``). Types are read through :mod:`dpsql.dbapi` (a ``LIMIT 0`` query on the
+  public domain table, ``DESCRIBE`` of the logical table), the catalog
   through :func:`dpsql.release_file.open_release`: nothing re-parses the file. Column
   and table comments say how to use each column. There are no keys or indexes.
 * ``supports_statement_cache = True``: compiled SQL depends only on the statement and

@@ -117,9 +117,11 @@ class Inspection:
             for col in attr.columns:
                 columns.append(_column(col, _sa_type(types.get(col, "VARCHAR")),
                                        _label_comment(attr, col)))
-        integer = all(_integer_count(dcon, alias, v) for v in views)
-        columns.append(_column(COUNT_COLUMN,
-                               sqltypes.BigInteger() if integer else sqltypes.Float(),
+        # typed as DESCRIBE types it (dpsql.schema_catalog.integer_counts)
+        logical = views[0].name if len(views) == 1 and \
+            views[0].name.lower() == table_name.lower() else release.name
+        described = {r[0]: r[1] for r in _rows(dcon, f"DESCRIBE {_q(alias)}.{_q(logical)}")}
+        columns.append(_column(COUNT_COLUMN, _sa_type(described[COUNT_COLUMN]),
                                "the differentially private count of the group: aggregate "
                                "it as COUNT(*) (or SUM(dp_count)); dp_stderr() gives its "
                                "standard error"))
@@ -208,12 +210,14 @@ def _probe_types(dcon: Any, sql: str) -> dict[str, str]:
         cur.close()
 
 
-def _integer_count(dcon: Any, alias: str, view: Any) -> bool:
-    """Whether every COUNT(*) read from ``view`` is an integer (module docstring)."""
-    if any(level.kind == "range" for level in view.levels):
-        return False
-    types = _probe_types(dcon, f"SELECT COUNT(*) AS n FROM {_q(alias)}.{_q(view.name)}")
-    return types["n"].upper() in _INTEGER_TYPES
+def _rows(dcon: Any, sql: str) -> list[tuple]:
+    """The rows of ``sql``, through the DB-API."""
+    cur = dcon.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetchall()
+    finally:
+        cur.close()
 
 
 def _sa_type(type_name: str) -> sqltypes.TypeEngine:
