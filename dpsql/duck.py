@@ -46,6 +46,7 @@ import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -54,6 +55,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.lockdown import is_locked, lock_duckdb
@@ -425,6 +427,9 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
     def dp_error(what, key, level, nodes, param):
         return _dp_error(ref(), what, key, level, nodes, param)
 
+    def dp_interval(what, key, level, nodes, conf, count):
+        return _dp_interval(ref(), what, key, level, nodes, conf, count)
+
     def dp_range_count(view, attr, lo, hi):
         return _dp_prefix(ref(), "range", view, attr, lo, hi)
 
@@ -436,6 +441,7 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
 
     fns = [
         ("dp_error", dp_error, [V, V, I, duckdb.list_type(B), D]),
+        ("dp_interval", dp_interval, [V, V, I, duckdb.list_type(B), D, D]),
         ("dp_hist_quantile", _dp_hist_quantile,
          [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
         ("dp_range_count", dp_range_count, [V, V, D, D]),
@@ -443,8 +449,10 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         ("dp_quantile", dp_quantile, [V, V, D]),
     ]
     for fname, fn, params in fns:
-        # dp_error / dp_hist_quantile may return NULL (no variance; empty histogram)
-        nulls = "special" if fname in ("dp_error", "dp_hist_quantile") else "default"
+        # dp_error / dp_interval / dp_hist_quantile may return NULL (no variance; a NULL
+        # count; an empty histogram)
+        nulls = "special" if fname in ("dp_error", "dp_interval", "dp_hist_quantile") \
+            else "default"
         con.create_function(fname, fn, params, D, type="arrow", side_effects=False,
                             null_handling=nulls)
     st.registered = True
@@ -466,52 +474,86 @@ def _view(st: _State | None, key: str) -> ViewInfo:
 
 def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
     out = []
-    z_cache: dict[float, float] = {}
     for w, k, lv, ids, p in zip(_py(what), _py(key), _py(level), _py(nodes), _py(param)):
         if w is None or k is None or lv is None:
             out.append(None)
             continue
         v = _view(st, k)
         ids_np = np.asarray(ids or [], dtype=np.int64)
-        if v.model.reads_support:
-            out.append(_support_error(st.supports[v.key], v.model, w, lv, ids_np, p))
-            continue
-        var = v.model.sum_variance(lv, ids_np)
         if w == "stderr":
-            out.append(None if var is None else math.sqrt(var.value))
+            out.append(_stderr(st, v, lv, ids_np))
         elif w in ("half", "low", "high"):
-            if var is None:
-                out.append(float(v.model.sum_bound(lv, ids_np, 1.0 - p)))
-            else:
-                z = z_cache.setdefault(p, NormalDist().inv_cdf(0.5 + p / 2.0))
-                out.append(z * math.sqrt(var.value))
+            below, above = _offsets(st, v, lv, ids_np, p)
+            out.append({"half": (below + above) / 2.0, "low": below, "high": above}[w])
         elif w == "bound":
-            out.append(float(v.model.sum_bound(lv, ids_np, p)))
+            out.append(_bound(st, v, lv, ids_np, p))
         else:
             raise ProgrammingError(f"dp_error: unknown quantity {w!r}")
     return pa.array(out, pa.float64())
 
 
-def _support_error(support: Support, model: Any, what: str, level: int, rows: np.ndarray,
-                   param: float) -> float:
-    """An error column of a calibrated InfTDA answer (:mod:`dpsql.accuracy.inftda_answers`)."""
-    if what == "bound":
-        bounds = model.level_bounds(level, param)
-        whole_level = model.root_bound(level, param) + (
-            model.level_sizes[level] - rows.size) * bounds[level]
-        return min(cover_bound(support, level, rows, bounds), whole_level)
-    se, below, above = interval_offsets(support, model.calibration, model.sigma2,
-                                        model.root_sigma2, level, rows,
-                                        param if what != "stderr" else 0.95)
-    if what == "stderr":
-        return se
-    if what == "half":
-        return (below + above) / 2.0
-    if what == "low":
-        return below
-    if what == "high":
-        return above
-    raise ProgrammingError(f"dp_error: unknown quantity {what!r}")
+def _dp_interval(st: _State | None, what, key, level, nodes, conf, count) -> pa.Array:
+    """``dp_ci_low``/``dp_ci_high`` of a group: its interval at whole counts
+    (:func:`~dpsql.accuracy.base.count_interval`), NULL for a NULL count."""
+    out = []
+    for w, k, lv, ids, p, c in zip(_py(what), _py(key), _py(level), _py(nodes), _py(conf),
+                                   _py(count)):
+        if w is None or k is None or lv is None or p is None or c is None:
+            out.append(None)
+            continue
+        if w not in ("low", "high"):
+            raise ProgrammingError(f"dp_interval: unknown end {w!r} (low or high)")
+        below, above = _offsets(st, _view(st, k), lv, np.asarray(ids or [], np.int64), p)
+        lo, hi = count_interval(float(c), below, above)
+        out.append(lo if w == "low" else hi)
+    return pa.array(out, pa.float64())
+
+
+def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
+    if v.model.reads_support:
+        return _support_error(st.supports[v.key], v.model, level, ids, 0.95)[0]
+    var = v.model.sum_variance(level, ids)
+    return None if var is None else math.sqrt(var.value)
+
+
+def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float
+             ) -> tuple[float, float]:
+    """How far below and above the group's count its interval at ``conf`` reaches:
+    calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
+    if v.model.reads_support:
+        _, below, above = _support_error(st.supports[v.key], v.model, level, ids, conf)
+        return below, above
+    var = v.model.sum_variance(level, ids)
+    if var is None:
+        half = float(v.model.sum_bound(level, ids, 1.0 - conf))
+    else:
+        half = _z(conf) * math.sqrt(var.value)
+    return half, half
+
+
+def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: float
+           ) -> float:
+    if not v.model.reads_support:
+        return float(v.model.sum_bound(level, ids, beta))
+    model = v.model
+    bounds = model.level_bounds(level, beta)
+    whole_level = model.root_bound(level, beta) + (
+        model.level_sizes[level] - ids.size) * bounds[level]
+    return min(cover_bound(st.supports[v.key], level, ids, bounds), whole_level)
+
+
+@lru_cache(maxsize=64)
+def _z(conf: float) -> float:
+    """The two-sided normal quantile at ``conf``."""
+    return NormalDist().inv_cdf(0.5 + conf / 2.0)
+
+
+def _support_error(support: Support, model: Any, level: int, rows: np.ndarray,
+                   conf: float) -> tuple[float, float, float]:
+    """(standard error, below, above) of a calibrated InfTDA answer
+    (:mod:`dpsql.accuracy.inftda_answers`)."""
+    return interval_offsets(support, model.calibration, model.sigma2, model.root_sigma2,
+                            level, rows, conf)
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:

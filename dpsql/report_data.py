@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.errors import IntegrityError
 from dpsql.release_file import Release, ViewMeta, read_support
@@ -148,7 +149,8 @@ def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
     """(label, released count, 95 % low, 95 % high) of each released node of a categorical
     or spine first level, largest first (at most :data:`_MAX_COUNTS_SHOWN`): the per-answer
     interval an analyst gets for ``GROUP BY`` that column (InfTDA: calibrated, from the
-    support; other mechanisms: ±1.96 σ of the node's exact variance), never below 0."""
+    support; other mechanisms: ±1.96 σ of the node's exact variance), at whole counts
+    and never below 0 (:func:`~dpsql.accuracy.base.count_interval`, as ``dp_ci_low/high``)."""
     lv = view.levels[0]
     if lv.kind == "range" or not lv.columns:
         return []
@@ -168,7 +170,7 @@ def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
             else:
                 below = above = Z95 * var.stderr
         c = float(count)
-        out.append((str(label), c, max(c - below, 0.0), max(c + above, 0.0)))
+        out.append((str(label), c, *count_interval(c, below, above)))
     out.sort(key=lambda r: -r[1])
     return out[:_MAX_COUNTS_SHOWN]
 

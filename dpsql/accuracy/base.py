@@ -109,6 +109,26 @@ class ErrorModel(ABC):
         ``stderr`` (one node, or None) and ``bound95`` (one node at β = 0.05, or None)."""
 
 
+def count_interval(count: float, below: float, above: float) -> tuple[float, float]:
+    """The interval of a count, [count − below, count + above], at whole counts.
+
+    A count of rows is a whole number, so an interval for it holds exactly the whole
+    counts between its ends: its ends are the first and last of them (never below 0).
+    That gives up no coverage (a whole number lies in [lo, hi] exactly when it lies in
+    [⌈lo⌉, ⌊hi⌋]) and says what the interval holds: "40 to 52", not "39.2 to 52.8".
+    When no whole count lies inside (a half-width under ½, only at a standard error
+    under about ¼), the ends are the two whole counts around it. Non-finite offsets (no
+    error model) leave the ends as they are."""
+    lo, hi = count - below, count + above
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return max(lo, 0.0), max(hi, 0.0)
+    slack = 1e-9 * max(1.0, abs(count))  # float sums of whole counts
+    a, b = math.ceil(lo - slack), math.floor(hi + slack)
+    if a > b:
+        a, b = b, a
+    return float(max(a, 0)), float(max(b, 0))
+
+
 _REGISTRY: dict[str, type[ErrorModel]] = {}
 
 

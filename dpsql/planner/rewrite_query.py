@@ -19,7 +19,10 @@ The aggregates become sums over those rows: ``COUNT(*)`` → ``COALESCE(SUM(dp_c
 inverted through the isotonic fit of its cumulative counts: :mod:`dpsql.postprocess`). The error pseudo-functions become
 ``dp_error(what, 'alias.view', level, LIST(node id), param)``, a registered Arrow UDF that
 evaluates the view's error model on exactly the nodes summed into that output row (per
-grouping set, so ROLLUP subtotals get their own error). For interpolated ranges the
+grouping set, so ROLLUP subtotals get their own error); ``dp_ci_low/high(conf)`` become
+``dp_interval('low'|'high', 'alias.view', level, LIST(node id), conf, count)``, which
+also takes the row's count and returns the interval's end at whole counts
+(:func:`dpsql.accuracy.base.count_interval`). For interpolated ranges the
 nodes are the outer cover of the interval (partial bins counted whole), and ``dp_info``
 says the error is then an approximation.
 
@@ -444,9 +447,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             new = err("stderr", None)
         elif agg.kind == "bound":
             new = err("bound", agg.param)
-        elif agg.kind in ("ci_low", "ci_high"):  # a count's interval never goes below 0
-            op, what = ("-", "low") if agg.kind == "ci_low" else ("+", "high")
-            new = f"GREATEST({count_sum} {op} {err(what, agg.param)}, 0)"
+        elif agg.kind in ("ci_low", "ci_high"):  # at whole counts, never below 0
+            new = (f"DP_INTERVAL('{agg.kind[3:]}', '{_sql_string(view.key)}', {k}, "
+                   f"LIST({rows.node}), {num(agg.param)}, {count_sum})")
         else:  # pragma: no cover - find_references only emits the kinds above
             raise AssertionError(agg.kind)
         agg.node.replace(V(new))

@@ -12,11 +12,14 @@ The arithmetic. If the intervals are calibrated, the pooled coverage is about bi
 with p = 0.95: SE = √(0.95 · 0.05 / 3,600) = 0.00363, and 5 SE = 0.0182, so the
 accepted band is [0.9318, 0.9682].
 
-The power check: the same intervals scaled around their centre ((lo + hi)/2; no interval
-is clipped at 0 here, which the test checks, so the centre is count − bias) must fall
+The power check: the same model's intervals scaled by 0.8 and by 1.25 must fall
 outside that band. The interval is centre ± t·se with Student's t at B − 1 = 31 degrees
 of freedom (t = 2.040; se from the B = 32 bootstrap replicates), so its coverage is
-P(|T₃₁| ≤ t) = 0.95, and scaled by s it is P(|T₃₁| ≤ s·t):
+P(|T₃₁| ≤ t) = 0.95, and scaled by s it is P(|T₃₁| ≤ s·t), which is the interval the
+model gives at confidence c(s) = P(|T₃₁| ≤ s·t): the test asks for those too, in the
+same query (the ends are whole counts, :func:`dpsql.accuracy.base.count_interval`, which
+keeps exactly the whole counts inside, so coverage of a whole-number truth is that of
+the model's interval; no interval reaches 0 here, where it would be clipped):
 
 * × 0.8: P(|T₃₁| ≤ 1.632) = 0.887, 0.045 below the band (8.5 of its own binomial SE,
   √(0.887 · 0.113 / 3,600) = 0.0053); with a known variance (normal) 0.897, still 0.035
@@ -36,6 +39,7 @@ import warnings
 import duckdb
 import numpy as np
 import pytest
+from scipy import stats
 
 import dpsql
 from dpsql.datasets import trips_spec
@@ -45,13 +49,18 @@ from dpsql.spec import ReleaseSpec
 
 RELEASES = 60
 SEEDS = range(500, 500 + RELEASES)
-QUERY = ("SELECT city, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM geo_mode "
-         "GROUP BY city")
 P, K_SE = 0.95, 5.0
+DOF = 31  # B − 1 of the bootstrap's B = 32 replicates
+_T = stats.t.ppf(0.5 + P / 2, DOF)
+SCALES = (1.0, 0.8, 1.25)
+CONFIDENCES = tuple(float(2 * stats.t.cdf(s * _T, DOF) - 1) for s in SCALES)
+QUERY = ("SELECT city, COUNT(*), "
+         + ", ".join(f"dp_ci_low({c!r}), dp_ci_high({c!r})" for c in CONFIDENCES)
+         + " FROM geo_mode GROUP BY city")
 
 
 def _answers(trips_data, tmp_path) -> np.ndarray:
-    """(truth, lo, hi) of every answer of every release."""
+    """(truth, lo, hi at each of CONFIDENCES) of every answer of every release."""
     spec = trips_spec(0.1)
     spec["views"] = [v for v in spec["views"] if v["name"] == "geo_mode"]
     spec = ReleaseSpec.from_dict(spec, base_dir=trips_data)
@@ -72,7 +81,7 @@ def _answers(trips_data, tmp_path) -> np.ndarray:
             "calibrated"
         con.close()
         path.unlink()
-        out += [(truth.get(city, 0), lo, hi) for city, _, lo, hi in rows]
+        out += [(truth.get(city, 0), *ends) for city, _, *ends in rows]
     return np.asarray(out, dtype=np.float64)
 
 
@@ -81,15 +90,17 @@ def test_inftda_intervals_cover_95_percent_and_scaled_ones_do_not(trips_data, tm
     answers = _answers(trips_data, tmp_path)
     n = answers.shape[0]
     assert n == RELEASES * 60
-    truth, lo, hi = answers.T
-    assert lo.min() > 0  # no interval clipped at 0: scaling around the centre is exact
-    se = math.sqrt(P * (1 - P) / n)
-    band = (P - K_SE * se, P + K_SE * se)
+    truth = answers[:, 0]
+    assert answers[:, 1::2].min() > 0  # no interval clipped at 0
 
     def coverage(scale: float) -> float:
-        centre, half = (lo + hi) / 2, (hi - lo) / 2 * scale
-        return float(np.mean((centre - half <= truth) & (truth <= centre + half)))
+        i = 1 + 2 * SCALES.index(scale)
+        lo, hi = answers[:, i], answers[:, i + 1]
+        assert np.all(lo == np.round(lo)) and np.all(hi == np.round(hi))  # whole counts
+        return float(np.mean((lo <= truth) & (truth <= hi)))
 
+    se = math.sqrt(P * (1 - P) / n)
+    band = (P - K_SE * se, P + K_SE * se)
     got = coverage(1.0)
     assert band[0] <= got <= band[1], \
         f"coverage {got:.4f} of {n} answers outside [{band[0]:.4f}, {band[1]:.4f}]"
