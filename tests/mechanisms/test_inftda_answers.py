@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, child_shifts,
                                            cover_bound, false_positive_reach, interval_offsets,
-                                           linear_variance, node_variances, t_value,
-                                           zero_allowance)
+                                           linear_variance, near_zero_bias,
+                                           node_variances, t_value, zero_allowance)
 from dpsql.domains import categorical, concat
 from dpsql.mechanisms.inftda import inftda, true_levels
 from dpsql.mechanisms.inftda_calibration import calibrated_tree, support_arrays
@@ -188,6 +188,31 @@ def test_intopt_pushes_small_counts_to_zero_up_to_the_parents_shift():
         assert above >= reach - y - 1e-9
     flat = Support.from_levels([np.zeros(3, np.int64)], [np.array([3]), np.zeros(3, np.int64)])
     assert child_shifts(flat, [sigma2])[0].tolist() == [0.0]
+
+
+def test_a_sums_near_zero_bias_is_spanned_from_none_to_twice_the_estimate():
+    """Two parents, each with a large child (bias −0.5) and a child near zero (count 2 at
+    σ = 3, bias −1.0), and one released zero each (zero_bias 0.25). A sum's interval holds
+    released − far − s·near ∓ t·se for s in [0, 2]: the near part −2 + 0.5 = −1.5 moves
+    its upper end 3 further up and leaves its lower end at s = 0's; the large children's
+    bias is taken as estimated (a symmetric interval about it); one node's interval is its
+    own, unspanned."""
+    support = Support.from_levels(
+        [np.array([0, 0, 1, 1])], [np.array([3, 3]), np.zeros(4, np.int64)],
+        [np.array([-0.5, -1.0, -0.5, -1.0])], [np.full(4, 2.0)],
+        [np.array([400, 2, 300, 2])]).with_linear([9.0], None)
+    cal = Calibration(32, (1.0,), (0.25,), (0.5,))
+    tail = np.array([1, 3, -2, -3])  # both near-zero children and both released zeros
+    assert near_zero_bias(support, cal, [9.0], 1, tail) == pytest.approx(-1.5)
+    assert near_zero_bias(support, cal, [9.0], 1, np.array([0, 2])) == 0.0
+    se, below, above = interval_offsets(support, cal, [9.0], None, 1, tail, 0.95)
+    half = t_value(0.95, 31) * se
+    assert below == pytest.approx(half) and above == pytest.approx(half + 3.0)
+    _, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([0, 2]), 0.95)
+    assert below - above == pytest.approx(2 * -1.0)  # released − (−1) ± t·se
+    se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([1]), 0.95)
+    reach = float(support.shift[0][0]) + zero_allowance(0.95) * 3.0  # a small count's
+    assert above == pytest.approx(max(t_value(0.95, 31) * se + 1.0, reach - 2))  # unspanned
 
 
 def test_a_small_count_may_be_a_false_positive():
