@@ -428,7 +428,10 @@ def integer_coverage(n: np.ndarray, lo: np.ndarray, hi: np.ndarray, se: np.ndarr
     A diagnostic, not a target: when the standard error is about 1 to 2 counts the
     coverage moves in steps of whole counts (around the trips total, se 1.55: ±2 counts
     cover 0.900, ±3 counts 0.979), and this says which value the model expects of the
-    intervals it gave."""
+    intervals it gave. It is exact for a symmetric interval around the model's centre;
+    the ends are whole counts (so the middle can sit half a count off the centre), and an
+    interval widened near zero or spanning a sum's near-zero bias is not symmetric, so
+    there it is the expectation of a normal error centred in the interval."""
     if not n.size or np.any(n != np.round(n)) or not np.all(np.isfinite(se) & (se >= 0)):
         return None
     centre = (lo + hi) / 2.0

@@ -204,6 +204,8 @@ def _cell(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, float):
+        if value.is_integer():  # a whole count (dp_ci_low/high's ends) reads as one
+            return f"{value:,.0f}"
         return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"

@@ -139,6 +139,8 @@ def run_demo(console: Console, workdir: str | None = None, rows: int = 50_000) -
 
 
 def _cell(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:,.1f}"
+    if isinstance(v, float):  # whole counts (interval ends) as counts, e.g. 3,096
+        return f"{v:,.0f}" if v.is_integer() else f"{v:,.1f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
     return str(v)

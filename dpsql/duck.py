@@ -22,14 +22,20 @@ the planned SQL once in DuckDB to report its output columns; ``sql``, ``execute`
 UDFs (Arrow-vectorised, deterministic, read-only; they evaluate public error models or
 the public prefix sums loaded at attach time and never touch the connection):
 
-* ``dp_error(what, 'alias.view', level, nodes BIGINT[], param)`` — the error columns the
-  planner emits: ``stderr``, ``half`` (CI half-width at confidence ``param``), ``low`` /
-  ``high`` (how far below / above the count the interval at confidence ``param`` reaches:
-  ``half`` for unbiased models, ``half ± bias`` for InfTDA's calibrated intervals) or
-  ``bound`` (at failure probability ``param``), from the view's error model on exactly
-  the nodes of the output row. For a model that reads the support (calibrated InfTDA)
-  the nodes are row codes and the support (each released node's parent, fan-out and
-  bias, :class:`~dpsql.accuracy.inftda_answers.Support`) is loaded once at attach;
+* ``dp_error(what, 'alias.view', level, nodes BIGINT[], param)`` — the error columns:
+  ``stderr``, ``half`` (CI half-width at confidence ``param``), ``low`` / ``high`` (how
+  far below / above the count the interval at confidence ``param`` reaches: ``half`` for
+  unbiased models, InfTDA's calibrated offsets otherwise,
+  :func:`~dpsql.accuracy.inftda_answers.interval_offsets`) or ``bound`` (at failure
+  probability ``param``), from the view's error model on exactly the nodes of the output
+  row. For a model that reads the support (calibrated InfTDA) the nodes are row codes
+  and the support (each released node's parent, fan-out and bias,
+  :class:`~dpsql.accuracy.inftda_answers.Support`) is loaded once at attach. The planner
+  emits it for ``dp_stderr()`` and ``dp_bound()``;
+* ``dp_interval(end, 'alias.view', level, nodes BIGINT[], conf, count)`` — ``dp_ci_low``
+  / ``dp_ci_high``: the ``low`` or ``high`` end of the interval at ``conf`` of a row whose
+  count is ``count``, at whole counts and never below 0
+  (:func:`~dpsql.accuracy.base.count_interval`; NULL for a NULL count);
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
@@ -479,7 +485,7 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
             out.append(None)
             continue
         v = _view(st, k)
-        ids_np = np.asarray(ids or [], dtype=np.int64)
+        ids_np = _node_ids(ids)
         if w == "stderr":
             out.append(_stderr(st, v, lv, ids_np))
         elif w in ("half", "low", "high"):
@@ -503,10 +509,16 @@ def _dp_interval(st: _State | None, what, key, level, nodes, conf, count) -> pa.
             continue
         if w not in ("low", "high"):
             raise ProgrammingError(f"dp_interval: unknown end {w!r} (low or high)")
-        below, above = _offsets(st, _view(st, k), lv, np.asarray(ids or [], np.int64), p)
-        lo, hi = count_interval(float(c), below, above)
-        out.append(lo if w == "low" else hi)
+        below, above = _offsets(st, _view(st, k), lv, _node_ids(ids), p)
+        end = count_interval(float(c), below, above)[0 if w == "low" else 1]
+        out.append(None if math.isnan(end) else end)
     return pa.array(out, pa.float64())
+
+
+def _node_ids(ids: list | None) -> np.ndarray:
+    """A group's node ids (row codes); the NULLs of rows an outer join padded onto the
+    private table (no node, nothing counted) left out."""
+    return np.asarray([i for i in ids or () if i is not None], dtype=np.int64)
 
 
 def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:

@@ -117,16 +117,23 @@ def count_interval(count: float, below: float, above: float) -> tuple[float, flo
     That gives up no coverage (a whole number lies in [lo, hi] exactly when it lies in
     [⌈lo⌉, ⌊hi⌋]) and says what the interval holds: "40 to 52", not "39.2 to 52.8".
     When no whole count lies inside (a half-width under ½, only at a standard error
-    under about ¼), the ends are the two whole counts around it. Non-finite offsets (no
-    error model) leave the ends as they are."""
+    under about ¼), the ends are the two whole counts around it. An infinite end stays
+    infinite (the low one 0); a NaN count or offset gives NaN ends.
+
+    The slack that keeps a float sum of whole counts (an end at 52.000000001) on its
+    whole count is relative to the offsets, plus a few units in the last place of the
+    count: a slack relative to the count itself would move the ends of counts near 10⁹ a
+    whole count outwards."""
     lo, hi = count - below, count + above
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return max(lo, 0.0), max(hi, 0.0)
-    slack = 1e-9 * max(1.0, abs(count))  # float sums of whole counts
-    a, b = math.ceil(lo - slack), math.floor(hi + slack)
-    if a > b:
+    if math.isnan(lo) or math.isnan(hi):
+        return math.nan, math.nan
+    slack = 1e-9 * max([1.0] + [abs(x) for x in (below, above) if math.isfinite(x)]) \
+        + 4.0 * math.ulp(count)
+    a = float(math.ceil(lo - slack)) if math.isfinite(lo) else lo
+    b = float(math.floor(hi + slack)) if math.isfinite(hi) else hi
+    if a > b:  # no whole count inside (both ends are finite here)
         a, b = b, a
-    return float(max(a, 0)), float(max(b, 0))
+    return max(a, 0.0), max(b, 0.0)
 
 
 _REGISTRY: dict[str, type[ErrorModel]] = {}

@@ -414,15 +414,20 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
     GROUP BY carrier over every route: true biases −76, −67 and +23 against bootstrap
     estimates −44, −37 and +12 (1.7× to 2×); on the O/D example's sums across
     municipalities the estimate's sign was wrong (−2.9 against +1.1). So an answer's
-    interval holds the biases from 0 to :data:`NEAR_ZERO_SPAN` times this part. One node's
-    interval does not: what one zero or one small count may hide is
-    :func:`interval_offsets`'s widening near zero."""
+    interval holds the biases from 0 to :data:`NEAR_ZERO_SPAN` times this part. The part is
+    signed: the zeros' false-positive mass (positive) and the small counts' losses
+    (negative) offset each other as they do in the bootstrap. One node's interval is not
+    spanned (0 here: a single released node or released zero, whatever deep zeros come
+    with it): what one zero or one small count may hide is :func:`interval_offsets`'s
+    widening near zero."""
     if level == 0:
         return 0.0
     released, zero_parents, _ = split_rows(rows)
     k = level - 1
-    near = int(np.count_nonzero(zero_parents < support.active[k].size)) * \
-        calibration.zero_bias[k]
+    zeros = int(np.count_nonzero(zero_parents < support.active[k].size))
+    if released.size + zeros < 2:  # one node: not a sum (deep zeros carry no bias)
+        return 0.0
+    near = zeros * calibration.zero_bias[k]
     if support.count and released.size:
         sigma = float(sigma2[k]) ** 0.5
         parents = support.parent[level][released]
@@ -455,8 +460,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     se = var ** 0.5
     half = t_value(confidence, calibration.replicates - 1) * se
     codes = np.asarray(rows, dtype=np.int64)
-    near = near_zero_bias(support, calibration, sigma2, level, codes) if codes.size > 1 \
-        else 0.0
+    near = near_zero_bias(support, calibration, sigma2, level, codes)
     far = bias - near  # the truth is released − far − s·near for s in [0, NEAR_ZERO_SPAN]
     below = half + far + max(NEAR_ZERO_SPAN * near, 0.0)
     above = half - far + max(-NEAR_ZERO_SPAN * near, 0.0)

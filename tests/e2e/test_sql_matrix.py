@@ -380,7 +380,8 @@ def _support(path, view):
 def test_inftda_gives_calibrated_per_answer_errors_and_a_tighter_bound(con, trips_release):
     """GROUP BY mode over geo_mode sums one leaf per city: its error columns are the
     calibrated model evaluated on exactly those rows (checked against the support read
-    independently from the file), the interval is centred on count − bias (widened for
+    independently from the file), the interval holds the whole counts of the model's
+    offsets around the count (count − bias ± t·se, the near-zero bias spanned, widened for
     zeros and possible false positives) and never below 0, and dp_bound is never looser
     than the node-by-node Theorem-1 bound."""
     q = ("SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95), "
@@ -603,3 +604,18 @@ MEASURE_MISUSE = [
 def test_other_uses_of_dp_count_are_refused(con, query, message):
     with pytest.raises(dpsql.UnsupportedQueryError, match=message):
         duck.plan(con, query)
+
+
+def test_error_columns_of_groups_an_outer_join_padded(con):
+    """A LEFT JOIN from a public list onto the private table pads the categories it does
+    not have with a NULL row: no node, nothing counted. The error columns leave those
+    NULL node ids out (an empty group: its interval is [0, 0] around COUNT(t.mode) = 0)
+    instead of failing, and a matched group gets the same columns as without the join."""
+    q = ("SELECT p.x, COUNT(t.mode) AS n, dp_stderr() AS se, dp_ci_low(0.95) AS lo, "
+         "dp_ci_high(0.95) AS hi FROM (VALUES ('car'), ('zzz')) p(x) LEFT JOIN geo_mode t "
+         "ON t.mode = p.x GROUP BY p.x ORDER BY p.x")
+    rows = duck.sql(con, q).fetchall()
+    plain = duck.sql(con, "SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), "
+                          "dp_ci_high(0.95) FROM geo_mode WHERE mode = 'car'").fetchall()
+    assert rows[0][0] == "car" and rows[0][1:] == pytest.approx(plain[0])
+    assert rows[1][0] == "zzz" and rows[1][1] == 0 and (rows[1][3], rows[1][4]) == (0, 0)

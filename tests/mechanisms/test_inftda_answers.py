@@ -207,12 +207,18 @@ def test_a_sums_near_zero_bias_is_spanned_from_none_to_twice_the_estimate():
     assert near_zero_bias(support, cal, [9.0], 1, np.array([0, 2])) == 0.0
     se, below, above = interval_offsets(support, cal, [9.0], None, 1, tail, 0.95)
     half = t_value(0.95, 31) * se
+    assert half > 4  # above the sum's false-positive floor (its released count, 2 + 2)
     assert below == pytest.approx(half) and above == pytest.approx(half + 3.0)
     _, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([0, 2]), 0.95)
     assert below - above == pytest.approx(2 * -1.0)  # released − (−1) ± t·se
     se, below, above = interval_offsets(support, cal, [9.0], None, 1, np.array([1]), 0.95)
     reach = float(support.shift[0][0]) + zero_allowance(0.95) * 3.0  # a small count's
     assert above == pytest.approx(max(t_value(0.95, 31) * se + 1.0, reach - 2))  # unspanned
+    # still one node: a repeated row, or deep zeros (no bias; they may hide a count,
+    # which the zero widening, not the span, allows for)
+    assert interval_offsets(support, cal, [9.0], None, 1, np.array([1, 1]), 0.95) == \
+        pytest.approx((se, below, above))
+    assert near_zero_bias(support, cal, [9.0], 1, np.array([1, -1, -1])) == 0.0
 
 
 def test_a_small_count_may_be_a_false_positive():
