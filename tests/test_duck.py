@@ -483,3 +483,25 @@ def test_connections_sharing_one_instance_share_the_attachment(trips_release, tm
     assert c2.sql("SELECT dp_quantile('dist', 'distance', 0.5)").fetchall()[0][0] is not None
     c1.close()
     c2.close()
+
+
+def test_inftda_answers_are_memoised_per_view_and_node_set(trips_release, exact_release):
+    """An InfTDA answer's error columns are computed once per (view, level, confidence,
+    node set) and reused (dp_ci_low/high of a row; groups holding the same nodes; a
+    re-issued query). Two releases attached side by side hold the same node codes with
+    other supports: each answers as it does attached alone, in either order."""
+    q = ("SELECT region, COUNT(*), dp_stderr(), dp_ci_low(0.9), dp_ci_high(0.9) "
+         "FROM {}.geo_mode GROUP BY region ORDER BY region")
+
+    def alone(path, alias):
+        c = duckdb.connect()
+        duck.attach(c, str(path), alias)
+        return duck.sql(c, q.format(alias)).fetchall()
+
+    expected = {"a": alone(trips_release, "a"), "b": alone(exact_release, "b")}
+    assert expected["a"] != expected["b"]
+    c = duckdb.connect()
+    duck.attach(c, str(trips_release), "a")
+    duck.attach(c, str(exact_release), "b")
+    for alias in ("a", "b", "a", "b"):
+        assert duck.sql(c, q.format(alias)).fetchall() == expected[alias]

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -166,12 +166,29 @@ def node_variances(support: Support, sigma2: Sequence[float],
     return out
 
 
-def split_rows(rows: Any) -> tuple[np.ndarray, np.ndarray, int]:
-    """(distinct released rows, parent rows of released zeros, number of deep zeros)."""
+class SplitRows(NamedTuple):
+    """An answer's row codes split by kind (:func:`split_rows`)."""
+
+    released: np.ndarray
+    """Distinct released rows."""
+    zero_parents: np.ndarray
+    """The parent row of each released zero."""
+    deep: int
+    """How many deep zeros (inside a pruned subtree)."""
+    codes: np.ndarray
+    """The codes as given."""
+
+
+def split_rows(rows: Any) -> SplitRows:
+    """(distinct released rows, parent rows of released zeros, number of deep zeros, the
+    codes); the functions that take ``rows`` also take this, so that an answer is split
+    once."""
+    if isinstance(rows, SplitRows):
+        return rows
     r = np.asarray(rows, dtype=np.int64)
     released = np.unique(r[r >= 0])
     zero_parents = -2 - r[r <= -2]
-    return released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO))
+    return SplitRows(released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO)), r)
 
 
 @dataclass(frozen=True)
@@ -222,7 +239,7 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
     a sum over many small and zero nodes (a sparse tail) nets out as it does in the
     bootstrap. What one zero may hide is :func:`zero_allowance`'s (the interval's upper
     reach), not a bias: in a sparse tail most released zeros are true zeros."""
-    released, zero_parents, _ = split_rows(rows)
+    released, zero_parents, _, _ = split_rows(rows)
     if level == 0:
         if not released.size:
             return 0.0, 0.0
@@ -264,7 +281,7 @@ def cover_bound(support: Support, level: int, rows: Any, bounds: Sequence[float]
     a count up to that), when that is less than its children's costs; everything else
     costs ``bounds[ℓ]`` per node. Deep zeros (in pruned subtrees) cost ``bounds[level]``
     each: their parent is unknown to the answer, so they are never covered."""
-    released, zero_parents, deep = split_rows(rows)
+    released, zero_parents, deep, _ = split_rows(rows)
     if level > 0:  # a zero whose "parent" was not released (an empty root) is deep
         known = zero_parents < support.active[level - 1].size
         deep += int(np.count_nonzero(~known))
@@ -422,7 +439,7 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
     widening near zero."""
     if level == 0:
         return 0.0
-    released, zero_parents, _ = split_rows(rows)
+    released, zero_parents, _, _ = split_rows(rows)
     k = level - 1
     zeros = int(np.count_nonzero(zero_parents < support.active[k].size))
     if released.size + zeros < 2:  # one node: not a sum (deep zeros carry no bias)
@@ -456,17 +473,18 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
       positives (:func:`false_positive_reach` × σ): there the bootstrap, which takes the
       released tree for the truth, cannot tell a small count from a true 0, and its bias
       would push the interval away from 0."""
-    bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, rows)
+    split = split_rows(rows)
+    bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, split)
     se = var ** 0.5
     half = t_value(confidence, calibration.replicates - 1) * se
-    codes = np.asarray(rows, dtype=np.int64)
-    near = near_zero_bias(support, calibration, sigma2, level, codes)
+    codes = split.codes
+    near = near_zero_bias(support, calibration, sigma2, level, split)
     far = bias - near  # the truth is released − far − s·near for s in [0, NEAR_ZERO_SPAN]
     below = half + far + max(NEAR_ZERO_SPAN * near, 0.0)
     above = half - far + max(-NEAR_ZERO_SPAN * near, 0.0)
     if level > 0 and codes.size:
         sigma = float(sigma2[level - 1]) ** 0.5
-        released = np.unique(codes[codes >= 0])
+        released = split.released
         y = float(support.count[level][released].sum()) if support.count else None
         # what a zero, or a small count, may hide: up to the parents' push to 0
         parents = np.concatenate([-2 - codes[codes <= -2],
@@ -489,6 +507,6 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
 __all__ = ["Calibration", "DEEP_ZERO", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "Support",
            "answer_error", "child_shifts", "cover_bound", "false_positive_reach",
            "interval_offsets", "linear_variance", "near_zero_bias",
-           "node_variances", "prediction_variance", "split_rows", "t_value", "z_value",
+           "node_variances", "prediction_variance", "SplitRows", "split_rows", "t_value", "z_value",
            "zero_allowance"]
 
