@@ -317,7 +317,8 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         "node of a level errs by at most the bound shown, all at once." if bounds_only else
         "Two kinds of error. <strong>Per answer</strong>: σ is the calibrated standard "
         "error of one node (its 95% interval is about ±2 σ around the count less its "
-        "estimated bias, at whole counts); <code>dp_stderr</code> and <code>dp_ci_low/high</code> give it "
+        "estimated bias, at whole counts); <code>dp_stderr</code> and "
+        "<code>dp_ci_low/high</code> give it "
         "for every answer, from the released support, calibrated by a bootstrap at release "
         "time. <strong>Simultaneous</strong>: the 95% bound is Theorem 1's, which holds for "
         "every node of the level at once (<code>dp_bound</code>)."
