@@ -34,8 +34,6 @@ from __future__ import annotations
 import hashlib
 import math
 import weakref
-from functools import lru_cache
-from statistics import NormalDist
 from typing import Any, Protocol
 
 import duckdb
@@ -43,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 
 from dpsql.accuracy.base import count_interval
-from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
+from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets, z_value
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -177,7 +175,7 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
     if var is None:
         half = float(v.model.sum_bound(level, ids, 1.0 - conf))
     else:
-        half = _z(conf) * math.sqrt(var.value)
+        half = z_value(conf) * math.sqrt(var.value)
     return half, half
 
 
@@ -190,12 +188,6 @@ def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: fl
     whole_level = model.root_bound(level, beta) + (
         model.level_sizes[level] - ids.size) * bounds[level]
     return min(cover_bound(st.supports[v.key], level, ids, bounds), whole_level)
-
-
-@lru_cache(maxsize=64)
-def _z(conf: float) -> float:
-    """The two-sided normal quantile at ``conf``."""
-    return NormalDist().inv_cdf(0.5 + conf / 2.0)
 
 
 _MAX_ANSWERS = 8192

@@ -191,6 +191,13 @@ def split_rows(rows: Any) -> SplitRows:
     return SplitRows(released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO)), r)
 
 
+
+def _zeros_under_released(support: Support, k: int, zero_parents: np.ndarray) -> int:
+    """How many of an answer's released zeros lie under a released node of level k (the
+    rest hang under an empty root: deep)."""
+    return int(np.count_nonzero(zero_parents < support.active[k].size))
+
+
 @dataclass(frozen=True)
 class Calibration:
     """What the release-time bootstrap measured, per level 1..d (index k−1), and at the
@@ -264,7 +271,7 @@ def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[fl
         var = float(boot.sum())
     var *= 1.0 + 1.0 / max(calibration.replicates, 1)
     bias = float(support.bias[level][released].sum())
-    z = int(np.count_nonzero(zero_parents < support.active[k].size))  # under released rows
+    z = _zeros_under_released(support, k, zero_parents)
     bias += z * calibration.zero_bias[k]
     var += z * calibration.zero_var[k]
     return bias, var
@@ -441,7 +448,7 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
         return 0.0
     released, zero_parents, _, _ = split_rows(rows)
     k = level - 1
-    zeros = int(np.count_nonzero(zero_parents < support.active[k].size))
+    zeros = _zeros_under_released(support, k, zero_parents)
     if released.size + zeros < 2:  # one node: not a sum (deep zeros carry no bias)
         return 0.0
     near = zeros * calibration.zero_bias[k]
