@@ -40,7 +40,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from dpsql.accuracy.base import count_interval
+from dpsql.accuracy import multiset
+from dpsql.accuracy.base import Variance, count_interval
 from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets, z_value
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
@@ -157,10 +158,29 @@ def _node_ids(ids: list | None) -> np.ndarray:
     return np.asarray([i for i in ids or () if i is not None], dtype=np.int64)
 
 
-def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
+def _multiset(v: ViewInfo, ids: np.ndarray) -> multiset.Multiset:
+    """A group's node codes as a multiset (:mod:`dpsql.accuracy.multiset`: a join that
+    repeats rows repeats nodes, and they count as often). A calibrated InfTDA view's
+    negative codes name a released zero's parent, not a node: they are not layered."""
+    return multiset.split(ids, layered=(lambda u: u >= 0) if v.model.reads_support
+                          else None)
+
+
+def _variance(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray
+              ) -> Variance | None:
+    """The variance of a group's count: the model's, or a calibrated InfTDA answer's
+    squared standard error, on the group's node multiset."""
     if v.model.reads_support:
-        return _support_answer(st, v, level, ids, 0.95)[0]
-    var = v.model.sum_variance(level, ids)
+        def fn(t: np.ndarray) -> Variance:
+            return Variance(_support_answer(st, v, level, t, 0.95)[0] ** 2, False)
+    else:
+        def fn(t: np.ndarray) -> Variance | None:
+            return v.model.sum_variance(level, t)
+    return multiset.variance(_multiset(v, ids), fn)
+
+
+def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
+    var = _variance(st, v, level, ids)
     return None if var is None else math.sqrt(var.value)
 
 
@@ -169,11 +189,12 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
     """How far below and above the group's count its interval at ``conf`` reaches:
     calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
     if v.model.reads_support:
-        _, below, above = _support_answer(st, v, level, ids, conf)
-        return below, above
-    var = v.model.sum_variance(level, ids)
+        ms = _multiset(v, ids)
+        return (multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[1]),
+                multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[2]))
+    var = _variance(st, v, level, ids)
     if var is None:
-        half = float(v.model.sum_bound(level, ids, 1.0 - conf))
+        half = _bound(st, v, level, ids, 1.0 - conf)
     else:
         half = z_value(conf) * math.sqrt(var.value)
     return half, half
@@ -181,13 +202,22 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
 
 def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: float
            ) -> float:
-    if not v.model.reads_support:
-        return float(v.model.sum_bound(level, ids, beta))
+    """``dp_bound(beta)``: z·se for a variance model (its default ``sum_bound``), else
+    the layers' simultaneous bounds added (:mod:`dpsql.accuracy.multiset`)."""
     model = v.model
+    if not model.reads_support:
+        var = _variance(st, v, level, ids)
+        if var is not None:  # the default sum_bound: every model with variances has it
+            return z_value(1.0 - beta) * math.sqrt(var.value)
+        return multiset.added(_multiset(v, ids),
+                              lambda t: float(model.sum_bound(level, t, beta)))
     bounds = model.level_bounds(level, beta)
-    whole_level = model.root_bound(level, beta) + (
-        model.level_sizes[level] - ids.size) * bounds[level]
-    return min(cover_bound(st.supports[v.key], level, ids, bounds), whole_level)
+
+    def one(t: np.ndarray) -> float:
+        whole_level = model.root_bound(level, beta) + (
+            model.level_sizes[level] - t.size) * bounds[level]
+        return min(cover_bound(st.supports[v.key], level, t, bounds), whole_level)
+    return multiset.added(_multiset(v, ids), one)
 
 
 _MAX_ANSWERS = 8192

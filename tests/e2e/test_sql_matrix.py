@@ -619,3 +619,39 @@ def test_error_columns_of_groups_an_outer_join_padded(con):
                           "dp_ci_high(0.95) FROM geo_mode WHERE mode = 'car'").fetchall()
     assert rows[0][0] == "car" and rows[0][1:] == pytest.approx(plain[0])
     assert rows[1][0] == "zzz" and rows[1][1] == 0 and (rows[1][3], rows[1][4]) == (0, 0)
+
+
+BRIDGE = {"region": ("R1", "R2"), "mode": ("car", "bus")}
+
+
+@pytest.mark.parametrize("view,key", [("geo_gauss", "region"), ("geo_mode", "region"),
+                                      ("mode_dist", "mode")])
+def test_a_join_that_repeats_rows_repeats_their_error(con, view, key):
+    """A public table whose key repeats (a bridge table: the first value in two areas)
+    counts its rows twice, and their error twice: the error columns weigh each node by
+    how often the join repeats it (dpsql.accuracy.multiset), for every error family."""
+    a, b = BRIDGE[key]
+    bridge = f"(VALUES ('{a}', 'x'), ('{a}', 'y'), ('{b}', 'z')) AS p({key}, area)"
+    cols = ("COUNT(*) AS n, dp_stderr() AS se, dp_ci_low(0.95) AS lo, "
+            "dp_ci_high(0.95) AS hi, dp_bound(0.05) AS bound")
+    plain = {r[0]: r[1:] for r in duck.sql(
+        con, f"SELECT {key}, {cols} FROM {view} WHERE {key} IN ('{a}', '{b}') "
+             f"GROUP BY {key}").fetchall()}
+    joined = {r[0]: r[1:] for r in duck.sql(
+        con, f"SELECT t.{key}, {cols} FROM {view} AS t JOIN {bridge} USING ({key}) "
+             f"GROUP BY t.{key}").fetchall()}
+    n, se, lo, hi, bound = plain[a]
+    n2, se2, lo2, hi2, bound2 = joined[a]
+    assert (n2, se2, bound2) == pytest.approx((2 * n, 2 * se, 2 * bound))
+    # the offsets double; the ends are whole counts, so each may move by one
+    assert abs((n2 - lo2) - 2 * (n - lo)) <= 2 and abs((hi2 - n2) - 2 * (hi - n)) <= 2
+    assert joined[b] == pytest.approx(plain[b])
+    # the total over the join, 2·y_a + y_b: Var = 4·v_a + v_b + 4·Cov(a, b), the
+    # covariance read off the variance of y_a + y_b
+    v_a, v_b = se ** 2, plain[b][1] ** 2
+    v_ab = duck.sql(con, f"SELECT COUNT(*), dp_stderr() FROM {view} WHERE {key} IN "
+                         f"('{a}', '{b}')").fetchall()[0][1] ** 2
+    total = duck.sql(con, f"SELECT COUNT(*), dp_stderr() FROM {view} AS t JOIN {bridge} "
+                          f"USING ({key})").fetchall()[0]
+    assert total[0] == pytest.approx(2 * n + plain[b][0])
+    assert total[1] ** 2 == pytest.approx(4 * v_a + v_b + 2 * (v_ab - v_a - v_b), rel=1e-9)

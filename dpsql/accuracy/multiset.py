@@ -1,0 +1,113 @@
+"""An answer's nodes as a multiset: the error of a group whose rows a join repeated.
+
+The planner hands the error columns the node of every input row of a group
+(``LIST(node)``), and the count is the ``SUM`` over the same rows. A join with a public
+table whose key repeats (a bridge table: a region that belongs to two sales areas)
+repeats rows, so a node can come m times and count m times: the answer is Σ mᵢ·yᵢ, and so
+is its error. Error models evaluate node *sets*; this module evaluates a multiset
+through them, in two steps:
+
+* **Scale.** When every code occurs a multiple of g > 1 times, the answer is g times the
+  multiset with every count divided by g (a join that repeats each row of a group
+  equally, the usual case): its standard error, offsets and bound are g times that
+  multiset's. Exact.
+* **Layers.** What is left is split into nested sets T₁ ⊃ T₂ ⊃ … with weights wᵢ: Tᵢ
+  holds the nodes that occur at least cᵢ times, 1 = c₁ < c₂ < … the distinct
+  multiplicities (and 1), and wᵢ = cᵢ − cᵢ₋₁ (w₁ = 1), so that Σ over the multiset = Σᵢ wᵢ·Σ over Tᵢ. Its variance is exact
+  by polarisation (for T_l ⊂ T_i, Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2);
+  with more than :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An
+  interval's offsets and a bound add the layers' (the triangle inequality: exact when
+  the layers' errors move together, wider otherwise; sound for InfTDA's bounds, which
+  hold on one event for every node at once).
+
+A calibrated InfTDA view's negative row codes name a released zero's *parent*, not a
+node (several zeros of one parent share a code), so they are never layered: they all
+stay in T₁ (:mod:`dpsql.accuracy.inftda_answers`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from dpsql.accuracy.base import Variance
+
+MAX_LAYERS = 8
+"""Layers whose covariances are evaluated exactly (K layers: K(K+1)/2 set evaluations);
+beyond, the variance is Minkowski's upper bound (K evaluations)."""
+
+
+class Multiset(NamedTuple):
+    """A group's node codes as g × Σᵢ wᵢ·(set Tᵢ) (module doc)."""
+
+    scale: int
+    layers: tuple[np.ndarray, ...]
+    weights: tuple[int, ...]
+
+    @property
+    def plain(self) -> bool:
+        """True when no node repeats: one layer of weight 1, scale 1."""
+        return self.scale == 1 and len(self.layers) <= 1
+
+
+def split(codes: np.ndarray, *, layered: Callable[[np.ndarray], np.ndarray] | None = None
+          ) -> Multiset:
+    """``codes`` (int64) as a :class:`Multiset`. ``layered`` selects the codes that name
+    one node each (default: all); the others stay, every occurrence, in the first layer."""
+    codes = np.asarray(codes, dtype=np.int64)
+    if codes.size == 0:
+        return Multiset(1, (codes,), (1,))
+    uniq, counts = np.unique(codes, return_counts=True)
+    node = np.ones(uniq.size, bool) if layered is None else layered(uniq)
+    if not node.any() or counts[node].max() == 1:  # no node repeats
+        return Multiset(1, (codes,), (1,))
+    g = int(np.gcd.reduce(counts[node]))
+    if g > 1 and not np.any(counts[~node] % g):
+        counts = counts // g
+        codes = np.repeat(uniq, counts)
+    else:
+        g = 1
+    cuts = np.unique(np.concatenate([[1], counts[node]]))
+    if cuts.size == 1:
+        return Multiset(g, (codes,), (1,))
+    first = np.concatenate([uniq[node], np.repeat(uniq[~node], counts[~node])])
+    layers = [np.sort(first)] + [uniq[node & (counts >= c)] for c in cuts[1:].tolist()]
+    weights = [1] + np.diff(cuts).tolist()
+    return Multiset(g, tuple(layers), tuple(int(w) for w in weights))
+
+
+def variance(ms: Multiset, fn: Callable[[np.ndarray], Variance | None]) -> Variance | None:
+    """The variance of the multiset's sum, from ``fn`` (a set's variance) on its layers
+    (module doc); None when ``fn`` gives none."""
+    if ms.plain:
+        return fn(ms.layers[0])
+    vs = [fn(t) for t in ms.layers]
+    if any(v is None for v in vs):
+        return None
+    g2 = float(ms.scale) ** 2
+    w = [float(x) for x in ms.weights]
+    exact = all(v.exact for v in vs)
+    if len(vs) > MAX_LAYERS:
+        sd = sum(wi * math.sqrt(max(v.value, 0.0)) for wi, v in zip(w, vs))
+        return Variance(g2 * sd * sd, False)
+    total = sum(wi * wi * v.value for wi, v in zip(w, vs))
+    for i in range(len(vs)):
+        for j in range(i + 1, len(vs)):
+            outer = ms.layers[i]  # ⊃ layers[j], whose codes are distinct nodes
+            rest = fn(outer[~np.isin(outer, ms.layers[j])])
+            if rest is None:
+                return None
+            exact = exact and rest.exact
+            total += w[i] * w[j] * (vs[i].value + vs[j].value - rest.value)
+    return Variance(g2 * max(total, 0.0), exact)
+
+
+def added(ms: Multiset, fn: Callable[[np.ndarray], float]) -> float:
+    """g·Σᵢ wᵢ·fn(Tᵢ): a bound or an interval offset of the multiset's sum from its
+    layers' (module doc)."""
+    return float(ms.scale) * sum(w * fn(t) for w, t in zip(ms.weights, ms.layers))
+
+
+__all__ = ["MAX_LAYERS", "Multiset", "added", "split", "variance"]
