@@ -655,3 +655,16 @@ def test_a_join_that_repeats_rows_repeats_their_error(con, view, key):
                           f"USING ({key})").fetchall()[0]
     assert total[0] == pytest.approx(2 * n + plain[b][0])
     assert total[1] ** 2 == pytest.approx(4 * v_a + v_b + 2 * (v_ab - v_a - v_b), rel=1e-9)
+
+
+@pytest.mark.parametrize("view,where", [("age_tree", "age >= 30 AND age < 50"),
+                                        ("dist", "distance >= 8 AND distance < 48"),
+                                        ("geo_mode", "mode = 'bus'")])
+def test_a_cross_join_repeats_every_row_and_its_error(con, view, where):
+    """Range views (b-ary tree, Cascade) too: a cross join with two public rows counts
+    every row twice, and its error twice."""
+    cols = "COUNT(*), dp_stderr(), dp_bound(0.05)"
+    once = duck.sql(con, f"SELECT {cols} FROM {view} WHERE {where}").fetchall()[0]
+    twice = duck.sql(con, f"SELECT {cols} FROM {view} CROSS JOIN (VALUES (1), (2)) AS p(x) "
+                          f"WHERE {where}").fetchall()[0]
+    assert twice == pytest.approx(tuple(2 * x for x in once))
