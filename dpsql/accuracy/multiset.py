@@ -13,9 +13,9 @@ through them, in two steps:
   multiset's. Exact.
 * **Layers.** What is left is split into nested sets T₁ ⊃ T₂ ⊃ … with weights wᵢ: Tᵢ
   holds the nodes that occur at least cᵢ times, 1 = c₁ < c₂ < … the distinct
-  multiplicities (and 1), and wᵢ = cᵢ − cᵢ₋₁ (w₁ = 1), so that Σ over the multiset = Σᵢ wᵢ·Σ over Tᵢ. Its variance is exact
-  by polarisation (for T_l ⊂ T_i, Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2);
-  with more than :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An
+  multiplicities (and 1), and wᵢ = cᵢ − cᵢ₋₁ (w₁ = 1), so that the multiset's sum is
+  Σᵢ wᵢ·(the sum over Tᵢ). Its variance is exact by polarisation (for T_l ⊂ T_i,
+  Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2); with more than :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An
   interval's offsets and a bound add the layers' (the triangle inequality: exact when
   the layers' errors move together, wider otherwise; sound for InfTDA's bounds, which
   hold on one event for every node at once).
