@@ -561,7 +561,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
 
 
 __all__ = ["Calibration", "DEEP_ZERO", "JOINT_ZEROS", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN",
-           "SplitRows", "Support", "answer_error", "child_shifts", "cover_bound", "false_positive_reach",
-           "interval_offsets", "linear_variance", "near_zero_bias", "node_variances",
-           "prediction_variance", "split_rows", "t_value", "z_value", "zero_allowance",
-           "zeros_reach"]
+           "SplitRows", "Support", "answer_error", "child_shifts", "cover_bound",
+           "false_positive_reach", "interval_offsets", "linear_variance",
+           "near_zero_bias", "node_variances", "prediction_variance", "split_rows",
+           "t_value", "z_value", "zero_allowance", "zeros_reach"]

@@ -15,10 +15,11 @@ through them, in two steps:
   holds the nodes that occur at least cᵢ times, 1 = c₁ < c₂ < … the distinct
   multiplicities (and 1), and wᵢ = cᵢ − cᵢ₋₁ (w₁ = 1), so that the multiset's sum is
   Σᵢ wᵢ·(the sum over Tᵢ). Its variance is exact by polarisation (for T_l ⊂ T_i,
-  Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2); with more than :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An
-  interval's offsets and a bound add the layers' (the triangle inequality: exact when
-  the layers' errors move together, wider otherwise; sound for InfTDA's bounds, which
-  hold on one event for every node at once).
+  Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2); with more than
+  :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An interval's
+  offsets and a bound add the layers' (the triangle inequality: exact when the layers'
+  errors move together, wider otherwise; sound for InfTDA's bounds, which hold on one
+  event for every node at once).
 
 A calibrated InfTDA view's negative row codes name a released zero's *parent*, not a
 node (several zeros of one parent share a code), so they are never layered: they all
