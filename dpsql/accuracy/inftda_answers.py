@@ -550,7 +550,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
         reach = push + zero_allowance(confidence) * sigma
         if codes.min() < 0:  # what its zeros may hide, on top of the rest
             zp = -2 - codes[codes <= -2]
-            t = shifts[zp[zp < shifts.size]] / sigma
+            t = shifts[zp[zp < shifts.size]] / sigma if sigma > 0 else np.zeros(0)
             above = max(above, zeros_reach(confidence, t, bool(released.size)) * sigma)
         if released.size and y is not None and y < reach:  # a small count pushed down
             above = max(above, reach - y)

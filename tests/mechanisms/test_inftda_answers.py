@@ -348,3 +348,14 @@ def test_an_answer_that_came_out_zero_reaches_what_two_zeros_hide():
     se, _, above = interval_offsets(support, cal, [sigma2], None, 1, np.array([0, -2, -2]),
                                     0.95)
     assert above == pytest.approx(max(one, t_value(0.95, 31) * se))
+
+
+def test_a_level_without_noise_has_zeros_that_hide_nothing():
+    """σ = 0 (no noise at that level): a released zero is a true zero, and the interval
+    of an answer of zeros, or with one, is its count (no division by σ)."""
+    support = Support.from_levels([np.zeros(2, np.int64)], [np.array([5]), np.zeros(2)],
+                                  [np.zeros(2)], [np.zeros(2)],
+                                  counts=[np.array([3, 4])]).with_linear([0.0], None)
+    cal = Calibration(8, (1.0,), (0.0,), (0.0,))
+    for rows in (np.array([-2, -2]), np.array([0, -2])):
+        assert interval_offsets(support, cal, [0.0], None, 1, rows, 0.95) == (0.0, 0.0, 0.0)
