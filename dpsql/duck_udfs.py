@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets, z_value
+from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -158,25 +158,24 @@ def _node_ids(ids: list | None) -> np.ndarray:
     return np.asarray([i for i in ids or () if i is not None], dtype=np.int64)
 
 
-def _multiset(v: ViewInfo, ids: np.ndarray) -> multiset.Multiset:
-    """A group's node codes as a multiset (:mod:`dpsql.accuracy.multiset`: a join that
-    repeats rows repeats nodes, and they count as often). A calibrated InfTDA view's
-    negative codes name a released zero's parent, not a node: they are not layered."""
-    return multiset.split(ids, layered=(lambda u: u >= 0) if v.model.reads_support
-                          else None)
+def _rows_multiset(codes: np.ndarray) -> multiset.Multiset:
+    """A calibrated InfTDA group's row codes as a multiset (:mod:`dpsql.accuracy.multiset`:
+    a join that repeats rows repeats nodes, and they count as often); its negative codes
+    name a released zero's parent, not a node, so they are not layered. Other models'
+    node ids go through :func:`~dpsql.accuracy.multiset.model_variance` and its kin."""
+    return multiset.split(codes, layered=lambda u: u >= 0)
 
 
 def _variance(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray
               ) -> Variance | None:
     """The variance of a group's count: the model's, or a calibrated InfTDA answer's
     squared standard error, on the group's node multiset."""
-    if v.model.reads_support:
-        def fn(t: np.ndarray) -> Variance:
-            return Variance(_support_answer(st, v, level, t, 0.95)[0] ** 2, False)
-    else:
-        def fn(t: np.ndarray) -> Variance | None:
-            return v.model.sum_variance(level, t)
-    return multiset.variance(_multiset(v, ids), fn)
+    if not v.model.reads_support:
+        return multiset.model_variance(v.model, level, ids)
+
+    def fn(t: np.ndarray) -> Variance:
+        return Variance(_support_answer(st, v, level, t, 0.95)[0] ** 2, False)
+    return multiset.variance(_rows_multiset(ids), fn)
 
 
 def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
@@ -189,15 +188,10 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
     """How far below and above the group's count its interval at ``conf`` reaches:
     calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
     if v.model.reads_support:
-        ms = _multiset(v, ids)
+        ms = _rows_multiset(ids)
         return (multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[1]),
                 multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[2]))
-    var = _variance(st, v, level, ids)
-    if var is None:
-        half = _bound(st, v, level, ids, 1.0 - conf)
-    else:
-        half = z_value(conf) * math.sqrt(var.value)
-    return half, half
+    return multiset.model_offsets(v.model, level, ids, conf)
 
 
 def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: float
@@ -206,18 +200,14 @@ def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: fl
     the layers' simultaneous bounds added (:mod:`dpsql.accuracy.multiset`)."""
     model = v.model
     if not model.reads_support:
-        var = _variance(st, v, level, ids)
-        if var is not None:  # the default sum_bound: every model with variances has it
-            return z_value(1.0 - beta) * math.sqrt(var.value)
-        return multiset.added(_multiset(v, ids),
-                              lambda t: float(model.sum_bound(level, t, beta)))
+        return multiset.model_bound(model, level, ids, beta)
     bounds = model.level_bounds(level, beta)
 
     def one(t: np.ndarray) -> float:
         whole_level = model.root_bound(level, beta) + (
             model.level_sizes[level] - t.size) * bounds[level]
         return min(cover_bound(st.supports[v.key], level, t, bounds), whole_level)
-    return multiset.added(_multiset(v, ids), one)
+    return multiset.added(_rows_multiset(ids), one)
 
 
 _MAX_ANSWERS = 8192

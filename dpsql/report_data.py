@@ -19,6 +19,7 @@ import numpy as np
 
 from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import interval_offsets
+from dpsql.accuracy.multiset import model_offsets
 from dpsql.errors import IntegrityError
 from dpsql.release_file import Release, ViewMeta, read_support
 
@@ -164,11 +165,7 @@ def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
             _, below, above = interval_offsets(support, model.calibration, model.sigma2,
                                                model.root_sigma2, 1, np.array([i]), 0.95)
         else:
-            var = model.sum_variance(1, np.array([i]))
-            if var is None:
-                below = above = float(model.sum_bound(1, np.array([i]), 0.05))
-            else:
-                below = above = Z95 * var.stderr
+            below, above = model_offsets(model, 1, np.array([i]), 0.95)
         c = float(count)
         out.append((str(label), c, *count_interval(c, below, above)))
     out.sort(key=lambda r: -r[1])

@@ -29,7 +29,8 @@ stay in T₁ (:mod:`dpsql.accuracy.inftda_answers`).
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from statistics import NormalDist
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -111,4 +112,32 @@ def added(ms: Multiset, fn: Callable[[np.ndarray], float]) -> float:
     return float(ms.scale) * sum(w * fn(t) for w, t in zip(ms.weights, ms.layers))
 
 
-__all__ = ["MAX_LAYERS", "Multiset", "added", "split", "variance"]
+def model_variance(model: Any, level: int, ids: np.ndarray) -> Variance | None:
+    """The variance of the count over the node multiset ``ids`` of ``level`` under
+    ``model`` (an error model that does not read the support), or None."""
+    return variance(split(ids), lambda t: model.sum_variance(level, t))
+
+
+def model_bound(model: Any, level: int, ids: np.ndarray, beta: float) -> float:
+    """``dp_bound(beta)`` over the node multiset ``ids``: the normal bound of the variance
+    for a variance model (the default ``sum_bound``), else the layers' bounds added."""
+    var = model_variance(model, level, ids)
+    if var is not None:
+        return NormalDist().inv_cdf(1.0 - beta / 2.0) * math.sqrt(var.value)
+    return added(split(ids), lambda t: float(model.sum_bound(level, t, beta)))
+
+
+def model_offsets(model: Any, level: int, ids: np.ndarray, confidence: float
+                  ) -> tuple[float, float]:
+    """How far below and above the count over the node multiset ``ids`` its interval at
+    ``confidence`` reaches: ±z·se of the variance, or ±``dp_bound(1 − confidence)``."""
+    var = model_variance(model, level, ids)
+    if var is None:
+        half = model_bound(model, level, ids, 1.0 - confidence)
+    else:
+        half = NormalDist().inv_cdf(0.5 + confidence / 2.0) * math.sqrt(var.value)
+    return half, half
+
+
+__all__ = ["MAX_LAYERS", "Multiset", "added", "model_bound", "model_offsets",
+           "model_variance", "split", "variance"]
