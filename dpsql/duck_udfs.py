@@ -42,7 +42,8 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import Support, cover_bound, interval_offsets
+from dpsql.accuracy.inftda_answers import (Support, cover_bound, interval_offsets,
+                                           repeated_zeros)
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -203,10 +204,15 @@ def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: fl
         return multiset.model_bound(model, level, ids, beta)
     bounds = model.level_bounds(level, beta)
 
+    support = st.supports[v.key]
+
     def one(t: np.ndarray) -> float:
+        cover = cover_bound(support, level, t, bounds)
+        if t.size > model.level_sizes[level] or repeated_zeros(support, level, t):
+            return cover  # not a set of distinct nodes: its complement is unknown
         whole_level = model.root_bound(level, beta) + (
             model.level_sizes[level] - t.size) * bounds[level]
-        return min(cover_bound(st.supports[v.key], level, t, bounds), whole_level)
+        return min(cover, whole_level)
     return multiset.added(_rows_multiset(ids), one)
 
 

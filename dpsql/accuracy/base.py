@@ -54,6 +54,11 @@ class ErrorModel(ABC):
     node ids they get, not on which nodes: any unique key per node then serves as its
     id (the planner uses that to read large sparse levels without numbering them)."""
 
+    weighs_repeats: ClassVar[bool] = False
+    """True when :meth:`sum_variance` weighs a repeated node id by how often it comes
+    (the node's count summed that many times); otherwise it takes the ids as a set, and
+    :mod:`dpsql.accuracy.multiset` evaluates repeats through it."""
+
     @property
     def reads_support(self) -> bool:
         """True when answers are evaluated on the release's support (which nodes came out

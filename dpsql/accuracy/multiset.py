@@ -15,15 +15,23 @@ through them, in two steps:
   holds the nodes that occur at least cᵢ times, 1 = c₁ < c₂ < … the distinct
   multiplicities (and 1), and wᵢ = cᵢ − cᵢ₋₁ (w₁ = 1), so that the multiset's sum is
   Σᵢ wᵢ·(the sum over Tᵢ). Its variance is exact by polarisation (for T_l ⊂ T_i,
-  Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2); with more than
-  :data:`MAX_LAYERS` layers, Minkowski's (Σ wᵢ·sdᵢ)², an upper bound. An interval's
+  Cov(T_i, T_l) = [Var(T_i) + Var(T_l) − Var(T_i ∖ T_l)]/2) when the model's set
+  variances are exact; with more than :data:`MAX_LAYERS` layers, or set variances that
+  are bounds or estimates (calibrated InfTDA's), Minkowski's (Σ wᵢ·sdᵢ)², an upper
+  bound whatever the correlations. An interval's
   offsets and a bound add the layers' (the triangle inequality: exact when the layers'
   errors move together, wider otherwise; sound for InfTDA's bounds, which hold on one
   event for every node at once).
 
 A calibrated InfTDA view's negative row codes name a released zero's *parent*, not a
 node (several zeros of one parent share a code), so they are never layered: they all
-stay in T₁ (:mod:`dpsql.accuracy.inftda_answers`).
+stay in T₁, and a repeated zero reads as more zeros of its parent. When there are more
+than the parent has, :func:`~dpsql.accuracy.inftda_answers.repeated_zeros` sees it and
+``dp_bound`` counts each copy; otherwise the copies are read as distinct zeros (the
+right bias; the reach and bound of distinct zeros, which can be too small).
+
+A model that weighs repeated ids itself (``weighs_repeats``: the Gaussian and Laplace
+trees, a reconciled tree) gets the list as it is.
 """
 
 from __future__ import annotations
@@ -90,20 +98,22 @@ def variance(ms: Multiset, fn: Callable[[np.ndarray], Variance | None]) -> Varia
         return None
     g2 = float(ms.scale) ** 2
     w = [float(x) for x in ms.weights]
-    exact = all(v.exact for v in vs)
-    if len(vs) > MAX_LAYERS:
+    pairs = {}
+    if len(vs) <= MAX_LAYERS and all(v.exact for v in vs):
+        for i in range(len(vs)):
+            for j in range(i + 1, len(vs)):
+                outer = ms.layers[i]  # ⊃ layers[j], whose codes are distinct nodes
+                pairs[i, j] = fn(outer[~np.isin(outer, ms.layers[j])])
+    if not pairs and len(vs) > 1 or not all(r is not None and r.exact
+                                             for r in pairs.values()):
+        # Minkowski: sd(Σ wᵢ·Tᵢ) ≤ Σ wᵢ·sd(Tᵢ) whatever the correlations (polarising
+        # upper bounds or estimates would not bound the cross terms)
         sd = sum(wi * math.sqrt(max(v.value, 0.0)) for wi, v in zip(w, vs))
         return Variance(g2 * sd * sd, False)
     total = sum(wi * wi * v.value for wi, v in zip(w, vs))
-    for i in range(len(vs)):
-        for j in range(i + 1, len(vs)):
-            outer = ms.layers[i]  # ⊃ layers[j], whose codes are distinct nodes
-            rest = fn(outer[~np.isin(outer, ms.layers[j])])
-            if rest is None:
-                return None
-            exact = exact and rest.exact
-            total += w[i] * w[j] * (vs[i].value + vs[j].value - rest.value)
-    return Variance(g2 * max(total, 0.0), exact)
+    for (i, j), rest in pairs.items():
+        total += w[i] * w[j] * (vs[i].value + vs[j].value - rest.value)
+    return Variance(g2 * max(total, 0.0), all(v.exact for v in vs))
 
 
 def added(ms: Multiset, fn: Callable[[np.ndarray], float]) -> float:
@@ -115,6 +125,8 @@ def added(ms: Multiset, fn: Callable[[np.ndarray], float]) -> float:
 def model_variance(model: Any, level: int, ids: np.ndarray) -> Variance | None:
     """The variance of the count over the node multiset ``ids`` of ``level`` under
     ``model`` (an error model that does not read the support), or None."""
+    if model.weighs_repeats:
+        return model.sum_variance(level, ids)
     return variance(split(ids), lambda t: model.sum_variance(level, t))
 
 

@@ -315,6 +315,12 @@ class ReconciledErrorModel(ErrorModel):
         return (self._vt - c) / (self._vt * self._vt)
 
     # ---------------------------------------------------------------- answers
+    @property
+    def weighs_repeats(self) -> bool:  # type: ignore[override]
+        """A tree's variances weigh a repeated id (its coefficient); a range view's take
+        the ids as a set."""
+        return self._tree
+
     def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
         k = int(level)
         if isinstance(level, bool) or not 0 <= k <= self.depth:

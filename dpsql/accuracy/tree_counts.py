@@ -155,6 +155,7 @@ class TreeCountsErrorModel(ErrorModel):
     """
 
     kind = "tree_counts"
+    weighs_repeats = True
 
     def __init__(self, level_sizes: Sequence[int], noise_variances: Sequence[float],
                  fanouts: Sequence | None = None, noise: str = "") -> None:

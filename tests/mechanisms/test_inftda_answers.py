@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, child_shifts,
                                            cover_bound, false_positive_reach, interval_offsets,
                                            linear_variance, near_zero_bias,
-                                           node_variances, t_value, zero_allowance,
-                                           zeros_reach)
+                                           node_variances, repeated_zeros, t_value,
+                                           zero_allowance, zeros_reach)
 from dpsql.domains import categorical, concat
 from dpsql.mechanisms.inftda import inftda, true_levels
 from dpsql.mechanisms.inftda_calibration import calibrated_tree, support_arrays
@@ -304,8 +304,9 @@ def test_an_empty_release_answers_zero_without_failing():
 def test_zero_allowance_is_the_flat_priors_quantile_under_the_push():
     """Without a push, (φ(u) − u·Φ(−u))/φ(0) = 1 − γ: 1.664σ at 95 %. Under a push t the
     quantile t + u of the density ∝ Φ(t − q) on q ≥ 0: checked against a sample of it
-    (rejection from a uniform, fixed seed; the quantile of 200,000 draws is within
-    0.02σ)."""
+    (rejection from a uniform, fixed seed; 200,000 draws, whose 95 % quantile has a
+    standard error of 0.004σ to 0.006σ alone and 0.009σ for a sum of two: the tolerances
+    are 6 to 7 of them)."""
     assert zero_allowance(0.95) == pytest.approx(1.664, abs=1e-3)
     from scipy.special import ndtr  # Φ
 
@@ -317,10 +318,10 @@ def test_zero_allowance_is_the_flat_priors_quantile_under_the_push():
     for t in (0.0, 1.7, 3.3):
         q = sample(t, 200_000)
         assert q.size == 200_000
-        assert zero_allowance(0.95, t) == pytest.approx(np.quantile(q, 0.95), abs=0.03)
+        assert zero_allowance(0.95, t) == pytest.approx(np.quantile(q, 0.95), abs=0.04)
         # two zeros under pushes t and 1: the convolution against a sample of the sum
         joint = zeros_reach(0.95, np.array([1.0, t, 0.0]), released=False)
-        assert joint == pytest.approx(np.quantile(q + sample(1.0, q.size), 0.95), abs=0.05)
+        assert joint == pytest.approx(np.quantile(q + sample(1.0, q.size), 0.95), abs=0.06)
     assert zero_allowance(0.95, 3.3) < 3.3 + zero_allowance(0.95)  # most mass lies below
 
 
@@ -359,3 +360,16 @@ def test_a_level_without_noise_has_zeros_that_hide_nothing():
     cal = Calibration(8, (1.0,), (0.0,), (0.0,))
     for rows in (np.array([-2, -2]), np.array([0, -2])):
         assert interval_offsets(support, cal, [0.0], None, 1, rows, 0.95) == (0.0, 0.0, 0.0)
+
+
+def test_zeros_a_join_repeated_are_not_covered_by_their_parent():
+    """A parent with one released child and two released as 0: three zero codes under
+    it can only be a zero repeated by a join, so the parent does not cover them and each
+    copy costs its own bound (a cover through the parent would count −1 missing zeros:
+    a bound below the parent's, or negative)."""
+    support = Support.from_levels([np.array([0])], [np.array([3]), np.zeros(1, np.int64)])
+    bounds = [4.0, 10.0]
+    assert not repeated_zeros(support, 1, np.array([0, -2, -2]))
+    assert cover_bound(support, 1, np.array([0, -2, -2]), bounds) == pytest.approx(4.0)
+    assert repeated_zeros(support, 1, np.array([0, -2, -2, -2]))
+    assert cover_bound(support, 1, np.array([0, -2, -2, -2]), bounds) == pytest.approx(40.0)

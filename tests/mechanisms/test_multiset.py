@@ -82,3 +82,21 @@ def test_a_model_without_variances_gives_none():
     # independent unit nodes: 2·y₁ + y₂ has variance 4 + 1
     assert multiset.variance(multiset.split(np.array([1, 1, 2])),
                              lambda t: Variance(float(t.size), True)).value == 5.0
+
+
+def test_a_model_that_weighs_repeats_gets_the_list_as_it_is():
+    """The Gaussian and Laplace trees weigh a repeated id themselves: exact at any number
+    of distinct multiplicities (through layers, 12 of them would give Minkowski's)."""
+    ids = np.repeat(np.arange(12), np.arange(1, 13))
+    assert MODEL.weighs_repeats
+    got = multiset.model_variance(MODEL, 3, ids)
+    assert got.exact and got.value == pytest.approx(_weighted(3, ids))
+
+
+def test_set_variances_that_are_bounds_are_added_as_standard_errors():
+    """Polarising upper bounds would not bound the cross terms: with any set variance
+    inexact the layers' standard errors add (Minkowski)."""
+    def fn(t):
+        return Variance(float(t.size), False)
+    got = multiset.variance(multiset.split(np.array([1, 1, 2])), fn)
+    assert not got.exact and got.value == pytest.approx((2 ** 0.5 + 1.0) ** 2)
