@@ -99,13 +99,14 @@ def variance(ms: Multiset, fn: Callable[[np.ndarray], Variance | None]) -> Varia
     g2 = float(ms.scale) ** 2
     w = [float(x) for x in ms.weights]
     pairs = {}
-    if len(vs) <= MAX_LAYERS and all(v.exact for v in vs):
-        for i in range(len(vs)):
-            for j in range(i + 1, len(vs)):
-                outer = ms.layers[i]  # ⊃ layers[j], whose codes are distinct nodes
-                pairs[i, j] = fn(outer[~np.isin(outer, ms.layers[j])])
-    if not pairs and len(vs) > 1 or not all(r is not None and r.exact
-                                             for r in pairs.values()):
+    polarise = len(vs) <= MAX_LAYERS and all(v.exact for v in vs)
+    for i in range(len(vs) if polarise else 0):
+        for j in range(i + 1, len(vs)):
+            outer = ms.layers[i]  # ⊃ layers[j], whose codes are distinct nodes
+            rest = fn(outer[~np.isin(outer, ms.layers[j])])
+            polarise = polarise and rest is not None and rest.exact
+            pairs[i, j] = rest
+    if not polarise:
         # Minkowski: sd(Σ wᵢ·Tᵢ) ≤ Σ wᵢ·sd(Tᵢ) whatever the correlations (polarising
         # upper bounds or estimates would not bound the cross terms)
         sd = sum(wi * math.sqrt(max(v.value, 0.0)) for wi, v in zip(w, vs))
