@@ -189,8 +189,10 @@ def split_rows(rows: Any) -> SplitRows:
         return rows
     r = np.asarray(rows, dtype=np.int64)
     released = np.sort(r[r >= 0])  # distinct: by sorting (numpy's hashed unique is slow)
-    released = released[np.r_[True, released[1:] != released[:-1]]] if released.size \
-        else released
+    if released.size > 1:
+        keep = np.ones(released.size, bool)
+        np.not_equal(released[1:], released[:-1], out=keep[1:])
+        released = released[keep]
     zero_parents = -2 - r[r <= -2]
     return SplitRows(released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO)), r)
 
