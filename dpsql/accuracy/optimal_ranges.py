@@ -46,7 +46,7 @@ import numpy as np
 
 from dpsql.accuracy.base import ErrorModel, Variance, register
 from dpsql.accuracy.cascade import RangeLevels, _check_ranges
-from dpsql.errors import IntegrityError, InvalidPrivacyParameterError, ProgrammingError
+from dpsql.errors import IntegrityError, InvalidPrivacyParameterError
 
 MAX_OPTIMAL_BINS = 4096
 """The largest K the range-optimal covariance accepts: its set-up is a few dense K×K

@@ -91,7 +91,7 @@ except ImportError as _err:  # pragma: no cover  (the bi extra is installed in C
                       f"`{install_hint('bi')}`") from _err
 
 from dpsql import __version__
-from dpsql.errors import OperationalError, ProgrammingError
+from dpsql.errors import OperationalError
 from dpsql.sqlalchemy._inspection import Inspection, dbapi_conn
 
 __all__ = ["DpsqlDialect", "DpsqlCompiler"]
