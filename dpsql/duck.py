@@ -278,7 +278,7 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
     public node, else a densified copy in :data:`NODES_DB` when small enough."""
     from dpsql.planner.catalog import MAX_MATERIALIZED_NODES
     from dpsql.planner.choose_view import range_errors
-    from dpsql.planner.rewrite_query import dense_nodes_sql
+    from dpsql.planner.level_rows import dense_nodes_sql
 
     levels = [(lv, *facts[("level", lv.table)]) for lv in vm.levels]
     dense = all(n == lv.n_nodes for lv, n, _, _ in levels)

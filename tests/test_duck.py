@@ -370,7 +370,7 @@ def test_node_table_rowid_is_the_node_id(request, fixture):
 def test_unordered_node_rows_carry_a_unique_key_per_public_node(request, fixture):
     """The per-query form of a sparse level for a node-counting model (InfTDA): every
     public node once, each with its own dp_key, so the bound counts the right nodes."""
-    from dpsql.planner.rewrite_query import dense_nodes_sql
+    from dpsql.planner.level_rows import dense_nodes_sql
 
     c = duckdb.connect()
     duck.attach(c, str(request.getfixturevalue(fixture)))
