@@ -169,12 +169,12 @@ def test_large_distinct_integers_are_a_valid_domain():
 def test_ingest_refuses_colliding_keys_even_without_spec_validation():
     import duckdb
 
-    from dpsql.release.ingest import _create_domain
+    from dpsql.release.domain_lookup import create_domain
     from dpsql.spec import Categorical
 
     con = duckdb.connect()
     with pytest.raises(dpsql.SpecError, match="collide as DOUBLE keys"):
-        _create_domain(con, Categorical("x", ("1", 1, 2.5)), None)
+        create_domain(con, Categorical("x", ("1", 1, 2.5)), None)
 
 
 def test_cascade_covariance_choice():

@@ -37,11 +37,12 @@ import numpy as np
 
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
+from dpsql.release.domain_lookup import (create_domain, lookup_codes, quote_ident,
+                                         refuse_out_of_domain)
 from dpsql.release.duckdb_settings import engine_error, memory_limit
-from dpsql.release.store import create_table
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
-from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec
+from dpsql.spec import Categorical, Range, ReleaseSpec
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "REAL")
@@ -51,10 +52,6 @@ def one_line(err: BaseException) -> str:
     """A DuckDB error's first paragraph on one line (its messages span lines: the CSV
     reader appends its whole configuration after a blank line)."""
     return " ".join(str(err).strip().split("\n\n")[0].split())
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def quote_literal(value: str) -> str:
@@ -181,7 +178,7 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
     sizes = _code_sizes(used, hierarchy_codes or {})
     for attr in used:
-        _create_domain(con, attr, (hierarchy_codes or {}).get(attr.name))
+        create_domain(con, attr, (hierarchy_codes or {}).get(attr.name))
     counts.create_leaves(con, [a.name for a in used])
     sets = attribute_sets(spec)
     try:
@@ -231,7 +228,7 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
             drop_bad = bool(bad) and attr.on_out_of_bounds == "drop"
         else:
             if bad:
-                _out_of_domain(con, attr, bad)
+                refuse_out_of_domain(con, attr, bad)
                 report.add(n, "dropped (out of domain)" if isinstance(attr, Categorical)
                            else "dropped (not in spine)", bad)
             drop_bad = bool(bad)
@@ -305,7 +302,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
             ref = refs[attr.name]
             selects += [f"({ref} IS NULL) AS n_{attr.name}", f"{ref} AS c_{attr.name}"]
             continue
-        sel, join = _lookup(attr, refs)
+        sel, join = lookup_codes(attr, refs)
         selects += sel
         joins.append(join)
     con.execute(f"CREATE TEMP TABLE dpsql_coded_keys AS SELECT dpsql_gid, n, "
@@ -376,7 +373,7 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: s
             selects += [f"({nulls}) AS n_{attr.name}",
                         f"{value_sql(attr, refs[attr.name])} AS v_{attr.name}"]
             continue
-        sel, join = _lookup(attr, refs)
+        sel, join = lookup_codes(attr, refs)
         selects += sel
         joins.append(join)
     if unit_column is not None:
@@ -489,61 +486,6 @@ def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str,
     return out
 
 
-# --------------------------------------------------------------------------------------
-# Public domains
-# --------------------------------------------------------------------------------------
-
-def _create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
-                   ) -> None:
-    """``dpsql_dom_<a>``: a categorical domain (``v``, ``code``) or a spine (its columns,
-    ``code``) as a temporary table. Ranges need none."""
-    table = f"dpsql_dom_{attr.name}"
-    if isinstance(attr, Categorical):
-        values = list(attr.values)
-        key, _ = _key_type(values, "x")
-        dtype = {"VARCHAR": object, "BIGINT": np.int64, "DOUBLE": np.float64}[key]
-        v = np.empty(len(values), dtype=object)
-        v[:] = values
-        v = v.astype(dtype)
-        if np.unique(v).size != v.size:  # spec validation refuses this; never count twice
-            raise SpecError(f"attributes.{attr.name}.domain: values collide as {key} keys; "
-                            "give each public value once, all strings or all numbers")
-        create_table(con, table, {"v": v,
-                                  "code": np.arange(len(values), dtype=np.int64)},
-                     temporary=True)
-    elif isinstance(attr, Hierarchy):
-        columns: dict[str, np.ndarray | None] = {}
-        for j, c in enumerate(attr.columns):
-            col = np.empty(len(attr.paths), dtype=object)
-            col[:] = [p[j] for p in attr.paths]
-            columns[c] = col
-        columns["code"] = (np.asarray(spine_codes, dtype=np.int64) if spine_codes is not None
-                           else np.arange(len(attr.paths), dtype=np.int64))
-        create_table(con, table, columns, temporary=True)
-
-
-def _lookup(attr, refs: dict[str, str]) -> tuple[list[str], str]:
-    """Select items ``n_<a>`` (NULL flag) and ``c_<a>`` (domain code, NULL when not in the
-    domain), and the join, for a categorical or hierarchy attribute whose columns are the
-    SQL expressions ``refs`` (source rows or grouped keys)."""
-    name = attr.name
-    nulls = " OR ".join(f"{refs[c]} IS NULL" for c in attr.columns)
-    flag = f"({nulls}) AS n_{name}"
-    table, alias = f"dpsql_dom_{name}", f"dpsql_j_{name}"
-    if isinstance(attr, Categorical):
-        _, cast = _key_type(list(attr.values), refs[name])
-        return [flag, f"{alias}.code AS c_{name}"], \
-            f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
-    # A spine value has one parent, so the finest column alone finds the leaf: join on it
-    # and check the coarser columns by comparison.
-    finest = attr.columns[-1]
-    join = (f"LEFT JOIN {table} AS {alias} ON {alias}.{quote_ident(finest)} = "
-            f"CAST({refs[finest]} AS VARCHAR)")
-    same = " AND ".join(f"{alias}.{quote_ident(c)} = CAST({refs[c]} AS VARCHAR)"
-                        for c in attr.columns[:-1]) or "TRUE"
-    return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
-
-
 def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[str],
                          table: str, report: "IngestReport", sizes: dict[str, int]) -> dict:
     """Run the one statistics aggregate (rows read, then per attribute the policy counts of
@@ -559,37 +501,3 @@ def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[
         per_attr.append(stats[pos:pos + k])
         pos += k
     return _apply_policies(con, used, per_attr, report, sizes)
-
-
-def _key_type(values: list, column: str) -> tuple[str, str]:
-    """The SQL key type of a categorical domain and the expression that casts a source
-    column to it; NULL where the value is not exactly a key of that type, so the row
-    meets the out-of-domain policy. An integer domain takes only integral values: a plain
-    ``TRY_CAST(1.5 AS BIGINT)`` is 2, which would count the row in a cell it is not in."""
-    if all(isinstance(v, str) for v in values):
-        return "VARCHAR", f"CAST({column} AS VARCHAR)"
-    if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
-        as_int = f"TRY_CAST({column} AS BIGINT)"
-        return "BIGINT", (f"CASE WHEN {as_int} = TRY_CAST({column} AS DOUBLE) "
-                          f"THEN {as_int} END")
-    return "DOUBLE", f"TRY_CAST({column} AS DOUBLE)"
-
-
-def _out_of_domain(con: duckdb.DuckDBPyConnection, attr, bad: int) -> None:
-    """Raise the policy error for values outside a categorical domain or a spine."""
-    if attr.on_out_of_domain != "error":
-        return
-    if isinstance(attr, Categorical):
-        key, cast = _key_type(list(attr.values), quote_ident(attr.name))
-        example = con.execute(
-            f"SELECT {quote_ident(attr.name)} FROM dpsql_src WHERE {quote_ident(attr.name)} "
-            f"IS NOT NULL AND (({cast}) IS NULL OR ({cast}) NOT IN "
-            f"(SELECT v FROM dpsql_dom_{attr.name})) LIMIT 1"
-        ).fetchall()
-        shown = f", e.g. {example[0][0]!r}" if example else ""
-        raise DataError(f"attribute {attr.name!r} has {bad} value(s) outside its public "
-                        f"domain{shown}; add them to the domain, or set "
-                        f"on_out_of_domain = \"drop\"")
-    raise DataError(f"hierarchy {attr.name!r} has {bad} row(s) whose path "
-                    f"({', '.join(attr.columns)}) is not in the public spine; fix the spine "
-                    f"or set on_out_of_domain = \"drop\"")
