@@ -101,7 +101,7 @@ class ErrorModel(ABC):
         if v is None:
             raise InternalError(f"{type(self).__name__} gives no variances, so it must "
                                 "override sum_bound")
-        return NormalDist().inv_cdf(1.0 - beta / 2.0) * v.stderr
+        return z_value(1.0 - beta) * v.stderr
 
     def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
         """Range views only: variance of the released count of leaf bins [lo, hi) for each
@@ -139,6 +139,11 @@ def count_interval(count: float, below: float, above: float) -> tuple[float, flo
     if a > b:  # no whole count inside (both ends are finite here)
         a, b = b, a
     return max(a, 0.0), max(b, 0.0)
+
+
+def z_value(confidence: float) -> float:
+    """The two-sided normal quantile of ``confidence`` (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
 def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

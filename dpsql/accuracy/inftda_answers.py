@@ -66,9 +66,9 @@ from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
-from dpsql.accuracy.base import distinct
-from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, z_value,
-                                         zero_allowance, zeros_reach)
+from dpsql.accuracy.base import distinct, z_value
+from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, zero_allowance,
+                                         zeros_reach)
 
 DEEP_ZERO = -1
 """Row code of a node whose parent is not released either (inside a pruned subtree)."""

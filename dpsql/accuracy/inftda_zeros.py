@@ -27,10 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-
-def z_value(confidence: float) -> float:
-    """The two-sided normal quantile of ``confidence``."""
-    return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+from dpsql.accuracy.base import z_value
 
 
 def child_shifts(fanout: Sequence[np.ndarray], active: Sequence[np.ndarray],
@@ -137,5 +134,5 @@ def false_positive_reach(confidence: float, m: int) -> float:
     return 0.7979 * m + z_value(confidence) * 0.6028 * m ** 0.5
 
 
-__all__ = ["JOINT_ZEROS", "child_shifts", "false_positive_reach", "z_value", "zero_allowance",
+__all__ = ["JOINT_ZEROS", "child_shifts", "false_positive_reach", "zero_allowance",
            "zeros_reach"]

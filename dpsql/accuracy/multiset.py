@@ -36,12 +36,11 @@ trees, a reconciled tree) gets the list as it is.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from dpsql.accuracy.base import Variance, distinct
+from dpsql.accuracy.base import Variance, distinct, z_value
 
 MAX_LAYERS = 8
 """Layers whose covariances are evaluated exactly (K layers: K(K+1)/2 set evaluations);
@@ -137,7 +136,7 @@ def model_bound(model: Any, level: int, ids: np.ndarray, beta: float) -> float:
     for a variance model (the default ``sum_bound``), else the layers' bounds added."""
     var = model_variance(model, level, ids)
     if var is not None:
-        return NormalDist().inv_cdf(1.0 - beta / 2.0) * math.sqrt(var.value)
+        return z_value(1.0 - beta) * math.sqrt(var.value)
     return added(split(ids), lambda t: float(model.sum_bound(level, t, beta)))
 
 
@@ -149,7 +148,7 @@ def model_offsets(model: Any, level: int, ids: np.ndarray, confidence: float
     if var is None:
         half = model_bound(model, level, ids, 1.0 - confidence)
     else:
-        half = NormalDist().inv_cdf(0.5 + confidence / 2.0) * math.sqrt(var.value)
+        half = z_value(confidence) * math.sqrt(var.value)
     return half, half
 
 
