@@ -39,7 +39,7 @@ from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
 from dpsql.release.domain_lookup import (create_domain, lookup_codes, quote_ident,
                                          refuse_out_of_domain)
-from dpsql.release.duckdb_settings import engine_error, memory_limit
+from dpsql.release.duckdb_settings import engine_error, memory_limit, quote_literal
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
 from dpsql.spec import Categorical, Range, ReleaseSpec
@@ -52,10 +52,6 @@ def one_line(err: BaseException) -> str:
     """A DuckDB error's first paragraph on one line (its messages span lines: the CSV
     reader appends its whole configuration after a blank line)."""
     return " ".join(str(err).strip().split("\n\n")[0].split())
-
-
-def quote_literal(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 @dataclass
