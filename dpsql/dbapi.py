@@ -72,6 +72,7 @@ from typing import Any, Mapping, Sequence
 import duckdb
 
 from dpsql import duck
+from dpsql._sql import quote_ident
 from dpsql._dbapi_types import (  # noqa: F401  (PEP 249 names, re-exported)
     BINARY,
     DATETIME,
@@ -136,10 +137,6 @@ def _cache_key(operation: str, parameters: list[Any] | None) -> tuple | None:
     except TypeError:
         return None
     return key
-
-
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 # --------------------------------------------------------------------------------------
@@ -234,7 +231,7 @@ class Connection:
         self._releases[alias] = str(path)
         try:
             rng = con.execute(
-                f"SELECT rng FROM {_quote_ident(alias)}.dpsql_release").fetchall()
+                f"SELECT rng FROM {quote_ident(alias)}.dpsql_release").fetchall()
         except duckdb.Error as err:
             raise _translate(err) from err
         if not rng or rng[0][0] != _PRIVATE_RNG:

@@ -38,6 +38,7 @@ import duckdb
 import numpy as np
 
 from dpsql import duck_udfs
+from dpsql._sql import quote_ident, quote_literal
 from dpsql.accuracy.inftda_answers import Support
 from dpsql.duck_udfs import hist_quantile
 from dpsql.errors import OperationalError, ProgrammingError
@@ -102,14 +103,6 @@ def catalog_of(con: duckdb.DuckDBPyConnection) -> Catalog:
     return _state(con).catalog
 
 
-def _lit(s: str) -> str:
-    return "'" + str(s).replace("'", "''") + "'"
-
-
-def _ident(s: str) -> str:
-    return '"' + str(s).replace('"', '""') + '"'
-
-
 def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *,
            lockdown: bool = False) -> str:
     """ATTACH the release at ``path`` read-only under ``name`` (default: the release
@@ -131,7 +124,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
     if name is None:
         probe = duckdb.connect()
         try:
-            probe.execute(f"ATTACH {_lit(str(p))} AS dpsql_probe (READ_ONLY)")
+            probe.execute(f"ATTACH {quote_literal(str(p))} AS dpsql_probe (READ_ONLY)")
             name = probe.execute("SELECT name FROM dpsql_probe.dpsql_release").fetchall()[0][0]
         except duckdb.Error as err:
             raise OperationalError(f"cannot read {str(p)!r} as a dpsql release: {err}"
@@ -146,7 +139,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
                                    "pass name= to attach the release under another alias")
     else:
         try:
-            con.execute(f"ATTACH {_lit(str(p))} AS {_ident(name)} (READ_ONLY)")
+            con.execute(f"ATTACH {quote_literal(str(p))} AS {quote_ident(name)} (READ_ONLY)")
         except duckdb.Error as err:
             raise OperationalError(f"cannot attach {str(p)!r}: {err}") from err
     release = read_catalog(con, str(p), schema=name)
@@ -156,7 +149,8 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
         v = _view_info(con, name, vm, release.attributes, facts)
         views.append(v)
         if vm.prefix_table:
-            cum = con.execute(f"SELECT SUM(cum) FROM {_ident(name)}.{_ident(vm.prefix_table)} "
+            prefix_table = f"{quote_ident(name)}.{quote_ident(vm.prefix_table)}"
+            cum = con.execute(f"SELECT SUM(cum) FROM {prefix_table} "
                               "GROUP BY bin ORDER BY bin").fetchall()
             st.prefixes[v.key] = np.array([c[0] for c in cum], dtype=np.float64)
         if v.model.reads_support:
@@ -195,11 +189,11 @@ def _label_domains(con: duckdb.DuckDBPyConnection, alias: str, release: Any, of_
     for a in release.attributes.values():
         if a.kind == "range" or not a.domain_table:
             continue
-        table = f"{_ident(alias)}.{_ident(a.domain_table)}"
+        table = f"{quote_ident(alias)}.{quote_ident(a.domain_table)}"
         for c in a.columns:
             if (a.domain_table, c) in typed:
-                values = con.execute(f"SELECT DISTINCT {_ident(c)} FROM {table} "
-                                     f"WHERE {_ident(c)} IS NOT NULL").fetchall()
+                values = con.execute(f"SELECT DISTINCT {quote_ident(c)} FROM {table} "
+                                     f"WHERE {quote_ident(c)} IS NOT NULL").fetchall()
                 out.append((c, tuple(sorted(v[0] for v in values))))
     return tuple(out)
 
@@ -226,11 +220,11 @@ def _table_facts(con: duckdb.DuckDBPyConnection, alias: str, release: Any) -> di
         for lv in vm.levels:
             keys.append(("level", lv.table))
             parts.append(f"SELECT COUNT(*), typeof(any_value(dp_count)), typeof(SUM(dp_count)) "
-                         f"FROM {_ident(alias)}.{_ident(lv.table)}")
+                         f"FROM {quote_ident(alias)}.{quote_ident(lv.table)}")
         if vm.prefix_table:
             keys.append(("prefix", vm.prefix_table))
             parts.append(f"SELECT COUNT(*), NULL, NULL FROM "
-                         f"{_ident(alias)}.{_ident(vm.prefix_table)}")
+                         f"{quote_ident(alias)}.{quote_ident(vm.prefix_table)}")
     facts: dict = {}
     if parts:
         rows = con.execute(" UNION ALL ".join(f"SELECT {i} AS i, * FROM ({q})"
@@ -240,13 +234,14 @@ def _table_facts(con: duckdb.DuckDBPyConnection, alias: str, release: Any) -> di
     for vm in release.views.values():
         if vm.prefix_table:
             facts[("columns", vm.prefix_table)] = [d[0] for d in con.execute(
-                f"SELECT * FROM {_ident(alias)}.{_ident(vm.prefix_table)} LIMIT 0"
+                f"SELECT * FROM {quote_ident(alias)}.{quote_ident(vm.prefix_table)} LIMIT 0"
             ).description]
     for a in release.attributes.values():  # public spines: counted in Python (faster
         if a.kind == "range":              # than COUNT(DISTINCT) on tables this small)
             continue
-        rows = con.execute(f"SELECT DISTINCT {', '.join(_ident(c) for c in a.columns)} "
-                           f"FROM {_ident(alias)}.{_ident(a.domain_table)}").fetchall()
+        rows = con.execute(
+            f"SELECT DISTINCT {', '.join(quote_ident(c) for c in a.columns)} "
+            f"FROM {quote_ident(alias)}.{quote_ident(a.domain_table)}").fetchall()
         for i in range(len(a.columns)):
             facts[("domain", a.name, i)] = (len({r[i] for r in rows}),
                                             len({r[:i + 1] for r in rows}))
@@ -286,10 +281,10 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
     tables, types, creates = [], [], []
     for lv, n, col_type, sum_type in levels:
         if n == lv.n_nodes:
-            tables.append(f"{_ident(alias)}.{_ident(lv.table)}")
+            tables.append(f"{quote_ident(alias)}.{quote_ident(lv.table)}")
         elif lv.n_nodes <= MAX_MATERIALIZED_NODES and _nodes_db(con):
             # COALESCE(dp_count, 0) keeps dp_count's type: so do the types below
-            table = f"{NODES_DB}.{_ident(f'{alias}__{lv.table}')}"
+            table = f"{NODES_DB}.{quote_ident(f'{alias}__{lv.table}')}"
             creates.append(f"CREATE OR REPLACE TABLE {table} AS "
                            + dense_nodes_sql(v, lv.k, attributes))
             tables.append(table)
@@ -307,7 +302,7 @@ def _view_info(con: duckdb.DuckDBPyConnection, alias: str, vm: Any, attributes: 
         n = facts[("prefix", vm.prefix_table)][0]
         if last.kind == "range" and cols[-2:] == ["bin", "cum"] \
                 and n == groups * (last.bins + 1):
-            prefix = (f"{_ident(alias)}.{_ident(vm.prefix_table)}", tuple(cols[:-2]))
+            prefix = (f"{quote_ident(alias)}.{quote_ident(vm.prefix_table)}", tuple(cols[:-2]))
     ranges = None
     if len(vm.attributes) == 1 and attributes[vm.attributes[0]].kind == "range" \
             and attributes[vm.attributes[0]].bins <= MAX_PRECOMPUTED_BINS:

@@ -30,6 +30,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from dpsql._sql import quote_ident
 from dpsql.accuracy import ErrorModel, load
 from dpsql.accuracy.inftda_answers import Support
 from dpsql.errors import IntegrityError, OperationalError
@@ -185,8 +186,8 @@ def read_domains(path: str | Path, release: Release) -> dict[str, list[tuple]]:
     con = duckdb.connect(str(path), read_only=True)
     try:
         return {a.name: con.execute(
-            "SELECT " + ", ".join('"' + c.replace('"', '""') + '"' for c in a.columns)
-            + f' FROM "{a.domain_table}"').fetchall()
+            "SELECT " + ", ".join(quote_ident(c) for c in a.columns)
+            + f" FROM {quote_ident(a.domain_table)}").fetchall()
             for a in release.attributes.values() if a.kind != "range"}
     finally:
         con.close()
@@ -195,7 +196,7 @@ def read_domains(path: str | Path, release: Release) -> dict[str, list[tuple]]:
 def read_catalog(con: duckdb.DuckDBPyConnection, path: str, schema: str | None = None
                  ) -> Release:
     """Read the catalog through an open connection (``schema`` = an attached alias)."""
-    pre = f'"{schema}".' if schema else ""
+    pre = f"{quote_ident(schema)}." if schema else ""
     try:
         cur = con.execute(f"SELECT * FROM {pre}dpsql_release")
         cols = [d[0] for d in cur.description]
@@ -222,10 +223,10 @@ def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | N
     ``dp_bias``/``dp_var``/``dp_count``), with each node's linear-model variance computed
     once. All of it is
     the mechanism's public output; the query side and the report read it once."""
-    pre = f'"{schema}".' if schema else ""
+    pre = f"{quote_ident(schema)}." if schema else ""
     parents, fanouts, biases, variances, counts = [], [], [], [], []
     for lv in view.levels:
-        table = '"' + lv.table.replace('"', '""') + '"'
+        table = quote_ident(lv.table)
         try:
             cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias, dp_var, dp_count "
                                f"FROM {pre}{table} ORDER BY rowid").fetchnumpy()

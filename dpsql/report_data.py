@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
+from dpsql._sql import quote_ident
 from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.accuracy.multiset import model_offsets
@@ -66,11 +67,6 @@ class RangeCurve:
     band_kind: str              # "variance" | "variance bound" | "bound"
 
 
-def _q(name: str) -> str:
-    """A SQL identifier from the (untrusted) catalog, quoted."""
-    return '"' + str(name).replace('"', '""') + '"'
-
-
 def _rows(con: duckdb.DuckDBPyConnection, sql: str) -> list[tuple]:
     try:
         return con.execute(sql).fetchall()
@@ -89,7 +85,7 @@ def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
         stored, zero_rows, neg, total = _rows(con, (
             f"SELECT count(*), count(*) FILTER (WHERE dp_count = 0), "
             f"count(*) FILTER (WHERE dp_count < 0), coalesce(sum(dp_count), 0) "
-            f"FROM {_q(lv.table)}"))[0]
+            f"FROM {quote_ident(lv.table)}"))[0]
         if stored > lv.n_nodes:
             raise IntegrityError(f"level table {lv.table!r} holds {stored:,} rows but its "
                                  f"public domain has {lv.n_nodes:,} nodes: the file is corrupt")
@@ -100,7 +96,7 @@ def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
         label = lv.attribute if width or not lv.columns else lv.columns[-1]
         if lv.kind != "range" and attr is not None and lv.columns:
             domain = tuple(str(r[0]) for r in _rows(con, (
-                f"SELECT {_q(lv.columns[-1])} FROM {_q(attr.domain_table)} "
+                f"SELECT {quote_ident(lv.columns[-1])} FROM {quote_ident(attr.domain_table)} "
                 f"GROUP BY 1 ORDER BY min(code) LIMIT {MAX_DOMAIN_SHOWN + 1}")))
         s = summary.get(lv.k, {})
         out.append(LevelRow(lv.k, label, lv.attribute, lv.kind, lv.n_nodes, int(stored),
@@ -156,8 +152,8 @@ def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
     if lv.kind == "range" or not lv.columns:
         return []
     model = view.error_model
-    rows = _rows(con, f"SELECT {_q(lv.columns[-1])}, dp_count FROM {_q(lv.table)} "
-                      "ORDER BY rowid")
+    rows = _rows(con, f"SELECT {quote_ident(lv.columns[-1])}, dp_count "
+                      f"FROM {quote_ident(lv.table)} ORDER BY rowid")
     out = []
     support = read_support(con, view) if model.reads_support else None
     for i, (label, count) in enumerate(rows):
@@ -178,8 +174,9 @@ def _support_bands(con: duckdb.DuckDBPyConnection, view: ViewMeta, lv: Any, attr
     prefix [0, b) (summed over the groups above), and of each bin, from the support."""
     model = view.error_model
     support = read_support(con, view)
-    bins = np.array([r[0] for r in _rows(con, f"SELECT {_q(attr + '_bin_lo')} FROM "
-                                              f"{_q(lv.table)} ORDER BY rowid")], np.int64)
+    bins = np.array([r[0] for r in _rows(
+        con, f"SELECT {quote_ident(attr + '_bin_lo')} FROM {quote_ident(lv.table)} "
+             "ORDER BY rowid")], np.int64)
     rows = np.arange(bins.size, dtype=np.int64)
 
     def half(sel: np.ndarray) -> float:
@@ -210,8 +207,8 @@ def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMet
             continue
         K, groups = int(attr.bins), lv.n_nodes // int(attr.bins)
         counts = np.zeros(K)
-        for b, c in _rows(con, f"SELECT {_q(name + '_bin_lo')}, sum(dp_count) "
-                               f"FROM {_q(lv.table)} GROUP BY 1"):
+        for b, c in _rows(con, f"SELECT {quote_ident(name + '_bin_lo')}, sum(dp_count) "
+                               f"FROM {quote_ident(lv.table)} GROUP BY 1"):
             if b is None or not 0 <= int(b) < K:
                 raise IntegrityError(f"{lv.table!r}: bin {b} is outside 0..{K - 1}")
             counts[int(b)] = float(c)

@@ -44,6 +44,7 @@ from typing import Any, Sequence
 import duckdb
 
 from dpsql import __version__
+from dpsql._sql import quote_ident, quote_literal
 from dpsql.lockdown import lock_duckdb
 from dpsql.planner.catalog import ReleaseInfo
 
@@ -322,7 +323,7 @@ def _any_literal(m: re.Match) -> str:
         elif numeric and re.fullmatch(r"[+-]?\d+(?:\.\d*)?", item):
             items.append(item)
         else:
-            items.append("'" + item.replace("'", "''") + "'")
+            items.append(quote_literal(item))
     return "ANY([" + ", ".join(items) + "])"
 
 
@@ -367,10 +368,6 @@ def _fix_code(code: str) -> str:
     return code
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 _VALUE_TYPES = {"integer": "BIGINT", "date": "DATE", "timestamp": "TIMESTAMP"}  # else DOUBLE
 
 
@@ -397,7 +394,7 @@ def logical_tables(con: duckdb.DuckDBPyConnection, info: ReleaseInfo
             types[a.name] = [(a.name, range_type(a.value_type))]
             continue
         described = {r[0]: r[1] for r in con.execute(
-            f"DESCRIBE {_ident(alias)}.{_ident(a.domain_table)}").fetchall()}
+            f"DESCRIBE {quote_ident(alias)}.{quote_ident(a.domain_table)}").fetchall()}
         types[a.name] = [(c, described.get(c, "VARCHAR")) for c in a.columns]
 
     def columns(attributes: Sequence[str], views: Sequence[Any]) -> list[tuple[str, str]]:
@@ -464,19 +461,20 @@ class CatalogDatabase:
         # ``config`` adds the server's memory cap (dpsql.server._limits.duckdb_config)
         con = self._con = duckdb.connect(":memory:", config={"threads": 2, **(config or {})})
         for alias, tables in reversed(list(databases.items())):  # the first is USEd last
-            con.execute(f"ATTACH ':memory:' AS {_ident(alias)}")
-            con.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(alias)}.{_ident(schema)}")
-            con.execute(f"USE {_ident(alias)}.{_ident(schema)}")
+            con.execute(f"ATTACH ':memory:' AS {quote_ident(alias)}")
+            where = f"{quote_ident(alias)}.{quote_ident(schema)}"
+            con.execute(f"CREATE SCHEMA IF NOT EXISTS {where}")
+            con.execute(f"USE {where}")
             notes = (comments or {}).get(alias, {})  # column -> its comment
             for name, cols in tables.items():
-                body = ", ".join(f"{_ident(c)} {t}" for c, t in cols)
-                con.execute(f"CREATE TABLE {_ident(name)} ({body})")
-                con.execute(f"COMMENT ON TABLE {_ident(name)} IS 'dpsql logical table: "
+                body = ", ".join(f"{quote_ident(c)} {t}" for c, t in cols)
+                con.execute(f"CREATE TABLE {quote_ident(name)} ({body})")
+                con.execute(f"COMMENT ON TABLE {quote_ident(name)} IS 'dpsql logical table: "
                             "differentially private counts; query with COUNT(*) ... GROUP BY'")
                 for c, _ in cols:
                     if notes.get(c):
-                        con.execute(f"COMMENT ON COLUMN {_ident(name)}.{_ident(c)} IS "
-                                    + "'" + notes[c].replace("'", "''") + "'")
+                        con.execute(f"COMMENT ON COLUMN {quote_ident(name)}."
+                                    f"{quote_ident(c)} IS {quote_literal(notes[c])}")
         for stmt in SCALAR_MACROS:
             con.execute(stmt)
         pairs = ", ".join(f"'{k}': '{v}'" for k, v in default_settings(self.database).items())
@@ -492,7 +490,7 @@ class CatalogDatabase:
     def cursor(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             cur = self._con.cursor()
-        cur.execute(f"USE {_ident(self.database)}.{_ident(self.schema)}")
+        cur.execute(f"USE {quote_ident(self.database)}.{quote_ident(self.schema)}")
         return cur
 
     def close(self) -> None:

@@ -14,15 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from dpsql._sql import quote_ident as q
 from dpsql.accuracy.inftda_answers import ZERO_CHILD
 from dpsql.domains.calendar import month_edge_sql
 from dpsql.planner.catalog import ViewInfo
-
-
-def q(name: str) -> str:
-    """Quote an identifier for DuckDB (identifiers come from the catalog, never from the
-    analyst's literals)."""
-    return '"' + str(name).replace('"', '""') + '"'
 
 
 def num(x: float) -> str:

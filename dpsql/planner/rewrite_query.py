@@ -55,13 +55,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from dpsql._sql import quote_ident as q, quote_literal
 from dpsql.domains.calendar import axis_to_value_sql
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of, output_name
 from dpsql.planner.find_references import _PLACING_ARGS, Reference
 from dpsql.planner.group_bins import replace_bins
-from dpsql.planner.level_rows import dense_nodes_sql, level_read, num, q
+from dpsql.planner.level_rows import dense_nodes_sql, level_read, num
 from dpsql.planner.value_intervals import pieces_condition, pieces_weight
 
 
@@ -233,7 +234,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         count_sum, sum_only = total(rows.count), f"SUM({rows.count})"
 
     def err(what: str, param: float | None) -> str:
-        return (f"DP_ERROR('{what}', '{_sql_string(view.key)}', {k}, LIST({rows.node}), "
+        return (f"DP_ERROR('{what}', {quote_literal(view.key)}, {k}, LIST({rows.node}), "
                 f"{num(param if param is not None else 0.0)})")
 
     def mid(attr: str) -> str:
@@ -303,7 +304,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         elif agg.kind == "bound":
             new = err("bound", agg.param)
         elif agg.kind in ("ci_low", "ci_high"):  # at whole counts, never below 0
-            new = (f"DP_INTERVAL('{agg.kind[3:]}', '{_sql_string(view.key)}', {k}, "
+            new = (f"DP_INTERVAL('{agg.kind[3:]}', {quote_literal(view.key)}, {k}, "
                    f"LIST({rows.node}), {num(agg.param)}, {count_sum})")
         else:  # pragma: no cover - find_references only emits the kinds above
             raise AssertionError(agg.kind)
@@ -443,8 +444,3 @@ def _and_all(items: list[exp.Expression]) -> exp.Expression:
     for x in items[1:]:
         out = exp.And(this=out, expression=x)
     return out
-
-
-def _sql_string(s: str) -> str:
-    return str(s).replace("'", "''")
-

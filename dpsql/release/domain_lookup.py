@@ -15,13 +15,10 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
+from dpsql._sql import quote_ident
 from dpsql.errors import DataError, SpecError
 from dpsql.release.store import create_table
 from dpsql.spec import Categorical, Hierarchy
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import duckdb
 
+from dpsql._sql import quote_literal
 from dpsql.engine_settings import EngineSettings, size_bytes
 from dpsql.errors import Error, OperationalError
 
@@ -31,10 +32,6 @@ def configure(con: duckdb.DuckDBPyConnection, settings: EngineSettings) -> None:
     except duckdb.Error as err:
         raise OperationalError(f"engine: DuckDB refused a setting: {_first_line(err)}; fix "
                                "engine.memory_limit, threads or temp_directory") from err
-
-
-def quote_literal(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def memory_limit(con: duckdb.DuckDBPyConnection) -> int:

@@ -35,11 +35,11 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from dpsql._sql import quote_ident, quote_literal
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
-from dpsql.release.domain_lookup import (create_domain, lookup_codes, quote_ident,
-                                         refuse_out_of_domain)
-from dpsql.release.duckdb_settings import engine_error, memory_limit, quote_literal
+from dpsql.release.domain_lookup import create_domain, lookup_codes, refuse_out_of_domain
+from dpsql.release.duckdb_settings import engine_error, memory_limit
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
 from dpsql.spec import Categorical, Range, ReleaseSpec

@@ -15,6 +15,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import types as sqltypes
 from sqlalchemy.engine import reflection
 
+from dpsql._sql import quote_ident
+
 COUNT_COLUMN = "dp_count"
 _INTEGER_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                   "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
@@ -112,15 +114,16 @@ class Inspection:
                 columns.append(_column(name, _sa_type(range_type(attr.value_type)),
                                        _range_comment(attr)))
                 continue
-            types = _probe_types(dcon, f"SELECT * FROM {_q(alias)}.{_q(attr.domain_table)} "
-                                       "LIMIT 0")
+            domain = f"{quote_ident(alias)}.{quote_ident(attr.domain_table)}"
+            types = _probe_types(dcon, f"SELECT * FROM {domain} LIMIT 0")
             for col in attr.columns:
                 columns.append(_column(col, _sa_type(types.get(col, "VARCHAR")),
                                        _label_comment(attr, col)))
         # typed as DESCRIBE types it (dpsql.schema_catalog.integer_counts)
         logical = views[0].name if len(views) == 1 and \
             views[0].name.lower() == table_name.lower() else release.name
-        described = {r[0]: r[1] for r in _rows(dcon, f"DESCRIBE {_q(alias)}.{_q(logical)}")}
+        described = {r[0]: r[1] for r in _rows(
+            dcon, f"DESCRIBE {quote_ident(alias)}.{quote_ident(logical)}")}
         columns.append(_column(COUNT_COLUMN, _sa_type(described[COUNT_COLUMN]),
                                "the differentially private count of the group: aggregate "
                                "it as COUNT(*) (or SUM(dp_count)); dp_stderr() gives its "
@@ -193,10 +196,6 @@ def dbapi_conn(connection: Any) -> Any:
 
     under = connection.connection
     return under if isinstance(under, Connection) else under.dbapi_connection
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _probe_types(dcon: Any, sql: str) -> dict[str, str]:
