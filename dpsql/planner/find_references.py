@@ -38,11 +38,13 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
 from dpsql.planner.group_bins import BinGroup, bin_group
+from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
-                                           predicate_intervals, predicate_keeps_null)
+                                           predicate_intervals, predicate_keeps_null,
+                                           rejects_null)
 
 @dataclass(frozen=True)
 class RangeFilter:
@@ -277,8 +279,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             "supported: its rows are released counts, not records, so a sample of them is "
             "no sample of the data; query the whole table")
 
-    padded = bool(joins) and _padded(table, joins)
-    using = _join_keys(table, joins) if joins else ()
+    padded = bool(joins) and pads_with_nulls(table, joins)
+    using = using_keys(table, joins) if joins else ()
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
@@ -329,7 +331,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        if drops_nulls and len(col_attrs) == 1 and _rejects_null(c):
+        if drops_nulls and len(col_attrs) == 1 and rejects_null(c):
             non_null.update(col_attrs)
         if range_attr is None:
             continue
@@ -381,7 +383,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     for node, arg in zip(scope_columns, sc.column_args):
         if id(node) in inside:
             continue
-        if plain is not None and arg not in _PLACING_ARGS:
+        if plain is not None and arg not in PLACING_ARGS:
             plain.append(node)
         if id(node) in removed_ids:  # in WHERE, a placing argument
             continue
@@ -484,6 +486,8 @@ def _trunc_unit(call: exp.Expression, a) -> str:
                "when the domain starts on a Monday)")
             + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
     return name
+
+
 _DISTRIBUTION_KINDS = frozenset(("sum", "avg", "quantile"))
 _ERROR_KINDS = frozenset(ERROR_FUNCTIONS) | {"stderr", "ci_low", "ci_high", "bound"}
 
@@ -492,56 +496,8 @@ _ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")
 """SELECT arguments where DuckDB binds a name to a source column before an output alias."""
 
 
-def _join_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:
-    """The columns of ``USING (...)`` joins of the SELECT; a NATURAL join with the private
-    table is refused: it joins on every shared column name, and the node rows carry only
-    the columns the query names, so it would join on the wrong ones."""
-    keys: list[str] = []
-    for j in joins:
-        if (j.method or "").upper() == "NATURAL":
-            raise UnsupportedQueryError(
-                f"NATURAL JOIN with the private table {table.name!r} is not supported: name "
-                "the join columns, JOIN ... USING (<attribute>) or JOIN ... ON "
-                f"{table.alias_or_name}.<attribute> = <table>.<column>")
-        keys += [u.name for u in j.args.get("using") or []]
-    return tuple(keys)
-
-
-def _padded(table: exp.Table, joins: list[exp.Join]) -> bool:
-    """True when an outer join of the SELECT can add rows of NULLs on ``table``'s side:
-    its own LEFT/FULL join, or a later RIGHT/FULL join (whose left operand is everything
-    joined before it). A POSITIONAL join pairs rows by their order, which is no function
-    of a row's attributes (node rows are not records), so it is refused outright."""
-    here = next((i for i, j in enumerate(joins) if j.this is table), -1)
-    for i, j in enumerate(joins):
-        if j.method.upper() == "POSITIONAL" and i >= here:  # the table is on one side
-            raise UnsupportedQueryError(
-                f"POSITIONAL JOIN with the private table {table.name!r} is not supported: "
-                "it pairs rows by their position, and the release has no rows, only "
-                "released counts; join on attributes (JOIN ... ON / USING) instead")
-    if here >= 0 and joins[here].side.upper() in ("LEFT", "FULL"):
-        return True
-    return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[here + 1:])
-
-
-_PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
+PLACING_ARGS = ("where", "with", "with_", "from", "from_", "joins", "group")
 """SELECT arguments that place or group the rows (see ``Reference.plain_columns``)."""
-
-
-_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
-                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
-                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
-                   exp.DataType)
-
-
-def _rejects_null(c: exp.Expression) -> bool:
-    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
-    built of comparisons, IN, BETWEEN, LIKE, AND/OR/NOT and ``IS NOT NULL`` only (no
-    IS NULL, COALESCE, CASE...)."""
-    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
-            and isinstance(c.this.expression, exp.Null):
-        return True  # attr IS NOT NULL
-    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
 
 
 def _column_test(attr: str, owned):

@@ -60,7 +60,7 @@ from dpsql.domains.calendar import axis_to_value_sql
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of, output_name
-from dpsql.planner.find_references import _PLACING_ARGS, Reference
+from dpsql.planner.find_references import PLACING_ARGS, Reference
 from dpsql.planner.group_bins import replace_bins
 from dpsql.planner.level_rows import dense_nodes_sql, level_read, num
 from dpsql.planner.value_intervals import pieces_condition, pieces_weight
@@ -415,7 +415,7 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...], group: exp.Group) 
         if id(node) not in counted and not isinstance(node.parent, exp.Window):
             return False  # an aggregate this pass does not rewrite: keep the GROUP BY
     for arg, value in select.args.items():
-        if arg in _PLACING_ARGS or value is None:
+        if arg in PLACING_ARGS or value is None:
             continue
         stack = list(value) if isinstance(value, list) else [value]
         while stack:

@@ -244,6 +244,22 @@ def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
     return value(c) == _TRUE
 
 
+_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
+                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
+                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
+                   exp.DataType)
+
+
+def rejects_null(c: exp.Expression) -> bool:
+    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
+    built of comparisons, IN, BETWEEN, LIKE, AND/OR/NOT and ``IS NOT NULL`` only (no
+    IS NULL, COALESCE, CASE...)."""
+    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
+            and isinstance(c.this.expression, exp.Null):
+        return True  # attr IS NOT NULL
+    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
+
+
 def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
     a = axis.name
     forms = (f"{a} BETWEEN lo AND hi, {a} < x, {a} <= x, {a} > x, {a} >= x"

@@ -1,0 +1,48 @@
+"""How a SELECT joins a logical table: the columns of its ``USING`` joins, and whether
+an outer join can pad the table's side with rows of NULLs (:mod:`~dpsql.planner.
+find_references` refuses row counts over such a join: SQL counts a padded row as 1, and
+the released counts have nothing to back it). The joins that cannot be answered from
+released counts are refused here, naming what to write instead: NATURAL (it would join
+on whichever columns the node rows happen to carry) and POSITIONAL (node rows are not
+records)."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+
+
+def using_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:
+    """The columns of ``USING (...)`` joins of the SELECT; a NATURAL join with the private
+    table is refused: it joins on every shared column name, and the node rows carry only
+    the columns the query names, so it would join on the wrong ones."""
+    keys: list[str] = []
+    for j in joins:
+        if (j.method or "").upper() == "NATURAL":
+            raise UnsupportedQueryError(
+                f"NATURAL JOIN with the private table {table.name!r} is not supported: name "
+                "the join columns, JOIN ... USING (<attribute>) or JOIN ... ON "
+                f"{table.alias_or_name}.<attribute> = <table>.<column>")
+        keys += [u.name for u in j.args.get("using") or []]
+    return tuple(keys)
+
+
+def pads_with_nulls(table: exp.Table, joins: list[exp.Join]) -> bool:
+    """True when an outer join of the SELECT can add rows of NULLs on ``table``'s side:
+    its own LEFT/FULL join, or a later RIGHT/FULL join (whose left operand is everything
+    joined before it). A POSITIONAL join pairs rows by their order, which is no function
+    of a row's attributes (node rows are not records), so it is refused outright."""
+    here = next((i for i, j in enumerate(joins) if j.this is table), -1)
+    for i, j in enumerate(joins):
+        if j.method.upper() == "POSITIONAL" and i >= here:  # the table is on one side
+            raise UnsupportedQueryError(
+                f"POSITIONAL JOIN with the private table {table.name!r} is not supported: "
+                "it pairs rows by their position, and the release has no rows, only "
+                "released counts; join on attributes (JOIN ... ON / USING) instead")
+    if here >= 0 and joins[here].side.upper() in ("LEFT", "FULL"):
+        return True
+    return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[here + 1:])
+
+
+__all__ = ["pads_with_nulls", "using_keys"]
