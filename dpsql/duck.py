@@ -124,7 +124,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
     if name is None:
         probe = duckdb.connect()
         try:
-            probe.execute(f"ATTACH {quote_literal(str(p))} AS dpsql_probe (READ_ONLY)")
+            probe.execute(f"ATTACH {quote_literal(p)} AS dpsql_probe (READ_ONLY)")
             name = probe.execute("SELECT name FROM dpsql_probe.dpsql_release").fetchall()[0][0]
         except duckdb.Error as err:
             raise OperationalError(f"cannot read {str(p)!r} as a dpsql release: {err}"
@@ -139,7 +139,7 @@ def attach(con: duckdb.DuckDBPyConnection, path: str, name: str | None = None, *
                                    "pass name= to attach the release under another alias")
     else:
         try:
-            con.execute(f"ATTACH {quote_literal(str(p))} AS {quote_ident(name)} (READ_ONLY)")
+            con.execute(f"ATTACH {quote_literal(p)} AS {quote_ident(name)} (READ_ONLY)")
         except duckdb.Error as err:
             raise OperationalError(f"cannot attach {str(p)!r}: {err}") from err
     release = read_catalog(con, str(p), schema=name)
