@@ -136,6 +136,11 @@ UNSUPPORTED = [
     ("SELECT * FROM trips", "SELECT \\*"),
     ("SELECT t.* FROM trips AS t", "SELECT \\*"),
     ("SELECT region FROM trips", "row-level access"),
+    # DISTINCT is a GROUP BY (answered), except where it keeps rows
+    ("SELECT DISTINCT ON (region) region, mode FROM trips", "row-level access"),
+    ("SELECT DISTINCT region, row_number() OVER () FROM trips", "row-level access"),
+    ("SELECT DISTINCT * FROM trips", "SELECT \\*"),
+    ("SELECT DISTINCT distance FROM trips", "without an aggregate"),
     ("SELECT region, distance, COUNT(*) FROM trips GROUP BY ALL", "no single view"),
     ("SELECT region, distance FROM trips GROUP BY ALL", "without an aggregate"),
     ("SELECT distance * 2, COUNT(*) FROM trips GROUP BY 1", "binned attribute"),

@@ -366,7 +366,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     "padded row as 1, yet it holds no private rows. Count the private rows "
                     f"with COUNT({alias}.<attribute>), which is 0 where nothing matched")
 
-    if args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
+    if args.get("group") is None and not aggregates and _groups_distinct(select):
+        pass  # SELECT DISTINCT <labels>: now GROUP BY ALL, answered as one
+    elif args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
         if any(measure(x) for x in scope_columns):
             raise UnsupportedQueryError(
                 f"the bare column dp_count is not supported: {MEASURE_HELP}")
@@ -458,6 +460,24 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
 _TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
+
+
+def _groups_distinct(select: exp.Select) -> bool:
+    """``SELECT DISTINCT <labels> FROM t`` (no aggregate, no GROUP BY) is ``SELECT
+    <labels> FROM t GROUP BY ALL`` in SQL: rewrite it so (BI tools list a filter's values
+    this way) and answer True. Like any GROUP BY of the release, it lists every public
+    category the WHERE keeps, whether or not its released count is 0: which values occur
+    is what the release must not reveal. Not for ``DISTINCT ON`` (one arbitrary row per
+    key), a star (rows) or a window function (over rows): they stay refused."""
+    distinct = select.args.get("distinct")
+    if not isinstance(distinct, exp.Distinct) or distinct.args.get("on") is not None:
+        return False
+    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(
+            e.this, exp.Star)) or e.find(exp.Window) for e in select.expressions):
+        return False
+    select.set("distinct", None)
+    select.set("group", exp.Group(all=True))
+    return True
 
 
 def _trunc_unit(call: exp.Expression, a) -> str:
