@@ -170,9 +170,10 @@ def test_decimals_are_binned_exactly_on_their_grid(tmp_path):
 
 # ---- interval arithmetic -------------------------------------------------------------
 
-def _intervals(where: str, value_type: str, step: float | None = None):
+def _intervals(where: str, value_type: str, step: float | None = None,
+               on_null: str = "error"):
     meta = AttributeMeta("x", "range", ("x_lo", "x_hi"), "d", 0.0, 100.0, 100, value_type,
-                         step)
+                         step, on_null)
     cond = sqlglot.parse_one(f"SELECT 1 FROM t WHERE {where}", dialect="duckdb") \
         .args["where"].this
     return predicate_intervals(cond, meta, lambda n: isinstance(n, exp.Column)
@@ -232,10 +233,15 @@ def test_real_bounds_are_continuous():
     assert _intervals("x NOT BETWEEN 2 AND 4", "real") == ((-INF, 2), (4, INF))
 
 
-def test_is_null_of_a_binned_attribute_is_refused():
-    with pytest.raises(dpsql.UnsupportedQueryError, match="x IS NULL: the NULLs of a binned "
-                                                          "attribute are not released"):
-        _intervals("x IS NULL", "integer", 1.0)
+def test_is_null_of_a_binned_attribute_follows_its_null_policy():
+    """on_null = "error": the attribute is never NULL (ingest refused one), so IS NULL
+    keeps no row, as SQL on the data would; "drop": no view over it holds those rows."""
+    assert _intervals("x IS NULL", "integer", 1.0) == ()
+    assert _intervals("x IS NULL OR x < 3", "integer", 1.0) == ((-INF, 3),)
+    assert _intervals("NOT (x IS NULL OR x < 3)", "integer", 1.0) == ((3, INF),)
+    with pytest.raises(dpsql.UnsupportedQueryError, match="x IS NULL: the release cannot "
+                                                          "count the rows where x is NULL"):
+        _intervals("x IS NULL", "integer", 1.0, on_null="drop")
 
 
 def test_interval_set_operations():

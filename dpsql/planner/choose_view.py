@@ -41,6 +41,7 @@ import numpy as np
 from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
+from dpsql.planner.dropped_nulls import unsafe_view_error
 from dpsql.planner.find_references import RangeFilter, Reference
 
 Z95 = 1.959963984540054
@@ -68,7 +69,8 @@ def choose_view(ref: Reference) -> Choice:
     if ref.bins:  # the bucket edges of each grouped binned attribute
         key += (tuple(g.signature() for g in ref.bins),)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
-        key += (ref.non_null, frozenset((g.kind, g.attribute) for g in ref.aggregates))
+        key += (ref.non_null, ref.counted,
+                frozenset((g.kind, g.attribute, g.skips) for g in ref.aggregates))
     memo = ref.release.choices
     hit = memo.get(key)
     if hit is None:
@@ -83,13 +85,7 @@ def _choose(ref: Reference) -> Choice:
     covering = [v for v in ref.candidates if needed <= v.attribute_set]
     safe = [v for v in covering if ref.null_safe(v)]
     if covering and not safe:
-        v = covering[0]
-        dropped = sorted(a for a in v.null_dropped if a not in ref.non_null)
-        raise UnsupportedQueryError(
-            f"every view that covers this query leaves out the rows where "
-            f"{' or '.join(dropped)} is NULL (on_null = \"drop\" in the spec), which this "
-            f"query counts; add WHERE {dropped[0]} IS NOT NULL (or another predicate on it) "
-            "to count the rows that have a value, or query attributes of a view without it")
+        raise unsafe_view_error(ref, covering[0])
     covering = safe
     if not covering:
         missing = sorted(needed - set().union(*(set(v.meta.attributes)

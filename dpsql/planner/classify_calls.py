@@ -42,6 +42,10 @@ class Aggregate:
     sums: bool = False
     """A count written as a SUM (``SUM(1)``, ``SUM(dp_count)``): NULL over no rows, as
     SQL's SUM, where ``COUNT`` is 0."""
+    skips: str | None = None
+    """For ``COUNT(x)`` of an attribute with ``on_null = "drop"``: its name. The count is
+    of the rows where it has a value, which are exactly the rows of the views over it
+    (:mod:`~dpsql.planner.dropped_nulls`): a plain count of such a view."""
 
 
 def fn_name(node: exp.Expression) -> str:
@@ -156,7 +160,9 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             a = release.column_attribute(arg.name)
             if a is not None and a.null_category:  # skips the NULL category's nodes
                 return Aggregate(node, "count", release.column_name(arg.name))
-            return Aggregate(node, "count")  # otherwise attributes are never NULL
+            if a is not None and a.on_null == "drop":  # a view over it: no NULL rows
+                return Aggregate(node, "count", skips=a.name)
+            return Aggregate(node, "count")  # on_null = "error": never NULL
     if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
             and not arg.is_string:
         return Aggregate(node, "count", sums=True)

@@ -35,6 +35,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
+from dpsql.planner.dropped_nulls import is_null_error, null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
 from dpsql.planner.group_bins import BinGroup, bin_group
@@ -119,21 +120,14 @@ class Reference:
     and the rewrite puts each node's first date or timestamp in the column's place, so
     that DuckDB's own ``date_trunc`` groups whole nodes."""
 
+    counted: frozenset[str] = frozenset()
+    """Attributes with ``on_null = "drop"`` of which the SELECT takes ``COUNT(attr)``:
+    the count of the rows where it has a value, read from a view over it."""
+
     def null_safe(self, view: ViewInfo) -> bool:
-        """True when ``view`` holds every row this reference counts: for each attribute
-        whose NULL rows the view dropped, the query leaves NULLs out too (a WHERE
-        predicate on it, or only SUM/AVG/quantiles of it, which skip NULLs in SQL)."""
-        dropped = view.null_dropped
-        if not dropped:
-            return True
-        for a in dropped:
-            if a in self.non_null:
-                continue
-            if a in self.measured and all(g.kind in ("sum", "avg", "quantile")
-                                          and g.attribute == a for g in self.aggregates):
-                continue
-            return False
-        return True
+        """True when ``view`` holds every row this reference counts
+        (:func:`~dpsql.planner.dropped_nulls.null_safe`)."""
+        return not view.null_dropped or null_safe(self, view)
 
     @property
     def trunc_units(self) -> frozenset[tuple[str, str]]:
@@ -141,7 +135,7 @@ class Reference:
         return frozenset((a, u) for _, a, u in self.truncs)
 
     def needed_attributes(self) -> frozenset[str]:
-        out = set(self.measured) | {r.attribute for r in self.ranges}
+        out = set(self.measured) | {r.attribute for r in self.ranges} | self.counted
         out |= {a for _, a, _ in self.truncs}
         out.update(g.attribute for g in self.bins)
         for c in self.columns:
@@ -333,6 +327,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "UNION ALL two queries")
         if drops_nulls and len(col_attrs) == 1 and rejects_null(c):
             non_null.update(col_attrs)
+        elif drops_nulls and len(col_attrs) == 1:
+            _refuse_dropped_nulls(c, next(iter(col_attrs)), release, owned)
         if range_attr is None:
             continue
         ranges[range_attr] = intersect(ranges.get(range_attr, EVERYTHING), predicate_intervals(
@@ -455,7 +451,25 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      if ranges else (),
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured,
-                     tuple(bins), frozenset(non_null), tuple(truncs))
+                     tuple(bins), frozenset(non_null), tuple(truncs),
+                     frozenset(a.skips for a in aggregates if a.skips))
+
+
+def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInfo,
+                          owned) -> None:
+    """Refuse the WHERE conjunct ``c`` on the one ``attribute`` when it keeps the rows
+    where the attribute is NULL (``x IS NULL``, ``x IS NULL OR ...``) and the attribute
+    has ``on_null = "drop"``: no view over it holds those rows."""
+    meta = release.attributes.get(attribute)
+    if meta is None or meta.on_null != "drop":
+        return
+    cols = [x for x in c.find_all(exp.Column) if owned(x)
+            and release.column_attribute(x.name) is meta]
+
+    def is_attr(x: exp.Expression) -> bool:
+        return any(x is y for y in cols)
+    if cols and predicate_keeps_null(c, is_attr):
+        raise is_null_error(meta, cols[0].name, c.sql("duckdb"))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

@@ -9,10 +9,11 @@ attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
   the grid: an integer is never 2.5); ``IN`` is a union of cells; ``<>``, ``NOT IN``,
   ``NOT BETWEEN`` and ``NOT (...)`` are complements; ``OR`` of predicates on the one
   attribute is a union. ``IS NOT NULL`` keeps every value (it tells the planner that the
-  query leaves NULLs out, so a view that dropped them may answer); ``IS NULL`` is refused,
-  unless the attribute releases NULL as a node of its own (``on_null = "category"``:
-  then it keeps no value, and :func:`predicate_keeps_null` says whether the NULL node is
-  kept). The grid arithmetic is exact (decimal fractions, not binary
+  query leaves NULLs out, so a view that dropped them may answer); ``IS NULL`` keeps no
+  value: under ``on_null = "error"`` the attribute is never NULL, so no row; under
+  ``on_null = "category"`` the NULL node, which :func:`predicate_keeps_null` says is
+  kept; under ``on_null = "drop"`` it is refused (no view over the attribute holds
+  those rows: :func:`~dpsql.planner.dropped_nulls.is_null_error`). The grid arithmetic is exact (decimal fractions, not binary
   floating point).
 * **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
   value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
@@ -34,6 +35,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import literal_number
+from dpsql.planner.dropped_nulls import is_null_error
 
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
@@ -183,11 +185,9 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
             return ()  # no value: the NULL node alone (predicate_keeps_null)
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
                 and is_attr(node.this):
-            raise UnsupportedQueryError(
-                f"{meta.name} IS NULL: the NULLs of a binned attribute are not released "
-                f"(on_null = \"drop\" leaves those rows out of the views over "
-                f"{meta.name!r}); count them as COUNT(*) minus COUNT(*) WHERE "
-                f"{meta.name} IS NOT NULL, each from its own query")
+            if meta.on_null == "drop":  # no view over it holds those rows
+                raise is_null_error(meta, node.this.name, node.sql("duckdb"))
+            return ()  # on_null = "error": never NULL, no row kept (as categorical labels)
         if isinstance(node, exp.Not):
             inner = node.this
             if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) \

@@ -1,0 +1,200 @@
+"""NULL semantics under each ``on_null`` policy, end to end: SQL in, answers out, on an
+exact release (ρ = 1e6, Gaussian tree: zero noise) of a seeded table, with DuckDB on the
+raw table as the oracle (STYLE §5a).
+
+3,000 rows; every attribute of the ``drop`` pair is NULL on 600 of them (every 5th row),
+of the ``category`` pair on 750 (every 4th), and the ``error`` pair is never NULL (a NULL
+would have stopped the release):
+
+* ``on_null = "drop"`` (cd, nd, and the hierarchy h = r → ci): the views over the
+  attribute hold the 2,400 rows where it has a value. ``COUNT(x)`` is 2,400 (it was
+  3,000: read as ``COUNT(*)`` from any view), ``x IS NOT NULL`` keeps 2,400, and
+  ``x IS NULL`` is refused, with a message that says why and what to query instead.
+* ``on_null = "category"`` (cc, nc): NULL is a node; ``COUNT(x)`` 2,250, ``IS NULL`` 750.
+* ``on_null = "error"`` (ce, ne): never NULL; ``COUNT(x)`` = ``COUNT(*)`` = 3,000,
+  ``IS NULL`` keeps no row (0) and ``IS NOT NULL`` every row.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql.release import build_release
+from dpsql.spec import ReleaseSpec
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+N = 3000
+ABC = ["a", "b", "c"]
+SPINE = [["N", "n1"], ["N", "n2"], ["S", "s1"]]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("nulls")
+    duckdb.connect().execute(f"""
+        COPY (SELECT
+            CASE WHEN i % 5 = 0 THEN NULL ELSE ['a', 'b', 'c'][1 + i % 3] END AS cd,
+            CASE WHEN i % 5 = 0 THEN NULL ELSE i % 10 END AS nd,
+            CASE WHEN i % 5 = 0 THEN NULL ELSE ['N', 'N', 'S'][1 + i % 3] END AS r,
+            CASE WHEN i % 5 = 0 THEN NULL ELSE ['n1', 'n2', 's1'][1 + i % 3] END AS ci,
+            CASE WHEN i % 4 = 0 THEN NULL ELSE ['a', 'b', 'c'][1 + i % 3] END AS cc,
+            CASE WHEN i % 4 = 0 THEN NULL ELSE i % 10 END AS nc,
+            ['a', 'b', 'c'][1 + i % 3] AS ce, (i * 7) % 10 AS ne,
+            ['x', 'y'][1 + i % 2] AS g
+          FROM range({N}) r(i)) TO '{base / "t.parquet"}'""")
+    return base
+
+
+@pytest.fixture(scope="module")
+def release(data):
+    spec = {
+        "name": "t", "source": "t.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": 1e6},
+        "attributes": {
+            "cd": {"kind": "categorical", "domain": ABC, "on_null": "drop"},
+            "nd": {"kind": "range", "lower": 0, "upper": 10, "bins": 10, "on_null": "drop"},
+            "h": {"kind": "hierarchy", "columns": ["r", "ci"], "spine": SPINE,
+                  "on_null": "drop"},
+            "cc": {"kind": "categorical", "domain": ABC, "on_null": "category"},
+            "nc": {"kind": "range", "lower": 0, "upper": 10, "bins": 10,
+                   "on_null": "category"},
+            # "d" is in the domain, in no row: a public group whose count is 0
+            "ce": {"kind": "categorical", "domain": ABC + ["d"]},
+            "ne": {"kind": "range", "lower": 0, "upper": 10, "bins": 10},
+            "g": {"kind": "categorical", "domain": ["x", "y"]},
+        },
+        "views": [
+            {"name": "vcd", "levels": ["g", "cd"], "mechanism": "gaussian_tree"},
+            {"name": "vnd", "levels": ["nd"], "mechanism": "gaussian_tree"},
+            {"name": "vh", "levels": ["h"], "mechanism": "gaussian_tree"},
+            {"name": "vcc", "levels": ["g", "cc"], "mechanism": "gaussian_tree"},
+            {"name": "vnc", "levels": ["nc"], "mechanism": "gaussian_tree"},
+            {"name": "vce", "levels": ["g", "ce"], "mechanism": "gaussian_tree"},
+            {"name": "vcen", "levels": ["ce", "ne"], "mechanism": "gaussian_tree"},
+        ],
+    }
+    out = data / "t.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=data), out, seed=5, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def con(release):
+    c = dpsql.connect(str(release))
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def raw(data):
+    c = duckdb.connect()
+    c.execute(f"CREATE VIEW t AS SELECT * FROM '{data / 't.parquet'}'")
+    yield c
+    c.close()
+
+
+def _one(con, sql: str):
+    return con.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("sql,right", [
+    # on_null = "drop": the views over x hold the rows where it has a value
+    ("SELECT COUNT(cd) FROM t", 2400),  # was 3000: COUNT(*) of a view without cd
+    ("SELECT COUNT(nd) FROM t", 2400),
+    ("SELECT COUNT(ci) FROM t", 2400),
+    ("SELECT COUNT(r) FROM t", 2400),
+    ("SELECT COUNT(cd) FROM vcd", 2400),  # was refused: the view holds exactly those
+    ("SELECT COUNT(cd) FROM t WHERE g = 'x'", 1200),
+    ("SELECT COUNT(nd) FROM t WHERE nd < 5", 1200),
+    ("SELECT COUNT(*) FROM t WHERE cd IS NOT NULL", 2400),
+    ("SELECT COUNT(*) FROM t WHERE nd IS NOT NULL", 2400),
+    ("SELECT COUNT(*) FROM t", 3000),  # from a view that kept the rows
+    # on_null = "category": NULL is a released node
+    ("SELECT COUNT(cc) FROM t", 2250),
+    ("SELECT COUNT(nc) FROM t", 2250),
+    ("SELECT COUNT(*) FROM t WHERE cc IS NULL", 750),
+    ("SELECT COUNT(*) FROM t WHERE nc IS NULL", 750),
+    ("SELECT COUNT(*) FROM t WHERE nc IS NOT NULL", 2250),
+    # on_null = "error": never NULL
+    ("SELECT COUNT(ce) FROM t", 3000),
+    ("SELECT COUNT(ne) FROM t", 3000),
+    ("SELECT COUNT(*) FROM t WHERE ce IS NULL", 0),
+    ("SELECT COUNT(*) FROM t WHERE ne IS NULL", 0),  # was refused as if NULLs were dropped
+    ("SELECT COUNT(*) FROM t WHERE ne IS NOT NULL", 3000),
+    ("SELECT COUNT(*) FROM t WHERE ne IS NULL OR ne < 3", 900),
+])
+def test_counts_follow_each_null_policy(con, raw, sql, right):
+    assert raw.execute(sql.replace("FROM vcd", "FROM t")).fetchone()[0] == right  # the oracle
+    assert _one(con, sql) == [(right,)]
+
+
+def test_count_of_a_dropped_attribute_by_group_matches_sql(con, raw):
+    for sql in ("SELECT g, COUNT(cd) FROM t GROUP BY g ORDER BY g",
+                "SELECT r, COUNT(ci) FROM t WHERE r IS NOT NULL GROUP BY r ORDER BY r",
+                "SELECT COUNT(nd), SUM(nd), AVG(nd) FROM t"):
+        assert _one(con, sql) == raw.execute(sql).fetchall(), sql
+    cur = con.cursor()
+    cur.execute("SELECT g, COUNT(cd) AS n, dp_stderr() FROM t GROUP BY g ORDER BY g")
+    assert [r[:2] for r in cur.fetchall()] == [("x", 1200), ("y", 1200)]
+    assert cur.dp_info["view"] == "vcd" and cur.dp_info["level"] == 1  # the coarsest level
+
+
+@pytest.mark.parametrize("where,column", [
+    ("cd IS NULL", "cd"), ("nd IS NULL", "nd"), ("ci IS NULL", "ci"),
+    ("cd IS NULL OR cd = 'a'", "cd"), ("nd IS NULL OR nd < 3", "nd"),
+])
+def test_is_null_of_a_dropped_attribute_says_why_and_what_to_do(con, where, column):
+    attribute = "h" if column == "ci" else column
+    with pytest.raises(dpsql.UnsupportedQueryError) as e:
+        con.execute(f"SELECT COUNT(*) FROM t WHERE {where}")
+    assert str(e.value) == (
+        f"{where}: the release cannot count the rows where {column} is NULL. The attribute "
+        f"'{attribute}' has on_null = \"drop\" in the spec, so the views over it hold only "
+        f"the rows where it has a value (its NULL rows are counted only by views without "
+        f"it). Count them as COUNT(*) minus COUNT(*) WHERE {column} IS NOT NULL, each from "
+        f"its own query (the first reads a view without '{attribute}'), or release them as "
+        f"a value of their own with on_null = \"category\" in the spec")
+
+
+def test_the_suggested_two_queries_count_the_dropped_nulls(con, raw):
+    everyone = _one(con, "SELECT COUNT(*) FROM t")[0][0]
+    valued = _one(con, "SELECT COUNT(*) FROM t WHERE cd IS NOT NULL")[0][0]
+    assert everyone - valued == raw.execute(
+        "SELECT COUNT(*) FROM t WHERE cd IS NULL").fetchone()[0] == 600
+
+
+def test_count_of_a_dropped_attribute_beside_count_star_is_refused(con):
+    with pytest.raises(dpsql.UnsupportedQueryError) as e:
+        con.execute("SELECT COUNT(*), COUNT(cd) FROM t")
+    assert str(e.value) == (
+        "COUNT(cd) counts the rows where cd has a value, and COUNT(*) in the same SELECT "
+        "counts the rows where it is NULL too; no view holds both: the views over 'cd' "
+        "leave its NULL rows out (on_null = \"drop\" in the spec). Take them from two "
+        "queries, or add WHERE cd IS NOT NULL to count only the rows that have a value")
+
+
+@pytest.mark.parametrize("sql,column,attribute", [
+    ("SELECT cd, COUNT(cd) FROM t GROUP BY cd", "cd", "cd"),
+    ("SELECT r, COUNT(ci) FROM t GROUP BY r", "r", "h"),
+    ("SELECT nd, AVG(nd) FROM t GROUP BY nd", "nd", "nd"),
+])
+def test_grouping_by_a_dropped_attribute_needs_its_null_group_left_out(con, raw, sql,
+                                                                       column, attribute):
+    """In SQL, GROUP BY x has a NULL group (COUNT(x) 0 there, COUNT(*) the NULL rows),
+    which no view over x holds: refused (it was answered without the NULL group for
+    COUNT(x)), and answered as SQL once the WHERE leaves the group out."""
+    with pytest.raises(dpsql.UnsupportedQueryError) as e:
+        con.execute(sql)
+    assert str(e.value) == (
+        f"this query uses {column} outside its aggregates (GROUP BY, SELECT...), so in SQL "
+        f"it has a group where {column} is NULL, which the release does not hold: the views "
+        f"over '{attribute}' leave its NULL rows out (on_null = \"drop\" in the spec). Add "
+        f"WHERE {column} IS NOT NULL (or another predicate on it) to leave that group out")
+    kept = sql.replace("GROUP BY", f"WHERE {column} IS NOT NULL GROUP BY") + " ORDER BY 1"
+    got, want = dict(_one(con, kept)), dict(raw.execute(kept).fetchall())
+    assert set(want) <= set(got)  # every public group is listed (nd: 0 and 5 hold no row)
+    assert all(got[k] == pytest.approx(want[k]) if k in want else got[k] in (0, None)
+               for k in got), (got, want)
