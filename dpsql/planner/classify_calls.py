@@ -41,7 +41,8 @@ class Aggregate:
     param: float | None = None
     sums: bool = False
     """A count written as a SUM (``SUM(1)``, ``SUM(dp_count)``): NULL over no rows, as
-    SQL's SUM, where ``COUNT`` is 0."""
+    SQL's SUM, where ``COUNT`` is 0 (over a public group whose released count is 0, a
+    node row is summed: 0, as its ``COUNT``; docs/sql.md)."""
     skips: str | None = None
     """For ``COUNT(x)`` of an attribute with ``on_null = "drop"``: its name. The count is
     of the rows where it has a value, which are exactly the rows of the views over it

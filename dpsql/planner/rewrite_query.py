@@ -282,8 +282,10 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                     _count_type(view.count_type(k)) == "BIGINT":
                 new = f"CAST({new} AS BIGINT)"
         elif agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
-            new = sum_only if agg.sums else count_sum
-        elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there)
+            new = sum_only if agg.sums else count_sum  # (0 over a node row of count 0)
+        elif agg.kind == "sum":  # NULL over no rows, as SQL's SUM (COUNT(*) is 0 there);
+            # over a public group whose released count is 0, 0 (docs/sql.md, "Sums over a
+            # group whose released count is 0"), and AVG NULL (0 / NULLIF(0, 0))
             new = f"SUM({rows.count} * {mid(agg.attribute)})"
         elif agg.kind == "avg":  # over the values: a NULL node (NULL midpoint) is left out
             new = (f"SUM({rows.count} * {mid(agg.attribute)}) / "

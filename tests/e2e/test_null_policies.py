@@ -13,6 +13,9 @@ would have stopped the release):
 * ``on_null = "category"`` (cc, nc): NULL is a node; ``COUNT(x)`` 2,250, ``IS NULL`` 750.
 * ``on_null = "error"`` (ce, ne): never NULL; ``COUNT(x)`` = ``COUNT(*)`` = 3,000,
   ``IS NULL`` keeps no row (0) and ``IS NOT NULL`` every row.
+
+The last tests pin what SUM, AVG and MEDIAN return over a public group whose released
+count is 0 (docs/sql.md, "Counts").
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def release(data):
             {"name": "vnc", "levels": ["nc"], "mechanism": "gaussian_tree"},
             {"name": "vce", "levels": ["g", "ce"], "mechanism": "gaussian_tree"},
             {"name": "vcen", "levels": ["ce", "ne"], "mechanism": "gaussian_tree"},
+            {"name": "vci", "levels": ["ce"], "mechanism": "inftda"},  # sparse: no 'd' row
         ],
     }
     out = data / "t.duckdb"
@@ -198,3 +202,35 @@ def test_grouping_by_a_dropped_attribute_needs_its_null_group_left_out(con, raw,
     assert set(want) <= set(got)  # every public group is listed (nd: 0 and 5 hold no row)
     assert all(got[k] == pytest.approx(want[k]) if k in want else got[k] in (0, None)
                for k in got), (got, want)
+
+
+# ---- aggregates over a public group whose released count is 0 -------------------------
+
+def test_sums_over_a_public_group_of_count_zero_are_zero(con, raw):
+    """'d' is a public category that no row has: it is listed, with COUNT(*) 0, and the
+    SUMs of its rows are 0 (the released estimate, which adds up with the other groups
+    to the total), while AVG and MEDIAN, which need rows to average, are NULL."""
+    q = ("SELECT ce, COUNT(*), SUM(1), SUM(dp_count), SUM(ne), AVG(ne), MEDIAN(ne) "
+         "FROM t GROUP BY ce ORDER BY ce")
+    got = _one(con, q)
+    want = raw.execute(q.replace("SUM(dp_count)", "COUNT(*)").replace(
+        "MEDIAN(ne)", "quantile_cont(ne, 0.5)")).fetchall()
+    assert [r[:5] for r in got[:3]] == [r[:5] for r in want]
+    assert all(g[5] == pytest.approx(w[5]) for g, w in zip(got, want))
+    assert got[3] == ("d", 0, 0, 0, 0, None, None)
+    total = _one(con, "SELECT SUM(1), SUM(ne) FROM t")[0]
+    assert total == (sum(r[2] for r in got), sum(r[4] for r in got))
+    assert _one(con, "SELECT COUNT(*), SUM(1), SUM(dp_count), SUM(ne), AVG(ne) FROM t "
+                     "WHERE ce = 'd'") == [(0, 0, 0, 0, None)]
+    # InfTDA stores positive nodes only: the absent node of 'd' is a 0 all the same
+    assert _one(con, "SELECT ce, COUNT(*), SUM(1), SUM(dp_count) FROM vci GROUP BY ce "
+                     "ORDER BY ce")[3] == ("d", 0, 0, 0)
+
+
+def test_sums_over_no_released_row_are_null_as_in_sql(con, raw):
+    """A WHERE that keeps no released node (no bin of ne lies above 20): no rows, as
+    SQL's empty set: COUNT(*) 0, SUM NULL."""
+    q = "SELECT COUNT(*), SUM(1), SUM(dp_count), SUM(ne), AVG(ne) FROM t WHERE ne > 20"
+    assert _one(con, q) == [(0, None, None, None, None)]
+    assert raw.execute(q.replace("SUM(dp_count)", "SUM(1)")).fetchall() == \
+        [(0, None, None, None, None)]
