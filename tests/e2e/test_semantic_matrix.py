@@ -91,6 +91,9 @@ QUERIES = [f"SELECT COUNT(*) FROM t WHERE {w}" for w in PREDICATES] + [
     "SELECT AVG(k) FROM t WHERE k IS NULL OR k >= 40",
     "SELECT MEDIAN(k) FROM t WHERE k IS NULL OR k > 10",
     "SELECT MEDIAN(n) FROM t", "SELECT MEDIAN(d) FROM t", "SELECT quantile_cont(p, 0.9) FROM t",
+    # COUNT(n) of n, whose NULLs were dropped (on_null = "drop"): the non-NULL rows only
+    "SELECT COUNT(n) FROM t", "SELECT COUNT(n) FROM t WHERE c = 'a'",
+    "SELECT COUNT(n) FROM t WHERE n < 50", "SELECT COUNT(n) FROM t WHERE c IS NULL",
 ]
 CALENDAR_QUANTILES = {  # quantiles inside a month or an hour interpolate: within one bin
     "SELECT MEDIAN(m) FROM t": 31, "SELECT quantile_cont(ts, 0.25) FROM t": 3600}
