@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -62,15 +63,16 @@ def domain_notices(refs: Sequence[Reference]) -> tuple[str, ...]:
 def _integer_notice(column: str, lit: exp.Literal, domain: frozenset[int]) -> str | None:
     """The notice for a number outside an integer column's domain (closest: the nearest
     values); None inside it. Refuses a string that is not an integer."""
-    try:
-        value = float(lit.this)
-    except ValueError:
+    try:  # exactly: '3.0000000000000000001' is no integer (its float is 3.0)
+        value: Fraction | float = Fraction(lit.this.strip())
+    except (ValueError, ZeroDivisionError):
         value = math.nan
-    if lit.is_string and not value.is_integer():
+    whole = isinstance(value, Fraction) and value.denominator == 1
+    if lit.is_string and not whole:
         raise DataError(f"{lit.this!r} is not an integer, and {column!r} is an integer "
                         f"column (BIGINT); compare it with an integer, e.g. {column} = 3 "
                         f"or {column} IN (1, 2)")
-    if value.is_integer() and int(value) in domain:
+    if whole and int(value) in domain:
         return None
     close = sorted(sorted(domain, key=lambda v: (abs(v - value), v))[:MAX_SHOWN])
     shown = repr(lit.this) if lit.is_string else lit.this

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -67,6 +68,21 @@ def literal_number(node: exp.Expression, what: str, what_end: str = "") -> float
     """The value of a numeric literal (``-x``, ``(x)`` and a cast that keeps the value,
     as in ``?::INT`` with an integer or ``x::DOUBLE``, allowed); the error names it
     ``what + what_end`` (two parts, joined only when it is raised)."""
+    return float(literal_value(node, what, what_end))
+
+
+_DECIMAL_DIGITS = 38
+"""DuckDB types a literal written with up to 38 digits and a point as an exact
+``DECIMAL``, one with more digits (or an exponent) as a ``DOUBLE``."""
+
+
+def literal_value(node: exp.Expression, what: str, what_end: str = ""
+                  ) -> Fraction | float:
+    """:func:`literal_number`'s value as DuckDB types the literal, which is what the
+    comparison of a range predicate on the data uses: an integer or a decimal of at
+    most 38 digits is exact (a :class:`~fractions.Fraction`: ``x < 10.000000000000000001``
+    keeps 10, where its nearest float, 10.0, would not); a number with an exponent or
+    more digits, or a cast to DOUBLE, is the float DuckDB makes of it."""
     v = node
     neg = False
     if isinstance(v, exp.Neg):
@@ -75,20 +91,38 @@ def literal_number(node: exp.Expression, what: str, what_end: str = "") -> float
         v = v.this
     if isinstance(v, exp.Cast) and v.to.this in _EXACT_CASTS:  # TryCast is a Cast
         try:
-            x = literal_number(v.this, what, what_end)
+            x = literal_value(v.this, what, what_end)
         except UnsupportedQueryError:
             x = None
         limit = _EXACT_CASTS[v.to.this]
-        if x is not None and (limit is None or x.is_integer() and abs(x) < limit):
+        if x is not None and limit is None:
+            x = float(x)  # DOUBLE: the float of the literal
+            return -x if neg else x
+        if x is not None and x == int(x) and abs(x) < limit:
             return -x if neg else x  # the cast changes no value: it is the literal's
     if isinstance(v, exp.Literal) and not v.is_string:
-        x = float(v.this)
-        if math.isfinite(x):
+        x = _typed(v.this)
+        if x is not None:
             return -x if neg else x
     raise UnsupportedQueryError(
         f"{what}{what_end} must be a numeric literal or a ? parameter (cast to INT, BIGINT, "
         "HUGEINT or DOUBLE if you like, as in ?::INT, when the cast keeps its value), got "
         f"{node.sql('duckdb')!r}")
+
+
+def _typed(text: str) -> Fraction | float | None:
+    """The number ``text`` (a numeric literal) as DuckDB types it; None if not finite."""
+    if text.isdigit() or ("e" not in text.lower() and
+                          sum(c.isdigit() for c in text) <= _DECIMAL_DIGITS):
+        try:
+            return Fraction(text)
+        except ValueError:
+            pass
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def counts_rows(node: exp.Expression) -> bool:

@@ -34,7 +34,7 @@ from sqlglot import exp
 
 from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
-from dpsql.planner.classify_calls import literal_number
+from dpsql.planner.classify_calls import literal_value
 from dpsql.planner.dropped_nulls import is_null_error
 
 Intervals = tuple[tuple[float, float], ...]
@@ -95,8 +95,9 @@ class _Axis:
         step = meta.step if self.value_type in GRID_TYPES else None
         self.step = None if not step else 1 if step == 1 else Fraction(repr(float(step)))
 
-    def literal(self, node: exp.Expression, what: str) -> float:
-        """A bound's value on the axis: a number, or for a date or timestamp attribute a
+    def literal(self, node: exp.Expression, what: str) -> Fraction | float:
+        """A bound's value on the axis: a number (exact where DuckDB's is:
+        :func:`~dpsql.planner.classify_calls.literal_value`), or for a date or timestamp attribute a
         date or timestamp literal (``DATE 'x'``, ``TIMESTAMP 'x'``, ``'x'``, ``CAST('x' AS
         DATE)``, ...) as its point of the axis (:func:`dpsql.domains.calendar.to_axis`).
         As in SQL, a timestamp compared with a date attribute keeps its time of day (a
@@ -104,7 +105,7 @@ class _Axis:
         date compared with a timestamp attribute is its midnight; a plain string takes
         the attribute's type."""
         if self.value_type not in CALENDAR_TYPES:
-            return literal_number(node, what)
+            return literal_value(node, what)
         v, to = node, self.value_type
         if isinstance(node, exp.Cast) and (node.to.is_type("date")
                                            or node.to.this in _TIMESTAMPS):
@@ -122,41 +123,44 @@ class _Axis:
                "TIMESTAMP 'YYYY-MM-DD HH:MM:SS', 'YYYY-MM-DD HH:MM:SS', DATE 'YYYY-MM-DD'")
             + f" or a ? parameter bound to such a string), got {node.sql('duckdb')!r}")
 
-    def _grid(self, x: float, up: bool) -> float:
-        """The grid point at or above (``up``) / at or below ``x``, exactly."""
-        if self.step == 1:  # integers, days, seconds: floor/ceil of a float are exact
-            return float(math.ceil(x) if up else math.floor(x))
-        q = Fraction(repr(x)) / self.step  # type: ignore[operator]
+    def _grid(self, x: Fraction | float, up: bool) -> Fraction:
+        """The grid point at or above (``up``) / at or below ``x``, exactly (a float is
+        read as the decimal it prints as; a Fraction is exact: a bound written with more
+        digits than a float holds moves no boundary)."""
+        if self.step == 1:  # integers, days, seconds
+            return Fraction(math.ceil(x) if up else math.floor(x))
+        q = _exact(x) / self.step  # type: ignore[operator]
         n = math.ceil(q) if up else math.floor(q)
-        return float(n * self.step)
+        return n * self.step
 
-    def compare(self, kind: type, v: float) -> Intervals:
+    def compare(self, kind: type, v: Fraction | float) -> Intervals:
         if self.step is None:
+            v = float(v)
             if kind in (exp.LT, exp.LTE):
                 return ((-math.inf, v),)
             if kind in (exp.GT, exp.GTE):
                 return ((v, math.inf),)
             raise self._point_error("=" if kind is exp.EQ else "<>")
-        r = float(self.step)
+        r = self.step
         if kind is exp.LTE:
-            return ((-math.inf, self._grid(v, up=False) + r),)
+            return ((-math.inf, float(self._grid(v, up=False) + r)),)
         if kind is exp.LT:
-            return ((-math.inf, self._grid(v, up=True)),)
+            return ((-math.inf, float(self._grid(v, up=True))),)
         if kind is exp.GTE:
-            return ((self._grid(v, up=True), math.inf),)
+            return ((float(self._grid(v, up=True)), math.inf),)
         if kind is exp.GT:
-            return ((self._grid(v, up=False) + r, math.inf),)
+            return ((float(self._grid(v, up=False) + r), math.inf),)
         cell = self.cell(v)
         return cell if kind is exp.EQ else complement(cell)
 
-    def cell(self, v: float) -> Intervals:
+    def cell(self, v: Fraction | float) -> Intervals:
         """The cell [v, v + r) of a grid value; empty when ``v`` is off the grid."""
         if self.step is None:
             raise self._point_error("IN")
         lo = self._grid(v, up=False)
-        if lo != v:
+        if lo != _exact(v):
             return ()
-        return ((lo, lo + float(self.step)),)
+        return ((float(lo), float(lo + self.step)),)
 
     def _point_error(self, op: str) -> UnsupportedQueryError:
         a = self.name
@@ -165,6 +169,10 @@ class _Axis:
             f"continuous axis, which holds no released count; write {a} BETWEEN lo AND hi "
             f"(or <, <=, >, >=), or declare the attribute type = \"integer\" or \"decimal\" "
             "in the spec to compare whole values")
+
+
+def _exact(x: Fraction | float) -> Fraction:
+    return x if isinstance(x, Fraction) else Fraction(repr(float(x)))
 
 
 def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:

@@ -141,7 +141,7 @@ def test_filters_take_integers_and_their_text(con, raw, where, raw_where):
 
 
 @pytest.mark.parametrize("where", ["precinct = 'abc'", "shift IN (1, 'x')",
-                                   "precinct = '3.5'"])
+                                   "precinct = '3.5'", "precinct = '3.0000000000000000001'"])
 def test_a_string_that_is_not_an_integer_is_a_clear_error(con, where):
     with pytest.raises(dpsql.DataError, match=r"is not an integer, and '(precinct|shift)' is "
                                               r"an integer column \(BIGINT\); compare it "

@@ -370,3 +370,35 @@ def test_range_only_mechanisms_refuse_a_null_node(tmp_path):
     with pytest.raises(dpsql.SpecError, match=r"views\[0\]\.mechanism: 'cascade' releases "
                                               r"the bins of 'k' only, not the NULL node"):
         ReleaseSpec.from_dict(spec, base_dir=tmp_path)
+
+
+# Bounds written with more digits than a float holds. DuckDB types a literal of up to 38
+# digits as an exact DECIMAL (so ``n < 10.000000000000000001`` keeps 10) and one with
+# more digits or an exponent as a DOUBLE; dpsql read them all as floats, which moved a
+# boundary by a whole value (10.000000000000000001 -> 10.0 dropped every n = 10).
+LONG_LITERALS = [
+    "n < 10.000000000000000001", "n <= 9.9999999999999999999", "n > 9.9999999999999999999",
+    "n >= 2.0000000000000000001", "n <= 2.0000000000000000001", "n < 2.5",
+    "n BETWEEN 1.5 AND 3.5", "n BETWEEN 0 AND 10.000000000000000001",
+    "n BETWEEN 9.9999999999999999999 AND 20.000000000000000001",
+    "n = 42.000000000000000001", "n <> 42.000000000000000001",
+    "n IN (1.0000000000000000001, 7, 8.00000000000000000000001)",
+    "n NOT BETWEEN 4.9999999999999999999 AND 95.000000000000000001",
+    "n < 10.00000000000000000000000000000000000001",  # 40 digits: a DOUBLE, 10.0
+    "n < 10.000000000000000001e0", "n > CAST(9.9999999999999999999 AS DOUBLE)",
+    "n < -0.0000000000000000001 OR n > 98.999999999999999999",
+    "p < 2.500000000000000000001", "p > 2.4999999999999999999", "p <= 2.4999999999999999999",
+    "p = 3.1400000000000000001", "p BETWEEN 1.2499999999999999999 AND 1.2500000000000000001",
+]
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+def test_long_decimal_literals_compare_as_duckdb_types_them(data, huge):
+    con = duckdb.connect()
+    con.execute(f"CREATE VIEW t AS SELECT * FROM '{data / 't.parquet'}'")
+    queries = [f"SELECT COUNT(*) FROM t WHERE {w}" for w in LONG_LITERALS]
+    truth = {q: con.execute(q).fetchall()[0][0] for q in queries}
+    with dpsql.connect(str(huge)) as dp:
+        got = {q: dp.execute(q).fetchall()[0][0] for q in queries}
+    wrong = {q: (got[q], truth[q]) for q in queries if abs(got[q] - truth[q]) > 0.5}
+    assert not wrong, wrong
