@@ -73,6 +73,9 @@ class Scope:
     columns: list[exp.Column] = field(default_factory=list)
     column_args: list[str] = field(default_factory=list)
     calls: list[exp.Expression] = field(default_factory=list)
+    stars: list[exp.Expression] = field(default_factory=list)
+    """Its star expressions: ``*`` (with EXCLUDE, REPLACE...; in ``COUNT(*)`` too) and
+    ``COLUMNS(...)`` (a ``t.*`` column is among ``columns``)."""
     nested: bool = False  # the SELECT has a WITH or a nested query (not in these lists)
 
 
@@ -96,8 +99,8 @@ class Walked:
 # node kinds, answered once per node class; the order matters: kinds >= _SELECT start a
 # new scope, kinds >= _WRITE are refused. _SKIP: not a node (a string or flag in a list
 # argument), which :func:`walk_tree` passes over as ``iter_expressions`` would.
-(_OTHER, _SKIP, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _READ, _SELECT,
- _NESTED, _WRITE, _INTO) = range(13)
+(_OTHER, _SKIP, _COLUMN, _CALL, _LEAF, _TABLE, _CTE, _PLACEHOLDER, _READ, _STAR, _SELECT,
+ _NESTED, _WRITE, _INTO) = range(14)
 _NESTED_TYPES = (exp.Subquery, exp.Union, exp.Intersect, exp.Except)
 _EXPR = getattr(exp, "Expr", exp.Expression)  # every node's base: Expr in sqlglot 30+
 _LEAVES = (exp.Identifier, exp.Literal)  # their only expression-like arg, ``this``, is text
@@ -112,6 +115,7 @@ def _kind(cls: type) -> int:
             _NESTED if issubclass(cls, _NESTED_TYPES) else
             _COLUMN if issubclass(cls, exp.Column) else
             _CALL if issubclass(cls, (exp.AggFunc, exp.Anonymous)) else
+            _STAR if issubclass(cls, (exp.Star, exp.Columns)) else
             _READ if issubclass(cls, exp.Func) and _typed_reader(cls) else
             _TABLE if issubclass(cls, exp.Table) else
             _CTE if issubclass(cls, exp.CTE) else
@@ -182,6 +186,9 @@ def walk_tree(tree: exp.Expression) -> Walked:
                     walked.reads.append(node)
             elif kind == _READ:
                 walked.reads.append(node)
+            elif kind == _STAR:
+                if scope is not None:
+                    scope.stars.append(node)
             elif kind >= _SELECT:
                 if kind >= _WRITE:
                     _refuse_writes((node,))

@@ -164,3 +164,26 @@ DISCOVERY = [
 ]
 
 ALL = FILE_READERS + STATEMENTS + TRICKS + NESTED + URLS + HELPERS + DISCOVERY
+
+# star expressions on the private table: they would expand to the columns of the release
+# table the planner rewrites it onto (dp_count, dp_var, dp_parent, dp_fanout, dp_bias...),
+# not to its attributes, and select, group or filter by them (not in ALL: they read no file)
+STAR_FORMS = [
+    "SELECT COLUMNS(*), COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT COLUMNS('.*') FROM trips GROUP BY ALL",
+    "SELECT region, COUNT(*), COLUMNS('dp_.*') FROM trips GROUP BY ALL",
+    "SELECT COLUMNS(c -> c LIKE 'dp%') FROM trips GROUP BY ALL",
+    "SELECT COLUMNS(['dp_var', 'dp_count']), COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT *COLUMNS('dp_.*'), COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT * LIKE 'dp%', COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT * SIMILAR TO 'dp_.*', COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT * EXCLUDE (mode), COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT * REPLACE (upper(mode) AS mode), COUNT(*) FROM trips GROUP BY ALL",
+    "SELECT t.*, COUNT(*) FROM trips t GROUP BY ALL",
+    "SELECT COLUMNS(t.*), COUNT(*) FROM trips t GROUP BY ALL",
+    "SELECT region, COUNT(*) FROM trips WHERE COLUMNS('dp_p.*') = 0 GROUP BY region",
+    "SELECT COUNT(*) FROM trips WHERE COLUMNS('dp_count') > 100",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region HAVING MAX(COLUMNS('dp_var')) >= 0",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY COLUMNS('dp_var')",
+    "SELECT {'a': *}, COUNT(*) FROM trips GROUP BY ALL",
+]

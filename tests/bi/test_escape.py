@@ -30,7 +30,7 @@ import sqlalchemy as sa
 import dpsql
 from dpsql.cli import main
 from dpsql.server import serve
-from tests.bi.escape_statements import ALL
+from tests.bi.escape_statements import ALL, STAR_FORMS
 from tests.bi.test_sqlalchemy import engine  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -264,3 +264,14 @@ def test_sqlalchemy_url_opt_out(trips_release, planted):
     assert _leaks(repr(rows))
     with pytest.raises(sa.exc.ArgumentError, match="true or false"):
         sa.create_engine(f"dpsql:///{trips_release}?allow_file_access=yes").connect()
+
+
+@pytest.mark.parametrize("sql", STAR_FORMS)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_star_expressions_never_show_the_release_tables_columns(entry, sql, ctx):
+    """``COLUMNS(*)``, ``* LIKE``, ``t.*``... on the private table are refused like
+    ``SELECT *``, at every entry point: they would list, group or filter by the internal
+    columns of the release table the query is rewritten onto."""
+    with pytest.raises(Exception, match="not supported") as err:
+        ENTRY_POINTS[entry](ctx, sql)
+    assert "dp_parent" not in str(err.value) and "dp_fanout" not in str(err.value)
