@@ -87,13 +87,30 @@ def _literal(call: exp.Anonymous, i: int, want: type) -> object:
         "dp_level('dist', 3) or dp_attribute_bounds('distance')")
 
 
+def _level(call: exp.Anonymous, key: str, view, shown: str) -> int:
+    """The level ``k`` of ``dp_level(view, k)``: a whole-number literal, nothing else
+    (``1.5``, ``'1'``, ``NULL`` or ``1 + 1`` named a level table that does not exist, or
+    read level 1 for 1.5)."""
+    args = call.expressions
+    x = args[1] if len(args) == 2 else None
+    if isinstance(x, exp.Literal) and not x.is_string and x.this.isdigit():
+        return int(x.this)
+    got = "nothing" if x is None else x.sql("duckdb")
+    levels = (f"the levels of {key!r} are 1 to {view.meta.depth}" if view is not None
+              else f"{key!r} is no view; the views are: {shown}")
+    raise UnsupportedQueryError(
+        f"dp_level({', '.join(a.sql('duckdb') for a in args)}): the level k of "
+        f"dp_level(view, k) must be a whole-number literal, got {got}; {levels}")
+
+
 def _table_macro(t: exp.Table, name: str, call: exp.Anonymous, catalog: Catalog) -> None:
     if name == "dp_level":
-        key, k = _literal(call, 0, str), _literal(call, 1, int)
+        shown = ", ".join(f"'{v.name}' (levels 1-{v.meta.depth})"
+                          for r in catalog.releases for v in r.views)
+        key = _literal(call, 0, str)
         view = catalog.find_view(key)
+        k = _level(call, key, view, shown)
         if view is None or not 1 <= k <= view.meta.depth:
-            shown = ", ".join(f"'{v.name}' (levels 1-{v.meta.depth})"
-                              for r in catalog.releases for v in r.views)
             raise UnsupportedQueryError(
                 f"dp_level({key!r}, {k}): no such view and level; the views are: {shown} "
                 "(write 'alias.view' to pick one of several releases)")

@@ -4,6 +4,7 @@ snapshots of the generated DuckDB SQL."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -149,3 +150,16 @@ def test_walk_sorts_selects_and_their_own_nodes():
     assert len(walked.placeholders) == 1
     with pytest.raises(UnsupportedQueryError, match="INSERT"):
         parse_walked("WITH a AS (INSERT INTO t VALUES (1) RETURNING *) SELECT * FROM a")
+
+
+@pytest.mark.parametrize("k", ["1.5", "'1'", "NULL", "1 + 1", "-1", "2.0", "CAST(1 AS INT)"])
+def test_dp_level_takes_a_whole_number_level(catalog, k):
+    """dp_level('dist', 1.5) read level 1 (int(float('1.5'))); '1', NULL and expressions
+    got a message about literals that named neither the value nor the levels."""
+    from dpsql.errors import UnsupportedQueryError
+
+    with pytest.raises(UnsupportedQueryError, match=(
+            rf"dp_level\('dist', .*\): the level k of dp_level\(view, k\) must be a "
+            rf"whole-number literal, got {re.escape(k)}; the levels of 'dist' are 1 to 6")):
+        plan_query(catalog, f"SELECT COUNT(*) FROM dp_level('dist', {k})")
+    assert "dist__l2" in plan_query(catalog, "SELECT COUNT(*) FROM dp_level('dist', 2)").sql
