@@ -43,6 +43,8 @@ from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name)
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
+from dpsql.planner.refuse_stars import refuse_stars
+from dpsql.planner.refuse_volatile import refuse_volatile
 from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
                                            predicate_intervals, predicate_keeps_null,
                                            rejects_null)
@@ -201,43 +203,6 @@ def find_references(tree: exp.Expression, catalog: Catalog,
 
 # --------------------------------------------------------------------------------------
 
-def _refuse_stars(sc: Scope, table: exp.Table, alias_l: str) -> None:
-    """Refuse the star expressions of a SELECT over the private table (``COLUMNS(*)``,
-    ``COLUMNS('regex')``, ``COLUMNS(c -> ...)``, ``* EXCLUDE``/``REPLACE``/``LIKE``,
-    ``t.*``, in any clause): they expand to the columns of the release table that the
-    query is rewritten onto (``dp_count``, ``dp_var``, ``dp_parent``...), not to the
-    logical table's attributes, and so select, group or filter by its internals. Only
-    ``COUNT(*)`` and ``<public table>.*`` (and ``COLUMNS(<public table>.*)``) stay."""
-    def ours(col: exp.Expression) -> bool:
-        return not (isinstance(col, exp.Column) and isinstance(col.this, exp.Star)
-                    and col.table and col.table.lower() != alias_l)
-
-    for node in sc.stars:
-        if isinstance(node, exp.Star) and (
-                isinstance(node.parent, exp.Columns) or isinstance(node.parent, exp.Count)
-                and not any(node.args.values())):
-            continue  # COUNT(*); COLUMNS(*) is refused as a whole
-        if isinstance(node, exp.Columns) and not ours(node.this):
-            continue
-        _star_error(node, table)
-    for col in sc.columns:
-        if isinstance(col.this, exp.Star) and ours(col) and not isinstance(
-                col.parent, exp.Columns):
-            _star_error(col, table)
-
-
-def _star_error(node: exp.Expression, table: exp.Table) -> None:
-    top = node
-    while isinstance(top.parent, (exp.Like, exp.ILike, exp.SimilarTo, exp.Columns)):
-        top = top.parent
-    raise UnsupportedQueryError(
-        f"{top.sql('duckdb')} on the private table {table.name!r} is not supported: star "
-        "expressions (*, t.*, * EXCLUDE/REPLACE/LIKE, COLUMNS(...)) would expand to the "
-        "columns of the release table the query reads (its counts and internals), not to "
-        "the table's attributes. Name the attributes: SELECT <columns>, COUNT(*) FROM "
-        f"{table.name} GROUP BY <columns>")
-
-
 def _refuse_orphan_error_functions(scope: Scope) -> None:
     for node in scope.calls:
         if isinstance(node, exp.Anonymous) and fn_name(node) in ERROR_FUNCTIONS:
@@ -304,7 +269,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             "rows, only released counts. Write SELECT <columns>, COUNT(*) FROM "
             f"{table.name} GROUP BY <columns>")
 
-    _refuse_stars(sc, table, alias_l)
+    refuse_stars(sc, table, alias_l)
 
     if args.get("sample") is not None or table.args.get("sample") is not None:
         raise UnsupportedQueryError(
@@ -410,6 +375,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         raise UnsupportedQueryError(
             f"row-level access to the private table {table.name!r} is not supported; "
             f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
+
+    refuse_volatile(select, table.name)  # after DISTINCT became GROUP BY ALL
 
     # ---- label columns used anywhere else in the scope
     columns: set[str] = set()
