@@ -14,9 +14,10 @@ one group:
   counts when an ``<name>_high`` column followed the bound); the edges are public, in
   ``dpsql_domain__<name>`` and the spec;
 * **a bucketing expression** ``floor(x / w)`` (and any expression of it, such as
-  ``floor(x / w) * w``), ``x // w`` (integer attributes from 0 up: DuckDB's ``//``
-  truncates, and divides DOUBLEs) or ``width_bucket(x, low, high, n)``: one row per
-  bucket. Its edges must fall on the released bin grid; then each bucket is a union of
+  ``floor(x / w) * w``), ``x // w`` (integer attributes from 0 up and a whole-number
+  ``w``: DuckDB's ``//`` truncates, and divides DOUBLEs and DECIMALs plainly) or ``width_bucket(x, low, high, n)``: one row per
+  bucket. Its edges must fall on the released bin grid, exactly (the decimals written,
+  no tolerance); then each bucket is a union of
   whole nodes, and the planner reads the coarsest level of the range tree whose nodes
   fit (``choose_view``). The expression is evaluated on a value inside each node (the
   node's first whole value for integer and date attributes, its midpoint for reals), so
@@ -39,6 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from sqlglot import exp
 
@@ -129,34 +131,46 @@ def _number(x: exp.Expression) -> float | None:
     return None
 
 
-def _leaf(a: AttributeMeta, x: float) -> int | None:
-    """The leaf edge index of ``x`` (within rounding), or None off the grid."""
-    b = (x - a.lower) / a.width
-    r = round(b)
-    return int(r) if abs(b - r) <= 1e-9 * max(1.0, abs(b)) else None
+def _exact(x: float | Fraction) -> Fraction:
+    """A number as the decimal it prints as (``0.1`` is 1/10), exactly."""
+    return x if isinstance(x, Fraction) else Fraction(repr(float(x)))
 
 
-def _progression(a: AttributeMeta, start: float, width: float, stop: float | None
-                 ) -> tuple[int, int, int] | str:
+def _leaf_grid(a: AttributeMeta) -> tuple[Fraction, Fraction]:
+    """The exact lower bound and leaf-bin width of ``a``'s domain."""
+    lower = _exact(a.lower)
+    return lower, (_exact(a.upper) - lower) / a.bins
+
+
+def _leaf(a: AttributeMeta, x: Fraction) -> int | None:
+    """The leaf edge index of ``x``, or None off the grid (exactly: a bucket width of
+    4.0000000001 is not the bins' 4, whose edges it would cut by a hair)."""
+    lower, width = _leaf_grid(a)
+    b = (x - lower) / width
+    return int(b) if b.denominator == 1 else None
+
+
+def _progression(a: AttributeMeta, start: float, width: float | Fraction,
+                 stop: float | None) -> tuple[int, int, int] | str:
     """Edges ``start + j·width`` (j ≥ 0, up to ``stop``), those inside the domain, as
-    (first, step, count) leaf indices; "misaligned" if one of them is off the grid."""
-    step = _leaf(a, a.lower + width) if width > 0 else None
+    (first, step, count) leaf indices; "misaligned" if one of them is off the grid.
+    Exact arithmetic on the decimals the numbers print as."""
+    lower, leaf = _leaf_grid(a)
+    start, width = _exact(start), _exact(width)
+    step = _leaf(a, lower + width) if width > 0 else None
     if step is None or step <= 0:
         return "misaligned"
-    j0 = max(0, math.floor((a.lower - start) / width) + 1)  # first edge above lower
+    j0 = max(0, math.floor((lower - start) / width) + 1)  # first edge above lower
     lo_edge = start + j0 * width
-    if stop is not None and lo_edge > stop + 1e-9 * abs(width):
+    if stop is not None and lo_edge > _exact(stop):
         return (1, step, 0)
     first = _leaf(a, lo_edge)
     if first is None:
         return "misaligned"
-    last = a.bins - 1 if stop is None else min(a.bins - 1, _floor_leaf(a, stop))
+    last = a.bins - 1 if stop is None else min(a.bins - 1,
+                                               math.floor((_exact(stop) - lower) / leaf))
     count = 0 if last < first else (last - first) // step + 1
     return (first, step, count) if count else (1, step, 0)
-
-
-def _floor_leaf(a: AttributeMeta, x: float) -> int:
-    return math.floor((x - a.lower) / a.width + 1e-9)
 
 
 def _floor_div(call: exp.Expression, col: exp.Column, a: AttributeMeta):
@@ -173,7 +187,10 @@ def _floor_div(call: exp.Expression, col: exp.Column, a: AttributeMeta):
             return None
     else:  # IntDiv: x // w, a floor division on whole values from 0 up only (DuckDB's //
         # truncates towards 0 and is a plain division on DOUBLEs)
-        if _strip(call.this) is not col or a.value_type != "integer" or a.lower < 0:
+        # (and on DECIMALs: ``x // 2.0`` is x / 2.0, so only a whole-number literal)
+        if _strip(call.this) is not col or a.value_type != "integer" or a.lower < 0 \
+                or not (isinstance(call.expression, exp.Literal)
+                        and call.expression.this.isdigit()):
             return None
         w = _number(call.expression)
     if w is None or w <= 0:
@@ -197,7 +214,7 @@ def _width_bucket(call: exp.Expression, col: exp.Column, a: AttributeMeta):
         raise UnsupportedQueryError(
             f"{call.sql('duckdb')}: width_bucket over a binned attribute needs numeric "
             "literals low < high and a whole number of buckets n >= 1")
-    return _progression(a, low, (high - low) / n, high)
+    return _progression(a, low, (_exact(high) - _exact(low)) / int(n), high)
 
 
 BUCKETS: dict[type, Callable] = {exp.Floor: _floor_div, exp.IntDiv: _floor_div,
