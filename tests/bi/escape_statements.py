@@ -187,3 +187,9 @@ STAR_FORMS = [
     "SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY COLUMNS('dp_var')",
     "SELECT {'a': *}, COUNT(*) FROM trips GROUP BY ALL",
 ]
+
+# volatile functions where the release would evaluate them once per released node
+VOLATILE_FORMS = [
+    "SELECT COUNT(*) FROM trips WHERE random() < 0.5",
+    "SELECT region, COUNT(*) FROM trips GROUP BY region, gen_random_uuid()",
+]

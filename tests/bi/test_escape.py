@@ -30,7 +30,7 @@ import sqlalchemy as sa
 import dpsql
 from dpsql.cli import main
 from dpsql.server import serve
-from tests.bi.escape_statements import ALL, STAR_FORMS
+from tests.bi.escape_statements import ALL, STAR_FORMS, VOLATILE_FORMS
 from tests.bi.test_sqlalchemy import engine  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -275,3 +275,10 @@ def test_star_expressions_never_show_the_release_tables_columns(entry, sql, ctx)
     with pytest.raises(Exception, match="not supported") as err:
         ENTRY_POINTS[entry](ctx, sql)
     assert "dp_parent" not in str(err.value) and "dp_fanout" not in str(err.value)
+
+
+@pytest.mark.parametrize("sql", VOLATILE_FORMS)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_volatile_functions_are_refused_at_every_entry_point(entry, sql, ctx):
+    with pytest.raises(Exception, match="is volatile"):
+        ENTRY_POINTS[entry](ctx, sql)
