@@ -98,7 +98,8 @@ def literal_value(node: exp.Expression, what: str, what_end: str = ""
         if x is not None and limit is None:
             x = float(x)  # DOUBLE: the float of the literal
             return -x if neg else x
-        if x is not None and x == int(x) and abs(x) < limit:
+        if x is not None and (isinstance(x, Fraction) or math.isfinite(x)) \
+                and x == int(x) and abs(x) < limit:
             return -x if neg else x  # the cast changes no value: it is the literal's
     if isinstance(v, exp.Literal) and not v.is_string:
         x = _typed(v.this)
@@ -111,7 +112,8 @@ def literal_value(node: exp.Expression, what: str, what_end: str = ""
 
 
 def _typed(text: str) -> Fraction | float | None:
-    """The number ``text`` (a numeric literal) as DuckDB types it; None if not finite."""
+    """The number ``text`` (a numeric literal) as DuckDB types it (``1e400`` is the DOUBLE
+    infinity); None if it is no number."""
     if text.isdigit() or ("e" not in text.lower() and
                           sum(c.isdigit() for c in text) <= _DECIMAL_DIGITS):
         try:
@@ -122,7 +124,7 @@ def _typed(text: str) -> Fraction | float | None:
         x = float(text)
     except ValueError:
         return None
-    return x if math.isfinite(x) else None
+    return None if math.isnan(x) else x
 
 
 def counts_rows(node: exp.Expression) -> bool:

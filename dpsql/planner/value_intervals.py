@@ -142,6 +142,10 @@ class _Axis:
                 return ((v, math.inf),)
             raise self._point_error("=" if kind is exp.EQ else "<>")
         r = self.step
+        if isinstance(v, float) and math.isinf(v):  # a DOUBLE beyond range (1e400)
+            keeps = {exp.LT: v > 0, exp.LTE: v > 0, exp.GT: v < 0, exp.GTE: v < 0,
+                     exp.EQ: False, exp.NEQ: True}[kind]
+            return EVERYTHING if keeps else ()
         if kind is exp.LTE:
             return ((-math.inf, float(self._grid(v, up=False) + r)),)
         if kind is exp.LT:
@@ -157,6 +161,8 @@ class _Axis:
         """The cell [v, v + r) of a grid value; empty when ``v`` is off the grid."""
         if self.step is None:
             raise self._point_error("IN")
+        if isinstance(v, float) and math.isinf(v):
+            return ()
         lo = self._grid(v, up=False)
         if lo != _exact(v):
             return ()
