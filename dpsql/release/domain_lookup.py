@@ -5,8 +5,9 @@ attribute's public domain: a categorical value by its index in the spec's list, 
 hierarchy path by its spine leaf. :func:`create_domain` writes a domain as the table
 ``dpsql_dom_<a>``; :func:`lookup_codes` gives the select items and the join that code
 a source column (NULL when the value is not in the domain, so that the row meets the
-out-of-domain policy); :func:`refuse_out_of_domain` raises that policy's error with an
-example value. The key of a categorical domain is typed exactly (:func:`key_type`): an
+out-of-domain policy); :func:`outside_sql` says whether a row's value is outside its
+domain, spine or bounds (what a ``drop`` policy drops); :func:`refuse_out_of_domain`
+raises that policy's error with an example value. The key of a categorical domain is typed exactly (:func:`key_type`): an
 integer domain takes only integral values.
 """
 
@@ -18,7 +19,8 @@ import numpy as np
 from dpsql._sql import quote_ident
 from dpsql.errors import DataError, SpecError
 from dpsql.release.store import create_table
-from dpsql.spec import Categorical, Hierarchy
+from dpsql.release.value_types import value_sql
+from dpsql.spec import Categorical, Hierarchy, Range
 
 
 def create_domain(con: duckdb.DuckDBPyConnection, attr, spine_codes: np.ndarray | None
@@ -54,14 +56,18 @@ def lookup_codes(attr, refs: dict[str, str]) -> tuple[list[str], str]:
     """Select items ``n_<a>`` (NULL flag) and ``c_<a>`` (domain code, NULL when not in the
     domain), and the join, for a categorical or hierarchy attribute whose columns are the
     SQL expressions ``refs`` (source rows or grouped keys)."""
+    nulls, code, join = _lookup(attr, refs)
+    return [f"({nulls}) AS n_{attr.name}", f"{code} AS c_{attr.name}"], join
+
+
+def _lookup(attr, refs: dict[str, str]) -> tuple[str, str, str]:
+    """SQL of the NULL flag and of the domain code, and the join they need."""
     name = attr.name
     nulls = " OR ".join(f"{refs[c]} IS NULL" for c in attr.columns)
-    flag = f"({nulls}) AS n_{name}"
     table, alias = f"dpsql_dom_{name}", f"dpsql_j_{name}"
     if isinstance(attr, Categorical):
         _, cast = key_type(list(attr.values), refs[name])
-        return [flag, f"{alias}.code AS c_{name}"], \
-            f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
+        return nulls, f"{alias}.code", f"LEFT JOIN {table} AS {alias} ON {alias}.v = {cast}"
     # A spine value has one parent, so the finest column alone finds the leaf: join on it
     # and check the coarser columns by comparison.
     finest = attr.columns[-1]
@@ -69,7 +75,24 @@ def lookup_codes(attr, refs: dict[str, str]) -> tuple[list[str], str]:
             f"CAST({refs[finest]} AS VARCHAR)")
     same = " AND ".join(f"{alias}.{quote_ident(c)} = CAST({refs[c]} AS VARCHAR)"
                         for c in attr.columns[:-1]) or "TRUE"
-    return [flag, f"CASE WHEN {same} THEN {alias}.code END AS c_{name}"], join
+    return nulls, f"CASE WHEN {same} THEN {alias}.code END", join
+
+
+def out_of_bounds_sql(attr: Range, value: str) -> str:
+    """SQL true when the range value ``value`` (:func:`value_sql`, not NULL) is outside
+    ``[lower, upper)``; NaN is outside."""
+    return f"({value} < {attr.lower!r} OR {value} >= {attr.upper!r} OR isnan({value}))"
+
+
+def outside_sql(attr, refs: dict[str, str]) -> tuple[str, str]:
+    """SQL true when a row's value of ``attr`` (columns ``refs`` of the source) is not NULL
+    and outside its public domain, spine or bounds — what ``on_out_of_domain`` /
+    ``on_out_of_bounds = "drop"`` drops — and the join it needs ('' for a range)."""
+    if isinstance(attr, Range):
+        col = refs[attr.name]
+        return f"({col} IS NOT NULL AND {out_of_bounds_sql(attr, value_sql(attr, col))})", ""
+    nulls, code, join = _lookup(attr, refs)
+    return f"(NOT ({nulls}) AND {code} IS NULL)", join
 
 
 def key_type(values: list, column: str) -> tuple[str, str]:

@@ -22,6 +22,14 @@ Two paths, chosen by the privacy unit; both give the same counts and the same re
   choice that depends on the unit's own rows only), and they are counted in one
   ``GROUPING SETS`` scan (:func:`counts.count_bounded`).
 
+**Attributes in no view.** ``on_out_of_domain``/``on_out_of_bounds = "drop"`` define the
+population: such a row leaves every view, whether or not a view groups by the attribute
+(:func:`drops_outside`). An attribute in no view is therefore read when, and only when,
+it has such a rule: one more key (``dpsql_out``, which of those attributes put the row
+outside) in the one scan of either path, so it costs no second read; the rows with a
+bit set leave where the other drops leave, before bounding. Its other policies act on
+values no view releases and are not checked.
+
 What the policies did (rows dropped, clamped, bounded away) is reported to the curator in
 an :class:`IngestReport`. Those counts depend on the data, so they are printed, never
 stored in the release.
@@ -38,7 +46,8 @@ import numpy as np
 from dpsql._sql import quote_ident, quote_literal
 from dpsql.errors import DataError, SpecError
 from dpsql.release import counts
-from dpsql.release.domain_lookup import create_domain, lookup_codes, refuse_out_of_domain
+from dpsql.release.domain_lookup import (create_domain, lookup_codes, out_of_bounds_sql,
+                                         outside_sql, refuse_out_of_domain)
 from dpsql.release.duckdb_settings import engine_error, memory_limit
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
@@ -172,16 +181,18 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
     if supports is not None:
         supports(spec)
     used = [a for a in spec.attributes.values() if any(a.name in v.levels for v in spec.views)]
+    # An attribute in no view is read only for a policy that drops rows from every view.
+    outside = [a for a in spec.attributes.values() if a not in used and drops_outside(a)]
     sizes = _code_sizes(used, hierarchy_codes or {})
-    for attr in used:
+    for attr in used + outside:
         create_domain(con, attr, (hierarchy_codes or {}).get(attr.name))
     counts.create_leaves(con, [a.name for a in used])
     sets = attribute_sets(spec)
     try:
         if spec.unit.column is None:
-            report = _ingest_by_keys(spec, con, used, sets, sizes)
+            report = _ingest_by_keys(spec, con, used, outside, sets, sizes)
         else:
-            report = _ingest_by_rows(spec, con, used, sets, salt, sizes,
+            report = _ingest_by_rows(spec, con, used, outside, sets, salt, sizes,
                                      types[spec.unit.column])
         report.column_types = types
         return report
@@ -193,6 +204,42 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
 # --------------------------------------------------------------------------------------
 # Policies (shared by both paths)
 # --------------------------------------------------------------------------------------
+
+def drops_outside(attr) -> bool:
+    """Whether ``attr``'s policy drops rows outside its domain, spine or bounds. Such a
+    row leaves every view, whether or not a view uses ``attr``: the policy defines the
+    population. (``on_null = "drop"`` does not: it leaves the views over ``attr`` only.)"""
+    if isinstance(attr, Range):
+        return attr.on_out_of_bounds == "drop"
+    return attr.on_out_of_domain == "drop"
+
+
+def _dropped(attr) -> str:
+    """The report's words for rows dropped outside ``attr``'s domain."""
+    if isinstance(attr, Range):
+        return "dropped (out of bounds)"
+    return "dropped (out of domain)" if isinstance(attr, Categorical) else \
+        "dropped (not in spine)"
+
+
+def _outside_mask(outside: list) -> tuple[str, list[str]]:
+    """SQL over source rows (``dpsql_src``) of ``dpsql_out``, a BIGINT whose bit i is set
+    when the row's value of ``outside[i]`` (attributes in no view, :func:`drops_outside`)
+    is outside its domain, and the joins it needs. The rows with ``dpsql_out = 0`` are
+    kept."""
+    terms, joins = [], []
+    for i, attr in enumerate(outside):
+        cond, join = outside_sql(attr, {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns})
+        terms.append(f"CASE WHEN {cond} THEN {1 << i} ELSE 0 END")
+        joins += [join] if join else []
+    return f"CAST({' + '.join(terms) or '0'} AS BIGINT)", joins
+
+
+def _outside_stats(outside: list, where: str, weight: str) -> list[str]:
+    """Aggregates giving, per attribute of ``outside``, the rows outside its domain."""
+    return [f"coalesce(sum({weight}) FILTER (WHERE {where} AND (dpsql_out & {1 << i}) <> 0), 0)"
+            for i in range(len(outside))]
+
 
 def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tuple[int, ...]],
                     report: IngestReport, sizes: dict[str, int]) -> dict[str, _Policy]:
@@ -215,7 +262,7 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
                                 f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
                                 f"on_out_of_bounds = \"clamp\" or \"drop\"")
             if bad and attr.on_out_of_bounds == "drop":
-                report.add(n, "dropped (out of bounds)", bad)
+                report.add(n, _dropped(attr), bad)
             elif bad:
                 if nan:
                     raise DataError(f"range attribute {n!r} has {nan} NaN value(s); NaN "
@@ -225,8 +272,7 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
         else:
             if bad:
                 refuse_out_of_domain(con, attr, bad)
-                report.add(n, "dropped (out of domain)" if isinstance(attr, Categorical)
-                           else "dropped (not in spine)", bad)
+                report.add(n, _dropped(attr), bad)
             drop_bad = bool(bad)
         out[n] = _Policy(drop_null=bool(nulls) and attr.on_null == "drop", drop_bad=drop_bad,
                          null_code=sizes[n] - 1 if nulls else None)
@@ -249,7 +295,7 @@ def _stats_sql(attr, where: str, weight: str) -> list[str]:
         return f"coalesce(sum({weight}) FILTER (WHERE {where} AND {cond}), 0)"
     if isinstance(attr, Range):
         if weight == "1":  # rows: the raw value v_<a>
-            bad = f"(v_{n} < {attr.lower!r} OR v_{n} >= {attr.upper!r} OR isnan(v_{n}))"
+            bad = out_of_bounds_sql(attr, f"v_{n}")
             return [total(f"n_{n}"), total(f"NOT n_{n} AND {bad}"),
                     total(f"NOT n_{n} AND isnan(v_{n})")]
         return [total(f"n_{n}"), total(f"NOT n_{n} AND c_{n} >= {attr.bins}"),
@@ -277,9 +323,11 @@ def range_key(attr: Range, value: str) -> str:
 
 
 def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
-                    sets: list[tuple[str, ...]], sizes: dict[str, int]) -> IngestReport:
+                    outside: list, sets: list[tuple[str, ...]], sizes: dict[str, int]
+                    ) -> IngestReport:
     report = IngestReport()
-    # 1. One scan: the count of every distinct raw key, per attribute set.
+    # 1. One scan: the count of every distinct raw key, per attribute set. The attributes
+    #    in no view that drop rows add one key to every set: which of them drop the row.
     keys: dict[str, str] = {}
     alias: dict[tuple[str, str], str] = {}  # (attribute, column) -> key alias
     for attr in used:
@@ -289,7 +337,13 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
             src = f"dpsql_src.{quote_ident(c)}"
             keys[a] = range_key(attr, src) if isinstance(attr, Range) else src
     key_sets = [[alias[(n, c)] for n in s for c in spec.attributes[n].columns] for s in sets]
-    counts.count_keys(con, "dpsql_src", keys, key_sets)
+    source, out = "dpsql_src", []
+    if outside:
+        keys["dpsql_out"], joins = _outside_mask(outside)
+        source = " ".join(["dpsql_src"] + joins)
+        key_sets = [ks + ["dpsql_out"] for ks in key_sets]
+        out = [f"{counts.KEYS}.dpsql_out"]
+    counts.count_keys(con, source, keys, key_sets)
     # 2. Look the distinct keys up in the public domains (a small table).
     selects, joins = [], []
     for attr in used:
@@ -302,14 +356,16 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         selects += sel
         joins.append(join)
     con.execute(f"CREATE TEMP TABLE dpsql_coded_keys AS SELECT dpsql_gid, n, "
-                f"{', '.join(selects)} FROM {counts.KEYS} {' '.join(joins)}")
+                f"{', '.join(out + selects)} FROM {counts.KEYS} {' '.join(joins)}")
     # 3. Every policy count is a weighted sum over the keys of one set holding the attribute.
     gids = counts.grouping_ids(counts.grouping_columns(key_sets), key_sets)
     gid_of = {a.name: next(g for g, s in zip(gids, sets) if a.name in s) for a in used}
     aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
     for attr in used:
         aggs += _stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
-    policy = _policies_from_stats(con, used, aggs, "dpsql_coded_keys", report, sizes)
+    aggs += _outside_stats(outside, f"dpsql_gid = {gids[0]}", "n")
+    policy = _policies_from_stats(con, used, outside, aggs, "dpsql_coded_keys", report,
+                                  sizes)
     dropping = {n for n, p in policy.items() if p.drop_bad}
     # 4. A set that groups by every dropping attribute drops those rows itself; the others
     #    must be counted again over the coded rows. (NULLs dropped by on_null = "drop"
@@ -318,7 +374,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     for g, s in zip(gids, sets):
         if s in rescan:
             continue
-        conds = [f"dpsql_gid = {g}"]
+        conds = [f"dpsql_gid = {g}"] + (["dpsql_out = 0"] if outside else [])
         codes = []
         for n in s:
             attr, p = spec.attributes[n], policy[n]
@@ -342,8 +398,8 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
                     f"SELECT '{counts.set_key(s)}', {', '.join(codes)}, sum(n)::BIGINT "
                     f"FROM dpsql_coded_keys WHERE {' AND '.join(conds)} GROUP BY ALL")
     if rescan:
-        _create_looked_up(con, used, unit_column=None, table=False)
-        code_cols, conds = _row_codes(used, policy, strict=True)
+        _create_looked_up(con, used, outside, unit_column=None, table=False)
+        code_cols, conds = _row_codes(used, outside, policy, strict=True)
         con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {', '.join(code_cols)} "
                     f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
         counts.count_codes(con, "dpsql_rows", rescan)
@@ -356,11 +412,12 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
 # Row path (a unit column: bound each unit's rows first)
 # --------------------------------------------------------------------------------------
 
-def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: str | None,
-                      table: bool) -> None:
+def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, outside: list,
+                      unit_column: str | None, table: bool) -> None:
     """``dpsql_looked_up``: per source row, ``n_<a>`` (NULL flag) and ``c_<a>`` (domain
-    code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE), and with a
-    unit column ``dpsql_unit``."""
+    code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE), with
+    attributes in no view that drop rows ``dpsql_out`` (:func:`_outside_mask`), and with
+    a unit column ``dpsql_unit``."""
     selects, joins = [], []
     for attr in used:
         refs = {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns}
@@ -372,6 +429,10 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: s
         sel, join = lookup_codes(attr, refs)
         selects += sel
         joins.append(join)
+    if outside:
+        mask, more = _outside_mask(outside)
+        selects.append(f"{mask} AS dpsql_out")
+        joins += more
     if unit_column is not None:
         selects.append(f"dpsql_src.{quote_ident(unit_column)} AS dpsql_unit")
     kind = "TABLE" if table else "VIEW"
@@ -379,11 +440,11 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, unit_column: s
                 f"FROM dpsql_src {' '.join(joins)}")
 
 
-def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
+def _row_codes(used: list, outside: list, policy: dict[str, _Policy], strict: bool
                ) -> tuple[list[str], list[str]]:
     """Code columns and WHERE conditions over ``dpsql_looked_up``. ``strict`` also drops
     rows an ``error`` policy would have refused (for a second read of the source)."""
-    code_cols, conds = [], []
+    code_cols, conds = [], ["dpsql_out = 0"] if outside else []
     for attr in used:
         n, p = attr.name, policy[attr.name]
         mine = []
@@ -417,18 +478,23 @@ def _row_codes(used: list, policy: dict[str, _Policy], strict: bool
 
 
 def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: list,
-                    sets: list[tuple[str, ...]], salt: int, code_sizes: dict[str, int],
-                    unit_type: str) -> IngestReport:
+                    outside: list, sets: list[tuple[str, ...]], salt: int,
+                    code_sizes: dict[str, int], unit_type: str) -> IngestReport:
     report = IngestReport()
     unit = spec.unit
     # The only scan of the source: materialised, so that checks, bounding and counts all
     # see the same rows.
-    _create_looked_up(con, used, unit.column, table=True)
+    _create_looked_up(con, used, outside, unit.column, table=True)
     aggs = ["count(*)"]
     for attr in used:
         aggs += _stats_sql(attr, "TRUE", "1")
-    policy = _policies_from_stats(con, used, aggs, "dpsql_looked_up", report, code_sizes)
-    code_cols, conds = _row_codes(used, policy, strict=False)
+    aggs += _outside_stats(outside, "TRUE", "1")
+    policy = _policies_from_stats(con, used, outside, aggs, "dpsql_looked_up", report,
+                                  code_sizes)
+    # Rows outside a domain leave here, before bounding (DESIGN: the policies, then each
+    # unit's rows bounded); NULLs under on_null = "drop" leave the views over their
+    # attribute after it (_drop_null_leaves).
+    code_cols, conds = _row_codes(used, outside, policy, strict=False)
     if _null_units(con, unit, report):
         conds.append("dpsql_unit IS NOT NULL")
     con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
@@ -482,10 +548,12 @@ def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str,
     return out
 
 
-def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[str],
-                         table: str, report: "IngestReport", sizes: dict[str, int]) -> dict:
+def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, outside: list,
+                         aggs: list[str], table: str, report: "IngestReport",
+                         sizes: dict[str, int]) -> dict:
     """Run the one statistics aggregate (rows read, then per attribute the policy counts of
-    :func:`_stats_sql`), refuse an empty source, and apply the policies."""
+    :func:`_stats_sql`, then :func:`_outside_stats`), refuse an empty source, apply the
+    policies and report the rows dropped outside the domains of ``outside``."""
     stats = con.execute(f"SELECT {', '.join(aggs)} FROM {table}").fetchall()[0]
     report.rows_read = int(stats[0])
     if report.rows_read == 0:
@@ -496,4 +564,7 @@ def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, aggs: list[
         k = 3 if isinstance(attr, Range) else 2
         per_attr.append(stats[pos:pos + k])
         pos += k
-    return _apply_policies(con, used, per_attr, report, sizes)
+    policy = _apply_policies(con, used, per_attr, report, sizes)
+    for attr, bad in zip(outside, stats[pos:]):
+        report.add(attr.name, _dropped(attr), bad)
+    return policy

@@ -103,14 +103,12 @@ def _oracle(table: pa.Table, spec: ReleaseSpec) -> tuple[dict, dict]:
                                    0, BINS - 1).astype(int)
     null_code = {"geo": len(SPINE), "mode": len(MODES), "distance": BINS}
     keep = np.ones(n, bool)
-    used = {a for v in spec.views for a in v.levels}  # attributes no view uses are ignored
+    used = {a for v in spec.views for a in v.levels}
     for a, attr in spec.attributes.items():
-        if a not in used:
-            continue
         code[a] = np.where(null[a], null_code[a], code[a])
         dropping = getattr(attr, "on_out_of_domain", None) == "drop" or \
             getattr(attr, "on_out_of_bounds", None) == "drop"
-        if dropping:
+        if dropping:  # out of the population, whether or not a view uses the attribute
             keep &= ~bad[a]
     leaves, used_rows = {}, None
     for s in attribute_sets(spec):
@@ -123,7 +121,7 @@ def _oracle(table: pa.Table, spec: ReleaseSpec) -> tuple[dict, dict]:
         leaves[counts.set_key(s)] = {tuple(int(x) for x in k): int(c)
                                      for k, c in zip(uniq, cnt)}
     stats = {a: (int(null[a].sum()), int(bad[a].sum())) for a in spec.attributes if a in used}
-    return leaves, {"rows_read": n, "rows_used": used_rows, "stats": stats,
+    return leaves, {"rows_read": n, "rows_used": used_rows, "stats": stats, "bad": bad,
                     "codes": {a: code[a][keep] for a in used}, "keep": keep,
                     "null_code": null_code}
 
@@ -178,9 +176,10 @@ def test_nan_cannot_be_clamped(tmp_path, unit):
 
 
 def test_a_drop_reaches_views_without_the_dropping_attribute(tmp_path):
-    # Only 'mode' drops rows out of its domain; the view over distance alone must lose
-    # them too (it is counted a second time, over the coded rows), while the set holding
-    # mode is not. NULLs (on_null = "drop") leave the views over their attribute only.
+    # 'mode' drops rows out of its domain; the view over distance alone must lose them
+    # too (it is counted a second time, over the coded rows), while the set holding mode
+    # is not. 'geo', in no view, drops its rows off the spine from both. NULLs
+    # (on_null = "drop") leave the views over their attribute only.
     table = _messy(2000, 5, nan=False)
     pq.write_table(table, tmp_path / "t.parquet")
     views = [{"name": "m", "levels": ["mode"]},
@@ -194,6 +193,34 @@ def test_a_drop_reaches_views_without_the_dropping_attribute(tmp_path):
         nulls = table.column(a).is_null().to_numpy(zero_copy_only=False)
         assert sum(got[a].values()) == int((facts["keep"] & ~nulls).sum())
     assert facts["keep"].sum() < report.rows_read
+
+
+@pytest.mark.parametrize("unit", [False, True], ids=["keys", "rows"])
+@pytest.mark.parametrize("unused", ["geo", "mode", "distance"])
+def test_an_attribute_in_no_view_still_drops_its_rows_outside_the_domain(tmp_path, unit,
+                                                                         unused):
+    # The spec's out-of-domain / out-of-bounds "drop" defines the population, whether or
+    # not a view groups by the attribute: every view loses those rows. Its on_null =
+    # "drop" leaves the views over it only, and there are none: NULL rows stay.
+    table = _messy(3000, 8)
+    pq.write_table(table, tmp_path / "t.parquet")
+    views = {"geo": [{"name": "m", "levels": ["mode"]},
+                     {"name": "d", "levels": ["distance"], "mechanism": "cascade"}],
+             "mode": [{"name": "g", "levels": ["geo"]},
+                      {"name": "gd", "levels": ["geo", "distance"]}],
+             "distance": [{"name": "gm", "levels": ["geo", "mode"]}]}[unused]
+    spec = _spec(tmp_path, unit, views=views)
+    got, report = _ingested(spec)
+    want, facts = _oracle(table, spec)
+    assert got == want
+    bad = int(facts["bad"][unused].sum())
+    assert 0 < bad and facts["keep"].sum() < report.rows_read == table.num_rows
+    actions = {(a, what): rows for a, what, rows in report.actions}
+    kind = {"geo": "dropped (not in spine)", "mode": "dropped (out of domain)",
+            "distance": "dropped (out of bounds)"}[unused]
+    assert actions[(unused, kind)] == bad
+    assert (unused, "dropped (NULL) from the views over it") not in actions
+    assert report.rows_used == facts["rows_used"]
 
 
 def test_every_view_shares_one_scan_of_the_source(tmp_path, monkeypatch):
@@ -216,6 +243,30 @@ def test_every_view_shares_one_scan_of_the_source(tmp_path, monkeypatch):
     assert len(calls) == 1 and len(calls[0]) == len(attribute_sets(spec)) == 3
     assert got == _oracle(table, spec)[0]
     assert report.rows_used == report.rows_read == 1000
+
+
+def test_an_attribute_in_no_view_drops_its_rows_in_that_one_scan(tmp_path, monkeypatch):
+    # Clean geo and distance in the views; mode, in no view, drops its unknown modes. Its
+    # drop rides on the one scan (a key of every set): no second read of the source.
+    g = np.random.default_rng(9)
+    leaf = g.integers(0, len(SPINE), 1000)
+    table = pa.table({"uid": np.arange(1000),
+                      "region": [SPINE[i][0] for i in leaf],
+                      "province": [SPINE[i][1] for i in leaf],
+                      "city": [SPINE[i][2] for i in leaf],
+                      "mode": g.choice(MODES + ["rocket"], 1000),
+                      "distance": g.uniform(-5, 120, 1000)})
+    pq.write_table(table, tmp_path / "t.parquet")
+    spec = _spec(tmp_path, False, geo="error", mode="drop", dist="clamp",
+                 views=[{"name": "g", "levels": ["geo"]},
+                        {"name": "gd", "levels": ["geo", "distance"]}])
+    monkeypatch.setattr(counts, "count_codes", lambda *a, **k: pytest.fail("second scan"))
+    got, report = _ingested(spec)
+    want, facts = _oracle(table, spec)
+    rockets = int(np.sum(table.column("mode").to_numpy(zero_copy_only=False) == "rocket"))
+    assert got == want and rockets > 0
+    assert ("mode", "dropped (out of domain)", rockets) in report.actions
+    assert report.rows_used == report.rows_read - rockets == facts["rows_used"]
 
 
 def test_grouping_ids_agree_with_duckdb():

@@ -90,6 +90,16 @@ def _messy(base: Path, unit: bool, dist: str) -> ReleaseSpec:
     return test_ingest._spec(base, unit, dist=dist)
 
 
+def _unused(base: Path, unit: bool) -> ReleaseSpec:
+    """Attributes in no view that drop rows outside their domain (mode) and bounds
+    (distance): every view loses those rows, on either engine."""
+    table = test_ingest._messy(2000, 12)
+    if unit:
+        table = table.set_column(0, "uid", pa.array(np.arange(2000) % 300))
+    pq.write_table(table, base / "t.parquet")
+    return test_ingest._spec(base, unit, views=[{"name": "g", "levels": ["geo"]}])
+
+
 def _bounded(base: Path, max_rows: int) -> ReleaseSpec:
     table, sizes = test_bounding._units_table(seed=2, n_units=60)  # a NULL unit too
     pq.write_table(table, base / "t.parquet")
@@ -157,6 +167,8 @@ SPECS = {
     "trips_unit_column": lambda b: _trips(b, unit=True),
     "messy_rows_drop": lambda b: _messy(b, unit=False, dist="drop"),
     "messy_unit_clamp": lambda b: _messy(b, unit=True, dist="clamp"),
+    "unused_attributes_drop_rows": lambda b: _unused(b, unit=False),
+    "unused_attributes_drop_unit_column": lambda b: _unused(b, unit=True),
     "bounding_null_unit_m2": lambda b: _bounded(b, 2),
     "integer_ids_m3": lambda b: _string_ids(b, "integer"),
     "string_ids_m3": lambda b: _string_ids(b, "string"),
