@@ -30,14 +30,13 @@ outside) in the one scan of either path, so it costs no second read; the rows wi
 bit set leave where the other drops leave, before bounding. Its other policies act on
 values no view releases and are not checked.
 
-What the policies did (rows dropped, clamped, bounded away) is reported to the curator in
-an :class:`IngestReport`. Those counts depend on the data, so they are printed, never
-stored in the release.
+The policies themselves are in :mod:`dpsql.release.policies`, with the report of what
+they did (rows dropped, clamped, bounded away), an :class:`IngestReport`. Those counts
+depend on the data, so they are printed to the curator, never stored in the release.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -45,10 +44,10 @@ import numpy as np
 
 from dpsql._sql import quote_ident, quote_literal
 from dpsql.errors import DataError, SpecError
-from dpsql.release import counts
-from dpsql.release.domain_lookup import (create_domain, lookup_codes, out_of_bounds_sql,
-                                         outside_sql, refuse_out_of_domain)
+from dpsql.release import counts, policies
+from dpsql.release.domain_lookup import create_domain, lookup_codes
 from dpsql.release.duckdb_settings import engine_error, memory_limit
+from dpsql.release.policies import IngestReport, drops_outside
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
 from dpsql.spec import Categorical, Range, ReleaseSpec
@@ -61,42 +60,6 @@ def one_line(err: BaseException) -> str:
     """A DuckDB error's first paragraph on one line (its messages span lines: the CSV
     reader appends its whole configuration after a blank line)."""
     return " ".join(str(err).strip().split("\n\n")[0].split())
-
-
-@dataclass
-class IngestReport:
-    """What ingestion did to the rows. Shown to the curator; never stored in a release."""
-
-    rows_read: int = 0
-    rows_used: int = 0
-    actions: list[tuple[str, str, int]] = field(default_factory=list)  # (attr, action, rows)
-    null_units: int = 0  # rows dropped for a NULL privacy-unit id (on_null = "drop")
-    # earlier releases of the same source into the output folder (dpsql.release.ledger)
-    prior_releases: list[dict] = field(default_factory=list)
-    column_types: dict[str, str] = field(default_factory=dict)  # the source's schema
-
-    def add(self, attribute: str, action: str, rows: int) -> None:
-        if rows:
-            self.actions.append((attribute, action, int(rows)))
-
-
-@dataclass(frozen=True)
-class _Policy:
-    """What the policies decided for one attribute, given its NULL and bad-value counts.
-
-    NULLs under ``drop`` or ``category`` are counted under the attribute's *NULL code*
-    (one past its largest code: :func:`_code_sizes` without the extra code); a ``drop``
-    then removes those leaves from the views over the attribute only
-    (:func:`_drop_null_leaves`), so the other views keep the rows, and a ``category``
-    keeps them as the public NULL value of the domain."""
-
-    drop_null: bool
-    drop_bad: bool  # out of domain / spine / bounds; clamping is not a drop
-    null_code: int | None = None  # the code NULLs are counted under (None: no NULLs)
-
-    @property
-    def drops(self) -> bool:
-        return self.drop_null or self.drop_bad
 
 
 def source_sql(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection) -> str:
@@ -202,108 +165,6 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
 
 
 # --------------------------------------------------------------------------------------
-# Policies (shared by both paths)
-# --------------------------------------------------------------------------------------
-
-def drops_outside(attr) -> bool:
-    """Whether ``attr``'s policy drops rows outside its domain, spine or bounds. Such a
-    row leaves every view, whether or not a view uses ``attr``: the policy defines the
-    population. (``on_null = "drop"`` does not: it leaves the views over ``attr`` only.)"""
-    if isinstance(attr, Range):
-        return attr.on_out_of_bounds == "drop"
-    return attr.on_out_of_domain == "drop"
-
-
-def _dropped(attr) -> str:
-    """The report's words for rows dropped outside ``attr``'s domain."""
-    if isinstance(attr, Range):
-        return "dropped (out of bounds)"
-    return "dropped (out of domain)" if isinstance(attr, Categorical) else \
-        "dropped (not in spine)"
-
-
-def _outside_mask(outside: list) -> tuple[str, list[str]]:
-    """SQL over source rows (``dpsql_src``) of ``dpsql_out``, a BIGINT whose bit i is set
-    when the row's value of ``outside[i]`` (attributes in no view, :func:`drops_outside`)
-    is outside its domain, and the joins it needs. The rows with ``dpsql_out = 0`` are
-    kept."""
-    terms, joins = [], []
-    for i, attr in enumerate(outside):
-        cond, join = outside_sql(attr, {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns})
-        terms.append(f"CASE WHEN {cond} THEN {1 << i} ELSE 0 END")
-        joins += [join] if join else []
-    return f"CAST({' + '.join(terms) or '0'} AS BIGINT)", joins
-
-
-def _outside_stats(outside: list, where: str, weight: str) -> list[str]:
-    """Aggregates giving, per attribute of ``outside``, the rows outside its domain."""
-    return [f"coalesce(sum({weight}) FILTER (WHERE {where} AND (dpsql_out & {1 << i}) <> 0), 0)"
-            for i in range(len(outside))]
-
-
-def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tuple[int, ...]],
-                    report: IngestReport, sizes: dict[str, int]) -> dict[str, _Policy]:
-    """Raise the first policy error, record what was dropped or clamped, and say per
-    attribute what to drop. ``stats[i]`` = (NULLs, bad values[, NaNs]) of ``used[i]``."""
-    out = {}
-    for attr, st in zip(used, stats):
-        n = attr.name
-        nulls, bad = int(st[0]), int(st[1])
-        if nulls and attr.on_null == "error":
-            raise DataError(f"attribute {n!r} has {nulls} NULL value(s); clean them, or "
-                            f"set on_null = \"drop\" (drops them from the views over {n!r} "
-                            f"only) or \"category\" for attributes.{n}")
-        report.add(n, "dropped (NULL) from the views over it" if attr.on_null == "drop"
-                   else "kept as the NULL category", nulls)
-        if isinstance(attr, Range):
-            nan = int(st[2])
-            if bad and attr.on_out_of_bounds == "error":
-                raise DataError(f"range attribute {n!r} has {bad} value(s) outside "
-                                f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
-                                f"on_out_of_bounds = \"clamp\" or \"drop\"")
-            if bad and attr.on_out_of_bounds == "drop":
-                report.add(n, _dropped(attr), bad)
-            elif bad:
-                if nan:
-                    raise DataError(f"range attribute {n!r} has {nan} NaN value(s); NaN "
-                                    "cannot be clamped into a bin: drop them in a 'sql' source")
-                report.add(n, "clamped (out of bounds)", bad)
-            drop_bad = bool(bad) and attr.on_out_of_bounds == "drop"
-        else:
-            if bad:
-                refuse_out_of_domain(con, attr, bad)
-                report.add(n, _dropped(attr), bad)
-            drop_bad = bool(bad)
-        out[n] = _Policy(drop_null=bool(nulls) and attr.on_null == "drop", drop_bad=drop_bad,
-                         null_code=sizes[n] - 1 if nulls else None)
-    return out
-
-
-def _drop_null_leaves(con: duckdb.DuckDBPyConnection, policy: dict[str, _Policy]) -> None:
-    """Remove the NULL-code leaves of ``on_null = "drop"`` attributes: from the views over
-    the attribute only (its code column is NULL in the other attribute sets)."""
-    for n, p in policy.items():
-        if p.drop_null:
-            con.execute(f"DELETE FROM {counts.LEAVES} WHERE c_{n} = {p.null_code}")
-
-
-def _stats_sql(attr, where: str, weight: str) -> list[str]:
-    """Aggregates giving (NULLs, bad[, NaN]) for ``attr`` over looked-up rows or keys."""
-    n = attr.name
-
-    def total(cond: str) -> str:
-        return f"coalesce(sum({weight}) FILTER (WHERE {where} AND {cond}), 0)"
-    if isinstance(attr, Range):
-        if weight == "1":  # rows: the raw value v_<a>
-            bad = out_of_bounds_sql(attr, f"v_{n}")
-            return [total(f"n_{n}"), total(f"NOT n_{n} AND {bad}"),
-                    total(f"NOT n_{n} AND isnan(v_{n})")]
-        return [total(f"n_{n}"), total(f"NOT n_{n} AND c_{n} >= {attr.bins}"),
-                total(f"NOT n_{n} AND c_{n} >= {2 * attr.bins}")]
-    return [total(f"n_{n}"), total(f"NOT n_{n} AND c_{n} IS NULL")]
-
-
-# --------------------------------------------------------------------------------------
 # Aggregate-first path (no unit column)
 # --------------------------------------------------------------------------------------
 
@@ -339,7 +200,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     key_sets = [[alias[(n, c)] for n in s for c in spec.attributes[n].columns] for s in sets]
     source, out = "dpsql_src", []
     if outside:
-        keys["dpsql_out"], joins = _outside_mask(outside)
+        keys["dpsql_out"], joins = policies.outside_mask(outside)
         source = " ".join(["dpsql_src"] + joins)
         key_sets = [ks + ["dpsql_out"] for ks in key_sets]
         out = [f"{counts.KEYS}.dpsql_out"]
@@ -362,10 +223,10 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     gid_of = {a.name: next(g for g, s in zip(gids, sets) if a.name in s) for a in used}
     aggs = [f"coalesce(sum(n) FILTER (WHERE dpsql_gid = {gids[0]}), 0)"]
     for attr in used:
-        aggs += _stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
-    aggs += _outside_stats(outside, f"dpsql_gid = {gids[0]}", "n")
-    policy = _policies_from_stats(con, used, outside, aggs, "dpsql_coded_keys", report,
-                                  sizes)
+        aggs += policies.stats_sql(attr, f"dpsql_gid = {gid_of[attr.name]}", "n")
+    aggs += policies.outside_stats(outside, f"dpsql_gid = {gids[0]}", "n")
+    policy = policies.policies_from_stats(con, used, outside, aggs, "dpsql_coded_keys",
+                                          report, sizes)
     dropping = {n for n, p in policy.items() if p.drop_bad}
     # 4. A set that groups by every dropping attribute drops those rows itself; the others
     #    must be counted again over the coded rows. (NULLs dropped by on_null = "drop"
@@ -403,7 +264,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
         con.execute(f"CREATE TEMP VIEW dpsql_rows AS SELECT {', '.join(code_cols)} "
                     f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
         counts.count_codes(con, "dpsql_rows", rescan)
-        _drop_null_leaves(con, policy)
+        policies.drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])
     return report
 
@@ -416,8 +277,8 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, outside: list,
                       unit_column: str | None, table: bool) -> None:
     """``dpsql_looked_up``: per source row, ``n_<a>`` (NULL flag) and ``c_<a>`` (domain
     code, NULL when not in the domain) or ``v_<a>`` (range value as DOUBLE), with
-    attributes in no view that drop rows ``dpsql_out`` (:func:`_outside_mask`), and with
-    a unit column ``dpsql_unit``."""
+    attributes in no view that drop rows ``dpsql_out`` (:func:`policies.outside_mask`),
+    and with a unit column ``dpsql_unit``."""
     selects, joins = [], []
     for attr in used:
         refs = {c: f"dpsql_src.{quote_ident(c)}" for c in attr.columns}
@@ -430,7 +291,7 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, outside: list,
         selects += sel
         joins.append(join)
     if outside:
-        mask, more = _outside_mask(outside)
+        mask, more = policies.outside_mask(outside)
         selects.append(f"{mask} AS dpsql_out")
         joins += more
     if unit_column is not None:
@@ -440,8 +301,8 @@ def _create_looked_up(con: duckdb.DuckDBPyConnection, used: list, outside: list,
                 f"FROM dpsql_src {' '.join(joins)}")
 
 
-def _row_codes(used: list, outside: list, policy: dict[str, _Policy], strict: bool
-               ) -> tuple[list[str], list[str]]:
+def _row_codes(used: list, outside: list, policy: dict[str, policies.Policy],
+               strict: bool) -> tuple[list[str], list[str]]:
     """Code columns and WHERE conditions over ``dpsql_looked_up``. ``strict`` also drops
     rows an ``error`` policy would have refused (for a second read of the source)."""
     code_cols, conds = [], ["dpsql_out = 0"] if outside else []
@@ -487,15 +348,15 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     _create_looked_up(con, used, outside, unit.column, table=True)
     aggs = ["count(*)"]
     for attr in used:
-        aggs += _stats_sql(attr, "TRUE", "1")
-    aggs += _outside_stats(outside, "TRUE", "1")
-    policy = _policies_from_stats(con, used, outside, aggs, "dpsql_looked_up", report,
-                                  code_sizes)
+        aggs += policies.stats_sql(attr, "TRUE", "1")
+    aggs += policies.outside_stats(outside, "TRUE", "1")
+    policy = policies.policies_from_stats(con, used, outside, aggs, "dpsql_looked_up",
+                                          report, code_sizes)
     # Rows outside a domain leave here, before bounding (DESIGN: the policies, then each
     # unit's rows bounded); NULLs under on_null = "drop" leave the views over their
-    # attribute after it (_drop_null_leaves).
+    # attribute after it (policies.drop_null_leaves).
     code_cols, conds = _row_codes(used, outside, policy, strict=False)
-    if _null_units(con, unit, report):
+    if policies.null_units(con, unit, report):
         conds.append("dpsql_unit IS NOT NULL")
     con.execute(f"CREATE TEMP VIEW dpsql_coded AS SELECT {', '.join(code_cols)}, dpsql_unit "
                 f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
@@ -506,27 +367,11 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
     kept = counts.count_bounded(con, "dpsql_coded", code_sizes, sets, unit.max_rows, salt,
                                 unit_type, buckets)
     bounded = counts.total_rows(con, sets[0])
-    _drop_null_leaves(con, policy)
+    policies.drop_null_leaves(con, policy)
     report.rows_used = counts.total_rows(con, sets[0])
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
                kept - bounded)
     return report
-
-
-def _null_units(con: duckdb.DuckDBPyConnection, unit, report: IngestReport) -> int:
-    """Apply ``[privacy_unit] on_null`` to rows whose unit id is NULL; return how many are
-    dropped. Bounding groups by the id, so NULL rows would be one "person" cut to
-    ``max_rows``: they are refused (``error``, the default) or dropped and reported on a
-    line of their own (``drop``), never silently bounded together."""
-    nulls = int(con.execute("SELECT count(*) FROM dpsql_looked_up WHERE dpsql_unit IS NULL"
-                            ).fetchall()[0][0])
-    if nulls and unit.on_null == "error":
-        raise DataError(f"privacy unit column {unit.column!r} has {nulls:,} NULL value(s); a "
-                        "NULL id is nobody's, so those rows cannot be bounded per person: "
-                        "fill in the ids, or set on_null = \"drop\" under [privacy_unit]")
-    report.null_units = nulls
-    report.add(unit.column, "dropped (NULL privacy-unit id)", nulls)
-    return nulls
 
 
 def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str, int]:
@@ -546,25 +391,3 @@ def _code_sizes(used: list, hierarchy_codes: dict[str, np.ndarray]) -> dict[str,
         if attr.on_null != "error":
             out[attr.name] += 1
     return out
-
-
-def _policies_from_stats(con: duckdb.DuckDBPyConnection, used: list, outside: list,
-                         aggs: list[str], table: str, report: "IngestReport",
-                         sizes: dict[str, int]) -> dict:
-    """Run the one statistics aggregate (rows read, then per attribute the policy counts of
-    :func:`_stats_sql`, then :func:`_outside_stats`), refuse an empty source, apply the
-    policies and report the rows dropped outside the domains of ``outside``."""
-    stats = con.execute(f"SELECT {', '.join(aggs)} FROM {table}").fetchall()[0]
-    report.rows_read = int(stats[0])
-    if report.rows_read == 0:
-        raise DataError("the source has no rows; a release of an empty table is meaningless. "
-                        "Check the source path or the query.")
-    per_attr, pos = [], 1
-    for attr in used:
-        k = 3 if isinstance(attr, Range) else 2
-        per_attr.append(stats[pos:pos + k])
-        pos += k
-    policy = _apply_policies(con, used, per_attr, report, sizes)
-    for attr, bad in zip(outside, stats[pos:]):
-        report.add(attr.name, _dropped(attr), bad)
-    return policy

@@ -223,15 +223,20 @@ def test_an_attribute_in_no_view_still_drops_its_rows_outside_the_domain(tmp_pat
     assert report.rows_used == facts["rows_used"]
 
 
+def _clean(seed: int, modes: list[str]) -> pa.Table:
+    """1,000 rows on the spine, modes drawn from ``modes``, no NULLs."""
+    g = np.random.default_rng(seed)
+    leaf = g.integers(0, len(SPINE), 1000)
+    return pa.table({"uid": np.arange(1000),
+                     "region": [SPINE[i][0] for i in leaf],
+                     "province": [SPINE[i][1] for i in leaf],
+                     "city": [SPINE[i][2] for i in leaf],
+                     "mode": g.choice(modes, 1000), "distance": g.uniform(-5, 120, 1000)})
+
+
 def test_every_view_shares_one_scan_of_the_source(tmp_path, monkeypatch):
     # Clean data, no unit column: one query reads the source, and it groups by every set.
-    g = np.random.default_rng(6)
-    leaf = g.integers(0, len(SPINE), 1000)
-    table = pa.table({"uid": np.arange(1000),
-                      "region": [SPINE[i][0] for i in leaf],
-                      "province": [SPINE[i][1] for i in leaf],
-                      "city": [SPINE[i][2] for i in leaf],
-                      "mode": g.choice(MODES, 1000), "distance": g.uniform(-5, 120, 1000)})
+    table = _clean(6, MODES)
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, False, geo="error", mode="error", dist="clamp")
     calls = []
@@ -248,14 +253,7 @@ def test_every_view_shares_one_scan_of_the_source(tmp_path, monkeypatch):
 def test_an_attribute_in_no_view_drops_its_rows_in_that_one_scan(tmp_path, monkeypatch):
     # Clean geo and distance in the views; mode, in no view, drops its unknown modes. Its
     # drop rides on the one scan (a key of every set): no second read of the source.
-    g = np.random.default_rng(9)
-    leaf = g.integers(0, len(SPINE), 1000)
-    table = pa.table({"uid": np.arange(1000),
-                      "region": [SPINE[i][0] for i in leaf],
-                      "province": [SPINE[i][1] for i in leaf],
-                      "city": [SPINE[i][2] for i in leaf],
-                      "mode": g.choice(MODES + ["rocket"], 1000),
-                      "distance": g.uniform(-5, 120, 1000)})
+    table = _clean(9, MODES + ["rocket"])
     pq.write_table(table, tmp_path / "t.parquet")
     spec = _spec(tmp_path, False, geo="error", mode="drop", dist="clamp",
                  views=[{"name": "g", "levels": ["geo"]},
