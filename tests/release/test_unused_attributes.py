@@ -38,7 +38,8 @@ RAW = f"""SELECT i AS id, i % {UNITS} AS uid,
     CASE WHEN i % 23 = 0 THEN NULL ELSE ['NE', 'SE', 'MW', 'NE'][(i * 5) % 4 + 1] END
         AS region,
     ['BOS', 'ATL', 'ORD', 'NYC', 'XXX'][(i * 3) % 5 + 1] AS city,
-    CASE WHEN i % 7 = 0 THEN NULL ELSE 'N' || (i % 9) END AS tail
+    CASE WHEN i % 7 = 0 THEN NULL ELSE 'N' || (i % 9) END AS tail,
+    DATE '2013-01-01' + CAST((i * 37) % 400 - 20 AS INTEGER) AS day
     FROM range({N}) t(i)"""
 
 # The population the spec's public rules define (NULLs are not out of any domain; NaN is
@@ -46,7 +47,8 @@ RAW = f"""SELECT i AS id, i % {UNITS} AS uid,
 POPULATION = """SELECT * FROM raw WHERE (dest IS NULL OR dest IN ('BOS', 'ATL', 'ORD'))
     AND (delay IS NULL OR (delay >= -60 AND delay < 1440))
     AND (region IS NULL OR (region, city) IN
-         (('NE', 'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD')))"""
+         (('NE', 'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD')))
+    AND day >= DATE '2013-01-01' AND day < DATE '2014-01-01'"""
 
 
 def _write_source(base: Path, kind: str) -> str:
@@ -78,6 +80,8 @@ def _spec(base: Path, source: str, unit: bool, views: list[dict], **dest) -> Rel
                     "on_out_of_domain": "drop", "on_null": "drop"},
             "tail": {"kind": "categorical", "domain": [f"N{k}" for k in range(9)],
                      "on_null": "drop"},
+            "day": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01",
+                    "unit": "day", "on_out_of_bounds": "drop"},
         },
         "views": views,
     }
@@ -132,7 +136,9 @@ def test_count_star_is_the_population_the_policies_define(tmp_path, kind, unit):
             ("dest", "dropped (out of domain)", "dest NOT IN ('BOS', 'ATL', 'ORD')"),
             ("delay", "dropped (out of bounds)", "NOT (delay >= -60 AND delay < 1440)"),
             ("geo", "dropped (not in spine)", "region IS NOT NULL AND (region, city) NOT IN "
-             "(('NE', 'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD'))")]:
+             "(('NE', 'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD'))"),
+            ("day", "dropped (out of bounds)", "day < DATE '2013-01-01' OR day >= DATE "
+             "'2014-01-01'")]:
         (want,), = _oracle(f"SELECT count(*) FROM raw WHERE {bad}")
         assert actions.pop((attr, what)) == want > 0
     assert actions == {}  # no NULL line: no view drops an unused attribute's NULLs
@@ -188,6 +194,7 @@ def test_an_unused_attribute_with_an_error_policy_is_not_read(tmp_path):
     release = build_release(spec, tmp_path / "r.duckdb", seed=3, progress=False)
     (total,), = _oracle("SELECT count(*) FROM raw WHERE (delay IS NULL OR (delay >= -60 AND "
                         "delay < 1440)) AND (region IS NULL OR (region, city) IN (('NE', "
-                        "'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD')))")
+                        "'BOS'), ('NE', 'NYC'), ('SE', 'ATL'), ('MW', 'ORD'))) AND "
+                        "day >= DATE '2013-01-01' AND day < DATE '2014-01-01'")
     assert release.report.rows_used == total
     assert "dest" not in {a for a, _, _ in release.report.actions}
