@@ -144,6 +144,8 @@ class ReleaseSpec:
             if n in names[:i] or n == name:
                 raise _err(f"views[{i}].name", f"duplicate table name {n!r}; views and the "
                                                "release need distinct names")
+        if neighbouring is Neighbouring.SUBSTITUTE:
+            _refuse_per_view_drops(attributes, views)
         report_delta = _number("report_delta", data.get("report_delta", "1e-9"))
         if isinstance(budget, ApproxDP):
             report_delta = budget.delta
@@ -252,6 +254,24 @@ def _parse_budget(raw: Any) -> Budget:
         if isinstance(err, SpecError):
             raise
         raise _err("budget", str(err)) from err
+
+
+def _refuse_per_view_drops(attributes: dict[str, Attribute], views) -> None:
+    """Under ``substitute`` each view releases its total exactly, as public. A view over an
+    attribute with ``on_null = "drop"`` counts only the rows where it has a value, so its
+    exact total would publish the exact number of NULLs (the other views' total minus
+    it), which no substitution bound covers: refused. Rules that drop a row from every
+    view (out of domain or bounds, NULL unit ids, ``max_rows``) keep one total for all
+    views: the population the spec defines, whose size the curator declares public."""
+    for v in views:
+        for a in v.levels:
+            if getattr(attributes[a], "on_null", None) == "drop":
+                raise _err(f"attributes.{a}.on_null", (
+                    f"\"drop\" is not allowed with neighbouring = \"substitute\": the view "
+                    f"{v.name!r} over {a!r} would release its total exactly (the total is "
+                    f"public under substitution), and so the exact number of rows where "
+                    f"{a!r} is NULL. Use on_null = \"category\" (NULL released as a value, "
+                    f"with noise) or \"error\", or neighbouring = \"add_remove\""))
 
 
 def _check_columns_unique(attributes: dict[str, Attribute]) -> None:

@@ -281,3 +281,49 @@ interleave = true
 def test_interleave_and_spine_columns_errors(tmp_path, view, side, message):
     with pytest.raises(dpsql.SpecError, match=message):
         _od_spec(tmp_path, view, **side)
+
+
+def _with_null_policy(neighbouring: str, on_null: str, views=None):
+    attrs = {**BASE["attributes"], "origin": {**BASE["attributes"]["origin"],
+                                              "on_null": on_null}}
+    return spec(neighbouring=neighbouring, attributes=attrs, **({"views": views} if views
+                                                                else {}))
+
+
+def test_substitution_refuses_a_view_that_drops_nulls():
+    # under substitute a view's total is released exactly; a view that dropped origin's
+    # NULL rows would release the exact count of them (the other views' total minus its)
+    with pytest.raises(dpsql.SpecError, match=r"attributes\.origin\.on_null: \"drop\" is not "
+                                              r"allowed with neighbouring = \"substitute\": "
+                                              r"the view 'route' over 'origin'"):
+        _with_null_policy("substitute", "drop")
+    # allowed: the same policy under add/remove (noisy totals), NULL as a released
+    # category, or a drop on an attribute that no view releases
+    assert _with_null_policy("add_remove", "drop").neighbouring is Neighbouring.ADD_REMOVE
+    assert _with_null_policy("substitute", "category").attributes["origin"].on_null == \
+        "category"
+    dist_only = [{"name": "dist", "levels": ["distance"], "mechanism": "cascade"}]
+    assert len(_with_null_policy("substitute", "drop", dist_only).views) == 1
+
+
+def test_substitution_releases_each_views_total_exactly(tmp_path):
+    """The premise of the refusal above, checked on a real build: under substitute a
+    view's total carries no noise, so a per-view drop would publish its NULL count."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dpsql.release import build_release
+
+    pq.write_table(pa.table({"origin": ["EWR", "JFK", "LGA", "JFK"] * 50,
+                             "distance": [100.0, 200.0, 300.0, 4000.0] * 50}),
+                   tmp_path / "flights.parquet")
+    out = tmp_path / "r.duckdb"
+    build_release(ReleaseSpec.from_dict({**BASE, "neighbouring": "substitute",
+                                         "budget": {"rho": 0.001}}, base_dir=tmp_path),
+                  out, seed=3, progress=False)
+    con = duckdb.connect(str(out), read_only=True)
+    totals = [con.execute(f"SELECT SUM(dp_count) FROM {t}").fetchone()[0]
+              for t in ("route__l1", "dist__l1")]
+    con.close()
+    assert totals == [pytest.approx(200, abs=1e-6)] * 2
