@@ -11,16 +11,22 @@ or patches its code:
   PostgreSQL's error classes), the message and, for dpsql errors, a hint.
 * **Typed parameters.** buenavista decodes text parameters of unknown type as dates
   (``dateutil``) and leaves numbers as strings. We decode by the type OID the client
-  declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> int or float,
-  bool -> bool, anything else -> str) so that the planner binds ``WHERE distance < $1``
-  as a number. Untyped (OID 0) text parameters — node-postgres sends all its parameters
-  so — are read as the literal they spell (:func:`dpsql.server._guard.spelled`).
+  declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> an exact
+  Decimal, bool -> bool, binary date/timestamp -> date/datetime, timestamptz -> a datetime
+  with its offset, which the planner refuses, anything else -> str) so that the planner
+  binds ``WHERE distance < $1`` as a number (:func:`dpsql.server._types.decode_param`).
+  Untyped (OID 0) text parameters — node-postgres sends all its parameters so — are
+  read as the literal they spell (:func:`dpsql.server._guard.spelled`).
 * **Describe(statement)** answers the parameter types and the row shape from a run with
   dummy parameters that can never change the session (no transaction state, no error to
   the client): a failing dummy run answers NoData, and the client's Execute then runs.
 * **Result types** (:mod:`dpsql.server._types`). DuckDB type names map to PostgreSQL
   OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
+* **Errors in the extended protocol** (a Bind whose value does not decode, an unknown
+  statement...) are an ErrorResponse; the messages that follow are discarded until Sync,
+  which answers ReadyForQuery, and the session goes on (PostgreSQL's rule; buenavista
+  ended the session).
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
@@ -81,6 +87,10 @@ class TooManyConnectionsError(OperationalError):
     """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
 
 
+class UnknownStatementError(ProgrammingError):
+    """Bind or Describe of a prepared statement never parsed: SQLSTATE 26000."""
+
+
 STARTUP_TIMEOUT = 10.0  # seconds a client has to finish start-up and authentication
 
 
@@ -92,6 +102,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (AuthenticationError, "28P01"),      # invalid_password
     (TlsRequiredError, "28000"),         # invalid_authorization_specification
     (TooManyConnectionsError, "53300"),  # too_many_connections
+    (UnknownStatementError, "26000"),    # invalid_sql_statement_name
     (StatementTimeoutError, "57014"),    # query_canceled
     (QueryCanceledError, "57014"),
     (OutOfMemoryError, "53200"),         # out_of_memory
@@ -293,12 +304,44 @@ class Handler(Login, BuenaVistaHandler):
             self.send_error(err)
         self.send_ready_for_query(ctx)
 
+    # -- the extended protocol: an error is an ErrorResponse, then messages are discarded
+    # until Sync, which answers ReadyForQuery (PostgreSQL's rule); the session goes on
+
+    def _extended(self, ctx, step, payload: bytes) -> None:  # noqa: ANN001
+        if ctx.has_error:
+            return  # skipped until Sync (buenavista's sync() clears the flag)
+        try:
+            step(ctx, payload)
+        except ConnectionError:
+            raise
+        except Exception as err:  # noqa: BLE001  (every error goes to the client)
+            if ctx.session is not None and ctx.session.in_txn:
+                ctx.session.failed = True  # as a failed statement in a block
+            self.send_error(err, ctx)
+
+    def handle_parse(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        self._extended(ctx, super().handle_parse, payload)
+
     def handle_bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        self._extended(ctx, self._bind, payload)
+
+    def handle_describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        self._extended(ctx, self._describe, payload)
+
+    def handle_execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        self._extended(ctx, super().handle_execute, payload)
+
+    def handle_close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        self._extended(ctx, super().handle_close, payload)
+
+    def _bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        """Bind: the parameters decoded by their declared type OID; a value that does not
+        decode is an ErrorResponse (:meth:`_extended`), not the end of the session."""
         buf = BVBuffer(_io(payload))
         portal = _cstring(buf)
         stmt = _cstring(buf)
         if stmt not in ctx.stmts:
-            raise ProtocolError(f"prepared statement {stmt!r} does not exist")
+            raise UnknownStatementError(f"prepared statement {stmt!r} does not exist")
         formats = [buf.read_int16() for _ in range(buf.read_int16())]
         n = buf.read_int16()
         oids = list(ctx.stmts[stmt][1]) + [0] * n
@@ -316,10 +359,12 @@ class Handler(Login, BuenaVistaHandler):
         ctx.add_portal(portal, stmt, params, result_formats)
         self.send_bind_complete()
 
-    def handle_describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+    def _describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         if payload[:1] != b"S":
             return super().handle_describe(ctx, payload)
         name = payload[1:-1].decode("utf-8")
+        if name not in ctx.stmts:
+            raise UnknownStatementError(f"prepared statement {name!r} does not exist")
         sql, oids = ctx.stmts[name]
         # Parameter types the client left open are described as text: it then sends text,
         # which is read as the literal it spells (Session._execute_params).

@@ -748,3 +748,43 @@ def test_cancel_keys_do_not_come_from_random(server):
         assert a.pgconn.backend_pid != b.pgconn.backend_pid
         assert a.pgconn.backend_pid > 0
     assert random.getstate() == state
+
+
+@pytest.mark.parametrize("value,oid,fmt,code", [
+    (b"abc", 23, 0, "22000"),             # not an int4
+    (b"1.5.2", 1700, 0, "22000"),         # not a numeric
+    (b"\x00\x01", 23, 1, "22000"),        # binary int4 of 2 bytes
+    (b"\x00\x00\x00\x01", 869, 1, "08P01"),  # binary inet: no binary decoder
+])
+def test_a_bind_error_is_an_error_response_and_the_session_goes_on(server, local, value,
+                                                                  oid, fmt, code):
+    """A parameter that does not decode for its declared type used to end the session
+    (buenavista's handler caught the exception and closed the connection). Now: an
+    ErrorResponse, the rest of the batch is skipped until Sync, ReadyForQuery, and the
+    same connection answers its next queries (PostgreSQL's extended protocol)."""
+    sql = "SELECT COUNT(*) FROM trips WHERE age < $1"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pg = con.pgconn
+        res = pg.exec_params(sql.encode(), [value], param_types=[oid], param_formats=[fmt])
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == code.encode()
+        assert pg.status == psycopg.pq.ConnStatus.OK
+        assert pg.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        got = con.execute("SELECT COUNT(*) FROM trips WHERE age < %s", [50]).fetchall()
+        assert got == _expected(local, "SELECT COUNT(*) FROM trips WHERE age < ?", [50])
+        # in a block, the failed Bind fails the block, as a failed statement does
+        con.execute("BEGIN")
+        res = pg.exec_params(sql.encode(), [value], param_types=[oid], param_formats=[fmt])
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert pg.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        con.execute("ROLLBACK")
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
+
+
+def test_an_unknown_prepared_statement_is_an_error_not_the_end(server):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pg = con.pgconn
+        res = pg.exec_prepared(b"never_prepared", [])
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"26000"
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
