@@ -28,10 +28,10 @@ def _console() -> Console:
 def _print_report(console: Console, report: Any) -> None:
     if report is None:
         return
-    console.print(f"rows read: {report.rows_read:,}; rows used: {report.rows_used:,} "
-                  "(shown to you only; not stored in the release)")
+    console.print(Text(f"rows read: {report.rows_read:,}; rows used: {report.rows_used:,} "
+                       "(shown to you only; not stored in the release)"))
     for attr, action, rows in report.actions:
-        console.print(f"  {attr}: {rows:,} row(s) {action}")
+        console.print(Text(f"  {attr}: {rows:,} row(s) {action}"))
 
 
 # --------------------------------------------------------------------------------------
@@ -72,7 +72,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     if release.seeded:
         console.print("[bold yellow]warning:[/] this release was built with --seed: its noise "
                       "is reproducible, so it is NOT private. Use it for tests only.")
-    console.print(f"wrote {args.output} from the {spec.origin()} (not stored in the release)")
+    console.print(Text(f"wrote {args.output} from the {spec.origin()} (not stored in the "
+                       "release)"))
     return 0
 
 
@@ -141,8 +142,10 @@ def _one_statement(query: str) -> Any:
     (``parse_one`` of ``A; B`` returns ``A`` alone on sqlglot before 30.)"""
     import sqlglot
 
-    try:
-        trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
+    from dpsql.planner._sqlglot_compat import parse_duckdb
+
+    try:  # quiet: `CALL f()` is refused by the planner, not warned about by sqlglot
+        trees = [t for t in parse_duckdb(query) if t is not None]
     except (sqlglot.errors.ParseError, RecursionError):
         return None
     return trees[0] if len(trees) == 1 else None
@@ -300,10 +303,11 @@ def cmd_query(args: argparse.Namespace) -> int:
         writer.writerow(names)
         writer.writerows([[_plain(v) for v in r] for r in rows])
     else:
+        # names and cells are Text, never markup: a label "[bold]x" or "[/]" is data
         table = Table(show_lines=False)
         shown = [i for i in range(len(names)) if i not in ci]
         for i in shown:
-            table.add_column(names[i], justify="right" if rows and isinstance(
+            table.add_column(Text(names[i]), justify="right" if rows and isinstance(
                 _plain(rows[0][i]), (int, float)) else "left")
         if ci:
             table.add_column(f"{confidence:.0%} CI", justify="right")
@@ -311,7 +315,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             cells = [_cell(r[i]) for i in shown]
             if ci:
                 cells.append(_ci_cell(r[ci[0]], r[ci[1]], [r[i] for i in shown]))
-            table.add_row(*cells)
+            table.add_row(*map(Text, cells))
         out.print(table)
         for line in _info_lines(info):
             out.print(Text(line, style="dim"))
@@ -328,7 +332,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = args.output or str(Path(args.release).with_suffix(".html"))
     build_report(args.release, out, progress=not args.quiet)
-    _console().print(f"wrote {out}")
+    _console().print(Text(f"wrote {out}"))
     return 0
 
 
@@ -394,8 +398,8 @@ def cmd_passwd(args: argparse.Namespace) -> int:
     else:
         password = sys.stdin.readline().rstrip("\r\n")
     write_verifier(args.file, password)
-    _console().print(f"wrote a SCRAM-SHA-256 verifier to {args.file} (mode 600): "
-                     f"dpsql serve RELEASE --password-file {args.file}")
+    _console().print(Text(f"wrote a SCRAM-SHA-256 verifier to {args.file} (mode 600): "
+                          f"dpsql serve RELEASE --password-file {args.file}"))
     return 0
 
 

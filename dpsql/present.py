@@ -12,6 +12,13 @@ from __future__ import annotations
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
+
+
+def _add_row(table: Table, *cells: Any) -> None:
+    """A row whose text cells are shown as written, never read as rich markup (a
+    category label "[bold]x" or "[/]" is data)."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells))
 
 
 def _fmt(x: Any) -> str:
@@ -24,13 +31,13 @@ def _fmt(x: Any) -> str:
 
 def release_summary(release: Any) -> list[Table]:
     """Rich tables describing a release: its guarantee and each view's per-level error."""
-    head = Table(title=f"release {release.name!r}", show_header=False)
-    head.add_row("guarantee", guarantee_text(release))
-    head.add_row("neighbouring", release.neighbouring)
-    head.add_row("privacy unit", release.unit)
-    head.add_row("randomness", release.rng)
-    head.add_row("created", f"{release.created} by dpsql {release.dpsql_version}")
-    head.add_row("reconciled", reconciled_text(release))
+    head = Table(title=Text(f"release {release.name!r}"), show_header=False)
+    _add_row(head, "guarantee", guarantee_text(release))
+    _add_row(head, "neighbouring", release.neighbouring)
+    _add_row(head, "privacy unit", release.unit)
+    _add_row(head, "randomness", release.rng)
+    _add_row(head, "created", f"{release.created} by dpsql {release.dpsql_version}")
+    _add_row(head, "reconciled", reconciled_text(release))
     views = Table(title="views")
     for col in ("view", "mechanism", "budget share", "level", "refines", "nodes",
                 "σ (one node)", "95% bound (one node)"):
@@ -40,7 +47,7 @@ def release_summary(release: Any) -> list[Table]:
         for lv in v.levels:
             s = summary.get(lv.k, {})
             first = lv.k == 1
-            views.add_row(v.name if first else "", _mechanism_label(v) if first else "",
+            _add_row(views, v.name if first else "", _mechanism_label(v) if first else "",
                           v.budget.describe() if first else "", str(lv.k), _refines(lv),
                           f"{lv.n_nodes:,}", _fmt(s.get("stderr")), _fmt(s.get("bound95")))
     return [head, views, attribute_table(release)]
@@ -69,7 +76,7 @@ def attribute_table(release: Any) -> Table:
         policy = _NULL_POLICY.get(a.get("on_null", "error"), "?")
         if kind in ("hierarchy", "range") and a.get("on_null") == "category":
             policy = "NULL branch" if kind == "hierarchy" else "NULL node"
-        out.add_row(name, kind, vtype, policy, ", ".join(over) or "none")
+        _add_row(out, name, kind, vtype, policy, ", ".join(over) or "none")
     return out
 
 
@@ -109,7 +116,7 @@ def column_table(release: Any, domains: dict[str, list[tuple]],
         out.add_column(col)
     for a in release.attributes.values():
         if a.kind == "range":
-            out.add_row(a.name, a.name, "binned", a.value_type or "real",
+            _add_row(out, a.name, a.name, "binned", a.value_type or "real",
                         _edges(a, (edges or {}).get(a.name)))
             continue
         rows = domains.get(a.name, [])
@@ -118,7 +125,7 @@ def column_table(release: Any, domains: dict[str, list[tuple]],
             label = f"{len(values):,} values: {_shown(values)}"
             vtype = next((_TYPE_NAMES.get(type(v).__name__, type(v).__name__)
                           for v in values if v is not None), "—")
-            out.add_row(c, a.name, a.kind if len(a.columns) == 1 else f"{a.kind} level "
+            _add_row(out, c, a.name, a.kind if len(a.columns) == 1 else f"{a.kind} level "
                         f"{i + 1}", vtype, label)
     return out
 

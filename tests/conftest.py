@@ -82,3 +82,53 @@ def exact_con(exact_release):
         c = dpsql.connect(exact_release)
     yield c
     c.close()
+
+
+# labels that look like rich markup or emoji codes: data, to be printed as written
+MARKUP_LABELS = ["[bold]x", "[/]", "a :smile: [link=http://x]b"]
+
+
+@pytest.fixture(scope="session")
+def typed_data(tmp_path_factory) -> Path:
+    """typed.parquet (seeded): an integer n, a DECIMAL(6,2) p with a point mass at 2.50,
+    a date d (January 2013), a timestamp ts (two days), and a categorical c whose labels
+    look like rich markup (:data:`MARKUP_LABELS`)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = tmp_path_factory.mktemp("typed")
+    g = np.random.default_rng(5)
+    n_rows = 2000
+    p = np.round(g.uniform(0, 5, n_rows), 2)
+    p[:40] = 2.5
+    pq.write_table(pa.table({
+        "n": g.integers(0, 10, n_rows),
+        "p": pa.array([f"{v:.2f}" for v in p]).cast(pa.decimal128(6, 2)),
+        "d": pa.array(np.datetime64("2013-01-01") + g.integers(0, 31, n_rows).astype(
+            "timedelta64[D]"), pa.date32()),
+        "ts": pa.array(np.datetime64("2013-01-01T00:00:00") + g.integers(
+            0, 2 * 86400, n_rows).astype("timedelta64[s]"), pa.timestamp("us")),
+        "c": list(np.array(MARKUP_LABELS, dtype=object)[g.integers(0, 3, n_rows)])}),
+        base / "t.parquet")
+    return base
+
+
+@pytest.fixture(scope="session")
+def typed_release(typed_data) -> Path:
+    """The exact release of :func:`typed_data` (ρ = 1e10: every count is the raw one, to
+    well under 0.5), one view per attribute."""
+    spec = {"name": "t", "source": "t.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": "1e10"},
+            "attributes": {
+                "n": {"kind": "range", "lower": 0, "upper": 10, "bins": 10},
+                "p": {"kind": "range", "lower": 0, "upper": 5, "bins": 500},
+                "d": {"kind": "range", "lower": "2013-01-01", "upper": "2013-02-01",
+                      "width": 1},
+                "ts": {"kind": "range", "lower": "2013-01-01 00:00:00",
+                       "upper": "2013-01-03 00:00:00", "unit": "hour"},
+                "c": {"kind": "categorical", "domain": MARKUP_LABELS}},
+            "views": [{"name": f"v{a}", "levels": [a], "mechanism": "gaussian_tree"}
+                      for a in ("n", "p", "d", "ts")]
+            + [{"name": "vc", "levels": ["c"], "mechanism": "inftda"}]}
+    return _build(typed_data, spec, "typed.duckdb", seed=1)

@@ -8,9 +8,20 @@ pyproject.toml: Superset 6.1 pins 28.x, newer installs get 30+).
   (checked once, on what it writes for ``a ~ 'b'``), a statement with ``~`` is refused,
   naming the function that means the same on every version; the SQLAlchemy dialect
   renders ``regexp_match`` that way already. Elsewhere this module does nothing.
+* **sqlglot's Command fallback warning.** sqlglot parses statements it does not know
+  (``CALL f()``, ``LOAD x``, ``RESET x``, ``EXPLAIN ...``) as a raw Command and logs a
+  WARNING saying so, which, with no logging set up, Python prints to the terminal before
+  dpsql's own refusal. dpsql refuses every Command itself, so :func:`parse_duckdb` and
+  :func:`quiet_fallback` drop that one warning while dpsql parses (in this thread only:
+  an application's own use of sqlglot keeps it).
 """
 
 from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import sqlglot
 from sqlglot.errors import TokenError
@@ -40,3 +51,37 @@ def refuse_regexp_tilde(sql: str, tokenize: object) -> None:
             "matches anywhere in the string; write regexp_matches(x, 'pattern') (NOT "
             "regexp_matches(...) for !~), or regexp_full_match(x, 'pattern') for a "
             "whole-string match, or install sqlglot >= 30.27")
+
+
+class _Quiet(threading.local):
+    depth = 0
+
+
+_QUIET = _Quiet()
+_FALLBACK = "Falling back to parsing as a 'Command'"
+
+
+class _DropFallback(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_QUIET.depth and _FALLBACK in str(record.msg))
+
+
+_SQLGLOT_LOGGER = logging.getLogger("sqlglot")
+if not any(isinstance(f, _DropFallback) for f in _SQLGLOT_LOGGER.filters):
+    _SQLGLOT_LOGGER.addFilter(_DropFallback())
+
+
+@contextmanager
+def quiet_fallback() -> Iterator[None]:
+    """Drop sqlglot's "Falling back to parsing as a 'Command'" warning in this block."""
+    _QUIET.depth += 1
+    try:
+        yield
+    finally:
+        _QUIET.depth -= 1
+
+
+def parse_duckdb(sql: str) -> list:
+    """``sqlglot.parse(sql, read="duckdb")`` without the Command fallback warning."""
+    with quiet_fallback():
+        return sqlglot.parse(sql, read="duckdb")

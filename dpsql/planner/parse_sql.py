@@ -23,7 +23,7 @@ from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
-from dpsql.planner._sqlglot_compat import refuse_regexp_tilde
+from dpsql.planner._sqlglot_compat import quiet_fallback, refuse_regexp_tilde
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
 
@@ -52,7 +52,8 @@ class _Parsers(threading.local):
         self.generator = _DUCKDB.generator()
 
     def parse(self, sql: str) -> list:
-        return self.parser.parse(self.tokenizer.tokenize(sql), sql)
+        with quiet_fallback():  # dpsql refuses a Command itself (parse_walked)
+            return self.parser.parse(self.tokenizer.tokenize(sql), sql)
 
     def generate(self, tree: exp.Expression) -> str:
         """``tree`` as DuckDB SQL, without copying it (it is the planner's own parse)."""
@@ -287,6 +288,9 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         except ParseError:
             trees = [t for t in _PARSERS.parse(sql) if t is not None]
     except ParseError as err:
+        word = _first_word(sql)
+        if word in _NOT_QUERIES:  # EXPORT DATABASE 'x', which sqlglot cannot parse
+            raise _not_a_query(word) from None
         raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
     except TokenError as err:
         raise SqlSyntaxError(f"syntax error: {err}") from err
@@ -296,14 +300,36 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
             f"{len(trees)} statements given; run one SELECT statement at a time")
     tree = trees[0]
     if not isinstance(tree, _QUERY_TYPES):
-        what = type(tree).__name__.upper()
-        if isinstance(tree, exp.Command):
-            what = str(tree.this).upper()
-        raise UnsupportedQueryError(
-            f"{what} statements are not supported: a release is read-only and answers "
-            "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
+        what = _first_word(sql)
+        if what not in _NOT_QUERIES:  # WITH ... INSERT: the statement's own kind
+            what = str(tree.this).upper() if isinstance(tree, exp.Command) else \
+                type(tree).__name__.upper()
+        raise _not_a_query(what)
     walked = walk_tree(tree)
     return tree, walked
+
+
+# DuckDB statements that are not queries, named by their first word in the refusal
+# (sqlglot reads CHECKPOINT as a column and cannot parse EXPORT/IMPORT DATABASE)
+_NOT_QUERIES = frozenset(
+    "ABORT ALTER ANALYZE ATTACH BEGIN CALL CHECKPOINT COMMENT COMMIT COPY CREATE "
+    "DEALLOCATE DELETE DETACH DROP END EXECUTE EXPLAIN EXPORT FORCE GRANT IMPORT INSERT "
+    "INSTALL LOAD MERGE PRAGMA PREPARE RESET REVOKE ROLLBACK SET START TRUNCATE UPDATE "
+    "USE VACUUM".split())
+
+
+def _first_word(sql: str) -> str:
+    try:
+        tokens = _PARSERS.tokenizer.tokenize(sql)
+    except TokenError:
+        return ""
+    return tokens[0].text.upper() if tokens else ""
+
+
+def _not_a_query(what: str) -> UnsupportedQueryError:
+    return UnsupportedQueryError(
+        f"{what} statements are not supported: a release is read-only and answers "
+        "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
 
 
 def _number_qmarks(sql: str) -> str:

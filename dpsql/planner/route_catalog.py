@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner._sqlglot_compat import parse_duckdb
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.planner.resolve_helpers import HELPERS
 
@@ -79,7 +80,7 @@ def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(
     if found is not None:
         return found
     try:
-        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+        trees = [t for t in parse_duckdb(text) if t is not None]
     except (sqlglot.errors.SqlglotError, RecursionError):
         return None  # the planner reports it
     if len(trees) != 1:

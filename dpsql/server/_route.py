@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner import too_complex
+from dpsql.planner._sqlglot_compat import parse_duckdb
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
@@ -42,7 +43,7 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     if found is not None:
         return "catalog", found
     try:
-        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+        trees = [t for t in parse_duckdb(text) if t is not None]
     except sqlglot.errors.SqlglotError:
         trees = []
     except RecursionError:  # 54001, as the planner would say; its traceback is huge

@@ -282,3 +282,39 @@ def test_star_expressions_never_show_the_release_tables_columns(entry, sql, ctx)
 def test_volatile_functions_are_refused_at_every_entry_point(entry, sql, ctx):
     with pytest.raises(Exception, match="is volatile"):
         ENTRY_POINTS[entry](ctx, sql)
+
+
+# statements sqlglot parses as a raw Command (or not at all), logging a WARNING that
+# Python printed to the terminal before dpsql's refusal
+NOT_QUERIES = ["CALL pragma_version()", "PRAGMA version", "SET threads = 1",
+               "RESET threads", "INSTALL httpfs", "LOAD httpfs", "ATTACH 'x.db' AS r",
+               "COPY (SELECT 1) TO 'x.csv'", "EXPORT DATABASE 'x'", "CHECKPOINT",
+               "FORCE CHECKPOINT", "SELECT 1; CALL pragma_version()"]
+
+
+@pytest.mark.parametrize("sql", NOT_QUERIES)
+@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"attach_lockdown"}))
+def test_non_queries_are_refused_without_a_sqlglot_warning(entry, sql, ctx, caplog):
+    """Refused at every entry point (the raw locked DuckDB connection is DuckDB's own
+    business), and nothing is logged on the way: no "contains unsupported syntax.
+    Falling back to parsing as a 'Command'" from sqlglot."""
+    with caplog.at_level(logging.WARNING):
+        with pytest.raises(Exception) as info:
+            ENTRY_POINTS[entry](ctx, sql)
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")], caplog.text
+    text = str(info.value)
+    assert "not supported" in text or "not allowed" in text or "one statement" in text \
+        or "statements given" in text or "several statements" in text, text
+
+
+def test_cli_call_prints_the_refusal_only(trips_release):
+    """The real command: stderr holds the error line, not sqlglot's warning first."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "dpsql.cli", "query", str(trips_release),
+                          "CALL pragma_version()"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 1
+    assert "unsupported syntax" not in out.stderr and "Command" not in out.stderr
+    assert "error: CALL statements are not supported" in out.stderr

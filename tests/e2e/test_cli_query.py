@@ -188,3 +188,29 @@ def test_subprocess_csv_and_error(trips_release):
     assert bad.returncode == 1
     assert "Traceback" not in bad.stderr
     assert len([x for x in bad.stderr.splitlines() if x.startswith("error:")]) == 1
+
+
+def test_labels_and_names_that_look_like_markup_are_printed_as_written(capsys,
+                                                                       typed_release):
+    """Category labels "[bold]x", "[/]" and "a :smile: [link=http://x]b" and a column
+    named "[red]n": rich read them as markup, so "[/]" crashed the table (MarkupError)
+    and the others lost their brackets or became an emoji."""
+    from tests.conftest import MARKUP_LABELS
+
+    code, out, err = run(capsys, typed_release, 'SELECT c, COUNT(*) AS "[red]n" FROM t '
+                                                "GROUP BY c ORDER BY c")
+    assert code == 0, err
+    for label in MARKUP_LABELS:
+        assert label in out
+    assert "[red]n" in out and "😄" not in out
+    assert main(["inspect", str(typed_release), "--columns"]) == 0
+    out = capsys.readouterr().out
+    assert "[bold]x" in out and "[/]" in out
+
+
+def test_errors_with_brackets_are_printed_as_written(capsys, typed_release):
+    code, out, err = run(capsys, typed_release,
+                         'SELECT COUNT(*) FROM t WHERE "[bold]col [/]" = 1')
+    assert code == 1
+    assert "[bold]col [/]" in err and "error:" in err
+    assert "Traceback" not in err

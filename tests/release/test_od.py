@@ -138,7 +138,7 @@ def test_inspect_names_the_column_each_level_refines(commutes_release):
 
     views = release_summary(open_release(commutes_release))[1]
     col = [c.header for c in views.columns].index("refines")
-    refines = list(views.columns[col].cells)
+    refines = [str(c) for c in views.columns[col].cells]  # Text cells: never markup
     assert refines[:6] == _labels("home_first", 6)
     assert refines[6:] == _labels("work_first", 6)
 
