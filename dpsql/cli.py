@@ -175,23 +175,29 @@ def _json_info(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_param(text: str) -> Any:
-    """``--param`` values: JSON numbers/booleans/null as such, anything else as text."""
+    """``--param`` values: JSON numbers/booleans/null as such, anything else as text. A
+    number with a fraction or exponent is an exact ``Decimal`` (bound as the numeric
+    literal it is written as, as ``dpsql.dbapi`` binds a Decimal), never a float: ``-p
+    2.5000000000000000001`` must not become 2.5."""
+    import decimal
     import json
 
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_float=decimal.Decimal)
     except ValueError:
         return text
-    return value if isinstance(value, (int, float, bool, str)) or value is None else text
+    return value if isinstance(value, (int, decimal.Decimal, bool, str)) or value is None \
+        else text
 
 
-def _plain(value: Any) -> Any:
-    """A result value as JSON/CSV can carry it."""
+def _plain(value: Any, exact: bool = False) -> Any:
+    """A result value as JSON/CSV can carry it; ``exact``: a Decimal stays one (CSV
+    writes its digits; JSON has only floats)."""
     import datetime
     import decimal
     import math
 
-    if isinstance(value, decimal.Decimal):
+    if isinstance(value, decimal.Decimal) and not exact:
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -301,7 +307,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([[_plain(v) for v in r] for r in rows])
+        writer.writerows([[_plain(v, exact=True) for v in r] for r in rows])
     else:
         # names and cells are Text, never markup: a label "[bold]x" or "[/]" is data
         table = Table(show_lines=False)

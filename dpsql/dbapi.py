@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
 import duckdb
@@ -132,7 +133,8 @@ def _cache_key(operation: str, parameters: list[Any] | None) -> tuple | None:
     if parameters is None:
         return (operation, None)
     try:
-        key = (operation, tuple((type(v), v) for v in parameters))
+        key = (operation, tuple((type(v), str(v) if type(v) is Decimal else v)
+                                for v in parameters))  # 2.50 and 2.5 write two literals
         hash(key)
     except TypeError:
         return None

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 import threading
+from datetime import date, datetime
+from decimal import Decimal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +28,7 @@ from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.planner._sqlglot_compat import quiet_fallback, refuse_regexp_tilde
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
+from dpsql.planner.refuse_time_zones import refuse_time_zone
 
 DIALECT = "duckdb"
 _DUCKDB = Dialect.get_or_raise(DIALECT)  # looked up once, not per query
@@ -411,7 +414,13 @@ def bind_params(tree: exp.Expression, params: Sequence[Any] | None,
 
 
 def to_literal(value: Any) -> exp.Expression:
-    """A Python value as one SQL literal (strings are quoted by sqlglot, never spliced)."""
+    """A Python value as one SQL literal (strings are quoted by sqlglot, never spliced).
+
+    A ``Decimal`` is written exactly, as the numeric literal it is (DuckDB reads it as a
+    DECIMAL up to 38 digits, as it reads the same literal in the text), never through a
+    float: ``x < Decimal("2.5000000000000000001")`` keeps ``x = 2.5``. A ``date`` binds as
+    ``CAST('YYYY-MM-DD' AS DATE)``, a ``datetime`` as ``CAST('... ' AS TIMESTAMP)``; a
+    ``datetime`` with a time zone is refused (:mod:`dpsql.planner.refuse_time_zones`)."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
@@ -424,7 +433,34 @@ def to_literal(value: Any) -> exp.Expression:
         return exp.Literal.number(repr(value))
     if isinstance(value, str):
         return exp.Literal.string(value)
+    if isinstance(value, Decimal):
+        return _decimal_literal(value)
+    if isinstance(value, datetime):
+        refuse_time_zone(value)
+        return exp.cast(exp.Literal.string(value.isoformat(sep=" ")), "TIMESTAMP")
+    if isinstance(value, date):
+        return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return to_literal(value.item())
     raise ProgrammingError(f"parameter of type {type(value).__name__} is not supported; "
-                           "pass None, bool, int, float or str")
+                           "pass None, bool, int, float, Decimal, str, date or datetime")
+
+
+_DECIMAL_DIGITS = 38  # DuckDB's widest DECIMAL
+
+
+def _decimal_literal(value: Decimal) -> exp.Expression:
+    """A Decimal as its exact numeric literal. One that no DECIMAL(38) holds (more than
+    38 integer digits or decimal places) is a DOUBLE in DuckDB whichever way it is
+    written, so it binds as the nearest float, as its literal would; never as a text of
+    millions of digits (a NUMERIC parameter of ``1e100000000`` over the server)."""
+    if not value.is_finite():
+        raise ProgrammingError(f"parameter {value} is not a finite number")
+    scale = -int(value.as_tuple().exponent)
+    if value.adjusted() < _DECIMAL_DIGITS and scale <= _DECIMAL_DIGITS:
+        return exp.Literal.number(format(value, "f"))
+    as_float = float(value)
+    if not math.isfinite(as_float):
+        raise ProgrammingError(f"parameter {value} is out of range: DuckDB reads a number "
+                               "this large as a DOUBLE, which cannot hold it")
+    return to_literal(as_float)

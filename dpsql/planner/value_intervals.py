@@ -36,6 +36,7 @@ from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import literal_value
 from dpsql.planner.dropped_nulls import is_null_error
+from dpsql.planner.refuse_time_zones import refuse_time_zone
 
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
@@ -114,9 +115,12 @@ class _Axis:
             try:
                 parsed = date.fromisoformat(v.this) if to == "date" \
                     else datetime.fromisoformat(v.this)
-                return to_axis(self.value_type, parsed)
             except ValueError:
                 pass
+            else:
+                if isinstance(parsed, datetime):  # '2013-01-02 05:30+02': no guessing
+                    refuse_time_zone(parsed, f"{what} {v.this!r}:")
+                return to_axis(self.value_type, parsed)
         raise UnsupportedQueryError(
             f"{what} must be a {self.value_type} literal ("
             + ("DATE 'YYYY-MM-DD', 'YYYY-MM-DD'" if self.value_type == "date" else

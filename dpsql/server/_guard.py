@@ -10,6 +10,7 @@ parser, the one that would run it: exactly one statement, of type SELECT.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 import duckdb
@@ -63,7 +64,8 @@ _NUMBER = re.compile(r"[+-]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 
 def spelled(value: Any) -> Any:
     """An untyped parameter as the literal it spells: a number when it spells one
-    (no leading zeros: ``02139`` stays text), a list when it spells an array literal
+    (no leading zeros: ``02139`` stays text; ``2.5`` an exact ``Decimal``, as DuckDB
+    reads that literal, ``2.5e0`` a float), a list when it spells an array literal
     (``{r,p}``: psycopg sends a Python list of strings so, for ``x = ANY(%s)``), else the
     text."""
     if not isinstance(value, UntypedText):
@@ -76,7 +78,9 @@ def spelled(value: Any) -> Any:
     if _NUMBER.fullmatch(text):
         if re.fullmatch(r"[+-]?\d+", text):
             return int(text)
-        return float(text)
+        if "e" in text.lower():
+            return float(text)  # 1e3 is a DOUBLE literal in DuckDB
+        return Decimal(text)  # 2.5 is an exact DECIMAL literal, and stays exact
     return str(value)
 
 

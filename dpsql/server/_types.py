@@ -24,11 +24,6 @@ class ProtocolError(InterfaceError):
     """A message the server cannot decode: SQLSTATE 08P01."""
 
 
-def decimal_param(value: Decimal) -> int | float:
-    """A NUMERIC parameter as the planner's literal types (int when integral)."""
-    return int(value) if value == value.to_integral_value() else float(value)
-
-
 # --------------------------------------------------------------------------------------
 # Types: DuckDB type name -> (OID, typlen, text encoder, binary encoder)
 # --------------------------------------------------------------------------------------
@@ -205,28 +200,24 @@ ARRAY_ELEMENTS = {1000: 16, 1005: 21, 1007: 23, 1016: 20, 1028: 26, 1021: 700, 1
 
 def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
     """One Bind parameter as a Python value: a scalar the planner binds as one literal,
-    or a list for an array type (which DuckDB binds as a LIST: ``x = ANY($1)``)."""
+    or a list for an array type (which DuckDB binds as a LIST: ``x = ANY($1)``).
+
+    NUMERIC (text or binary) becomes an exact ``Decimal``, never a float (a float moved
+    ``x < 2.5000000000000000001`` onto ``x < 2.5``). DATE, TIMESTAMP and TIMESTAMPTZ in
+    binary become ``date``/``datetime`` values; TIMESTAMPTZ (text or binary) becomes a
+    ``datetime`` with its offset, which the planner refuses with the reason
+    (:mod:`dpsql.planner.refuse_time_zones`). A value that is malformed for its type is
+    a :class:`~dpsql.errors.DataError` (an ErrorResponse; the session goes on)."""
     if raw is None:
         return None
     if oid in ARRAY_ELEMENTS:
         return _decode_array(raw, ARRAY_ELEMENTS[oid], fmt)
     if fmt == 1:
-        if oid == 21:
-            return struct.unpack("!h", raw)[0]
-        if oid == 23:
-            return struct.unpack("!i", raw)[0]
-        if oid in (20, 26):
-            return struct.unpack("!q" if len(raw) == 8 else "!I", raw)[0]
-        if oid == 700:
-            return struct.unpack("!f", raw)[0]
-        if oid == 701:
-            return struct.unpack("!d", raw)[0]
-        if oid == 16:
-            return raw != b"\x00"
-        if oid in (25, 1043, 1042, 19, 0, 705, 114):
-            return raw.decode("utf-8")
-        raise ProtocolError(f"binary parameter of type OID {oid} is not supported; send it "
-                            "in text format")
+        try:
+            return _decode_binary(raw, oid)
+        except struct.error as err:
+            raise DataError(f"binary parameter of {len(raw)} bytes is malformed for type "
+                            f"OID {oid}") from err
     text = raw.decode("utf-8")
     try:
         if oid in _INT_OIDS:
@@ -234,13 +225,87 @@ def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
         if oid in _FLOAT_OIDS:
             return float(text)
         if oid == 1700:
-            return decimal_param(Decimal(text))
+            return Decimal(text)
+        if oid == 1184:
+            return _timestamptz_text(text)
     except (ValueError, InvalidOperation) as err:
-        raise DataError(f"parameter {text!r} is not a valid number for type OID {oid}"
+        raise DataError(f"parameter {text!r} is not a valid value for type OID {oid}"
                         ) from err
     if oid == 16:
         return text.lower() in ("t", "true", "1", "on", "yes", "y")
     return text
+
+
+def _decode_binary(raw: bytes, oid: int) -> Any:
+    """A parameter in binary format (see :func:`decode_param`)."""
+    if oid == 21:
+        return struct.unpack("!h", raw)[0]
+    if oid == 23:
+        return struct.unpack("!i", raw)[0]
+    if oid in (20, 26):
+        return struct.unpack("!q" if len(raw) == 8 else "!I", raw)[0]
+    if oid == 700:
+        return struct.unpack("!f", raw)[0]
+    if oid == 701:
+        return struct.unpack("!d", raw)[0]
+    if oid == 16:
+        return raw != b"\x00"
+    if oid in (25, 1043, 1042, 19, 0, 705, 114):
+        return raw.decode("utf-8")
+    if oid == 1700:
+        return _numeric_from_binary(raw)
+    if oid == 1082:
+        days = struct.unpack("!i", raw)[0]
+        if days in (_INFINITE_DATE, -_INFINITE_DATE - 1):
+            raise DataError("the infinite date is not supported as a parameter; send a "
+                            "date")
+        return _EPOCH_DATE + _dt.timedelta(days=days)
+    if oid in (1114, 1184):
+        micros = struct.unpack("!q", raw)[0]
+        if micros in (_INFINITE_TIMESTAMP, -_INFINITE_TIMESTAMP - 1):
+            raise DataError("the infinite timestamp is not supported as a parameter; "
+                            "send a timestamp")
+        value = _EPOCH + _dt.timedelta(microseconds=micros)
+        return value if oid == 1114 else value.replace(tzinfo=_dt.timezone.utc)
+    raise ProtocolError(f"binary parameter of type OID {oid} is not supported; send it "
+                        "in text format")
+
+
+_INFINITE_DATE = 0x7FFFFFFF
+_INFINITE_TIMESTAMP = 0x7FFFFFFFFFFFFFFF
+_NUMERIC_SIGNS = {0x0000: 0, 0x4000: 1}
+_NUMERIC_SPECIAL = {0xC000: "NaN", 0xD000: "Infinity", 0xF000: "-Infinity"}
+
+
+def _numeric_from_binary(raw: bytes) -> Decimal:
+    """PostgreSQL's binary NUMERIC (the inverse of :func:`_numeric_binary`): base-10000
+    digit groups from ``weight`` down, a sign and a display scale; exact."""
+    ndigits, weight, sign, dscale = struct.unpack("!hhHh", raw[:8])
+    if sign in _NUMERIC_SPECIAL:
+        return Decimal(_NUMERIC_SPECIAL[sign])
+    if sign not in _NUMERIC_SIGNS or ndigits < 0 or dscale < 0:
+        raise DataError("malformed binary NUMERIC parameter")
+    groups = struct.unpack(f"!{ndigits}H", raw[8:8 + 2 * ndigits])
+    if any(g > 9999 for g in groups):
+        raise DataError("malformed binary NUMERIC parameter")
+    digits = "".join(f"{g:04d}" for g in groups)
+    whole = 4 * (weight + 1)  # digits before the point
+    if whole >= len(digits):
+        int_part, frac = digits + "0" * (whole - len(digits)), ""
+    elif whole <= 0:
+        int_part, frac = "0", "0" * -whole + digits
+    else:
+        int_part, frac = digits[:whole], digits[whole:]
+    frac = (frac + "0" * dscale)[:dscale]  # the digits past dscale are zeros
+    return Decimal(("-" if sign else "") + (int_part.lstrip("0") or "0")
+                   + ("." + frac if frac else ""))
+
+
+def _timestamptz_text(text: str) -> _dt.datetime:
+    """A TIMESTAMPTZ parameter in PostgreSQL's text form (``2013-01-02 05:30:00+02``);
+    without an offset it is in the session's TimeZone, which dpsql serve reports as UTC."""
+    value = _dt.datetime.fromisoformat(text.strip())
+    return value if value.tzinfo is not None else value.replace(tzinfo=_dt.timezone.utc)
 
 
 def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
