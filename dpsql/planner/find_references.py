@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import is_null_error, null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
                                   scope_tables, split_columns)
-from dpsql.planner.group_bins import BinGroup, bin_group
+from dpsql.planner.group_bins import TRUNCS, BinGroup, bin_group, trunc_unit
+from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name)
@@ -366,7 +366,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     "padded row as 1, yet it holds no private rows. Count the private rows "
                     f"with COUNT({alias}.<attribute>), which is 0 where nothing matched")
 
-    if args.get("group") is None and not aggregates and _groups_distinct(select):
+    if args.get("group") is None and not aggregates and group_distinct(select):
         pass  # SELECT DISTINCT <labels>: now GROUP BY ALL, answered as one
     elif args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
         if any(measure(x) for x in scope_columns):
@@ -411,9 +411,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             raise UnsupportedQueryError(
                 f"column {name!r} is not an attribute of the release "
                 f"{release.release.name!r}; its attributes are: {', '.join(known)}")
-        if a.kind == "range" and isinstance(node.parent, _TRUNCS) \
+        if a.kind == "range" and isinstance(node.parent, TRUNCS) \
                 and node.parent.this is node:
-            truncs.append((node, a.name, _trunc_unit(node.parent, a)))
+            truncs.append((node, a.name, trunc_unit(node.parent, a)))
             continue
         if a.kind == "range":
             if args.get("group") is None:
@@ -479,53 +479,6 @@ def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInf
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
-_TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
-
-
-def _groups_distinct(select: exp.Select) -> bool:
-    """``SELECT DISTINCT <labels> FROM t`` (no aggregate, no GROUP BY) is ``SELECT
-    <labels> FROM t GROUP BY ALL`` in SQL: rewrite it so (BI tools list a filter's values
-    this way) and answer True. Like any GROUP BY of the release, it lists every public
-    category the WHERE keeps, whether or not its released count is 0: which values occur
-    is what the release must not reveal. Not for ``DISTINCT ON`` (one arbitrary row per
-    key), a star (rows) or a window function (over rows): they stay refused."""
-    distinct = select.args.get("distinct")
-    if not isinstance(distinct, exp.Distinct) or distinct.args.get("on") is not None:
-        return False
-    if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(
-            e.this, exp.Star)) or e.find(exp.Window) for e in select.expressions):
-        return False
-    select.set("distinct", None)
-    select.set("group", exp.Group(all=True))
-    return True
-
-
-def _trunc_unit(call: exp.Expression, a) -> str:
-    """The unit of ``date_trunc(unit, a)`` on the binned attribute ``a``, checked: a date
-    or timestamp attribute, a literal unit, and a unit whose boundaries are bin edges."""
-    if a.value_type not in TRUNC_UNITS:
-        raise UnsupportedQueryError(
-            f"date_trunc() of {a.name!r}: its values are {a.value_type or 'real'} numbers, "
-            "not a date or timestamp; group its values with the range predicates "
-            f"(WHERE {a.name} BETWEEN lo AND hi)")
-    unit = call.args.get("unit")
-    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
-    allowed = TRUNC_UNITS[a.value_type]
-    if name not in allowed:
-        raise UnsupportedQueryError(
-            f"date_trunc({repr(name) if name else unit.sql('duckdb')}, {a.name}): "
-            f"the unit must be a literal among {', '.join(allowed)}")
-    if not trunc_aligned(a, name, 1):
-        fits = aligned_units(a)
-        bins = a.unit or f"bins of {a.width:g}"
-        raise UnsupportedQueryError(
-            f"date_trunc('{name}', {a.name}) does not align with the released bins of "
-            f"{a.name!r} ({bins}): a {name} would split a bin. "
-            + (f"Units that align: {', '.join(fits)}" if fits else
-               "No date_trunc unit aligns with these bins (week bins align with weeks "
-               "when the domain starts on a Monday)")
-            + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
-    return name
 
 
 _DISTRIBUTION_KINDS = frozenset(("sum", "avg", "quantile"))

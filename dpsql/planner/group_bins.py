@@ -32,7 +32,10 @@ edges, so that another bucketing function (``date_trunc`` for date bins) is one 
 it returns the edges as leaf-bin indices ``(first, step, count)``, or "misaligned", and
 the call is then evaluated on :func:`value_sql`'s value (a DATE for date attributes).
 Edges that are no arithmetic progression of leaf bins (calendar months over day bins)
-would need :class:`BinGroup` to carry the edge list itself.
+would need :class:`BinGroup` to carry the edge list itself. ``date_trunc(unit, d)`` of a
+date or timestamp attribute is checked here too (:func:`trunc_unit`: the unit's
+boundaries must be bin edges) and answered from the coarsest level whose nodes each lie
+in one unit (``Reference.truncs``).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import axis_to_value_sql
+from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, axis_to_value_sql, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
 from dpsql.release_file import AttributeMeta
@@ -332,3 +335,34 @@ def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
     node.replace(new)
 
 
+TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
+"""``date_trunc`` as sqlglot parses it: a grouping of a date or timestamp attribute by
+calendar units, answered from the level whose nodes each lie in one unit."""
+
+
+def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
+    """The unit of ``date_trunc(unit, a)`` on the binned attribute ``a``, checked: a date
+    or timestamp attribute, a literal unit, and a unit whose boundaries are bin edges."""
+    if a.value_type not in TRUNC_UNITS:
+        raise UnsupportedQueryError(
+            f"date_trunc() of {a.name!r}: its values are {a.value_type or 'real'} numbers, "
+            "not a date or timestamp; group its values with the range predicates "
+            f"(WHERE {a.name} BETWEEN lo AND hi)")
+    unit = call.args.get("unit")
+    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
+    allowed = TRUNC_UNITS[a.value_type]
+    if name not in allowed:
+        raise UnsupportedQueryError(
+            f"date_trunc({repr(name) if name else unit.sql('duckdb')}, {a.name}): "
+            f"the unit must be a literal among {', '.join(allowed)}")
+    if not trunc_aligned(a, name, 1):
+        fits = aligned_units(a)
+        bins = a.unit or f"bins of {a.width:g}"
+        raise UnsupportedQueryError(
+            f"date_trunc('{name}', {a.name}) does not align with the released bins of "
+            f"{a.name!r} ({bins}): a {name} would split a bin. "
+            + (f"Units that align: {', '.join(fits)}" if fits else
+               "No date_trunc unit aligns with these bins (week bins align with weeks "
+               "when the domain starts on a Monday)")
+            + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
+    return name
