@@ -111,6 +111,13 @@ def literal_value(node: exp.Expression, what: str, what_end: str = ""
         f"{node.sql('duckdb')!r}")
 
 
+def as_fraction(x: Fraction | float) -> Fraction:
+    """A number as the decimal it prints as, exactly (``0.1`` is 1/10): a Fraction from
+    :func:`literal_value` is kept, a float (a DOUBLE literal, a public bound or bin
+    width) is read through its shortest repr."""
+    return x if isinstance(x, Fraction) else Fraction(repr(float(x)))
+
+
 def _typed(text: str) -> Fraction | float | None:
     """The number ``text`` (a numeric literal) as DuckDB types it (``1e400`` is the DOUBLE
     infinity); None if it is no number."""

@@ -366,9 +366,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     "padded row as 1, yet it holds no private rows. Count the private rows "
                     f"with COUNT({alias}.<attribute>), which is 0 where nothing matched")
 
-    if args.get("group") is None and not aggregates and group_distinct(select):
-        pass  # SELECT DISTINCT <labels>: now GROUP BY ALL, answered as one
-    elif args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
+    if args.get("group") is None and not aggregates:
+        group_distinct(select)  # SELECT DISTINCT <labels> becomes GROUP BY ALL (in args)
+    if args.get("group") is None and kinds.isdisjoint(_MEASURING_KINDS):
         if any(measure(x) for x in scope_columns):
             raise UnsupportedQueryError(
                 f"the bare column dp_count is not supported: {MEASURE_HELP}")

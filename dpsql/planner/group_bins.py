@@ -50,6 +50,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, axis_to_value_sql, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
+from dpsql.planner.classify_calls import as_fraction
 from dpsql.release_file import AttributeMeta
 
 
@@ -134,15 +135,10 @@ def _number(x: exp.Expression) -> float | None:
     return None
 
 
-def _exact(x: float | Fraction) -> Fraction:
-    """A number as the decimal it prints as (``0.1`` is 1/10), exactly."""
-    return x if isinstance(x, Fraction) else Fraction(repr(float(x)))
-
-
 def _leaf_grid(a: AttributeMeta) -> tuple[Fraction, Fraction]:
     """The exact lower bound and leaf-bin width of ``a``'s domain."""
-    lower = _exact(a.lower)
-    return lower, (_exact(a.upper) - lower) / a.bins
+    lower = as_fraction(a.lower)
+    return lower, (as_fraction(a.upper) - lower) / a.bins
 
 
 def _leaf(a: AttributeMeta, x: Fraction) -> int | None:
@@ -159,19 +155,19 @@ def _progression(a: AttributeMeta, start: float, width: float | Fraction,
     (first, step, count) leaf indices; "misaligned" if one of them is off the grid.
     Exact arithmetic on the decimals the numbers print as."""
     lower, leaf = _leaf_grid(a)
-    start, width = _exact(start), _exact(width)
+    start, width = as_fraction(start), as_fraction(width)
     step = _leaf(a, lower + width) if width > 0 else None
     if step is None or step <= 0:
         return "misaligned"
     j0 = max(0, math.floor((lower - start) / width) + 1)  # first edge above lower
     lo_edge = start + j0 * width
-    if stop is not None and lo_edge > _exact(stop):
+    if stop is not None and lo_edge > as_fraction(stop):
         return (1, step, 0)
     first = _leaf(a, lo_edge)
     if first is None:
         return "misaligned"
     last = a.bins - 1 if stop is None else min(a.bins - 1,
-                                               math.floor((_exact(stop) - lower) / leaf))
+                                               math.floor((as_fraction(stop) - lower) / leaf))
     count = 0 if last < first else (last - first) // step + 1
     return (first, step, count) if count else (1, step, 0)
 
@@ -217,7 +213,7 @@ def _width_bucket(call: exp.Expression, col: exp.Column, a: AttributeMeta):
         raise UnsupportedQueryError(
             f"{call.sql('duckdb')}: width_bucket over a binned attribute needs numeric "
             "literals low < high and a whole number of buckets n >= 1")
-    return _progression(a, low, (_exact(high) - _exact(low)) / int(n), high)
+    return _progression(a, low, (as_fraction(high) - as_fraction(low)) / int(n), high)
 
 
 BUCKETS: dict[type, Callable] = {exp.Floor: _floor_div, exp.IntDiv: _floor_div,

@@ -34,7 +34,7 @@ from sqlglot import exp
 
 from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
-from dpsql.planner.classify_calls import literal_value
+from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.refuse_time_zones import refuse_time_zone
 
@@ -94,7 +94,7 @@ class _Axis:
         self.name = meta.name
         self.value_type = meta.value_type or "real"
         step = meta.step if self.value_type in GRID_TYPES else None
-        self.step = None if not step else 1 if step == 1 else Fraction(repr(float(step)))
+        self.step = None if not step else 1 if step == 1 else as_fraction(step)
 
     def literal(self, node: exp.Expression, what: str) -> Fraction | float:
         """A bound's value on the axis: a number (exact where DuckDB's is:
@@ -133,7 +133,7 @@ class _Axis:
         digits than a float holds moves no boundary)."""
         if self.step == 1:  # integers, days, seconds
             return Fraction(math.ceil(x) if up else math.floor(x))
-        q = _exact(x) / self.step  # type: ignore[operator]
+        q = as_fraction(x) / self.step  # type: ignore[operator]
         n = math.ceil(q) if up else math.floor(q)
         return n * self.step
 
@@ -168,7 +168,7 @@ class _Axis:
         if isinstance(v, float) and math.isinf(v):
             return ()
         lo = self._grid(v, up=False)
-        if lo != _exact(v):
+        if lo != as_fraction(v):
             return ()
         return ((float(lo), float(lo + self.step)),)
 
@@ -179,10 +179,6 @@ class _Axis:
             f"continuous axis, which holds no released count; write {a} BETWEEN lo AND hi "
             f"(or <, <=, >, >=), or declare the attribute type = \"integer\" or \"decimal\" "
             "in the spec to compare whole values")
-
-
-def _exact(x: Fraction | float) -> Fraction:
-    return x if isinstance(x, Fraction) else Fraction(repr(float(x)))
 
 
 def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
