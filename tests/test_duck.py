@@ -105,6 +105,48 @@ def test_macros_work_without_dpsql(trips_release):
     assert float(out[2]) == pytest.approx(total)
 
 
+VIEWS_SHOWN = ("'age_tree' (levels 1-2), 'dist' (levels 1-6), 'geo_gauss' (levels 1-3), "
+               "'geo_mode' (levels 1-4), 'mode_dist' (levels 1-3)")
+
+
+@pytest.mark.parametrize("view, k, message", [
+    ("'dist'", "'1'", "got '1'; the levels of 'dist' are 1 to 6"),
+    ("'dist'", "1.5", "got 1.5; the levels of 'dist' are 1 to 6"),
+    ("'dist'", "2.0", "got 2.0; the levels of 'dist' are 1 to 6"),
+    ("'dist'", "NULL", "got NULL; the levels of 'dist' are 1 to 6"),
+    ("'nope'", "1.5", f"got 1.5; 'nope' is no view; the views are: {VIEWS_SHOWN}"),
+    ("'dist'", "7", f"no such view and level; the views are: {VIEWS_SHOWN}"),
+    ("'dist'", "0", f"no such view and level; the views are: {VIEWS_SHOWN}"),
+    ("'nope'", "1", f"no such view and level; the views are: {VIEWS_SHOWN}"),
+])
+def test_stored_dp_level_refuses_what_the_planner_refuses(trips_release, view, k, message):
+    """The macro stored for plain DuckDB clients read level 1 for dp_level('dist', '1'),
+    and for 1.5, 2.0 or 7 failed with "Table with name dist__l1.5 does not exist"; it now
+    refuses them while binding, naming the value and the levels as the planner does."""
+    con = duckdb.connect(str(trips_release), read_only=True)
+    try:
+        with pytest.raises(duckdb.InvalidInputException) as got:
+            con.sql(f"SELECT COUNT(*) FROM dp_level({view}, {k})").fetchall()
+    finally:
+        con.close()
+    assert str(got.value).split("Error: ", 1)[1] == f"dp_level({view}, {k}): " + (
+        message if message.startswith("no such") else
+        "the level k of dp_level(view, k) must be a whole-number literal, " + message)
+
+
+def test_stored_dp_level_reads_the_level_table(trips_release):
+    """A whole-number level (any integer type, any case, 'catalog.view') reads the level
+    table, as before."""
+    con = duckdb.connect(str(trips_release), read_only=True)
+    want = con.sql("SELECT * FROM dist__l2 ORDER BY ALL").fetchall()
+    for view, k in [("'dist'", "2"), ("'DIST'", "2"), ("'trips.dist'", "2"),
+                    ("'dist'", "CAST(2 AS UTINYINT)"), ("'dist'", "2::HUGEINT")]:
+        assert con.sql(f"SELECT * FROM dp_level({view}, {k}) ORDER BY ALL").fetchall() == want
+    assert con.sql("SELECT COUNT(*) FROM dp_level('geo_mode', 4)").fetchall() == \
+        con.sql("SELECT COUNT(*) FROM geo_mode__l4").fetchall()
+    con.close()
+
+
 def _imported_by_query_side(prefixes: tuple[str, ...]) -> str:
     code = ("import sys, dpsql.duck, dpsql.planner\n"
             f"print([m for m in sys.modules if m.startswith({prefixes!r})])\n")

@@ -3,7 +3,8 @@
 :func:`write_release` writes a complete release (the layout is described in
 :mod:`dpsql.release_file`, which also reads it back): the catalog tables ``dpsql_release``
 and ``dpsql_views`` (:func:`catalog_rows`), the node, prefix and domain tables from numpy
-columns (:func:`create_table`) and the SQL macros of ``udfs/*.sql``.
+columns (:func:`create_table`) and the SQL macros of ``udfs/*.sql`` (with the release's
+own constants in :func:`view_levels_macro`).
 
 The file is written to a temporary name in the target directory and renamed over the
 target only once complete and checkpointed, so a crash never leaves a half release and
@@ -22,6 +23,7 @@ import duckdb
 import numpy as np
 
 from dpsql import __version__
+from dpsql._sql import quote_literal
 from dpsql.errors import OperationalError
 from dpsql.release import files
 from dpsql.release_file import FORMAT_VERSION, Release, catalog_from_rows
@@ -86,6 +88,24 @@ def udf_sql_files() -> list[tuple[str, str]]:
     return []
 
 
+def view_levels_macro(views: list[dict[str, Any]]) -> str:
+    """The ``dpsql_view_levels()`` macro of a release: its views' depths as constants, which
+    the stored ``dp_level`` macro checks a level against while DuckDB binds it (a table
+    macro can read no table for that: ``query_table`` takes constants only).
+
+    >>> print(view_levels_macro([{"name": "dist", "levels": [1, 2]}]))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    CREATE OR REPLACE MACRO dpsql_view_levels() AS
+        {'depth': CAST(MAP {'dist': 2} AS MAP(VARCHAR, BIGINT)), 'shown': '''dist'' (levels 1-2)'}
+    """
+    ordered = sorted(views, key=lambda v: v["name"])
+    depth = ", ".join(f"{quote_literal(v['name'].lower())}: {len(v['levels'])}" for v in ordered)
+    shown = ", ".join(f"'{v['name']}' (levels 1-{len(v['levels'])})" for v in ordered)
+    return ("CREATE OR REPLACE MACRO dpsql_view_levels() AS "
+            f"{{'depth': CAST(MAP {{{depth}}} AS MAP(VARCHAR, BIGINT)), "
+            f"'shown': {quote_literal(shown or 'none')}}}")
+
+
 def write_release(path: str | Path, release_row: dict[str, Any], views: list[dict[str, Any]],
                   tables: dict[str, Columns], con: duckdb.DuckDBPyConnection | None = None
                   ) -> Release:
@@ -119,6 +139,7 @@ def write_release(path: str | Path, release_row: dict[str, Any], views: list[dic
                 release, view_rows = _write_catalog(con, release_row, views)
                 for name, columns in tables.items():
                     create_table(con, name, columns)
+                con.execute(view_levels_macro(views))
                 for fname, sql in udf_sql_files():
                     try:
                         con.execute(sql)
