@@ -11,6 +11,7 @@ parameter value can never change the query's shape: it is always one literal.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from datetime import date, datetime
 from decimal import Decimal
@@ -308,8 +309,36 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
             what = str(tree.this).upper() if isinstance(tree, exp.Command) else \
                 type(tree).__name__.upper()
         raise _not_a_query(what)
+    if _LEADING_DOT.search(sql):
+        keep_leading_dots(tree, sql)
     walked = walk_tree(tree)
     return tree, walked
+
+
+_LEADING_DOT = re.compile(r"(?<![0-9])[.][0-9]")  # cheap test before the exact one
+
+
+def keep_leading_dots(tree: exp.Expression, sql: str) -> None:
+    """Give each number written with a leading point (``.5``) its text back, in place.
+
+    sqlglot parses ``.5`` as the literal ``0.5``, one digit more than written, and DuckDB
+    keeps a literal of up to 38 digits as an exact DECIMAL and reads one of more as a
+    DOUBLE: ``.12345678901234567890123456789012345678`` is the exact DECIMAL(38,38)
+    but ``0.12345678901234567890123456789012345678`` the DOUBLE 0.12345678901234568. The
+    literal sqlglot makes up is the one without a position in the text (a written
+    ``0.5`` has one), and the tokens hold a point followed at once by its digits.
+
+    >>> tree = _PARSERS.parse("SELECT .5, 0.5, x.y FROM t")[0]
+    >>> keep_leading_dots(tree, "SELECT .5, 0.5, x.y FROM t"); tree.sql("duckdb")
+    'SELECT .5, 0.5, x.y FROM t'
+    """
+    tokens = _PARSERS.tokenizer.tokenize(sql)
+    written = {"0." + b.text for a, b in zip(tokens, tokens[1:])
+               if a.token_type == TokenType.DOT and b.token_type == TokenType.NUMBER
+               and b.start == a.end + 1}
+    for lit in tree.find_all(exp.Literal):
+        if not lit.is_string and lit.this in written and "start" not in lit.meta:
+            lit.set("this", lit.this[1:])
 
 
 # DuckDB statements that are not queries, named by their first word in the refusal
@@ -458,7 +487,11 @@ def _decimal_literal(value: Decimal) -> exp.Expression:
         raise ProgrammingError(f"parameter {value} is not a finite number")
     scale = -int(value.as_tuple().exponent)
     if value.adjusted() < _DECIMAL_DIGITS and scale <= _DECIMAL_DIGITS:
-        return exp.Literal.number(format(value, "f"))
+        # not exp.Literal.number(text): it negates through abs(), which rounds a Decimal
+        # to 28 digits (-2.5000000000000000000000000000001 became -2.500000000000000000000000000)
+        text = format(value.copy_abs(), "f")
+        lit = exp.Literal(this=text[1:] if text.startswith("0.") else text, is_string=False)
+        return exp.Neg(this=lit) if value.is_signed() else lit  # .5: 38 decimals stay exact
     as_float = float(value)
     if not math.isfinite(as_float):
         raise ProgrammingError(f"parameter {value} is out of range: DuckDB reads a number "

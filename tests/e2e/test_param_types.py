@@ -94,6 +94,15 @@ def test_decimal_parameter_is_exact_through_dpsql_connect(local, raw, just_above
     value = Decimal("2.5000000000000000001")
     assert local.execute("SELECT ? AS v", [value]).fetchall() == [(value,)]
     assert local.execute("SELECT ? AS v", [-value]).fetchall() == [(-value,)]
+    # 38 decimals below 1 (bound as 0.123..., 39 digits: a DOUBLE) and a negative of more
+    # than 28 digits (sqlglot's Literal.number rounded it to 28) stay exact, as in DuckDB
+    for text in (".12345678901234567890123456789012345678",
+                 "-.12345678901234567890123456789012345678",
+                 "-2.5000000000000000000000000000001"):
+        sql = "SELECT ? AS v, typeof(?) AS t"
+        want = raw.execute(sql, [Decimal(text)] * 2).fetchall()
+        assert want[0][0] == Decimal(text)
+        assert local.execute(sql, [Decimal(text)] * 2).fetchall() == want
 
 
 def test_decimal_parameter_is_exact_through_the_cli(capsys, typed_release, raw,

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import datetime
 import math
+import operator
+from fractions import Fraction
 
 import duckdb
 import numpy as np
@@ -389,6 +391,11 @@ LONG_LITERALS = [
     "n < -0.0000000000000000001 OR n > 98.999999999999999999",
     "p < 2.500000000000000000001", "p > 2.4999999999999999999", "p <= 2.4999999999999999999",
     "p = 3.1400000000000000001", "p BETWEEN 1.2499999999999999999 AND 1.2500000000000000001",
+    # 39 digits after a point, or 38 after '0.': DOUBLEs, 1.0 (exact ones: EXACT_38)
+    "n <= .999999999999999999999999999999999999999",
+    "n > -.999999999999999999999999999999999999999",
+    "p <= .999999999999999999999999999999999999999",
+    "n <= 0.99999999999999999999999999999999999999",
     # DOUBLEs beyond range are infinite in DuckDB (they were refused as no numeric literal)
     "n < 1e400", "n > -1e400", "n >= 1e400", "n = 1e400", "n <> -1e400",
     "n BETWEEN -1e400 AND 10", "p <= 1e400", "n IN (1e400, 3)",
@@ -405,3 +412,34 @@ def test_long_decimal_literals_compare_as_duckdb_types_them(data, huge):
         got = {q: dp.execute(q).fetchall()[0][0] for q in queries}
     wrong = {q: (got[q], truth[q]) for q in queries if abs(got[q] - truth[q]) > 0.5}
     assert not wrong, wrong
+
+
+# 38 digits after a leading point (no 0 before it): DuckDB's exact DECIMAL(38,38). sqlglot
+# rewrites .5 as 0.5, and dpsql counted the digits of that: 39, a DOUBLE, so
+# n <= .999... (38 nines) read n <= 1.0 and kept every n = 1 (6841 rows, not 4858).
+# DuckDB itself fails on these against a column holding values of 1 (10 for a
+# DECIMAL(38,37)) or more: it casts the column to the literal's DECIMAL. So the oracle is
+# the exact comparison, on the raw values as Fractions.
+POINT_38 = ".99999999999999999999999999999999999999"
+EXACT_38 = [("n", "<=", POINT_38), ("n", ">", POINT_38), ("n", ">=", "-" + POINT_38),
+            ("p", "<=", POINT_38), ("p", ">", POINT_38),
+            ("p", "<", ".12345678901234567890123456789012345678"),
+            ("n", "<=", POINT_38[:-1]), ("n", "<=", "0" + POINT_38[:-1])]  # 38 digits
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+def test_literals_with_a_leading_point_are_exact_as_written(data, huge):
+    ops = {"<=": operator.le, ">": operator.gt, ">=": operator.ge, "<": operator.lt}
+    raw = duckdb.connect()
+    values = {c: [Fraction(v) for (v,) in raw.execute(
+        f"SELECT {c} FROM '{data / 't.parquet'}' WHERE {c} IS NOT NULL").fetchall()]
+        for c in ("n", "p")}
+    with dpsql.connect(str(huge)) as dp:
+        for col, op, lit in EXACT_38:
+            want = sum(ops[op](v, Fraction(lit)) for v in values[col])
+            got = dp.execute(f"SELECT COUNT(*) FROM t WHERE {col} {op} {lit}").fetchall()[0][0]
+            assert abs(got - want) <= 0.5, (col, op, lit, got, want)
+        # a literal the planner does not read reaches DuckDB as written
+        for lit in ("." + "1234567890" * 3 + "12345678", "-.5", ".5e1"):
+            sql = f"SELECT {lit} AS v, typeof({lit}) AS t"
+            assert dp.execute(sql).fetchall() == raw.execute(sql).fetchall()
