@@ -73,7 +73,9 @@ def literal_number(node: exp.Expression, what: str, what_end: str = "") -> float
 
 _DECIMAL_DIGITS = 38
 """DuckDB types a literal written with up to 38 digits and a point as an exact
-``DECIMAL``, one with more digits (or an exponent) as a ``DOUBLE``."""
+``DECIMAL``, one with more digits (or an exponent) as a ``DOUBLE``. The digits counted
+are those written: :func:`~dpsql.planner.parse_sql.keep_leading_dots` gives ``.5`` back
+the text sqlglot turns into ``0.5``."""
 
 
 def literal_value(node: exp.Expression, what: str, what_end: str = ""
