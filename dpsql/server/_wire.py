@@ -24,9 +24,10 @@ or patches its code:
   OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
 * **Errors in the extended protocol** (a Bind whose value does not decode, an unknown
-  statement...) are an ErrorResponse; the messages that follow are discarded until Sync,
-  which answers ReadyForQuery, and the session goes on (PostgreSQL's rule; buenavista
-  ended the session).
+  statement (26000) or portal (34000)...) are an ErrorResponse; the messages that follow
+  are discarded until Sync, which answers ReadyForQuery, and the session goes on
+  (PostgreSQL's rule; buenavista ended the session). Closing a statement or portal that
+  does not exist is no error (CloseComplete), as in PostgreSQL.
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
@@ -91,6 +92,10 @@ class UnknownStatementError(ProgrammingError):
     """Bind or Describe of a prepared statement never parsed: SQLSTATE 26000."""
 
 
+class UnknownPortalError(ProgrammingError):
+    """Describe or Execute of a portal never bound: SQLSTATE 34000."""
+
+
 STARTUP_TIMEOUT = 10.0  # seconds a client has to finish start-up and authentication
 
 
@@ -103,6 +108,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (TlsRequiredError, "28000"),         # invalid_authorization_specification
     (TooManyConnectionsError, "53300"),  # too_many_connections
     (UnknownStatementError, "26000"),    # invalid_sql_statement_name
+    (UnknownPortalError, "34000"),       # invalid_cursor_name
     (StatementTimeoutError, "57014"),    # query_canceled
     (QueryCanceledError, "57014"),
     (OutOfMemoryError, "53200"),         # out_of_memory
@@ -329,10 +335,22 @@ class Handler(Login, BuenaVistaHandler):
         self._extended(ctx, self._describe, payload)
 
     def handle_execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, super().handle_execute, payload)
+        self._extended(ctx, self._execute, payload)
 
     def handle_close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, super().handle_close, payload)
+        self._extended(ctx, self._close, payload)
+
+    def _execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        _known_portal(ctx, payload[:payload.index(b"\x00")].decode("utf-8"))
+        super().handle_execute(ctx, payload)
+
+    def _close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        """Close: closing a statement or portal that does not exist is no error in
+        PostgreSQL (buenavista answered XX000 "'name'" from its KeyError)."""
+        name = payload[1:-1].decode("utf-8")
+        if name not in (ctx.stmts if payload[:1] == b"S" else ctx.portals):
+            return self.send_close_complete()
+        return super().handle_close(ctx, payload)
 
     def _bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         """Bind: the parameters decoded by their declared type OID; a value that does not
@@ -361,6 +379,7 @@ class Handler(Login, BuenaVistaHandler):
 
     def _describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         if payload[:1] != b"S":
+            _known_portal(ctx, payload[1:-1].decode("utf-8"))
             return super().handle_describe(ctx, payload)
         name = payload[1:-1].decode("utf-8")
         if name not in ctx.stmts:
@@ -483,6 +502,12 @@ def _formats(result: Result) -> list[int]:
 
 def _io(payload: bytes) -> io.BytesIO:
     return io.BytesIO(payload)
+
+
+def _known_portal(ctx, name: str) -> None:  # noqa: ANN001
+    """Raise 34000 for a portal never bound (buenavista's KeyError was XX000 "'name'")."""
+    if name not in ctx.portals and name not in ctx.result_cache:
+        raise UnknownPortalError(f"portal {name!r} does not exist")
 
 
 def _cstring(buf: BVBuffer) -> str:

@@ -788,3 +788,84 @@ def test_an_unknown_prepared_statement_is_an_error_not_the_end(server):
         assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
         assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"26000"
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
+
+
+def _message(kind: bytes, body: bytes = b"") -> bytes:
+    return kind + struct.pack("!I", len(body) + 4) + body
+
+
+def _until_ready(sock) -> list[tuple[bytes, bytes]]:  # noqa: ANN001
+    out = [read_message(sock)]
+    while out[-1][0] not in (b"Z", b""):
+        out.append(read_message(sock))
+    return out
+
+
+EXECUTE_UNNAMED = _message(b"E", b"\x00" + struct.pack("!i", 0))
+
+
+@pytest.mark.parametrize("sent, answer", [
+    (_message(b"D", b"Snever\x00"), (b"E", "26000", "prepared statement 'never' does not exist")),
+    (_message(b"D", b"Pnever\x00"), (b"E", "34000", "portal 'never' does not exist")),
+    (_message(b"E", b"never\x00" + struct.pack("!i", 0)),
+     (b"E", "34000", "portal 'never' does not exist")),
+    (_message(b"C", b"Snever\x00"), (b"3",)),  # closing what does not exist: no error
+    (_message(b"C", b"Pnever\x00"), (b"3",)),
+], ids=["describe-statement", "describe-portal", "execute", "close-statement",
+        "close-portal"])
+def test_unknown_statement_and_portal_names_on_the_wire(server, sent, answer):
+    """Describe of an unknown statement: ErrorResponse 26000, the messages up to Sync
+    skipped (an Execute here), then ReadyForQuery, and the session goes on. An unknown
+    portal was XX000 with the message "'never'" (buenavista's KeyError, logged as an
+    unexpected server error) and Close of an unknown name too, which PostgreSQL answers
+    with CloseComplete; now 34000 "portal 'never' does not exist" and CloseComplete."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(startup_packet())
+        assert _until_ready(s)[-1] == (b"Z", b"I")
+        s.sendall(sent + EXECUTE_UNNAMED * (answer[0] == b"E") + _message(b"S"))
+        got = _until_ready(s)
+        assert [kind for kind, _ in got] == [answer[0], b"Z"] and got[-1][1] == b"I"
+        if answer[0] == b"E":
+            fields = dict((f[:1], f[1:].decode()) for f in got[0][1].split(b"\x00") if f)
+            assert (fields[b"C"], fields[b"M"]) == answer[1:]
+        s.sendall(_message(b"Q", b"SELECT COUNT(*) > 0 FROM trips\x00"))
+        kinds = [kind for kind, _ in _until_ready(s)]
+        assert kinds == [b"T", b"D", b"C", b"Z"]
+
+
+def test_psycopg_describe_prepared_of_an_unknown_name(server):
+    """psycopg's blocking PGconn.describe_prepared gets 26000 and the session goes on.
+
+    It runs in a client process of its own: psycopg's C implementation (psycopg-binary)
+    keeps the GIL while libpq waits in PQdescribePrepared (its prepare and exec_prepared
+    release it), so called in the process that runs the server, it waits for an answer
+    that the server thread, needing the GIL, never sends. That is the "hang" seen in an
+    in-process test: a deadlock of the test process, not of the server. In process,
+    send_describe_prepared with _last_result (below) is the way."""
+    client = (
+        "import sys, psycopg\n"
+        "from psycopg.pq import DiagnosticField, ExecStatus, TransactionStatus\n"
+        "with psycopg.connect(sys.argv[1], autocommit=True) as con:\n"
+        "    pg = con.pgconn\n"
+        "    res = pg.describe_prepared(b'never_prepared')\n"
+        "    print(res.status == ExecStatus.FATAL_ERROR,\n"
+        "          res.error_field(DiagnosticField.SQLSTATE).decode(),\n"
+        "          pg.transaction_status == TransactionStatus.IDLE)\n"
+        "    pg.prepare(b's1', b'SELECT COUNT(*) AS n FROM trips')\n"
+        "    print(pg.describe_prepared(b's1').fname(0).decode())\n"
+        "    print(con.execute('SELECT COUNT(*) > 0 FROM trips').fetchone()[0])\n")
+    out = subprocess.run([sys.executable, "-c", client, _dsn(server)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "26000", "True", "n", "True"]
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pgconn = con.pgconn
+        pgconn.send_query(b"BEGIN")
+        _last_result(pgconn)
+        pgconn.send_describe_prepared(b"never_prepared")
+        res = _last_result(pgconn)
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"26000"
+        assert pgconn.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        pgconn.send_query(b"ROLLBACK")
+        _last_result(pgconn)
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
