@@ -42,6 +42,7 @@ _SHOW_COLUMNS = re.compile(r"^\s*SHOW\s+(?:FULL\s+)?(?:COLUMNS|FIELDS)\s+(?:FROM
                            r"(?P<table>[\w\".]+)(?:\s+(?:FROM|IN)\s+(?P<db>[\w\"]+))?\s*;?\s*$",
                            re.I)
 _DESCRIBE = re.compile(r"^\s*(?:DESCRIBE|DESC|SHOW)\s+(?P<table>[\w\".]+)\s*;?\s*$", re.I)
+_LIMIT_0 = re.compile(r"\blimit\s+0\b")
 BY_NAME = re.compile(r"\b(?:query|query_table)\s*\(", re.I)
 
 
@@ -74,7 +75,8 @@ def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(
     other relation names of the catalog database (lower case); ``locked``: refuse file
     reads as the planner does on a locked-down connection."""
     lower = text.lower()  # a few microseconds; a case-insensitive regex took ten times that
-    if not (lower.lstrip().startswith(_WORDS) or any(m in lower for m in _MARKS)):
+    if not (lower.lstrip().startswith(_WORDS) or any(m in lower for m in _MARKS)
+            or ("limit" in lower and _LIMIT_0.search(lower))):
         return None
     found = discovery_sql(text, logical)
     if found is not None:
@@ -92,7 +94,12 @@ def route_catalog(text: str, logical: set[str], relations: set[str] = frozenset(
     if not isinstance(tree, (exp.Query, exp.Describe)):
         return None
     if not catalog_only(tree, logical, relations):
-        return None
+        probe = shape_probe(tree, logical, set(relations), ("",))
+        if probe is None:
+            return None
+        if locked:
+            refuse_file_reads_in(probe)
+        return probe.sql(dialect="duckdb")
     if BY_NAME.search(text):  # on the text: however sqlglot names the call
         raise UnsupportedQueryError(by_name())
     if locked:
@@ -128,6 +135,46 @@ def catalog_only(tree: exp.Expression, logical: set[str], relations: set[str],
     return seen or tableless or isinstance(tree, exp.Describe)
 
 
+def shape_probe(tree: exp.Expression, logical: set[str], relations: set[str],
+                home: tuple[str, ...]) -> exp.Expression | None:
+    """The statement for the catalog database when ``tree`` is a row-level SELECT of
+    logical tables with ``LIMIT 0``, else None.
+
+    Such a statement probes the result's columns and asks for no row: Metabase checks that
+    it may read a table with ``SELECT TRUE AS "_" FROM "public"."trips" WHERE 1 <> 1 LIMIT
+    0`` (and leaves out every table whose probe fails), other tools read a query's columns
+    with ``SELECT * FROM t LIMIT 0``. The planner refuses a row-level read; the catalog
+    database answers it from the empty logical tables: their public columns (never the
+    release's dp_var, dp_parent ...) and no row, the exact answer whatever the data. A
+    statement with an aggregate, GROUP BY or DISTINCT anywhere goes to the planner, whose
+    column types are the real query's. ``home``: the schema names under which a logical
+    table is written (``public`` over the server, the release alias)."""
+    if not isinstance(tree, exp.Select):
+        return None
+    limit = tree.args.get("limit")
+    count = limit.expression if isinstance(limit, exp.Limit) else None
+    if not (isinstance(count, exp.Literal) and count.is_int and int(count.this) == 0):
+        return None
+    if tree.find(exp.AggFunc, exp.Group, exp.Distinct) is not None:
+        return None
+    if not any(t.name.lower() in logical for t in tree.find_all(exp.Table)):
+        return None
+    probe = tree.copy()
+    home = set(home) | {""}  # public.trips, trips.trips: where the catalog database has it
+    for t in probe.find_all(exp.Table):
+        if t.name.lower() in logical and (t.text("db") or "").lower() in home \
+                and not t.text("catalog"):
+            t.set("db", None)
+    for c in probe.find_all(exp.Column):  # Metabase: "public"."trips"."mode"
+        if c.table.lower() in logical and c.text("db").lower() in home \
+                and not c.text("catalog"):
+            c.set("db", None)
+    # every table a logical table (now unqualified), a catalog relation or a table function
+    if not catalog_only(probe, set(), relations | logical):
+        return None
+    return probe
+
+
 def _refuse_summarize(tree: exp.Summarize, logical: set[str]) -> None:
     names = {t.name.lower() for t in tree.find_all(exp.Table)}
     hit = sorted(names & logical)
@@ -139,4 +186,5 @@ def _refuse_summarize(tree: exp.Summarize, logical: set[str]) -> None:
             f"or MEDIAN(<column>) / dp_quantile(<column>, p) for a binned one")
 
 
-__all__ = ["route_catalog", "discovery_sql", "catalog_only", "CATALOG_SCHEMAS", "BY_NAME"]
+__all__ = ["route_catalog", "discovery_sql", "catalog_only", "shape_probe", "CATALOG_SCHEMAS",
+           "BY_NAME"]

@@ -20,7 +20,7 @@ from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
 from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
-                                         route_catalog)
+                                         route_catalog, shape_probe)
 from dpsql.server._guard import MULTI, ReadOnlyError, read_only
 
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
@@ -75,6 +75,10 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
             raise UnsupportedQueryError(by_name())
         refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
         return "catalog", fix_catalog_sql(text)
+    probe = shape_probe(tree, logical, relations, ("public", alias.lower()))
+    if probe is not None:
+        refuse_file_reads_in(probe)
+        return "catalog", fix_catalog_sql(probe.sql(dialect="duckdb"))
     public = [t for t in tree.find_all(exp.Table) if t.name.lower() in logical
               and (t.text("db") or "").lower() == "public" and not t.text("catalog")]
     if public:  # BI tools write "public"."trips": the logical table

@@ -193,3 +193,18 @@ VOLATILE_FORMS = [
     "SELECT COUNT(*) FROM trips WHERE random() < 0.5",
     "SELECT region, COUNT(*) FROM trips GROUP BY region, gen_random_uuid()",
 ]
+
+# ``LIMIT 0`` probes of a logical table are answered from the catalog database (its
+# public columns, no row): a file read hidden in one is refused there as anywhere else
+SHAPE_PROBES = [
+    "SELECT * FROM trips, read_text('{secret}') LIMIT 0",
+    "SELECT TRUE AS \"_\" FROM trips WHERE 1 <> 1 AND EXISTS (SELECT 1 FROM "
+    "read_parquet('{raw}')) LIMIT 0",
+    "SELECT * FROM trips JOIN read_parquet('{raw}') USING (region) LIMIT 0",
+    "SELECT mode, (SELECT max(who) FROM read_parquet('{raw}')) AS w FROM trips LIMIT 0",
+    "SELECT * FROM trips WHERE mode = (SELECT content FROM read_text('{secret}')) LIMIT 0",
+    "SELECT * FROM trips LIMIT 0 OFFSET (SELECT COUNT(*) FROM read_text('{secret}'))",
+    "WITH r AS (SELECT * FROM read_parquet('{raw}')) SELECT * FROM trips, r LIMIT 0",
+]
+
+ALL = ALL + SHAPE_PROBES

@@ -277,6 +277,56 @@ def test_star_expressions_never_show_the_release_tables_columns(entry, sql, ctx)
     assert "dp_parent" not in str(err.value) and "dp_fanout" not in str(err.value)
 
 
+def _shape(entry, ctx, sql) -> tuple[list[str], list]:  # noqa: ANN001
+    """(column names, rows) of ``sql`` at ``entry``."""
+    if entry in ("connect", "cursor"):
+        cur = ctx["connection"].cursor()
+        cur.execute(sql)
+        return [d[0] for d in cur.description], cur.fetchall()
+    if entry == "attach_lockdown":
+        rel = dpsql.sql(ctx["attached"], sql)
+        return list(rel.columns), rel.fetchall()
+    if entry == "sqlalchemy":
+        with ctx["engine"].connect() as c:
+            res = c.exec_driver_sql(sql)
+            return list(res.keys()), res.fetchall()
+    pg = ctx["libpq"]
+    sql += LONG if entry.endswith("_long") else ""
+    res = pg.exec_params(sql.encode(), []) if "extended" in entry else pg.exec_(sql.encode())
+    if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+        raise RuntimeError((res.error_message or b"").decode(errors="replace"))
+    return [res.fname(i).decode() for i in range(res.nfields)], [None] * res.ntuples
+
+
+INTERNAL = ("dp_var", "dp_parent", "dp_fanout", "dp_bias")
+PUBLIC_TRIPS = ["region", "province", "city", "mode", "distance", "age", "dp_count"]
+
+
+@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"cli_query"}))
+def test_limit_0_probes_show_the_public_columns_only(entry, ctx):
+    """A row-level ``LIMIT 0`` probe of a logical table (Metabase's ``SELECT TRUE AS "_"
+    FROM "public"."trips" WHERE 1 <> 1 LIMIT 0``, a tool's ``SELECT * FROM t LIMIT 0``)
+    is answered: the logical table's public columns, no row. Star forms list no internal
+    column; naming one (dp_var, dp_parent ...) or a level table is still refused."""
+    assert _shape(entry, ctx, 'SELECT TRUE AS "_" FROM trips WHERE 1 <> 1 LIMIT 0') == (
+        ["_"], [])
+    assert _shape(entry, ctx, "SELECT * FROM trips LIMIT 0") == (PUBLIC_TRIPS, [])
+    assert _shape(entry, ctx, "SELECT * FROM (SELECT * FROM dist) s LIMIT 0") == (
+        ["distance", "dp_count"], [])
+    assert _shape(entry, ctx, "SELECT COLUMNS('dp_.*') FROM trips LIMIT 0") == (
+        ["dp_count"], [])
+    assert _shape(entry, ctx, "SELECT t.* FROM geo_mode t LIMIT 0")[0] == [
+        "region", "province", "city", "mode", "dp_count"]
+    for sql in ("SELECT dp_var FROM trips LIMIT 0", "SELECT dp_parent, dp_fanout, dp_bias "
+                "FROM geo_mode LIMIT 0", "SELECT * FROM trips LIMIT 1",
+                "SELECT * FROM trips WHERE 1 <> 1", "SELECT * FROM geo_mode__l1 t, trips "
+                "LIMIT 0"):
+        with pytest.raises(Exception) as err:
+            _shape(entry, ctx, sql)
+        shown = {n for n in INTERNAL if n in str(err.value) and n not in sql}
+        assert not shown, err.value  # no internal column it did not name itself
+
+
 @pytest.mark.parametrize("sql", VOLATILE_FORMS)
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 def test_volatile_functions_are_refused_at_every_entry_point(entry, sql, ctx):
