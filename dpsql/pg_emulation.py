@@ -45,6 +45,24 @@ _PG_TYPE_NAMES = {16: "boolean", 21: "smallint", 23: "integer", 20: "bigint", 70
                   17: "bytea", 1082: "date", 1083: "time without time zone",
                   1114: "timestamp without time zone", 1184: "timestamp with time zone",
                   1186: "interval", 2950: "uuid"}
+_PG_UDT_NAMES = {16: "bool", 21: "int2", 23: "int4", 20: "int8", 700: "float4", 701: "float8",
+                 1043: "varchar", 25: "text", 17: "bytea", 1082: "date", 1083: "time",
+                 1114: "timestamp", 1184: "timestamptz", 1186: "interval", 2950: "uuid",
+                 1700: "numeric"}
+
+
+def _pg_name_of(column: str, names: dict[int, str]) -> str:
+    """SQL: the PostgreSQL name (from ``names``, by type OID) of the DuckDB type name in
+    ``column`` (``DECIMAL(10,2)`` by its base name); ``text`` for a type PostgreSQL lacks."""
+    cases = " ".join(f"WHEN '{duck}' THEN '{names.get(oid, 'numeric')}'"
+                     for duck, oid in _PG_OIDS.items())
+    return f"CASE split_part({column}, '(', 1) {cases} ELSE 'text' END"
+
+
+def _over_pg(pg: str, duck: str) -> str:
+    """SQL: ``pg`` for PostgreSQL clients (the server's ``public`` schema), ``duck``
+    in-process (``main``), where DuckDB users expect DuckDB's own answer."""
+    return f"CASE WHEN current_schema() = 'main' THEN {duck} ELSE {pg} END"
 
 # PostgreSQL 15 relations or columns DuckDB lacks, as table macros over its emulation.
 RELATIONS: dict[str, str] = {
@@ -115,9 +133,20 @@ RELATIONS: dict[str, str] = {
                    "boot_val, setting AS reset_val, 'internal' AS context FROM (SELECT "
                    "unnest(map_keys(dpsql_settings())) AS name, "
                    "unnest(map_values(dpsql_settings())) AS setting)",
+    # statistics would describe the data: none, so no client reads a row count here
+    # (Metabase's table list joins pg_stat_user_tables for n_live_tup)
+    "pg_stat_user_tables": "SELECT 0::BIGINT AS relid, ''::VARCHAR AS schemaname, "
+                           "''::VARCHAR AS relname, NULL::BIGINT AS seq_scan, NULL::BIGINT "
+                           "AS idx_scan, NULL::BIGINT AS n_live_tup, NULL::BIGINT AS "
+                           "n_dead_tup, NULL::TIMESTAMP AS last_analyze, NULL::TIMESTAMP AS "
+                           "last_autoanalyze WHERE false",
     "pg_user": "SELECT 'dpsql' AS usename, 10::BIGINT AS usesysid, false AS usesuper",
     "pg_extension": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS extname, 0::BIGINT AS "
                     "extnamespace, ''::VARCHAR AS extversion WHERE false",
+    # PostgreSQL's system views (pg_catalog, information_schema), not DuckDB's own in
+    # ``main`` (as pg_namespace; Metabase's privilege query reads pg_views)
+    "pg_views": "SELECT * FROM pg_catalog.pg_views WHERE schemaname <> 'main' OR "
+                "current_schema() = 'main'",
     "pg_matviews": "SELECT ''::VARCHAR AS schemaname, ''::VARCHAR AS matviewname, "
                    "''::VARCHAR AS definition WHERE false",
 }
@@ -128,6 +157,14 @@ INFORMATION_SCHEMA: dict[str, str] = {
                 "current_database() AND (schema_name <> 'main' OR current_schema() = 'main')) "
                 "OR (catalog_name = 'system' AND schema_name IN ('pg_catalog', "
                 "'information_schema'))",
+    # PostgreSQL's type names (Grafana picks time and metric columns by data_type;
+    # Metabase reads udt_name as the column's database type), not DuckDB's (BIGINT ...)
+    "columns": "SELECT * REPLACE (" + ", ".join(
+        f"{_over_pg(pg, duck)} AS {duck.split(':')[0]}" for duck, pg in (
+            ("data_type", _pg_name_of("data_type", _PG_TYPE_NAMES)),
+            ("udt_catalog", "current_database()"), ("udt_schema", "'pg_catalog'"),
+            ("udt_name", _pg_name_of("data_type", _PG_UDT_NAMES)),
+            ("is_identity::VARCHAR", "'NO'"))) + ") FROM information_schema.columns",
 }
 
 SCALAR_MACROS = (
@@ -147,8 +184,6 @@ SCALAR_MACROS = (
     "CREATE MACRO pg_database_size(x) AS 0::BIGINT",
     "CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM pg_catalog.pg_type WHERE typname = "
     "split_part(x, '.', -1))",
-    "CREATE MACRO to_regclass(x) AS coalesce(TRY_CAST(x::VARCHAR AS BIGINT), (SELECT min(oid) "
-    "FROM pg_catalog.pg_class WHERE relname = split_part(x::VARCHAR, '.', -1)))",
     "CREATE MACRO pg_get_serial_sequence(a, b) AS NULL::VARCHAR",
     "CREATE MACRO pg_table_size(x) AS 0::BIGINT",
     "CREATE MACRO pg_relation_size(x) AS 0::BIGINT",
@@ -187,6 +222,27 @@ SCALAR_MACROS = (
     "CREATE MACRO col_description(a, b) AS (SELECT min(comment) FROM duckdb_columns() WHERE "
     "table_oid = a AND column_index = b)",
     "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
+    # after quote_ident and parse_ident, which they call (a macro is bound when made)
+    "CREATE MACRO to_regclass(x) AS coalesce(TRY_CAST(x::VARCHAR AS BIGINT), (SELECT min(oid) "
+    "FROM pg_catalog.pg_class WHERE relname = parse_ident(x::VARCHAR)[-1]))",
+    # PostgreSQL's format(): %s, %I (quote_ident), %L (quote_literal), %%; DuckDB's
+    # format() is fmt's ({}), so format('%s', x) said '%s' (Metabase's column types)
+    "CREATE MACRO dpsql_format_arg(f, i, a) AS CASE list_filter(regexp_extract_all(f, "
+    "'%.'), lambda s: s <> '%%')[i] WHEN '%I' THEN quote_ident(a) WHEN '%L' THEN coalesce("
+    "'''' || replace(a::VARCHAR, '''', '''''') || '''', 'NULL') ELSE coalesce(a::VARCHAR, "
+    "'') END",
+    "CREATE MACRO dpsql_format(f) AS printf(f), "
+    "(f, a) AS printf(regexp_replace(f, '%[IL]', '%s', 'g'), dpsql_format_arg(f, 1, a)), "
+    "(f, a, b) AS printf(regexp_replace(f, '%[IL]', '%s', 'g'), dpsql_format_arg(f, 1, a), "
+    "dpsql_format_arg(f, 2, b)), "
+    "(f, a, b, c) AS printf(regexp_replace(f, '%[IL]', '%s', 'g'), dpsql_format_arg(f, 1, a), "
+    "dpsql_format_arg(f, 2, b), dpsql_format_arg(f, 3, c)), "
+    "(f, a, b, c, d) AS printf(regexp_replace(f, '%[IL]', '%s', 'g'), dpsql_format_arg(f, 1, "
+    "a), dpsql_format_arg(f, 2, b), dpsql_format_arg(f, 3, c), dpsql_format_arg(f, 4, d))",
+    # information_schema._pg_expandarray(a): the rows (x, n) of an array (pgjdbc's primary
+    # keys and Metabase's indexes read (..._pg_expandarray(i.indkey)).n)
+    "CREATE MACRO dpsql_pg_expandarray(a) AS unnest(list_transform(range(1, len(a) + 1), "
+    "lambda i: {'x': a[i], 'n': i}))",
 )
 
 _KEYWORDS = {"ON", "WHERE", "JOIN", "LEFT", "RIGHT", "INNER", "OUTER", "FULL", "CROSS",
@@ -226,6 +282,10 @@ _REGCLASS_LITERAL = re.compile(
 _REG = ("regclass|regtype|regproc|regprocedure|regnamespace|regoper|regoperator|regrole|"
         "regconfig")
 _FIXES = (
+    # quoted catalog names, as query builders write them (Metabase's HoneySQL:
+    # "pg_catalog"."pg_class" AS "c"): the same names unquoted, so the rewrites below apply
+    (re.compile(r'"(pg_catalog|information_schema|_?pg_[a-z0-9_]*)"'), r"\1"),
+    (re.compile(r'\b(pg_catalog|information_schema)\s*\.\s*"([a-z_][a-z0-9_]*)"'), r"\1.\2"),
     (re.compile(r"OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^)\s]+)\s*\)", re.I), r"\1"),
     (re.compile(r"\s+COLLATE\s+pg_catalog\s*\.\s*\"?default\"?", re.I), ""),
     (re.compile(r"::\s*(?:pg_catalog\s*\.\s*)?(?:" + _REG + r")\b(?:\s*\[\s*\])?", re.I), ""),
@@ -236,6 +296,9 @@ _FIXES = (
     (re.compile(r"\b(?:pg_catalog\s*\.\s*)?current_setting\s*\(", re.I), "dpsql_setting("),
     (re.compile(r"\b(?:pg_catalog\s*\.\s*)?format_type\s*\(", re.I), "dpsql_format_type("),
     (re.compile(r"\bjson_build_object\s*\(", re.I), "json_object("),
+    (re.compile(r"\b(?:pg_catalog\s*\.\s*)?format\s*\(", re.I), "dpsql_format("),
+    (re.compile(r"\b(?:information_schema\s*\.\s*)?_pg_expandarray\s*\(", re.I),
+     "dpsql_pg_expandarray("),
     (re.compile(r"\bpg_catalog\s*\.\s*(?!(?:" + "|".join(RELATIONS) + r")\b)(\w+)\s*\(",
                 re.I), r"\1("),
     (re.compile(r"\binformation_schema\s*\.\s*(?P<rel>" + "|".join(INFORMATION_SCHEMA) +
@@ -253,8 +316,40 @@ def _regclass(m: re.Match) -> str:
     return f"(SELECT oid FROM pg_catalog.pg_class WHERE relname = '{name}' LIMIT 1)"
 
 
-_CAST_REGCLASS = re.compile(r"CAST\s*\(\s*(\$\d+|'(?:[^']|'')*')\s+AS\s+(?:pg_catalog\s*\.\s*)?"
-                            r"regclass\s*\)", re.I)
+_CAST = re.compile(r"\bCAST\s*\(", re.I)
+_AS_REGCLASS = re.compile(r"(?P<arg>.+)\s+AS\s+(?:pg_catalog\s*\.\s*)?regclass\s*", re.I | re.S)
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def _close(text: str, start: int) -> int | None:
+    """The index of the parenthesis that closes the one just before ``start`` (quoted text
+    skipped), or None."""
+    depth, i = 1, start
+    while i < len(text):
+        if text[i] in "'\"":
+            m = _QUOTED.match(text, i)
+            if m is None:
+                return None
+            i = m.end()
+            continue
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+        i += 1
+    return None
+
+
+def _cast_regclass(text: str) -> str:
+    """``CAST(expr AS regclass)`` -> ``to_regclass(expr)``, whatever ``expr`` is: a
+    parameter, a literal, Metabase's ``format('%I.%I', schema, table)`` (the generic
+    ``AS regclass)`` -> ``AS BIGINT)`` of :data:`_FIXES` fails on a name). Innermost first,
+    so that a cast inside another is rewritten before the outer one is matched."""
+    for m in reversed(list(_CAST.finditer(text))):
+        end = _close(text, m.end())
+        inner = None if end is None else _AS_REGCLASS.fullmatch(text, m.end(), end)
+        if inner is not None:
+            text = f"{text[:m.start()]}to_regclass({inner.group('arg')}){text[end + 1:]}"
+    return text
 
 
 def array_items(body: str) -> list[tuple[str, bool]]:
@@ -329,7 +424,7 @@ def _like_escape(m: re.Match) -> str:
 
 def fix_catalog_sql(text: str) -> str:
     """Rewrite PostgreSQL catalog SQL into what the catalog database runs (module doc)."""
-    text = _CAST_REGCLASS.sub(r"to_regclass(\1)", text)
+    text = _cast_regclass(text)
     text = _ANY_LITERAL.sub(_any_literal, text)
     text = _SRF_ALIAS.sub(r"\1 AS \2(\2)", text)
     text = _ARRAY_IN_FROM.sub(r", (SELECT \1 AS \2) AS \2(\2)", text)

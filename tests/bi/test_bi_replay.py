@@ -183,6 +183,39 @@ def test_the_answers_list_the_logical_tables(replayed):
     assert [r[2] for r in jdbc_columns] == [r[0].strip('"') for r in columns]
 
 
+def test_metabase_syncs_the_logical_tables_with_postgresql_types(replayed):
+    """Metabase's own sync SQL (quoted ``"pg_catalog"."pg_class"``, ``format('%s', ...)``,
+    ``CAST(format('%I.%I', ...) AS REGCLASS)``) lists the logical tables without a row
+    count, may SELECT each, and types their columns with PostgreSQL's names. Before, the
+    table list failed ("Table with name dpsql_pg_class() AS pg_class does not exist") and
+    so did the columns; every type read '%s'; and the per-table probe was refused, which
+    makes Metabase leave the table out."""
+    tables = _rows(replayed, "metabase_sync", '"estimated_row_count"')
+    assert {r[1] for r in tables} == LOGICAL
+    assert {(r[0], r[2], r[4]) for r in tables} == {("public", "TABLE", None)}  # no count
+    privileges = _rows(replayed, "metabase_sync", "table_privileges")
+    assert {(r[1], r[2]) for r in privileges} == {("public", t) for t in LOGICAL}
+    assert {r[4] for r in privileges} == {"t"}  # select
+    fields = _rows(replayed, "metabase_sync", '"database-type"')
+    assert [(r[0], r[1], r[2]) for r in fields] == [
+        ("region", "varchar", "0"), ("province", "varchar", "1"), ("city", "varchar", "2"),
+        ("mode", "varchar", "3"), ("distance", "float8", "4"), ("age", "int8", "5"),
+        ("dp_count", "float8", "6")]
+    assert fields[3][6] == "categorical attribute (mode): 6 public values"  # col_description
+    assert {(r[5], r[7], r[8]) for r in fields} == {("f", "f", "f")}  # pk?, required, auto
+    assert _rows(replayed, "metabase_sync", "WHERE 1 <> 1 LIMIT 0") == []
+    assert _rows(replayed, "metabase_sync", '"fk-table-schema"') == []
+    assert _rows(replayed, "metabase_sync", '"field-name"') == []
+
+
+def test_grafana_reads_postgresql_type_names(replayed):
+    """Grafana's query builder picks time and metric columns by information_schema's
+    data_type; it read DuckDB's names (DOUBLE, BIGINT), now PostgreSQL's."""
+    columns = dict(_rows(replayed, "grafana", 'AS "column"'))
+    assert columns["distance"] == "double precision" and columns["age"] == "bigint"
+    assert columns["mode"] == "character varying"
+
+
 def test_the_planned_statements_through_the_dialect(trips_release):
     """The clients' own queries of the logical table (not catalog SQL, which the dialect
     answers through its own inspection) give the same verdicts through ``dpsql://``."""

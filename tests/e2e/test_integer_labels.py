@@ -215,7 +215,8 @@ def _over_the_server(server, raw) -> None:
         types = dict(pg.execute("SELECT column_name, data_type FROM "
                                 "information_schema.columns WHERE table_name = 'stops'"
                                 ).fetchall())
-        assert types["precinct"] == types["shift"] == "BIGINT"
+        # PostgreSQL's type names over the server (Grafana and Metabase read them)
+        assert types["precinct"] == types["shift"] == "bigint"
         with pytest.raises(psycopg.errors.DataException, match="'abc' is not an integer"):
             pg.execute("SELECT COUNT(*) FROM stops WHERE precinct = 'abc'")
 
