@@ -147,6 +147,15 @@ RELATIONS: dict[str, str] = {
     # ``main`` (as pg_namespace; Metabase's privilege query reads pg_views)
     "pg_views": "SELECT * FROM pg_catalog.pg_views WHERE schemaname <> 'main' OR "
                 "current_schema() = 'main'",
+    # the comments (column_comments) as PostgreSQL files them: classoid is pg_class's oid,
+    # which 'pg_class'::regclass gives (SQLAlchemy's get_table_comment, JDBC's REMARKS and
+    # Metabase's table description join on it; DuckDB puts the database's oid there)
+    "pg_description": "SELECT * REPLACE ((SELECT min(oid) FROM pg_catalog.pg_class WHERE "
+                      "relname = 'pg_class') AS classoid) FROM pg_catalog.pg_description",
+    # PostgreSQL's functions, not this emulation's macros (dpsql_pg_class(), version() ...),
+    # which live in the release's schema: psql's \\df listed them as the release's own
+    "pg_proc": "SELECT * FROM pg_catalog.pg_proc WHERE pronamespace NOT IN (SELECT oid "
+               "FROM duckdb_schemas() WHERE database_name = current_database())",
     "pg_matviews": "SELECT ''::VARCHAR AS schemaname, ''::VARCHAR AS matviewname, "
                    "''::VARCHAR AS definition WHERE false",
 }

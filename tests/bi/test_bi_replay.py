@@ -208,6 +208,20 @@ def test_metabase_syncs_the_logical_tables_with_postgresql_types(replayed):
     assert _rows(replayed, "metabase_sync", '"field-name"') == []
 
 
+def test_table_comments_and_no_emulation_functions(replayed):
+    """The logical tables' comment reaches what joins pg_description on ``classoid =
+    'pg_class'::regclass`` (SQLAlchemy's get_table_comment, Metabase's table description):
+    it was None, DuckDB filing comments under the database's oid. psql's ``\\df dp*``
+    listed this emulation's own macros (dpsql_pg_class, dpsql_format ...) as the
+    release's functions; now none."""
+    comment = "dpsql logical table: differentially private counts; query with COUNT(*)"
+    assert _rows(replayed, "sqlalchemy_pandas", "pg_description.objsubid = $1")[0][1] \
+        .startswith(comment)
+    tables = _rows(replayed, "metabase_sync", '"estimated_row_count"')
+    assert all(r[3].startswith(comment) for r in tables)
+    assert _rows(replayed, "psql", "'^(dp.*)$'") == []
+
+
 def test_grafana_reads_postgresql_type_names(replayed):
     """Grafana's query builder picks time and metric columns by information_schema's
     data_type; it read DuckDB's names (DOUBLE, BIGINT), now PostgreSQL's."""
