@@ -231,6 +231,11 @@ SCALAR_MACROS = (
     "CREATE MACRO col_description(a, b) AS (SELECT min(comment) FROM duckdb_columns() WHERE "
     "table_oid = a AND column_index = b)",
     "CREATE MACRO shobj_description(a, b) AS NULL::VARCHAR",
+    # SQL keywords for editors' highlighting and quoting (DBeaver, pgAdmin): DuckDB's
+    "CREATE MACRO pg_get_keywords() AS TABLE SELECT keyword_name AS word, CASE "
+    "keyword_category WHEN 'reserved' THEN 'R' WHEN 'column_name' THEN 'C' WHEN "
+    "'type_function' THEN 'T' ELSE 'U' END AS catcode, true AS barelabel, "
+    "keyword_category AS catdesc, 'can be bare label' AS baredesc FROM duckdb_keywords()",
     # after quote_ident and parse_ident, which they call (a macro is bound when made)
     "CREATE MACRO to_regclass(x) AS coalesce(TRY_CAST(x::VARCHAR AS BIGINT), (SELECT min(oid) "
     "FROM pg_catalog.pg_class WHERE relname = parse_ident(x::VARCHAR)[-1]))",
@@ -392,7 +397,7 @@ def array_items(body: str) -> list[tuple[str, bool]]:
     return items
 
 
-_ANY_LITERAL = re.compile(r"\bANY\s*\(\s*'(?P<body>\{(?:[^']|'')*\})'\s*(?:::\s*(?:pg_catalog\s*\."
+_ANY_LITERAL = re.compile(r"\b(?P<quantifier>ANY|ALL)\s*\(\s*'(?P<body>\{(?:[^']|'')*\})'\s*(?:::\s*(?:pg_catalog\s*\."
                           r"\s*)?\"?(?P<type>\w+)\"?\s*(?:\[\s*\])?\s*)?\)", re.I)
 _NUMERIC = {"int", "int2", "int4", "int8", "integer", "bigint", "smallint", "oid", "float4",
             "float8", "numeric", "real", "double"}
@@ -400,7 +405,8 @@ _NUMERIC = {"int", "int2", "int4", "int8", "integer", "bigint", "smallint", "oid
 
 def _any_literal(m: re.Match) -> str:
     """``x = ANY('{r,p}')`` (an array literal PostgreSQL coerces; psycopg's client-side
-    binding of a list writes it so) -> ``x = ANY(['r', 'p'])``, a DuckDB list."""
+    binding of a list writes it so) -> ``x = ANY(['r', 'p'])``, a DuckDB list; ``ALL``
+    alike (DBeaver's keyword list: ``word <> ALL ('{a,abs,...}'::text[])``)."""
     numeric = (m.group("type") or "").lower() in _NUMERIC
     items = []
     for item, quoted in array_items(m.group("body").replace("''", "'")[1:-1]):
@@ -410,7 +416,7 @@ def _any_literal(m: re.Match) -> str:
             items.append(item)
         else:
             items.append(quote_literal(item))
-    return "ANY([" + ", ".join(items) + "])"
+    return m.group("quantifier").upper() + "([" + ", ".join(items) + "])"
 
 
 _ARGS = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"  # a call's arguments, 3 levels deep

@@ -222,6 +222,14 @@ def test_table_comments_and_no_emulation_functions(replayed):
     assert _rows(replayed, "psql", "'^(dp.*)$'") == []
 
 
+def test_dbeaver_reads_the_sql_keywords(replayed):
+    """DBeaver's editor reads its extra keywords from pg_get_keywords() minus an array
+    literal (``word <> ALL ('{...}'::text[])``): both were missing ("Table Function with
+    name pg_get_keywords does not exist", then "Conversion Error ... '{a,abs,...}'")."""
+    words = _rows(replayed, "dbeaver", "pg_get_keywords")[0][0].split(",")
+    assert "pivot" in words and "select" not in words and "table" not in words
+
+
 def test_grafana_reads_postgresql_type_names(replayed):
     """Grafana's query builder picks time and metric columns by information_schema's
     data_type; it read DuckDB's names (DOUBLE, BIGINT), now PostgreSQL's."""
