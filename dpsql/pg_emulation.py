@@ -335,7 +335,7 @@ _AS_REGCLASS = re.compile(r"(?P<arg>.+)\s+AS\s+(?:pg_catalog\s*\.\s*)?regclass\s
 _QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
 
 
-def _close(text: str, start: int) -> int | None:
+def closing_paren(text: str, start: int) -> int | None:
     """The index of the parenthesis that closes the one just before ``start`` (quoted text
     skipped), or None."""
     depth, i = 1, start
@@ -359,7 +359,7 @@ def _cast_regclass(text: str) -> str:
     ``AS regclass)`` -> ``AS BIGINT)`` of :data:`_FIXES` fails on a name). Innermost first,
     so that a cast inside another is rewritten before the outer one is matched."""
     for m in reversed(list(_CAST.finditer(text))):
-        end = _close(text, m.end())
+        end = closing_paren(text, m.end())
         inner = None if end is None else _AS_REGCLASS.fullmatch(text, m.end(), end)
         if inner is not None:
             text = f"{text[:m.start()]}to_regclass({inner.group('arg')}){text[end + 1:]}"

@@ -71,6 +71,7 @@ from dpsql.errors import (
     UnsupportedQueryError,
 )
 from dpsql.server._commands import FailedTransactionError, Result, UnknownSettingError
+from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
 from dpsql.server._guard import ReadOnlyError, UntypedText
 from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
 from dpsql.server._scram import Exchange, Verifier
@@ -297,8 +298,11 @@ class Handler(Login, BuenaVistaHandler):
     def handle_query(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         sql = payload.decode("utf-8").rstrip("\x00")
         try:
-            result = ctx.execute_sql(sql)
-            if result.status() == "EMPTY":
+            copy = parse_copy_out(sql)  # COPY (query) TO STDOUT: the query as sent alone
+            result = ctx.execute_sql(copy.query if copy is not None else sql)
+            if copy is not None:
+                self._send_copy(result, copy)
+            elif result.status() == "EMPTY":
                 self.wfile.write(struct.pack("!ci", b"I", 4))
             elif result.has_results():
                 self.send_row_description(result)
@@ -309,6 +313,20 @@ class Handler(Login, BuenaVistaHandler):
         except Exception as err:  # noqa: BLE001  (every error goes to the client)
             self.send_error(err)
         self.send_ready_for_query(ctx)
+
+    def _send_copy(self, result: Result, copy: CopyOut) -> None:
+        """The rows of ``result`` as a COPY TO STDOUT (:mod:`dpsql.server._copy`)."""
+        if not result.has_results():
+            raise UnsupportedQueryError(
+                f"COPY ({copy.query[:60]}) TO STDOUT needs a query that returns rows: "
+                "write COPY (SELECT ...) TO STDOUT")
+        self.wfile.write(copy_out_response(result.column_count()))
+        count = -1 if copy.header else 0
+        for line in copy_lines(result, copy):
+            self.wfile.write(struct.pack("!ci", b"d", len(line) + 4) + line)
+            count += 1
+        self.wfile.write(struct.pack("!ci", b"c", 4))
+        self.send_command_complete(f"COPY {count}\x00")
 
     # -- the extended protocol: an error is an ErrorResponse, then messages are discarded
     # until Sync, which answers ReadyForQuery (PostgreSQL's rule); the session goes on

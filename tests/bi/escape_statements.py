@@ -68,6 +68,13 @@ STATEMENTS = [
     "SUMMARIZE SELECT * FROM read_parquet('{raw}')",
     "EXPLAIN SELECT * FROM read_text('{secret}')",
     "PIVOT '{raw}' ON mode USING COUNT(*)",
+    # COPY (query) TO STDOUT runs its query as a SELECT sent alone (dpsql.server._copy)
+    "COPY (SELECT * FROM read_text('{secret}')) TO STDOUT",
+    "COPY (SELECT * FROM read_parquet('{raw}')) TO STDOUT WITH CSV HEADER",
+    "COPY (SELECT region, COUNT(*) FROM trips WHERE region IN (SELECT region FROM "
+    "read_parquet('{raw}')) GROUP BY region) TO STDOUT",
+    "COPY (SELECT 1) TO STDOUT; SELECT * FROM read_text('{secret}')",
+    "COPY (SELECT content FROM read_text('{secret}')) TO '{out}'",
 ]
 
 TRICKS = [
