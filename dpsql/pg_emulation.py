@@ -66,8 +66,13 @@ def _over_pg(pg: str, duck: str) -> str:
 
 # PostgreSQL 15 relations or columns DuckDB lacks, as table macros over its emulation.
 RELATIONS: dict[str, str] = {
+    # a table's access method is PostgreSQL's heap (pg_am), not DuckDB's index type ART
+    # (psql's \\d+ said "Access method: art", "Replica Identity: ???")
     "pg_class": "SELECT * REPLACE (reloptions::VARCHAR[] AS reloptions, relacl::VARCHAR[] "
-                "AS relacl), false AS relforcerowsecurity FROM pg_catalog.pg_class",
+                "AS relacl, CASE WHEN relkind = 'r' THEN 2 ELSE 0 END::BIGINT AS relam, "
+                "'d' AS relreplident), false AS relforcerowsecurity FROM pg_catalog.pg_class",
+    "pg_am": "SELECT * FROM (VALUES (2::BIGINT, 'heap', 'heap_tableam_handler', 't'), "
+             "(403, 'btree', 'bthandler', 'i')) am(oid, amname, amhandler, amtype)",
     "pg_database": "SELECT *, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, "
                    "'C' AS datcollate, 'C' AS datctype, NULL::VARCHAR AS daticulocale, "
                    "NULL::VARCHAR[] AS datacl FROM pg_catalog.pg_database WHERE datname NOT IN "
@@ -87,7 +92,9 @@ RELATIONS: dict[str, str] = {
     # DuckDB's atttypid is its internal type id, not the OID its own pg_type uses
     "pg_attribute": "SELECT a.* REPLACE (coalesce(m.pg_oid, 25)::BIGINT AS atttypid, CASE WHEN "
                     "c.data_type LIKE 'DECIMAL(%' THEN ((c.numeric_precision << 16) | "
-                    "c.numeric_scale) + 4 ELSE -1 END AS atttypmod) FROM "
+                    "c.numeric_scale) + 4 ELSE -1 END AS atttypmod, CASE WHEN m.pg_oid IN "
+                    "(1043, 17, 1700) OR m.pg_oid IS NULL THEN 'x' ELSE 'p' END AS attstorage, "
+                    "-1 AS attstattarget) FROM "
                     "pg_catalog.pg_attribute a LEFT JOIN duckdb_columns() c ON c.table_oid = "
                     "a.attrelid AND c.column_index = a.attnum LEFT JOIN (VALUES " +
                     ", ".join(f"('{k}', {v})" for k, v in _PG_OIDS.items()) +

@@ -11,6 +11,7 @@ SUMMARIZE of a logical table is a privacy refusal naming what to write; array pa
 from __future__ import annotations
 
 import re
+import shutil
 import struct
 
 import duckdb
@@ -236,3 +237,21 @@ def test_calendar_attributes_are_described_by_their_dates(tmp_path, capsys):
     assert main(["inspect", str(out), "--columns"]) == 0
     shown = re.sub(r"[│\s]+", " ", capsys.readouterr().out)  # cells wrap on narrow terminals
     assert "2013-01-01, 2013-02-01, 2013-03-01, …" in shown and "(12 bins by month)" in shown
+
+
+def test_psql_describe_verbose_reads_as_postgresql(server):
+    """psql's ``\\d+`` and ``\\dt+``: the access method is heap (it said "art", DuckDB's
+    index type), storage plain or extended and the replica identity default (both
+    printed "???"), the stats target empty (it said 0)."""
+    from tests.bi.test_serve import _psql
+
+    path = shutil.which("psql")
+    if path is None:
+        pytest.skip("psql not found (Debian postgresql-client)")
+    out = _psql(path, server, r"\d+ trips")
+    assert "Access method: heap" in out and "???" not in out and "art" not in out
+    rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")]
+            for line in out.splitlines() if "|" in line}
+    assert rows["mode"][5] == "extended" and rows["distance"][5] == "plain"
+    assert rows["distance"][7] == ""  # stats target
+    assert "| heap " in _psql(path, server, r"\dt+ trips")
