@@ -99,10 +99,19 @@ RELATIONS: dict[str, str] = {
                     "a.attrelid AND c.column_index = a.attnum LEFT JOIN (VALUES " +
                     ", ".join(f"('{k}', {v})" for k, v in _PG_OIDS.items()) +
                     ") m(duck, pg_oid) ON m.duck = split_part(c.data_type, '(', 1)",
-    "pg_type": "SELECT * FROM pg_catalog.pg_type WHERE oid IS NOT NULL UNION ALL BY NAME "
-               "SELECT 25::BIGINT AS oid, 'text' AS typname, (SELECT min(typnamespace) FROM "
-               "pg_catalog.pg_type) AS typnamespace, -1 AS typlen, 'b' AS typtype, 'S' AS "
-               "typcategory",
+    # the built-in types in pg_catalog, as in PostgreSQL (DuckDB files them under its
+    # ``main``, which pg_namespace leaves out: Npgsql's type loading, which joins the two
+    # on connect, found no type at all), typnotnull never NULL (Npgsql reads it as 't'/'f')
+    "pg_type": "SELECT * REPLACE ((SELECT oid FROM duckdb_schemas() WHERE database_name = "
+               "'system' AND schema_name = 'pg_catalog') AS typnamespace, coalesce(typnotnull, "
+               "false) AS typnotnull) FROM (SELECT * FROM pg_catalog.pg_type WHERE oid IS NOT "
+               "NULL UNION ALL BY NAME SELECT 25::BIGINT AS oid, 'text' AS typname, -1 AS "
+               "typlen, 'b' AS typtype, 'S' AS typcategory WHERE NOT EXISTS (SELECT 1 FROM "
+               "pg_catalog.pg_type WHERE oid = 25))",
+    # no range types (Npgsql's type loading joins pg_range on connect)
+    "pg_range": "SELECT 0::BIGINT AS rngtypid, 0::BIGINT AS rngsubtype, 0::BIGINT AS "
+                "rngmultitypid, 0::BIGINT AS rngcollation, 0::BIGINT AS rngsubopc, "
+                "''::VARCHAR AS rngcanonical, ''::VARCHAR AS rngsubdiff WHERE false",
     "pg_inherits": "SELECT 0::BIGINT AS inhrelid, 0::BIGINT AS inhparent, 0 AS inhseqno, "
                    "false AS inhdetachpending WHERE false",
     "pg_policy": "SELECT 0::BIGINT AS oid, ''::VARCHAR AS polname, 0::BIGINT AS polrelid, "

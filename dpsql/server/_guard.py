@@ -87,3 +87,56 @@ def spelled(value: Any) -> Any:
 def read_only(what: str) -> str:
     return (f"{what} is not allowed: dpsql serve is read-only (a release is immutable); "
             "send SELECT queries, e.g. SELECT region, COUNT(*) FROM <table> GROUP BY region")
+
+
+_TOKEN = re.compile(r"""(?P<skip>[Ee]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*"""
+                    r"""|\$(?P<tag>[A-Za-z_][A-Za-z0-9_]*|)\$.*?\$(?P=tag)\$)"""
+                    r"""|(?P<comment>/\*)|(?P<semi>;)""", re.S)
+
+
+def split_simple_query(sql: str) -> list[str]:
+    """The statements of a simple-protocol query string, in order (PostgreSQL runs each;
+    Npgsql sends its start-up type queries so, psqlODBC ``BEGIN;declare ...``): split at
+    each ``;`` outside strings (``'...'``, ``E'...'``, ``$tag$...$tag$``), quoted names
+    and comments; statements that are only blanks or comments are dropped. Each one is
+    then routed and checked on its own (:func:`check_select`: exactly one SELECT by
+    DuckDB's parser), so a split in the wrong place can only make a piece fail, never let
+    a second statement run. Text this cannot read (an unclosed quote) is one statement."""
+    pieces, start, i = [], 0, 0
+    while True:
+        m = _TOKEN.search(sql, i)
+        if m is None:
+            break
+        if m.group("comment"):
+            depth, j = 1, m.end()
+            while depth and j < len(sql):  # PostgreSQL's block comments nest
+                if sql.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif sql.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            if depth:
+                return [sql]
+            i = j
+        elif m.group("semi"):
+            pieces.append(sql[start:m.start()])
+            start = i = m.end()
+        else:
+            i = m.end()
+    pieces.append(sql[start:])
+    if any(q in sql[start:] for q in ("'", '"', "$")) and len(pieces) > 1 \
+            and not _closed(sql[start:]):
+        return [sql]
+    return [p for p in pieces if _COMMENTS.sub("", p).strip()]
+
+
+_COMMENTS = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+
+
+def _closed(text: str) -> bool:
+    """Whether every quote in ``text`` (the last piece) is closed: an unclosed one means
+    the scan above misread the string that holds the earlier ``;``."""
+    rest = re.sub(r"[Ee]'(?:[^'\\]|\\.|'')*'|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*",
+                  "", text)
+    return "'" not in rest and '"' not in rest

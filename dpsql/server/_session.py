@@ -14,7 +14,9 @@ Every statement a client sends goes one of four ways (:meth:`Session.execute_sql
    with SQLSTATE 25006 (read_only_sql_transaction). Whatever the route, the text that is
    about to run must be exactly one SELECT by DuckDB's own parser
    (:func:`dpsql.server._guard.check_select`): ATTACH, PRAGMA, CHECKPOINT ... get 25006,
-   a second statement (even hidden in a ``$$...$$`` string) 0A000.
+   a second statement (even hidden in a ``$$...$$`` string) 0A000. (A simple query's
+   several statements are split first and each comes here on its own:
+   :func:`dpsql.server._guard.split_simple_query`.)
 3. **Catalog queries** — statements whose every table is a catalog relation
    (``pg_catalog.*``, ``information_schema.*``, ``pg_*``, ``duckdb_*``) or that read no
    table at all (``SELECT version()``, ``SELECT current_schema()``) — run on the shared

@@ -72,7 +72,7 @@ from dpsql.errors import (
 )
 from dpsql.server._commands import FailedTransactionError, Result, UnknownSettingError
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
-from dpsql.server._guard import ReadOnlyError, UntypedText
+from dpsql.server._guard import ReadOnlyError, UntypedText, split_simple_query
 from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
 from dpsql.server._scram import Exchange, Verifier
 from dpsql.server._route import _NOT_CODE
@@ -296,7 +296,17 @@ class Handler(Login, BuenaVistaHandler):
     # -- queries ---------------------------------------------------------------------------
 
     def handle_query(self, ctx, payload: bytes) -> None:  # noqa: ANN001
+        """A simple-protocol query: each of its statements in turn (PostgreSQL's rule;
+        Npgsql sends its start-up queries as one string), each routed and checked on its
+        own (:func:`split_simple_query`); the first error ends the string."""
         sql = payload.decode("utf-8").rstrip("\x00")
+        for statement in split_simple_query(sql) or [""]:
+            if not self._simple(ctx, statement):
+                break
+        self.send_ready_for_query(ctx)
+
+    def _simple(self, ctx, sql: str) -> bool:  # noqa: ANN001
+        """Run one statement of a simple query and send its answer; False on an error."""
         try:
             copy = parse_copy_out(sql)  # COPY (query) TO STDOUT: the query as sent alone
             result = ctx.execute_sql(copy.query if copy is not None else sql)
@@ -312,7 +322,8 @@ class Handler(Login, BuenaVistaHandler):
                 self.send_command_complete(f"{result.status()}\x00")
         except Exception as err:  # noqa: BLE001  (every error goes to the client)
             self.send_error(err)
-        self.send_ready_for_query(ctx)
+            return False
+        return True
 
     def _send_copy(self, result: Result, copy: CopyOut) -> None:
         """The rows of ``result`` as a COPY TO STDOUT (:mod:`dpsql.server._copy`)."""

@@ -73,7 +73,7 @@ STATEMENTS = [
     "COPY (SELECT * FROM read_parquet('{raw}')) TO STDOUT WITH CSV HEADER",
     "COPY (SELECT region, COUNT(*) FROM trips WHERE region IN (SELECT region FROM "
     "read_parquet('{raw}')) GROUP BY region) TO STDOUT",
-    "COPY (SELECT 1) TO STDOUT; SELECT * FROM read_text('{secret}')",
+    "COPY (SELECT * FROM read_text('{secret}')) TO STDOUT; SELECT 1",
     "COPY (SELECT content FROM read_text('{secret}')) TO '{out}'",
 ]
 

@@ -187,7 +187,7 @@ def test_psycopg_parameter_types(pg, local):
     ("INSERT INTO trips VALUES (1)", "25006", "read-only"),
     ("DROP TABLE trips", "25006", "read-only"),
     ("SHOW no_such_setting", "42704", "unrecognized"),
-    ("BEGIN; SELECT COUNT(*) FROM trips", "0A000", "one statement"),
+    ("SELECT COUNT(*) FROM trips; DROP TABLE trips", "25006", "read-only"),
 ])
 def test_psycopg_error_codes(server, sql, code, words):
     with psycopg.connect(_dsn(server), autocommit=True) as con:
@@ -565,11 +565,13 @@ def test_numeric_binary_output_reads_back_in_psycopg(value):
 ])
 def test_hidden_second_statement_is_refused(server, sql):
     """A second statement hidden from the ';' check by a dollar-quoted or E'' string never
-    runs on the shared catalog database (DuckDB's parser counts the statements)."""
+    runs on the shared catalog database (DuckDB's parser counts the statements). Since a
+    simple query's statements run one by one (PostgreSQL's rule, for Npgsql), the split
+    reads the strings as PostgreSQL does and the write after them is refused (25006)."""
     with psycopg.connect(_dsn(server), autocommit=True) as atk:
         with pytest.raises(psycopg.Error) as info:
             atk.execute(sql)
-        assert info.value.sqlstate == "0A000"
+        assert info.value.sqlstate in ("0A000", "25006")
     with psycopg.connect(_dsn(server), autocommit=True) as other:
         assert other.execute("SELECT version()").fetchone()[0].startswith("PostgreSQL 15.0 (")
         tables = other.execute("SELECT table_name FROM information_schema.tables WHERE "

@@ -1,0 +1,65 @@
+"""A simple-protocol query string with several statements runs them one by one, as
+PostgreSQL does; each is routed and checked on its own (exactly one SELECT by DuckDB's
+parser, the same planner and refusals), and the first error ends the string.
+
+Npgsql (Power BI's and Excel's PostgreSQL connectors) loads the server's types on every
+new connection with one such string (``SELECT version(); <types>; <composites>;
+<enums>``): it was refused as a whole ("several statements in one query string"), and
+its types query found no type (DuckDB files them outside pg_catalog) nor pg_range, so no
+.NET client could connect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.bi.test_serve import _dsn, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+NPGSQL = json.loads((Path(__file__).parent / "fixtures" / "npgsql.json").read_text())
+
+
+def _results(con: psycopg.Connection, sql: str) -> list[list[tuple]]:
+    """Every result set of the simple query ``sql``."""
+    out = []
+    with con.cursor() as cur:
+        cur.execute(sql)
+        while True:
+            out.append(cur.fetchall() if cur.description else [])
+            if not cur.nextset():
+                return out
+
+
+def test_npgsql_loads_the_types_on_connect(server):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        version, types, composites, enums = _results(con, NPGSQL["statements"][0]["sql"])
+    assert version[0][0].startswith("PostgreSQL 15.0 (dpsql")
+    by_oid = {int(oid): (ns, name, kind) for ns, oid, name, kind, _, _ in types}
+    for oid, name in ((16, "bool"), (20, "int8"), (23, "int4"), (25, "text"),
+                      (701, "float8"), (1043, "varchar"), (1082, "date"), (1114, "timestamp"),
+                      (1700, "numeric")):
+        assert by_oid[oid] == ("pg_catalog", name, "b")
+    assert all(notnull in (False, "f") for *_, notnull, _ in types)  # never NULL
+    assert composites == [] and enums == []
+
+
+def test_statements_run_in_turn_and_the_first_error_ends_the_string(server):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        got = _results(con, "BEGIN; SELECT COUNT(*) > 1000 FROM trips; SELECT ';' AS a, "
+                            "'x;y' AS b; COMMIT")
+        assert got == [[], [(True,)], [(";", "x;y")], []]
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="SELECT \\*"):
+            con.execute("SET application_name = 'first'; SELECT * FROM trips; "
+                        "SET application_name = 'never'")
+        assert con.execute("SHOW application_name").fetchone()[0] == "first"
+        for sql, state in (("SELECT 1; DROP TABLE trips", "25006"),
+                           ("SELECT 1; SELECT * FROM read_text('/etc/hostname')", "0A000"),
+                           ("SELECT 1; SET threads = 64", "42501")):
+            with pytest.raises(psycopg.Error) as err:
+                con.execute(sql)
+            assert err.value.sqlstate == state, (sql, err.value)
+        assert con.execute("SELECT COUNT(*) > 1000 FROM trips").fetchone() == (True,)
