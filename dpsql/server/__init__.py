@@ -16,8 +16,9 @@ protocol:
   protocol layer is used here; its DuckDB backend is not (it executes client SQL on a
   shared DuckDB connection). What it lacks — SQLSTATE codes, constant-time password
   checks, typed parameters, PostgreSQL type OIDs and text output, real transaction
-  status — is added by subclassing in :mod:`dpsql.server._wire`; routing, the emulated
-  catalog and the sessions are in :mod:`dpsql.server._session`.
+  status — is added by subclassing in :mod:`dpsql.server._wire` (its server in
+  :mod:`dpsql.server._listener`, the SQLSTATEs in :mod:`dpsql.server._sqlstates`);
+  routing, the emulated catalog and the sessions are in :mod:`dpsql.server._session`.
 
 Security decisions:
 
@@ -98,8 +99,8 @@ def _require_buenavista() -> None:
 def __getattr__(name: str) -> Any:  # SQLSTATES / sqlstate_of without importing eagerly
     if name in ("SQLSTATES", "sqlstate_of"):
         _require_buenavista()
-        from dpsql.server import _wire
-        return getattr(_wire, name)
+        from dpsql.server import _sqlstates
+        return getattr(_sqlstates, name)
     raise AttributeError(f"module 'dpsql.server' has no attribute {name!r}")
 
 
@@ -219,7 +220,7 @@ def _resolve(host: str, port: int) -> tuple[int, tuple, bool]:
     except socket.gaierror as err:
         raise ProgrammingError(f"--host {host!r} does not resolve: {err.strerror}; give an "
                                "IP address such as 127.0.0.1") from err
-    from dpsql.server._wire import is_loopback
+    from dpsql.server._listener import is_loopback
 
     loopback = bool(host) and all(is_loopback(info[4][0]) for info in infos)
     family, _, _, _, sockaddr = infos[0]
@@ -339,7 +340,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     from dpsql.schema_catalog import CatalogDatabase, column_comments, logical_tables
     from dpsql.server._limits import check_memory_limit, check_statement_timeout, duckdb_config
     from dpsql.server._session import ReleaseConnection
-    from dpsql.server._wire import WireServer
+    from dpsql.server._listener import WireServer
 
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ProgrammingError(f"port {port!r} is not a TCP port: give 0..65535 (0 picks a "

@@ -66,7 +66,7 @@ class _SocketWriter(io.BufferedIOBase):
 
 class Login:
     """TLS and password methods of the protocol handler (a socketserver request handler
-    whose server is a :class:`dpsql.server._wire.WireServer`)."""
+    whose server is a :class:`dpsql.server._listener.WireServer`)."""
 
     def _start_tls(self) -> bool:
         """Answer an SSLRequest with ``S`` and wrap the socket (the handshake runs under

@@ -7,8 +7,8 @@ or patches its code:
 * **Start-up and login** (:mod:`dpsql.server._login`): SCRAM-SHA-256 or MD5 passwords,
   and TLS.
 * **SQLSTATE codes.** buenavista's ErrorResponse carries only a message. Ours carries the
-  severity, the SQLSTATE from :data:`SQLSTATES` (dpsql's PEP 249 hierarchy mapped onto
-  PostgreSQL's error classes), the message and, for dpsql errors, a hint.
+  severity, the SQLSTATE (:mod:`dpsql.server._sqlstates`: dpsql's PEP 249 hierarchy
+  mapped onto PostgreSQL's error classes), the message and, for dpsql errors, a hint.
 * **Typed parameters.** buenavista decodes text parameters of unknown type as dates
   (``dateutil``) and leaves numbers as strings. We decode by the type OID the client
   declared (int2/int4/int8/oid -> int, float4/float8 -> float, numeric -> an exact
@@ -42,116 +42,36 @@ or patches its code:
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import re
 import secrets
 import io
-import socket
-import ssl
 import struct
-import sys
-import threading
 from typing import Any
 
 import duckdb
-from buenavista.postgres import BuenaVistaHandler, BuenaVistaServer, BVBuffer, BVContext
+from buenavista.postgres import BuenaVistaHandler, BVBuffer, BVContext
 
-from dpsql.errors import (
-    DataError,
-    Error,
-    IntegrityError,
-    InterfaceError,
-    InternalError,
-    NotSupportedError,
-    OperationalError,
-    ProgrammingError,
-    QueryTooComplexError,
-    SqlSyntaxError,
-    UnsupportedQueryError,
-)
-from dpsql.server._commands import FailedTransactionError, Result, UnknownSettingError
+from dpsql.errors import Error, OperationalError, UnsupportedQueryError
+from dpsql.server._commands import Result
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
-from dpsql.server._guard import ReadOnlyError, UntypedText, split_simple_query
-from dpsql.server._login import AuthenticationError, Login, TlsRequiredError
-from dpsql.server._scram import Exchange, Verifier
+from dpsql.server._guard import UntypedText, split_simple_query
+from dpsql.server._login import Login, TlsRequiredError
+from dpsql.server._scram import Exchange
 from dpsql.server._route import _NOT_CODE
-from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, StatementTooComplexError,
-                                  StatementTooLongError, max_message)
-from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
-                                  StatementTimeoutError)
+from dpsql.server._bounds import StatementTooLongError
+from dpsql.server._sqlstates import (TooManyConnectionsError, UnknownPortalError,
+                                     UnknownStatementError, sqlstate_of)
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
 
 logger = logging.getLogger("dpsql.server")
 
 
-class TooManyConnectionsError(OperationalError):
-    """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
-
-
-class UnknownStatementError(ProgrammingError):
-    """Bind or Describe of a prepared statement never parsed: SQLSTATE 26000."""
-
-
-class UnknownPortalError(ProgrammingError):
-    """Describe or Execute of a portal never bound: SQLSTATE 34000."""
-
-
 STARTUP_TIMEOUT = 10.0  # seconds a client has to finish start-up and authentication
 
 
-# Most specific first: the first class the error is an instance of gives the code.
-SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
-    (ReadOnlyError, "25006"),            # read_only_sql_transaction
-    (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
-    (UnknownSettingError, "42704"),      # undefined_object
-    (AuthenticationError, "28P01"),      # invalid_password
-    (TlsRequiredError, "28000"),         # invalid_authorization_specification
-    (TooManyConnectionsError, "53300"),  # too_many_connections
-    (UnknownStatementError, "26000"),    # invalid_sql_statement_name
-    (UnknownPortalError, "34000"),       # invalid_cursor_name
-    (StatementTimeoutError, "57014"),    # query_canceled
-    (QueryCanceledError, "57014"),
-    (OutOfMemoryError, "53200"),         # out_of_memory
-    (StatementTooLongError, "54000"),    # program_limit_exceeded
-    (StatementTooComplexError, "54001"),  # statement_too_complex
-    (OperatorSettingError, "42501"),     # insufficient_privilege
-    (ProtocolError, "08P01"),            # protocol_violation
-    (QueryTooComplexError, "54001"),     # statement_too_complex
-    (UnsupportedQueryError, "0A000"),    # feature_not_supported
-    (SqlSyntaxError, "42601"),           # syntax_error
-    (NotSupportedError, "0A000"),
-    (DataError, "22000"),                # data_exception
-    (IntegrityError, "23000"),           # integrity_constraint_violation
-    (InternalError, "XX000"),            # internal_error
-    (ProgrammingError, "42000"),         # syntax_error_or_access_rule_violation
-    (OperationalError, "58000"),         # system_error
-    (InterfaceError, "55000"),           # object_not_in_prerequisite_state
-    (Error, "58000"),
-    (duckdb.ParserException, "42601"),
-    (duckdb.CatalogException, "42P01"),  # undefined_table (or other catalog object)
-    (duckdb.BinderException, "42703"),   # undefined_column
-    (duckdb.ConversionException, "22P02"),  # invalid_text_representation
-    (duckdb.PermissionException, "42501"),  # insufficient_privilege
-    (duckdb.InterruptException, "57014"),   # query_canceled
-    (duckdb.OutOfMemoryException, "53200"),  # out_of_memory
-    (duckdb.NotImplementedException, "0A000"),
-    (duckdb.DataError, "22000"),
-    (duckdb.ProgrammingError, "42000"),
-    (duckdb.Error, "58000"),
-)
-
-
-def sqlstate_of(err: BaseException) -> str:
-    """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
-    for cls, code in SQLSTATES:
-        if isinstance(err, cls):
-            return code
-    return "XX000"
-
-
 # --------------------------------------------------------------------------------------
-# Handler and server
+# The handler
 # --------------------------------------------------------------------------------------
 
 _SSL_REQUEST = 80877103
@@ -546,97 +466,3 @@ def _cstring(buf: BVBuffer) -> str:
         if not b or b == b"\x00":
             return out.decode("utf-8")
         out += b
-
-
-def is_loopback(address: str) -> bool:
-    """Whether ``address`` (an IP literal, possibly IPv4-mapped IPv6) is loopback."""
-    try:
-        ip = ipaddress.ip_address(address.split("%", 1)[0])
-    except ValueError:
-        return False
-    mapped = getattr(ip, "ipv4_mapped", None)
-    return bool((mapped or ip).is_loopback)
-
-
-class _ClientGone(logging.Filter):
-    """Drops buenavista's traceback of a client that went away (a reset or a broken
-    pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, ConnectionError)
-
-
-logging.getLogger("buenavista.postgres").addFilter(_ClientGone())
-
-
-class WireServer(BuenaVistaServer):
-    """buenavista's threading server: one thread and one session per client; accepts
-    non-loopback clients only when a password is set; tracks client sockets so that
-    :meth:`close_clients` can end them on shutdown."""
-
-    daemon_threads = False
-    block_on_close = True  # server_close() waits for the client threads to finish
-
-    def __init__(self, address: tuple, family: int, conn: Any, password: str | None,
-                 max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT, *,
-                 verifier: Verifier | None = None, auth_method: str = "scram-sha-256",
-                 tls: ssl.SSLContext | None = None, binding: bytes | None = None,
-                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
-        self.address_family = family
-        self.max_message = max_message(max_statement_size)
-        self.password = password  # plain text: needed by MD5 only
-        self.verifier = verifier if verifier is not None or password is None else \
-            Verifier.from_password(password)
-        self.auth_method = auth_method
-        self.tls = tls
-        self.binding = binding  # tls-server-end-point data of the certificate, or None
-        self.max_connections = max_connections
-        self.startup_timeout = startup_timeout
-        self._slots = 0
-        self._clients: set[socket.socket] = set()
-        self._clients_lock = threading.Lock()
-        guarded = self.verifier is not None
-        super().__init__(address, conn, auth={} if guarded else None)  # the checks are ours
-        self.RequestHandlerClass = Handler
-
-    def verify_request(self, request, client_address) -> bool:  # noqa: ANN001
-        return self.verifier is not None or is_loopback(client_address[0])
-
-    def take_slot(self) -> bool:
-        """Admit one more client, unless ``max_connections`` are already served."""
-        with self._clients_lock:
-            if self._slots >= self.max_connections:
-                return False
-            self._slots += 1
-            return True
-
-    def release_slot(self) -> None:
-        with self._clients_lock:
-            self._slots -= 1
-
-    def track(self, sock: socket.socket) -> None:
-        with self._clients_lock:
-            self._clients.add(sock)
-
-    def untrack(self, sock: socket.socket) -> None:
-        with self._clients_lock:
-            self._clients.discard(sock)
-
-    def close_clients(self) -> None:
-        with self._clients_lock:
-            clients = list(self._clients)
-        for sock in clients:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def handle_error(self, request, client_address) -> None:  # noqa: ANN001
-        """A client that went away mid-conversation (a reset, a broken pipe: a killed
-        BI tool, a dropped network) is one log line; anything else keeps its traceback."""
-        err = sys.exc_info()[1]
-        if isinstance(err, ConnectionError):
-            logger.info("client %s went away: %s", client_address, err)
-            return
-        logger.exception("error while serving %s", client_address)

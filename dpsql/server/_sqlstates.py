@@ -1,0 +1,95 @@
+"""The SQLSTATE of every error ``dpsql serve`` sends: dpsql's PEP 249 hierarchy, the
+server's own errors and DuckDB's, mapped onto PostgreSQL's error classes
+(:func:`sqlstate_of`; the wire handler, :mod:`dpsql.server._wire`, puts it in each
+ErrorResponse)."""
+
+from __future__ import annotations
+
+import duckdb
+
+from dpsql.errors import (
+    DataError,
+    Error,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    QueryTooComplexError,
+    SqlSyntaxError,
+    UnsupportedQueryError,
+)
+from dpsql.server._bounds import StatementTooComplexError, StatementTooLongError
+from dpsql.server._commands import FailedTransactionError, UnknownSettingError
+from dpsql.server._guard import ReadOnlyError
+from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
+                                  StatementTimeoutError)
+from dpsql.server._login import AuthenticationError, TlsRequiredError
+from dpsql.server._types import ProtocolError
+
+
+class TooManyConnectionsError(OperationalError):
+    """More clients than ``max_connections``: SQLSTATE 53300, FATAL."""
+
+
+class UnknownStatementError(ProgrammingError):
+    """Bind or Describe of a prepared statement never parsed: SQLSTATE 26000."""
+
+
+class UnknownPortalError(ProgrammingError):
+    """Describe or Execute of a portal never bound: SQLSTATE 34000."""
+
+
+# Most specific first: the first class the error is an instance of gives the code.
+SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
+    (ReadOnlyError, "25006"),            # read_only_sql_transaction
+    (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
+    (UnknownSettingError, "42704"),      # undefined_object
+    (AuthenticationError, "28P01"),      # invalid_password
+    (TlsRequiredError, "28000"),         # invalid_authorization_specification
+    (TooManyConnectionsError, "53300"),  # too_many_connections
+    (UnknownStatementError, "26000"),    # invalid_sql_statement_name
+    (UnknownPortalError, "34000"),       # invalid_cursor_name
+    (StatementTimeoutError, "57014"),    # query_canceled
+    (QueryCanceledError, "57014"),
+    (OutOfMemoryError, "53200"),         # out_of_memory
+    (StatementTooLongError, "54000"),    # program_limit_exceeded
+    (StatementTooComplexError, "54001"),  # statement_too_complex
+    (OperatorSettingError, "42501"),     # insufficient_privilege
+    (ProtocolError, "08P01"),            # protocol_violation
+    (QueryTooComplexError, "54001"),     # statement_too_complex
+    (UnsupportedQueryError, "0A000"),    # feature_not_supported
+    (SqlSyntaxError, "42601"),           # syntax_error
+    (NotSupportedError, "0A000"),
+    (DataError, "22000"),                # data_exception
+    (IntegrityError, "23000"),           # integrity_constraint_violation
+    (InternalError, "XX000"),            # internal_error
+    (ProgrammingError, "42000"),         # syntax_error_or_access_rule_violation
+    (OperationalError, "58000"),         # system_error
+    (InterfaceError, "55000"),           # object_not_in_prerequisite_state
+    (Error, "58000"),
+    (duckdb.ParserException, "42601"),
+    (duckdb.CatalogException, "42P01"),  # undefined_table (or other catalog object)
+    (duckdb.BinderException, "42703"),   # undefined_column
+    (duckdb.ConversionException, "22P02"),  # invalid_text_representation
+    (duckdb.PermissionException, "42501"),  # insufficient_privilege
+    (duckdb.InterruptException, "57014"),   # query_canceled
+    (duckdb.OutOfMemoryException, "53200"),  # out_of_memory
+    (duckdb.NotImplementedException, "0A000"),
+    (duckdb.DataError, "22000"),
+    (duckdb.ProgrammingError, "42000"),
+    (duckdb.Error, "58000"),
+)
+
+
+def sqlstate_of(err: BaseException) -> str:
+    """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
+    for cls, code in SQLSTATES:
+        if isinstance(err, cls):
+            return code
+    return "XX000"
+
+
+__all__ = ["SQLSTATES", "TooManyConnectionsError", "UnknownPortalError",
+           "UnknownStatementError", "sqlstate_of"]
