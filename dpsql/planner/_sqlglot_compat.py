@@ -14,6 +14,8 @@ pyproject.toml: Superset 6.1 pins 28.x, newer installs get 30+).
   dpsql's own refusal. dpsql refuses every Command itself, so :func:`parse_duckdb` and
   :func:`quiet_fallback` drop that one warning while dpsql parses (in this thread only:
   an application's own use of sqlglot keeps it).
+* **Crashes of sqlglot's parser** (``SHOW ALL``: an ``IndexError``) are a ParseError
+  while dpsql parses (:func:`quiet_fallback`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import sqlglot
-from sqlglot.errors import TokenError
+from sqlglot.errors import ParseError, TokenError
 
 from dpsql.errors import UnsupportedQueryError
 
@@ -73,10 +75,19 @@ if not any(isinstance(f, _DropFallback) for f in _SQLGLOT_LOGGER.filters):
 
 @contextmanager
 def quiet_fallback() -> Iterator[None]:
-    """Drop sqlglot's "Falling back to parsing as a 'Command'" warning in this block."""
+    """Drop sqlglot's "Falling back to parsing as a 'Command'" warning in this block, and
+    make a crash of sqlglot's parser a :class:`~sqlglot.errors.ParseError`.
+
+    sqlglot's parser itself fails on some statements it does not know: ``SHOW ALL`` (a
+    DuckDB statement) raised a bare ``IndexError`` from sqlglot's ``_parse_show``, which
+    reached the analyst as "list index out of range" at every entry point. Every caller
+    turns a ParseError into dpsql's syntax error or refusal."""
     _QUIET.depth += 1
     try:
         yield
+    except (IndexError, KeyError, AttributeError, TypeError, ValueError) as err:
+        raise ParseError(f"this statement cannot be read ({type(err).__name__} in "
+                         f"sqlglot {sqlglot.__version__}'s parser)") from err
     finally:
         _QUIET.depth -= 1
 

@@ -56,6 +56,8 @@ def syntax_error(sql: str, err: ParseError, tokenize: object) -> SqlSyntaxError:
             hint = f"; did you mean {suggestion}?"
     elif (at := _at(tokens, line, col)) is not None:
         line, col = _start_of(sql, tokens[at])
+    if line is None:  # no position: sqlglot's parser failed on it (quiet_fallback)
+        return SqlSyntaxError(f"syntax error: {description}; write one SELECT statement")
     return SqlSyntaxError(f"syntax error at line {line}, column {col} near {near!r}: "
                           f"{description}{hint}", line, col, near)
 

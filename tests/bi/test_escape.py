@@ -357,6 +357,17 @@ def test_non_queries_are_refused_without_a_sqlglot_warning(entry, sql, ctx, capl
         or "statements given" in text or "several statements" in text, text
 
 
+@pytest.mark.parametrize("entry", ["connect", "cursor", "cli_query", "sqlalchemy"])
+def test_show_all_is_refused_in_process(entry, ctx):
+    """``SHOW ALL`` made sqlglot's parser raise a bare IndexError ("list index out of
+    range") at every in-process entry point; it is the SHOW refusal. (Over the server
+    SHOW ALL lists the session's settings, as PostgreSQL does.)"""
+    with pytest.raises(Exception) as info:
+        ENTRY_POINTS[entry](ctx, "SHOW ALL")
+    assert "SHOW statements are not supported" in str(info.value), info.value
+    assert not isinstance(info.value, IndexError)
+
+
 def test_cli_call_prints_the_refusal_only(trips_release):
     """The real command: stderr holds the error line, not sqlglot's warning first."""
     import subprocess
