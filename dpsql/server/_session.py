@@ -66,7 +66,8 @@ from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
-from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
+from dpsql.server._commands import (_COMMANDS, FailedTransactionError, Result,
+                                    without_comments)
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
@@ -271,7 +272,7 @@ class Session(_BVSession):
             raise UnsupportedQueryError(MULTI)
         command = _COMMANDS.get(word)
         if command is not None and not (word == "SHOW" and discovery_sql(text, self.logical)):
-            return command(self, text)  # SHOW TABLES, SHOW <table>: the catalog's
+            return command(self, without_comments(text))  # SHOW TABLES: the catalog's
         route, sql = self._route_cached(text)
         logger.debug("%s <- %s", route, sql)
         # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser

@@ -260,6 +260,11 @@ def test_session_commands(pg):
     pg.execute("SET application_name = 'dashboards'")
     assert pg.execute("SHOW application_name").fetchone() == ("dashboards",)
     assert pg.execute("SHOW transaction_read_only").fetchone() == ("on",)
+    # a trailing comment is not part of the command (it was: 'all -- note' is unknown)
+    shown = dict((n, v) for n, v, _ in pg.execute("SHOW ALL -- note").fetchall())
+    assert shown["application_name"] == "dashboards"
+    pg.execute("SET application_name = 'a--b' /* why */")
+    assert pg.execute("SHOW application_name /* c */").fetchone() == ("a--b",)
     assert pg.execute("SELECT current_schema()").fetchone() == ("public",)
     version = pg.execute("SELECT version()").fetchone()[0]
     assert version.startswith("PostgreSQL 15.0 (dpsql")
