@@ -305,6 +305,10 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
     tree = trees[0]
     if not isinstance(tree, _QUERY_TYPES):
         what = _first_word(sql)
+        if isinstance(tree, exp.Column) and what not in _NOT_QUERIES:  # VALUES, TABLE
+            raise UnsupportedQueryError(
+                f"{sql.strip().rstrip(';').strip()!r} is not a query: write one SELECT "
+                "statement (SELECT ... FROM <release> ... GROUP BY ...)")
         if what not in _NOT_QUERIES:  # WITH ... INSERT: the statement's own kind
             what = str(tree.this).upper() if isinstance(tree, exp.Command) else \
                 type(tree).__name__.upper()

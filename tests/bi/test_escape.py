@@ -357,14 +357,19 @@ def test_non_queries_are_refused_without_a_sqlglot_warning(entry, sql, ctx, capl
         or "statements given" in text or "several statements" in text, text
 
 
+@pytest.mark.parametrize("sql, says", [
+    ("SHOW ALL", "SHOW statements are not supported"),
+    ("VALUES", "'VALUES' is not a query"),  # it said "COLUMN statements are not supported"
+    ("TABLE", "'TABLE' is not a query")])
 @pytest.mark.parametrize("entry", ["connect", "cursor", "cli_query", "sqlalchemy"])
-def test_show_all_is_refused_in_process(entry, ctx):
+def test_odd_statements_get_a_clear_refusal_in_process(entry, sql, says, ctx):
     """``SHOW ALL`` made sqlglot's parser raise a bare IndexError ("list index out of
     range") at every in-process entry point; it is the SHOW refusal. (Over the server
-    SHOW ALL lists the session's settings, as PostgreSQL does.)"""
+    SHOW ALL lists the session's settings, as PostgreSQL does.) A bare word is no
+    statement, not a "COLUMN statement"."""
     with pytest.raises(Exception) as info:
-        ENTRY_POINTS[entry](ctx, "SHOW ALL")
-    assert "SHOW statements are not supported" in str(info.value), info.value
+        ENTRY_POINTS[entry](ctx, sql)
+    assert says in str(info.value), info.value
     assert not isinstance(info.value, IndexError)
 
 
