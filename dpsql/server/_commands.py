@@ -70,17 +70,6 @@ def first_word(sql: str) -> str:
     return m.group(0).upper() if m else ""
 
 
-_QUOTED_OR_COMMENT = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|--[^\n]*|/\*.*?\*/""",
-                                re.S)
-
-
-def without_comments(text: str) -> str:
-    """``text`` without its SQL comments (quoted strings and names kept as written): what
-    a session command reads. ``SHOW ALL -- note`` asked for a setting named
-    ``all -- note``, and ``SET application_name = 'x' /* y */`` set it to the comment."""
-    return _QUOTED_OR_COMMENT.sub(lambda m: m.group(1) or " ", text).strip()
-
-
 # --------------------------------------------------------------------------------------
 # Session commands
 # --------------------------------------------------------------------------------------

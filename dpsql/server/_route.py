@@ -24,6 +24,15 @@ from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discove
 from dpsql.server._guard import MULTI, ReadOnlyError, read_only
 
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+
+
+def without_comments(text: str) -> str:
+    """``text`` without its SQL comments (quoted strings and names kept as written): what
+    a session command reads. ``SHOW ALL -- note`` asked for a setting named
+    ``all -- note``, and ``SET application_name = 'x' /* y */`` set it to the comment."""
+    return _NOT_CODE.sub(lambda m: m.group(0) if m.group(0)[0] in "'\"" else " ",
+                         text).strip()
+
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge,
            exp.TruncateTable, exp.Copy)
 _WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDEX",

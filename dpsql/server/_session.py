@@ -66,10 +66,9 @@ from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
-from dpsql.server._commands import (_COMMANDS, FailedTransactionError, Result,
-                                    without_comments)
+from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._route import _NOT_CODE, route_statement
+from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
 from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, INLINE_BYTES, check_statement
 from dpsql.server._planning import PlanningPool
