@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import shutil
+import tempfile
 from typing import Any, Sequence
 
 import numpy as np
@@ -77,9 +79,11 @@ class SparkConnection:
 
     engine_name = "spark"
 
-    def __init__(self, session: Any, owned: bool = False) -> None:
+    def __init__(self, session: Any, owned: bool = False, scratch: str | None = None
+                 ) -> None:
         self.spark = session
         self.owned = owned
+        self.scratch = scratch  # the owned session's warehouse directory, removed on close
         self._rows: list[tuple] = []
         self._parts: dict[str, tuple[Any, list[Any]]] = {}  # name -> (empty frame, parts)
         self._views: list[str] = []
@@ -96,19 +100,26 @@ class SparkConnection:
         except ImportError as err:
             raise OperationalError("engine = \"spark\" needs pyspark: pip install "
                                    "'dpsql[spark]' (and a Java runtime, 17 or later)") from err
+        scratch = None
         try:
             active = SparkSession.getActiveSession()
             if active is not None and settings.master is None:
                 return cls(active, owned=False)
             master = settings.master or "local[*]"
+            # dpsql writes no Spark table: a warehouse of its own, not spark-warehouse/
+            # left in the curator's working directory
+            scratch = tempfile.mkdtemp(prefix="dpsql-spark-")
             builder = SparkSession.builder.master(master).appName("dpsql release") \
-                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.ui.showConsoleProgress", "false") \
+                .config("spark.sql.warehouse.dir", scratch)
             if master.startswith("local"):  # one machine: a few shuffle partitions suffice,
                 # and the driver is the executor: Spark's 1g heap dies on 10M-row bounding
                 builder = builder.config("spark.sql.shuffle.partitions", "8") \
                     .config("spark.driver.memory", "4g")
-            return cls(builder.getOrCreate(), owned=True)
+            return cls(builder.getOrCreate(), owned=True, scratch=scratch)
         except Exception as err:  # Java missing, bad master URL, cluster unreachable
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             raise OperationalError(f"cannot start Spark (master "
                                    f"{settings.master or 'local[*]'}): "
                                    f"{_first_line(err)}; check engine.master "
@@ -135,6 +146,8 @@ class SparkConnection:
         self._views.clear()
         if self.owned:
             self.spark.stop()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     # -- the DuckDB-connection subset --------------------------------------------------
     def execute(self, sql: str, params: Any = None) -> "SparkConnection":

@@ -31,7 +31,7 @@ SALT = 2**61 + 987654321
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -42,6 +42,8 @@ def spark():
         warnings.simplefilter("ignore")
         session = (SparkSession.builder.master("local[2]").appName("dpsql tests")
                    .config("spark.ui.enabled", "false")
+                   .config("spark.sql.warehouse.dir",
+                           str(tmp_path_factory.mktemp("spark-warehouse")))
                    .config("spark.sql.shuffle.partitions", "2")
                    .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
