@@ -115,7 +115,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------
 
 _CI_LOW, _CI_HIGH = "dp_ci_low", "dp_ci_high"
-_ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound"}
+_ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound", "dp_estimate",
+                    "dp_estimate_stderr"}
 
 
 def _with_ci_columns(query: str, confidence: float) -> str | None:

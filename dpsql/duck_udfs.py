@@ -43,7 +43,8 @@ import pyarrow as pa
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
 from dpsql.accuracy.inftda_answers import (DEEP_ZERO, Support, cover_bound, interval_offsets,
-                                           zero_code, zero_parents_of)
+                                           measured_estimate, zero_code,
+                                           zero_parents_of)
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -126,6 +127,9 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
         ids_np = _node_ids(ids)
         if w == "stderr":
             out.append(_stderr(st, v, lv, ids_np))
+        elif w in ("estimate", "estimate_stderr"):
+            got = _estimate(st, v, lv, ids_np, p)
+            out.append(None if got is None else got[0 if w == "estimate" else 1])
         elif w in ("half", "low", "high"):
             below, above = _offsets(st, v, lv, ids_np, p)
             out.append({"half": (below + above) / 2.0, "low": below, "high": above}[w])
@@ -184,6 +188,22 @@ def _variance(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray
 def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> float | None:
     var = _variance(st, v, level, ids)
     return None if var is None else math.sqrt(var.value)
+
+
+def _estimate(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray,
+              count: float | None) -> tuple[float | None, float | None] | None:
+    """``dp_estimate()`` and ``dp_estimate_stderr()``: an unbiased estimate of the group's
+    true count and its standard error. A real-valued view's count is one already (its
+    own standard error); an InfTDA view's integer count is not, and its estimate is the
+    sum of its nodes' noisy measurements, each as often as a join repeats it
+    (:func:`~dpsql.accuracy.inftda_answers.measured_estimate`), None in a release that
+    does not store them."""
+    if not v.model.reads_support:
+        var = multiset.model_variance(v.model, level, ids)
+        return count, (math.sqrt(var.value) if var is not None else None)
+    model = v.model
+    got = measured_estimate(st.supports[v.key], model.sigma2, model.root_sigma2, level, ids)
+    return None if got is None else (got[0], math.sqrt(got[1]))
 
 
 def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float

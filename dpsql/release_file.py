@@ -8,7 +8,9 @@ A release is one DuckDB database (DESIGN "Release file"):
 * ``dpsql_views`` — one row per view: name, mechanism, weight, budget share (JSON),
   levels and attributes (JSON), the error model's parameters (JSON).
 * ``<view>__l<k>`` — the private nodes of level k, ``<view>__prefix`` for range views,
-  and ``dpsql_domain__<attribute>`` tables listing the public domains.
+  ``<view>__measured`` for InfTDA views (the noisy measurements of the root and of the
+  released zeros, :mod:`dpsql.release.measured`), and ``dpsql_domain__<attribute>``
+  tables listing the public domains.
 * The SQL macros of ``udfs/*.sql``, so that a plain DuckDB client can use them.
 
 This module reads the catalog (:func:`open_release`, :func:`read_catalog`) into frozen
@@ -22,7 +24,7 @@ reverse.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,11 +34,15 @@ import numpy as np
 
 from dpsql._sql import quote_ident
 from dpsql.accuracy import ErrorModel, load
-from dpsql.accuracy.inftda_answers import Support
+from dpsql.accuracy.inftda_answers import Measured, Support
 from dpsql.errors import IntegrityError, OperationalError
 from dpsql.privacy import Budget, budget_from_json
 
 FORMAT_VERSION = 1
+
+MEASURED_TABLE = "{view}__measured"
+"""An InfTDA view's table of its root's and its measured released zeros' noisy
+measurements (:mod:`dpsql.release.measured`)."""
 
 
 @dataclass(frozen=True)
@@ -241,8 +247,40 @@ def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | N
         counts.append(np.asarray(cols["dp_count"], dtype=np.float64))
     model = view.error_model
     root = np.full(1 if parents and parents[0].size else 0, model.level_sizes[1], np.int64)
-    return Support.from_levels(parents, [root] + fanouts, biases, variances, counts
-                               ).with_linear(model.sigma2, model.root_sigma2)
+    support = Support.from_levels(parents, [root] + fanouts, biases, variances, counts
+                                  ).with_linear(model.sigma2, model.root_sigma2)
+    measured = read_measured(con, view, pre)
+    return replace(support, measured=measured) if measured else support
+
+
+def read_measured(con: duckdb.DuckDBPyConnection, view: ViewMeta, pre: str
+                  ) -> tuple[Measured, ...]:
+    """An InfTDA view's noisy measurements, level by level (:mod:`dpsql.release.measured`),
+    or ``()`` for a release written before they were stored (it has no ``dp_estimate``)."""
+    table = quote_ident(MEASURED_TABLE.format(view=view.name))
+    try:
+        zeros = con.execute(f"SELECT dp_level, dp_code, dp_measured FROM {pre}{table} "
+                            "ORDER BY dp_level, dp_code").fetchnumpy()
+    except duckdb.CatalogException:
+        return ()
+    level = np.asarray(zeros["dp_level"], dtype=np.int64)
+    codes = np.asarray(zeros["dp_code"], dtype=np.int64)
+    x = _floats(zeros["dp_measured"])
+    root = level == 0  # the root's measurement, as its row 0
+    out = [Measured(x[root], np.zeros(0, np.int64), np.zeros(0))]
+    for lv in view.levels:
+        cols = con.execute(f"SELECT dp_measured FROM {pre}{quote_ident(lv.table)} "
+                           "ORDER BY rowid").fetchnumpy()
+        at = level == lv.k
+        out.append(Measured(_floats(cols["dp_measured"]), codes[at], x[at]))
+    return tuple(out)
+
+
+def _floats(column: Any) -> np.ndarray:
+    """A numeric column as float64, NULL (a node that was not measured) as NaN."""
+    if isinstance(column, np.ma.MaskedArray):
+        return column.astype(np.float64).filled(np.nan)
+    return np.asarray(column, dtype=np.float64)
 
 
 def catalog_from_rows(path: str, r: dict[str, Any], view_rows: list[dict[str, Any]]

@@ -93,7 +93,7 @@ def day_number(path: str, value: Any) -> float:
     return float(_number(path, value))
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"dp_count", "dp_var", "dp_stderr", "dp_row", "dp_parent", "dp_fanout",
-             "dp_bias"}
+             "dp_bias", "dp_measured", "dp_estimate"}
 
 
 def _err(path: str, message: str) -> SpecError:

@@ -89,6 +89,16 @@ def zero_parents_of(codes: np.ndarray) -> np.ndarray:
     return (-2 - codes) & (ZERO_CHILD - 1)
 
 
+class Measured(NamedTuple):
+    """One level's noisy InfTDA measurements (:mod:`dpsql.release.measured`): per
+    released row its measurement (NaN where it was not measured), and per measured
+    released zero, by its sorted :func:`zero_code`, the same."""
+
+    x: np.ndarray
+    zero_codes: np.ndarray
+    zero_x: np.ndarray
+
+
 @dataclass(frozen=True)
 class Support:
     """The public shape of an InfTDA release, level by level (index 0 = the root).
@@ -112,6 +122,9 @@ class Support:
     shift: tuple[np.ndarray, ...] = ()
     """Per level k < d, how high a child of each released node can be pushed to 0
     (:func:`child_shifts`), once :meth:`with_linear` has computed it."""
+    measured: tuple["Measured", ...] = ()
+    """Per level 0..d (level 0: the root's), InfTDA's noisy measurements
+    (:mod:`dpsql.release.measured`), in releases that store them."""
 
     def with_linear(self, sigma2: Sequence[float], root_sigma2: float | None) -> "Support":
         """This support with every node's linear-model variance, and how high its
@@ -424,6 +437,52 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
     return float(near)
 
 
+def measured_estimate(support: Support, sigma2: Sequence[float], root_sigma2: float | None,
+                      level: int, rows: Any) -> tuple[float, float] | None:
+    """(estimate, variance) of the answer's true count from InfTDA's noisy measurements
+    (:mod:`dpsql.release.measured`): the sum of its nodes' measurements, with σ² of
+    ``level`` per node (the root's own variance at level 0; 0 for a public total). It is
+    unbiased: which nodes of a level were measured was decided above that level, and each
+    measurement is its node's count plus fresh noise. A node that a join repeats r times
+    counts r times (variance r²σ²: the measurements are independent). A node in a pruned
+    subtree (a deep zero) was never measured and counts as 0, its parent's measurement
+    having come out small. The whole first level is read as the root when that is more
+    precise: the root is measured whatever the noise, and a public total is exact. None
+    when the release stores no measurements, when a released node of the answer has none
+    (reconciliation made it positive under a parent the run pruned), or when the answer
+    holds only deep zeros: there is nothing to estimate it from."""
+    if len(support.measured) <= level:
+        return None
+    m = support.measured[level]
+    codes, reps = np.unique(np.asarray(rows, dtype=np.int64), return_counts=True)
+    reps = reps[codes != DEEP_ZERO].astype(np.float64)
+    codes = codes[codes != DEEP_ZERO]
+    if not codes.size:
+        return None
+    x = np.empty(codes.size)
+    released = codes >= 0
+    x[released] = m.x[codes[released]]
+    zeros = codes[~released]
+    if zeros.size:
+        if not m.zero_codes.size:
+            return None
+        pos = np.minimum(np.searchsorted(m.zero_codes, zeros), m.zero_codes.size - 1)
+        if not np.array_equal(m.zero_codes[pos], zeros):
+            return None
+        x[~released] = m.zero_x[pos]
+    if np.isnan(x).any():
+        return None
+    s2 = float(sigma2[level - 1]) if level else float(root_sigma2 or 0.0)
+    est, var = float(np.dot(reps, x)), float(np.dot(reps, reps)) * s2
+    root_var = float(root_sigma2 or 0.0)
+    if level == 1 and np.all(reps == 1) and released.sum() == m.x.size \
+            and zeros.size == m.zero_codes.size and root_var < var:
+        # the whole first level: the root, measured whatever the noise (a public total is
+        # exact), when it is the more precise of the two
+        return float(support.measured[0].x[0]), root_var
+    return est, var
+
+
 def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
                      root_sigma2: float | None, level: int, rows: Any, confidence: float
                      ) -> tuple[float, float, float]:
@@ -480,5 +539,5 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
 
 __all__ = ["Calibration", "DEEP_ZERO", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "SplitRows",
            "Support", "ZERO_CHILD", "answer_error", "cover_bound", "interval_offsets",
-           "linear_variance", "near_zero_bias", "node_variances", "prediction_variance",
-           "split_rows", "t_value", "zero_code", "zero_parents_of"]
+           "Measured", "linear_variance", "measured_estimate", "near_zero_bias", "node_variances",
+           "prediction_variance", "split_rows", "t_value", "zero_code", "zero_parents_of"]

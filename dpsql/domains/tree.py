@@ -157,6 +157,19 @@ class DomainTree:
             xs[c] = xn
         return xs
 
+    def label_ranks(self, k: int, ids: Any) -> np.ndarray:
+        """The rank of each node's own label at level k ≥ 1 (the label of the attribute
+        that level k refines): the smallest leaf code under it, which is a categorical
+        value's code, a spine prefix's smallest leaf code and a binned node's first bin.
+        It tells a parent's children apart, and it is what the planner's released-zero
+        codes carry (:func:`dpsql.planner.level_rows.dense_nodes_sql`)."""
+        ids = self._check_ids(k, ids)
+        if k == 0:
+            raise SpecError("the root has no label")
+        c = self._sched[k - 1]
+        comp = self._comps[c]
+        return comp.first_desc(self._decode(k, ids)[c], int(self._lv[k, c]), comp.depth)
+
     def _check_ids(self, k: int, ids: Any) -> np.ndarray:
         self._check_level(k)
         a = as_ids(ids)

@@ -50,6 +50,14 @@ class PrivateTree:
     bin_spans: tuple[int, ...] | None = None  # range mechanisms: leaf bins per node, by level
     draws: int = 0  # noise values drawn (for audits and tests)
     info: dict[str, Any] = field(default_factory=dict)  # public, JSON-serialisable extras
+    measured: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None
+    """InfTDA's noisy measurements, per level 0..d: the ids of every node it measured
+    (the root; all public children of the nodes kept at level k−1) and their noisy counts
+    (true count + noise, before the projection and the clamp of a noisy root; a public
+    total is its own measurement), when the run was asked to keep them
+    (``keep_measured``). They are the mechanism's output as much as the projected counts
+    are (the projection is post-processing of them); the release stores what the
+    unbiased estimates (``dp_estimate``) need (:mod:`dpsql.release.measured`)."""
 
     @property
     def depth(self) -> int:

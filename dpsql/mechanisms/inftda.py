@@ -142,9 +142,10 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             neighbouring: Any, max_rows: int, level_weights: Sequence[Any] | None,
             rng: np.random.Generator, root_weight: Any, noise_hook: NoiseHook | None,
             project: Projection, mechanism: str, rounding_slack: float = 0.0,
-            chunk_size: int = CHUNK_SIZE, noise: Sampler = discrete_gaussian) -> PrivateTree:
+            chunk_size: int = CHUNK_SIZE, noise: Sampler = discrete_gaussian,
+            keep_measured: bool = False) -> PrivateTree:
     """The shared TopDown loop (InfTDA and TDA-ℓ2 differ only in ``project``);
-    ``noise`` as in :func:`inftda`."""
+    ``noise`` and ``keep_measured`` as in :func:`inftda`."""
     nb = Neighbouring.parse(neighbouring)
     m = check_max_rows(max_rows)
     zc = _as_zcdp(budget)
@@ -172,11 +173,14 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     levels = [PrivateLevel(np.zeros(1 if root > 0 else 0, np.int64),
                            np.full(1 if root > 0 else 0, root, np.int64))]
     par_ids, par_cnt = levels[0].ids, levels[0].counts
+    # the root's measurement: n itself when it is public (variance 0, sigma2_root None)
+    measured = [(np.zeros(1, np.int64), np.array([root if not noisy_root else n + int(z[0])],
+                                                  dtype=np.int64))]
     for k in range(1, d + 1):
         first, nc = tree.child_ranges(k, par_ids)
         tid, tc = truth[k]
         ends = np.cumsum(nc)
-        out_ids, out_cnt = [], []
+        out_ids, out_cnt, m_ids, m_x = [], [], [], []
         start = 0
         while start < par_ids.size:
             base = ends[start - 1] if start else 0
@@ -194,6 +198,9 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             draws += tot
             x = _lookup(tid, tc, child)
             x += z
+            if keep_measured:
+                m_ids.append(child)
+                m_x.append(x.copy())
             y = project(x, ptr, par_cnt[start:stop])
             keep = y > 0
             out_ids.append(child[keep])
@@ -202,6 +209,9 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
         par_ids = np.concatenate(out_ids) if out_ids else np.zeros(0, np.int64)
         par_cnt = np.concatenate(out_cnt) if out_cnt else np.zeros(0, np.int64)
         levels.append(PrivateLevel(par_ids, par_cnt))
+        if keep_measured:
+            measured.append((np.concatenate(m_ids) if m_ids else np.zeros(0, np.int64),
+                             np.concatenate(m_x) if m_x else np.zeros(0, np.int64)))
 
     model = InfTDAErrorModel(sigma2, tree.level_sizes, sigma2_root, rounding_slack)
     sens = {"l2_per_level": math.sqrt(float(dsq))}
@@ -213,14 +223,15 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             "sigma2_root": sigma2_root, "requested_budget": budget.describe(),
             "noise_hook_used": noise_hook is not None}  # a hooked run is a test, not a release
     return PrivateTree(mechanism=mechanism, levels=tuple(levels), error_model=model,
-                       loss=zc, sensitivity=sens, draws=draws, info=info)
+                       loss=zc, sensitivity=sens, draws=draws, info=info,
+                       measured=tuple(measured) if keep_measured else None)
 
 
 def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
            neighbouring: Any, max_rows: int = 1, level_weights: Sequence[Any] | None = None,
            rng: np.random.Generator, root_weight: Any = None,
-           noise_hook: NoiseHook | None = None, noise: Sampler = discrete_gaussian
-           ) -> PrivateTree:
+           noise_hook: NoiseHook | None = None, noise: Sampler = discrete_gaussian,
+           keep_measured: bool = False) -> PrivateTree:
     """Release ``tree`` with InfTDA under a ρ-zCDP (or (ε, δ) via zCDP) ``budget``.
 
     ``leaf_ids``/``leaf_counts`` are the sparse true leaf counts (duplicates are summed).
@@ -232,6 +243,10 @@ def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     always for a release. Only the calibration bootstrap's replicates, which re-run
     InfTDA on released counts (post-processing), pass
     :func:`~dpsql.privacy.table_sampler.discrete_gaussian_table`.
+
+    ``keep_measured``: also return the noisy measurements (``PrivateTree.measured``), which
+    a release stores for ``dp_estimate()`` (:mod:`dpsql.release.measured`); the
+    bootstrap's replicates do not need them.
 
     >>> import numpy as np
     >>> from dpsql.domains import categorical, concat
@@ -245,7 +260,8 @@ def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     return topdown(tree, leaf_ids, leaf_counts, budget, neighbouring=neighbouring,
                    max_rows=max_rows, level_weights=level_weights, rng=rng,
                    root_weight=root_weight, noise_hook=noise_hook,
-                   project=intopt_segmented, mechanism="inftda", noise=noise)
+                   project=intopt_segmented, mechanism="inftda", noise=noise,
+                   keep_measured=keep_measured)
 
 
 __all__ = ["inftda", "sensitivities", "topdown", "true_levels"]

@@ -20,7 +20,8 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo
 
-ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1}
+ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1,
+                   "dp_estimate": 0, "dp_estimate_stderr": 0}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
 MEASURE = "dp_count"
 MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical table: only "
@@ -28,13 +29,14 @@ MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical t
                  "error columns); write SUM(dp_count) or COUNT(*)")
 SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
               "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
-              "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta)")
+              "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta), "
+              "dp_estimate(), dp_estimate_stderr()")
 
 
 @dataclass(frozen=True)
 class Aggregate:
     """One aggregate call to be rewritten: ``kind`` is count | sum | avg | quantile |
-    stderr | ci_low | ci_high | bound."""
+    stderr | ci_low | ci_high | bound | estimate | estimate_stderr."""
 
     node: exp.Expression
     kind: str

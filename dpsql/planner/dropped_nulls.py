@@ -31,7 +31,7 @@ from dpsql.planner.catalog import ViewInfo
 
 _SKIPPING_KINDS = ("sum", "avg", "quantile")
 """Aggregates of an attribute that skip its NULLs, as in SQL."""
-_ERROR_KINDS = ("stderr", "bound", "ci_low", "ci_high")
+_ERROR_KINDS = ("stderr", "bound", "ci_low", "ci_high", "estimate", "estimate_stderr")
 """The error pseudo-functions: they refer to the SELECT's count, whichever rows it counts."""
 
 

@@ -450,8 +450,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     if "count" not in kinds and not kinds.isdisjoint(_ERROR_KINDS):
         raise UnsupportedQueryError(
-            "dp_stderr(), dp_ci_low(), dp_ci_high() and dp_bound() refer to the row's "
-            "COUNT(*): add COUNT(*) to the same SELECT")
+            "dp_stderr(), dp_ci_low(), dp_ci_high(), dp_bound() and dp_estimate() refer to "
+            "the row's COUNT(*): add COUNT(*) to the same SELECT")
     return Reference(select, table, alias, release, views, frozenset(columns),
                      tuple(RangeFilter.of(a, p, nulls.get(a)) for a, p in sorted(ranges.items()))
                      if ranges else (),
@@ -482,7 +482,8 @@ _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
 
 
 _DISTRIBUTION_KINDS = frozenset(("sum", "avg", "quantile"))
-_ERROR_KINDS = frozenset(ERROR_FUNCTIONS) | {"stderr", "ci_low", "ci_high", "bound"}
+_ERROR_KINDS = frozenset(ERROR_FUNCTIONS) | {"stderr", "ci_low", "ci_high", "bound",
+                                             "estimate", "estimate_stderr"}
 
 
 _ALIAS_BINDING_ARGS = ("where", "group", "having", "qualify")

@@ -303,6 +303,11 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                                          f"{num(agg.param)})")
         elif agg.kind == "stderr":
             new = err("stderr", None)
+        elif agg.kind == "estimate_stderr":
+            new = err("estimate_stderr", None)
+        elif agg.kind == "estimate":  # the count itself where it is already unbiased
+            new = (f"DP_ERROR('estimate', {quote_literal(view.key)}, {k}, "
+                   f"LIST({rows.node}), {count_sum})")
         elif agg.kind == "bound":
             new = err("bound", agg.param)
         elif agg.kind in ("ci_low", "ci_high"):  # at whole counts, never below 0

@@ -423,7 +423,8 @@ def _mechanism_tree(spec: ReleaseSpec, view: View, budget: Budget,
     lw = list(view.level_weights) if view.level_weights else None
     if view.mechanism == "inftda":
         from dpsql.mechanisms.inftda import inftda
-        return inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, **common), dtree
+        return inftda(dtree, leaf_ids, leaf_n, budget, level_weights=lw, keep_measured=True,
+                      **common), dtree
     n_nodes = sum(dtree.level_sizes)
     if n_nodes > MAX_DENSE_NODES:
         raise SpecError(f"views: {view.name!r} has {n_nodes:,} public nodes; "

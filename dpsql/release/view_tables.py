@@ -15,6 +15,7 @@ from dpsql import domains
 from dpsql.domains.calendar import edges_of
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import Budget
+from dpsql.release.measured import MEASURED_TABLE, measured_columns
 from dpsql.release.public_trees import range_fanout
 from dpsql.release.store import Columns
 from dpsql.release_file import LevelMeta
@@ -64,7 +65,13 @@ def view_tables(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree
         levels, tables = _range_levels(view, attr, tree)
         prefix = _prefix_table(view, attr, tree.leaves.ids, tree.leaves.counts, [], None)
     else:
+        measured = None
+        if extra is not None and tree.measured is not None:  # InfTDA's measurements
+            ls_cols, measured = measured_columns(dtree, tree)
+            extra = [{**e, **c} for e, c in zip(extra, ls_cols)]
         levels, tables = _tree_levels(view, spec, dtree, tree, extra)
+        if measured is not None:
+            tables[MEASURED_TABLE.format(view=view.name)] = measured
         prefix = None
         if isinstance(attrs[-1], Range):
             prefix = _prefix_table(view, attrs[-1], tree.leaves.ids, tree.leaves.counts,

@@ -41,7 +41,8 @@ def test_levels_alternate_the_two_spines(commutes_release):
         for lv in view.levels:
             cols = [row[0] for row in con.execute(f"DESCRIBE {lv.table}").fetchall()]
             assert sorted(cols) == sorted(_labels(name, lv.k) + [
-                "dp_count", "dp_var", "dp_parent", "dp_fanout", "dp_bias"]), lv.table
+                "dp_count", "dp_var", "dp_parent", "dp_fanout", "dp_bias",
+                "dp_measured"]), lv.table
 
 
 def test_every_level_is_the_sum_of_the_level_below_and_sums_to_n(commutes_release):

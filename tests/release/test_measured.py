@@ -1,0 +1,153 @@
+"""A release's InfTDA measurements, as stored and as the error columns read them
+(dpsql.release.measured, dpsql.release_file.read_measured).
+
+* Every released zero the run measured is stored under the very code the planner gives
+  that zero (``dense_nodes_sql``'s ``dp_row``), on the trips (spines, bins) and the O/D
+  commutes (two interleaved hierarchies) releases.
+* Through SQL, ``dp_estimate()`` of an answer across parents (GROUP BY mode over all 60
+  cities) is the sum of the stored measurements, recomputed here from the level and
+  measured tables with plain DuckDB, and ``dp_estimate_stderr()`` is σ of the level
+  times √(nodes); a ROLLUP total sums its rows' measurements; a real-valued view's
+  estimate is its count; a public total is its own exact estimate.
+* A release written before the measurements were stored (the table dropped) answers
+  with the same intervals (they are the calibrated model's either way) and a NULL
+  estimate.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import duckdb
+import pytest
+
+import dpsql
+from dpsql import duck
+from dpsql.dbapi import SeededReleaseWarning
+from dpsql.planner.level_rows import dense_nodes_sql
+from dpsql.release_file import open_release
+
+
+@pytest.mark.parametrize("fixture", ["trips_release", "commutes_release"])
+def test_measured_zeros_carry_the_planners_codes(request, fixture):
+    c = duckdb.connect()
+    duck.attach(c, str(request.getfixturevalue(fixture)))
+    release = duck.catalog_of(c).releases[0]
+    checked = 0
+    for view in release.views:
+        if not view.model.reads_support:
+            continue
+        for lv in view.meta.levels:
+            sql = dense_nodes_sql(view, lv.k, release.attributes, release.size)
+            dense = {r[0] for r in c.execute(
+                f"SELECT dp_row FROM ({sql}) WHERE dp_row <= -2").fetchall()}
+            stored = [r[0] for r in c.execute(
+                f'SELECT dp_code FROM "{view.alias}"."{view.meta.name}__measured" '
+                f"WHERE dp_level = {lv.k}").fetchall()]
+            assert len(stored) == len(set(stored))
+            if "reconciled" in view.meta.info:  # a node reconciliation made positive
+                assert set(stored) <= dense  # under a pruned parent has unmeasured zeros
+            else:
+                assert set(stored) == dense, (view.meta.name, lv.k)
+            checked += bool(dense)
+    assert checked >= 3  # levels with released zeros
+    c.close()
+
+
+def _measured_by_mode(path) -> dict[str, tuple[float, int]]:
+    """mode → (Σ measurement, number of measured nodes) over geo_mode's leaves, released
+    and zero, by plain DuckDB on the release file (a zero's code carries its mode's
+    domain code)."""
+    raw = duckdb.connect(str(path), read_only=True)
+    rows = raw.execute(
+        "SELECT mode, sum(dp_measured), count(dp_measured) FROM ("
+        " SELECT mode, dp_measured FROM geo_mode__l4 UNION ALL"
+        " SELECT d.mode, z.dp_measured FROM geo_mode__measured z"
+        " JOIN dpsql_domain__mode d ON d.code = (-2 - z.dp_code) >> 32"
+        " WHERE z.dp_level = 4) GROUP BY mode").fetchall()
+    raw.close()
+    return {m: (x, n) for m, x, n in rows}
+
+
+def test_dp_estimate_is_the_sum_of_the_stored_measurements(trips_release):
+    want = _measured_by_mode(trips_release)
+    sigma2 = open_release(trips_release).views["geo_mode"].error_model.sigma2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        con = dpsql.connect(str(trips_release))
+    rows = con.execute("SELECT mode, COUNT(*), dp_estimate(), dp_estimate_stderr() "
+                       "FROM geo_mode GROUP BY mode").fetchall()
+    assert len(rows) == len(want) >= 4
+    for mode, n, est, se in rows:
+        x, nodes = want[mode]
+        assert nodes == 60  # every city's leaf of this mode was measured
+        assert est == x and se == pytest.approx((nodes * sigma2[3]) ** 0.5, rel=1e-12)
+        assert abs(est - n) < 5 * se  # the same truth, estimated two ways
+    # a ROLLUP's grand total is every region: the root's own measurement (trips is
+    # add_remove: a noisy total), more precise than the four regions' sum
+    rows = con.execute("SELECT region, COUNT(*), dp_estimate(), dp_estimate_stderr() FROM "
+                       "geo_mode GROUP BY ROLLUP (region)").fetchall()
+    regions = [r for r in rows if r[0] is not None]
+    (total,) = [r for r in rows if r[0] is None]
+    assert len(regions) == 4 and all(r[3] == pytest.approx(sigma2[0] ** 0.5) for r in regions)
+    raw = duckdb.connect(str(trips_release), read_only=True)
+    root = raw.execute("SELECT dp_measured FROM geo_mode__measured WHERE dp_level = 0"
+                       ).fetchone()[0]
+    raw.close()
+    root_sigma2 = open_release(trips_release).views["geo_mode"].error_model.root_sigma2
+    assert root_sigma2 < 4 * sigma2[0]
+    assert (total[2], total[3]) == (root, pytest.approx(root_sigma2 ** 0.5))
+    # a real-valued view's count is already unbiased: its estimate is the count itself
+    n, se0, est, se1 = con.execute("SELECT COUNT(*), dp_stderr(), dp_estimate(), "
+                                   "dp_estimate_stderr() FROM geo_gauss").fetchone()
+    assert (est, se1) == (n, se0)
+    con.close()
+
+
+def test_a_release_without_measurements_keeps_its_intervals_and_has_no_estimate(
+        trips_release, tmp_path):
+    old = tmp_path / "old.duckdb"
+    shutil.copy(trips_release, old)
+    raw = duckdb.connect(str(old))
+    for (name,) in raw.execute("SELECT table_name FROM duckdb_tables() WHERE table_name "
+                               "LIKE '%\\_\\_measured' ESCAPE '\\'").fetchall():
+        raw.execute(f'DROP TABLE "{name}"')
+    raw.close()
+    query = ("SELECT mode, COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95), "
+             "dp_estimate(), dp_estimate_stderr() FROM geo_mode GROUP BY mode ORDER BY mode")
+    got = {}
+    for path in (trips_release, old):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeededReleaseWarning)
+            con = dpsql.connect(str(path))
+        got[path] = con.execute(query).fetchall()
+        con.close()
+    assert [r[:5] for r in got[old]] == [r[:5] for r in got[trips_release]]
+    assert all(r[5] is None and r[6] is None for r in got[old])
+    assert all(r[5] is not None and r[6] > 0 for r in got[trips_release])
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT dp_estimate(0.5), COUNT(*) FROM geo_mode", "takes 0 argument"),
+    ("SELECT dp_estimate_stderr(1), COUNT(*) FROM geo_mode", "takes 0 argument"),
+    ("SELECT region, dp_estimate() FROM geo_mode GROUP BY region", "add COUNT"),
+])
+def test_estimate_functions_are_checked_like_the_error_columns(trips_release, query,
+                                                               message):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        con = dpsql.connect(str(trips_release))
+    with pytest.raises(dpsql.NotSupportedError, match=message):
+        con.execute(query)
+    con.close()
+
+
+def test_a_public_total_is_its_own_exact_estimate(commutes_release):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        con = dpsql.connect(str(commutes_release))  # neighbouring = substitute
+    n, est, se = con.execute("SELECT COUNT(*), dp_estimate(), dp_estimate_stderr() "
+                             "FROM work_first").fetchone()
+    con.close()
+    assert (est, se) == (n, 0)
