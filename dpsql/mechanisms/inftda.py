@@ -143,7 +143,7 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             rng: np.random.Generator, root_weight: Any, noise_hook: NoiseHook | None,
             project: Projection, mechanism: str, rounding_slack: float = 0.0,
             chunk_size: int = CHUNK_SIZE, noise: Sampler = discrete_gaussian,
-            keep_measured: bool = False) -> PrivateTree:
+            keep_measured: int = 0) -> PrivateTree:
     """The shared TopDown loop (InfTDA and TDA-ℓ2 differ only in ``project``);
     ``noise`` and ``keep_measured`` as in :func:`inftda`."""
     nb = Neighbouring.parse(neighbouring)
@@ -176,6 +176,7 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     # the root's measurement: n itself when it is public (variance 0, sigma2_root None)
     measured = [(np.zeros(1, np.int64), np.array([root if not noisy_root else n + int(z[0])],
                                                   dtype=np.int64))]
+    keeping = keep_measured > 0  # until more than keep_measured measurements are drawn
     for k in range(1, d + 1):
         first, nc = tree.child_ranges(k, par_ids)
         tid, tc = truth[k]
@@ -198,7 +199,9 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             draws += tot
             x = _lookup(tid, tc, child)
             x += z
-            if keep_measured:
+            if keeping and draws > keep_measured:  # too many to keep: let go of them
+                keeping, measured, m_ids, m_x = False, [], [], []
+            if keeping:
                 m_ids.append(child)
                 m_x.append(x.copy())
             y = project(x, ptr, par_cnt[start:stop])
@@ -209,7 +212,7 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
         par_ids = np.concatenate(out_ids) if out_ids else np.zeros(0, np.int64)
         par_cnt = np.concatenate(out_cnt) if out_cnt else np.zeros(0, np.int64)
         levels.append(PrivateLevel(par_ids, par_cnt))
-        if keep_measured:
+        if keeping:
             measured.append((np.concatenate(m_ids) if m_ids else np.zeros(0, np.int64),
                              np.concatenate(m_x) if m_x else np.zeros(0, np.int64)))
 
@@ -222,16 +225,18 @@ def topdown(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
             "rho_root": None if rho_root is None else str(rho_root),
             "sigma2_root": sigma2_root, "requested_budget": budget.describe(),
             "noise_hook_used": noise_hook is not None}  # a hooked run is a test, not a release
+    if keep_measured > 0:
+        info["measurements_kept"] = keeping
     return PrivateTree(mechanism=mechanism, levels=tuple(levels), error_model=model,
                        loss=zc, sensitivity=sens, draws=draws, info=info,
-                       measured=tuple(measured) if keep_measured else None)
+                       measured=tuple(measured) if keeping else None)
 
 
 def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
            neighbouring: Any, max_rows: int = 1, level_weights: Sequence[Any] | None = None,
            rng: np.random.Generator, root_weight: Any = None,
            noise_hook: NoiseHook | None = None, noise: Sampler = discrete_gaussian,
-           keep_measured: bool = False) -> PrivateTree:
+           keep_measured: int = 0) -> PrivateTree:
     """Release ``tree`` with InfTDA under a ρ-zCDP (or (ε, δ) via zCDP) ``budget``.
 
     ``leaf_ids``/``leaf_counts`` are the sparse true leaf counts (duplicates are summed).
@@ -245,7 +250,8 @@ def inftda(tree: Any, leaf_ids: Any, leaf_counts: Any, budget: Any, *,
     :func:`~dpsql.privacy.table_sampler.discrete_gaussian_table`.
 
     ``keep_measured``: also return the noisy measurements (``PrivateTree.measured``), which
-    a release stores for ``dp_estimate()`` (:mod:`dpsql.release.measured`); the
+    a release stores for ``dp_estimate()`` (:mod:`dpsql.release.measured`), when there
+    are at most that many (``info["measurements_kept"]`` says whether they were); the
     bootstrap's replicates do not need them.
 
     >>> import numpy as np

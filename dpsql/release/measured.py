@@ -34,7 +34,8 @@ a parent the run pruned), and in the ``<view>__measured`` table (``dp_level``,
 ``dp_code``, ``dp_measured``) the root's (level 0, code 0: the public total itself under
 ``substitute``) and per measured node that came out 0 under a released parent its
 measurement, keyed by the planner's released-zero code. A node under a pruned parent was
-never measured; an answer that holds one is told so by its ``-1`` code.
+never measured; an answer that holds one is told so by its ``-1`` code. A view that drew
+more than :data:`dpsql.release.build.MAX_MEASUREMENTS` keeps none.
 """
 
 from __future__ import annotations

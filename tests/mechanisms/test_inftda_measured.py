@@ -43,7 +43,7 @@ def test_the_run_keeps_what_it_measured():
         return fixed
 
     out = inftda(t, ids, counts, ZCDP(1), neighbouring="substitute", rng=rng(3),
-                 noise_hook=hook, keep_measured=True)
+                 noise_hook=hook, keep_measured=10**6)
     truth = true_levels(t, ids, counts)
     assert list(out.measured[0][0]) == [0] and list(out.measured[0][1]) == [counts.sum()]
     for k in (1, 2):
@@ -56,14 +56,19 @@ def test_the_run_keeps_what_it_measured():
     # level 2 measures every public child of every kept parent, and only those
     kept = out.levels[1].ids
     assert out.measured[2][0].size == kept.size * CHILDREN
-    assert inftda(t, ids, counts, ZCDP(1), neighbouring="substitute", rng=rng(3)
-                  ).measured is None  # not kept unless asked
+    assert out.info["measurements_kept"]
+    plain = inftda(t, ids, counts, ZCDP(1), neighbouring="substitute", rng=rng(3))
+    assert plain.measured is None  # not kept unless asked
+    few = inftda(t, ids, counts, ZCDP(1), neighbouring="substitute", rng=rng(3),
+                 keep_measured=100)  # 30 + 240 drawn: more than it may keep
+    assert few.measured is None and few.info["measurements_kept"] is False
+    assert np.array_equal(few.levels[2].counts, plain.levels[2].counts)  # the same release
 
 
 def test_released_zeros_are_stored_by_their_planner_code():
     t, ids, counts = _sparse_tree()
     out = inftda(t, ids, counts, ZCDP(0.05), neighbouring="substitute", rng=rng(8),
-                 keep_measured=True)
+                 keep_measured=10**6)
     cols, table = measured_columns(t, out)
     kept, leaves = out.levels[1].ids, out.levels[2].ids
     assert not np.isnan(cols[1]["dp_measured"]).any()
@@ -94,7 +99,7 @@ def test_the_measurements_sum_across_parents_is_unbiased_and_calibrated():
     err_ls, err_int = [], []
     for seed in range(300):
         out = inftda(t, ids, counts, ZCDP(0.05), neighbouring="substitute", rng=rng(seed),
-                     keep_measured=True)
+                     keep_measured=10**6)
         leaf_ids, x = out.measured[2]
         label = leaf_ids % CHILDREN
         s = np.bincount(label, weights=x, minlength=CHILDREN)

@@ -151,3 +151,35 @@ def test_a_public_total_is_its_own_exact_estimate(commutes_release):
                              "FROM work_first").fetchone()
     con.close()
     assert (est, se) == (n, 0)
+
+
+def test_a_view_with_too_many_measurements_keeps_none(trips_data, tmp_path, monkeypatch):
+    """Above MAX_MEASUREMENTS a view stores no measurements (the Italian O/D tree draws
+    tens of millions): the release is otherwise the same, and dp_estimate() is NULL."""
+    from dpsql.datasets import trips_spec
+    from dpsql.release import build, build_release
+    from dpsql.spec import ReleaseSpec
+
+    spec = ReleaseSpec.from_dict(trips_spec(1.0), base_dir=trips_data)
+    default = build.MAX_MEASUREMENTS
+    paths = {}
+    for cap in (default, 50):
+        monkeypatch.setattr(build, "MAX_MEASUREMENTS", cap)
+        paths[cap] = tmp_path / f"r{cap}.duckdb"
+        build_release(spec, paths[cap], seed=4, progress=False)
+    query = ("SELECT mode, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95), dp_estimate() "
+             "FROM geo_mode GROUP BY mode ORDER BY mode")
+    got = {}
+    for cap, path in paths.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeededReleaseWarning)
+            con = dpsql.connect(str(path))
+        got[cap] = con.execute(query).fetchall()
+        con.close()
+    assert [r[:4] for r in got[50]] == [r[:4] for r in got[default]]
+    assert all(r[4] is None for r in got[50]) and all(r[4] is not None for r in got[default])
+    raw = duckdb.connect(str(paths[50]), read_only=True)
+    tables = {t for (t,) in raw.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    info = raw.execute("SELECT info FROM dpsql_views WHERE name = 'geo_mode'").fetchone()[0]
+    raw.close()
+    assert "geo_mode__measured" not in tables and '"measurements_kept": false' in info
