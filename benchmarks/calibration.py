@@ -110,7 +110,8 @@ class Shape:
         keys = f"{self.keys}, " if self.keys else ""
         return (f"SELECT {keys}COUNT(*) AS n, dp_ci_low({CONFIDENCE}) AS lo, "
                 f"dp_ci_high({CONFIDENCE}) AS hi, dp_bound({BETA}) AS bound, "
-                f"dp_stderr() AS se FROM {self.view} {tail}")
+                f"dp_stderr() AS se, dp_estimate() AS est, dp_estimate_stderr() AS est_se "
+                f"FROM {self.view} {tail}")
 
     def truth_sql(self, tail: str) -> str:
         keys = f"{self.keys}, " if self.keys else ""
@@ -450,6 +451,46 @@ def integer_coverage(n: np.ndarray, lo: np.ndarray, hi: np.ndarray, se: np.ndarr
     return float(np.mean(np.where(b >= a, p, 0.0)))
 
 
+def estimate_metrics(truth: np.ndarray, n: np.ndarray, est: np.ndarray, se: np.ndarray
+                     ) -> dict[str, Any] | None:
+    """The unbiased companion of an InfTDA answer (``dp_estimate()`` ±
+    z·``dp_estimate_stderr()``, docs/sql.md): how often that normal interval covers the
+    truth, its mean half-width over the 95th percentile of its own |error| and of the
+    integer count's, and the two estimates' bias and RMSE, over the answers that have an
+    estimate (an answer made only of nodes in pruned subtrees has none: NULL, and its
+    share is reported). None when no answer has one."""
+    has = np.isfinite(est) & np.isfinite(se)
+    if not has.any():
+        return None
+    without = float(1.0 - has.mean())
+    truth, n, est, se = truth[has], n[has], est[has], se[has]
+    z = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)
+    err, err_n = est - truth, n - truth
+    half = float(np.mean(z * se))
+    covered = np.abs(err) <= z * se
+    cov = float(covered.mean())
+    # an InfTDA estimate and its truth are whole counts: est ± z·se holds the errors up to
+    # floor(z·se), which a normal error of that se meets with this probability (0.939 at
+    # se = 3.46: the interval holds |error| ≤ 6, and 6.5 is 1.88 se)
+    cdf = np.vectorize(NormalDist().cdf)
+    s = np.where(se > 0, se, 1.0)
+    on_int = np.where(se > 0, 2 * cdf((np.floor(z * se + 1e-9) + 0.5) / s) - 1, 1.0)
+    return {
+        "coverage": cov,
+        "coverage_se": math.sqrt(max(cov * (1 - cov), 1e-12) / truth.size),
+        "coverage_on_integers": float(on_int.mean()),
+        "mean_half_width": half,
+        "width_ratio": half / float(np.quantile(np.abs(err), 0.95)),
+        "width_over_count_q95": half / max(float(np.quantile(np.abs(err_n), 0.95)), 1e-9),
+        "mean_error": float(err.mean()),
+        "rmse": float(np.sqrt(np.mean(err ** 2))),
+        "count_mean_error": float(err_n.mean()),
+        "count_rmse": float(np.sqrt(np.mean(err_n ** 2))),
+        "answers_without_estimate": without,
+        "targets_met": {"coverage": 0.93 <= cov <= 0.97},
+    }
+
+
 def run_dataset(dataset: str, releases: int, workers: int, base: Path) -> dict[str, Any]:
     spec, population = prepare(dataset, base)
     truth = truths(dataset, population)
@@ -466,11 +507,17 @@ def run_dataset(dataset: str, releases: int, workers: int, base: Path) -> dict[s
         recs, answer, ids = [], [], {}
         for res in results:
             for row in res["rows"][key]:
-                t, keys, (n, lo, hi, bound, se) = row[0], tuple(row[1:-5]), row[-5:]
+                t, keys, (n, lo, hi, bound, se, est, est_se) = (row[0], tuple(row[1:-7]),
+                                                                row[-7:])
                 recs.append((truth[key].get((t, *keys), 0), n, lo, hi, bound,
-                             math.nan if se is None else se))
+                             math.nan if se is None else se,
+                             math.nan if est is None else est,
+                             math.nan if est_se is None else est_se))
                 answer.append(ids.setdefault((t, *keys), len(ids)))
-        m = metrics(np.asarray(recs, dtype=np.float64), np.asarray(answer))
+        recs = np.asarray(recs, dtype=np.float64)
+        m = metrics(recs[:, :6], np.asarray(answer))
+        if m is not None and results[0]["info"][key]["error_family"] == "calibrated":
+            m["estimate"] = estimate_metrics(recs[:, 0], recs[:, 1], recs[:, 6], recs[:, 7])
         shapes[key] = {"dataset": dataset, "view": shape.view, "shape": shape.name,
                        "queries": [shape.dp_sql(t) for t in shape.tails],
                        **results[0]["info"][key], **m}
@@ -505,6 +552,26 @@ def summary(shapes: dict[str, dict]) -> dict[str, Any]:
             "shapes_missing": sorted(k for k, s in shapes.items()
                                      if s in sel and not all(s["targets_met"].values())),
         }
+    est = {k: s["estimate"] for k, s in shapes.items() if s.get("estimate")}
+    if est:
+        out["estimate"] = {
+            "shapes": len(est),
+            "min_coverage": min(e["coverage"] for e in est.values()),
+            "max_coverage": max(e["coverage"] for e in est.values()),
+            "max_width_ratio": max(e["width_ratio"] for e in est.values()),
+            "width_over_count_q95": [min(e["width_over_count_q95"] for e in est.values()),
+                                     max(e["width_over_count_q95"] for e in est.values())],
+            "min_coverage_on_integers": min(e["coverage_on_integers"] for e in est.values()),
+            "max_coverage_on_integers": max(e["coverage_on_integers"] for e in est.values()),
+            # observed against what a normal error of the reported se gives on whole counts
+            "shapes_within_5_se_of_integer_coverage": sum(
+                abs(e["coverage"] - e["coverage_on_integers"]) <= 5 * e["coverage_se"]
+                for e in est.values()),
+            "shapes_meeting_coverage": sum(e["targets_met"]["coverage"]
+                                           for e in est.values()),
+            "shapes_missing": sorted(k for k, e in est.items()
+                                     if not e["targets_met"]["coverage"]),
+        }
     return out
 
 
@@ -537,6 +604,25 @@ def print_table(shapes: dict[str, dict]) -> None:
               f"{_fmt(s.get('coverage_on_integers'), '6.3f')}{flag}")
 
 
+def print_estimates(shapes: dict[str, dict]) -> None:
+    """The unbiased companion of each InfTDA shape (:func:`estimate_metrics`)."""
+    rows = {k: s["estimate"] for k, s in shapes.items() if s.get("estimate")}
+    if not rows:
+        return
+    head = (f"{'dp_estimate() ± z·dp_estimate_stderr()':96} {'cover':>6} {'onInt':>6} "
+            f"{'width':>6} {'w/cnt':>6} "
+            f"{'bias':>7} {'rmse':>7} {'cnt bias':>8} {'cnt rmse':>8} {'none':>5}")
+    print(head)
+    print("-" * len(head))
+    for k, e in rows.items():
+        flag = "" if all(e["targets_met"].values()) else "  <-- coverage"
+        print(f"{k[:96]:96} {e['coverage']:6.3f} {e['coverage_on_integers']:6.3f} "
+              f"{e['width_ratio']:6.2f} "
+              f"{e['width_over_count_q95']:6.2f} {e['mean_error']:7.2f} {e['rmse']:7.2f} "
+              f"{e['count_mean_error']:8.2f} {e['count_rmse']:8.2f} "
+              f"{e['answers_without_estimate']:5.2f}{flag}")
+
+
 def main() -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--releases", type=int, default=600)
@@ -559,6 +645,7 @@ def main() -> dict:
         out["datasets"][name] = {k: v for k, v in res.items() if k != "shapes"}
         print(f"{name}: {releases} releases in {res['wall_seconds']:.0f} s", flush=True)
         print_table({f"{name}: {k}": v for k, v in res["shapes"].items()})
+        print_estimates({f"{name}: {k}": v for k, v in res["shapes"].items()})
     out["wall_seconds"] = time.perf_counter() - t0
     out["workers"] = args.workers
     out["shapes"] = shapes
@@ -566,6 +653,7 @@ def main() -> dict:
     full = not args.quick and names == ["trips", "commutes", "flights"]
     path = write("calibration" if full else "calibration_quick", out)
     print_table(shapes)
+    print_estimates(shapes)
     print(f"wrote {path} ({out['wall_seconds']:.0f} s, {os.cpu_count()} CPUs)")
     return out
 

@@ -232,6 +232,17 @@ ROWS: list[Row] = [
     Row("calibration", "the same for `dp_bound(0.05)` (simultaneous bound): largest "
         "mean width of a shape", "empirical 95th percentile of the shape's absolute error",
         path("summary", "calibrated", "max_bound_ratio"), "×", LOWER),
+    Row("calibration", "InfTDA's unbiased companion, `dp_estimate() ± 1.96 · "
+        "dp_estimate_stderr()`, same shapes and releases (not the error columns): lowest "
+        "coverage of a shape", "true answers (plain DuckDB on the raw rows)",
+        path("summary", "estimate", "min_coverage"), "", HIGHER),
+    Row("calibration", "the same: highest coverage of a shape",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "estimate", "max_coverage"), "", LOWER),
+    Row("calibration", "the same: shapes whose coverage is within 5 standard errors of "
+        "what a normal error of the reported standard error gives on whole counts",
+        "true answers (plain DuckDB on the raw rows)",
+        path("summary", "estimate", "shapes_within_5_se_of_integer_coverage"), "", HIGHER),
     Row("calibration", "Gaussian-family views (Gaussian tree, Cascade, b-ary tree), same "
         "benchmark: lowest coverage of a shape",
         "true answers (plain DuckDB on the raw rows)",
