@@ -67,8 +67,8 @@ def view_tables(spec: ReleaseSpec, view: View, budget: Budget, tree: PrivateTree
     else:
         measured = None
         if extra is not None and tree.measured is not None:  # InfTDA's measurements
-            ls_cols, measured = measured_columns(dtree, tree)
-            extra = [{**e, **c} for e, c in zip(extra, ls_cols)]
+            by_level, measured = measured_columns(dtree, tree)
+            extra = [{**e, **c} for e, c in zip(extra, by_level)]
         levels, tables = _tree_levels(view, spec, dtree, tree, extra)
         if measured is not None:
             tables[MEASURED_TABLE.format(view=view.name)] = measured
