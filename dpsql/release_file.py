@@ -227,15 +227,25 @@ def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | N
     each released node's parent row, public fan-out, bootstrap bias and variance and count,
     level by level, in row order (the level tables' ``dp_parent``/``dp_fanout``/
     ``dp_bias``/``dp_var``/``dp_count``), with each node's linear-model variance computed
-    once. All of it is
-    the mechanism's public output; the query side and the report read it once."""
+    once, and InfTDA's noisy measurements where the release stores them (``dp_measured``
+    and the ``<view>__measured`` table, :mod:`dpsql.release.measured`; a release written
+    before they were stored has none, and no ``dp_estimate``). All of it is the
+    mechanism's public output; the query side and the report read it once."""
     pre = f"{quote_ident(schema)}." if schema else ""
-    parents, fanouts, biases, variances, counts = [], [], [], [], []
+    try:
+        zeros = con.execute(
+            f"SELECT dp_level, dp_code, dp_measured FROM "
+            f"{pre}{quote_ident(MEASURED_TABLE.format(view=view.name))} "
+            "ORDER BY dp_level, dp_code").fetchnumpy()
+    except duckdb.CatalogException:
+        zeros = None
+    also = ", dp_measured" if zeros is not None else ""
+    parents, fanouts, biases, variances, counts, measured = [], [], [], [], [], []
     for lv in view.levels:
         table = quote_ident(lv.table)
         try:
-            cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias, dp_var, dp_count "
-                               f"FROM {pre}{table} ORDER BY rowid").fetchnumpy()
+            cols = con.execute(f"SELECT dp_parent, dp_fanout, dp_bias, dp_var, dp_count"
+                               f"{also} FROM {pre}{table} ORDER BY rowid").fetchnumpy()
         except duckdb.Error as err:
             raise IntegrityError(f"view {view.name!r}: level table {lv.table!r} lacks the "
                                  f"support columns its error model needs ({err}); the file "
@@ -245,35 +255,21 @@ def read_support(con: duckdb.DuckDBPyConnection, view: ViewMeta, schema: str | N
         biases.append(np.asarray(cols["dp_bias"], dtype=np.float64))
         variances.append(np.asarray(cols["dp_var"], dtype=np.float64))
         counts.append(np.asarray(cols["dp_count"], dtype=np.float64))
+        if zeros is not None:
+            measured.append(_floats(cols["dp_measured"]))
     model = view.error_model
     root = np.full(1 if parents and parents[0].size else 0, model.level_sizes[1], np.int64)
     support = Support.from_levels(parents, [root] + fanouts, biases, variances, counts
                                   ).with_linear(model.sigma2, model.root_sigma2)
-    measured = read_measured(con, view, pre)
-    return replace(support, measured=measured) if measured else support
-
-
-def read_measured(con: duckdb.DuckDBPyConnection, view: ViewMeta, pre: str
-                  ) -> tuple[Measured, ...]:
-    """An InfTDA view's noisy measurements, level by level (:mod:`dpsql.release.measured`),
-    or ``()`` for a release written before they were stored (it has no ``dp_estimate``)."""
-    table = quote_ident(MEASURED_TABLE.format(view=view.name))
-    try:
-        zeros = con.execute(f"SELECT dp_level, dp_code, dp_measured FROM {pre}{table} "
-                            "ORDER BY dp_level, dp_code").fetchnumpy()
-    except duckdb.CatalogException:
-        return ()
+    if zeros is None:
+        return support
     level = np.asarray(zeros["dp_level"], dtype=np.int64)
     codes = np.asarray(zeros["dp_code"], dtype=np.int64)
     x = _floats(zeros["dp_measured"])
-    root = level == 0  # the root's measurement, as its row 0
-    out = [Measured(x[root], np.zeros(0, np.int64), np.zeros(0))]
-    for lv in view.levels:
-        cols = con.execute(f"SELECT dp_measured FROM {pre}{quote_ident(lv.table)} "
-                           "ORDER BY rowid").fetchnumpy()
-        at = level == lv.k
-        out.append(Measured(_floats(cols["dp_measured"]), codes[at], x[at]))
-    return tuple(out)
+    root_x = Measured(x[level == 0], np.zeros(0, np.int64), np.zeros(0))  # its row 0
+    return replace(support, measured=(root_x,) + tuple(
+        Measured(m, codes[level == lv.k], x[level == lv.k])
+        for lv, m in zip(view.levels, measured)))
 
 
 def _floats(column: Any) -> np.ndarray:

@@ -48,14 +48,12 @@ from dpsql.accuracy.inftda_answers import zero_code
 from dpsql.release_file import MEASURED_TABLE
 
 
-def _at(ids: np.ndarray, values: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values at the ids ``at``, NaN where absent; whether each was found) for sorted
-    ``ids``."""
+def _at(ids: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The values at the ids ``at`` (NaN where absent) for sorted ``ids``."""
     if ids.size == 0:
-        return np.full(at.size, np.nan), np.zeros(at.size, dtype=bool)
+        return np.full(at.size, np.nan)
     pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
-    hit = ids[pos] == at
-    return np.where(hit, values[pos], np.nan), hit
+    return np.where(ids[pos] == at, values[pos], np.nan)
 
 
 def measured_columns(dtree: Any, tree: Any) -> tuple[list[dict[str, np.ndarray]],
@@ -73,15 +71,14 @@ def measured_columns(dtree: Any, tree: Any) -> tuple[list[dict[str, np.ndarray]]
         order = np.argsort(ids, kind="stable")
         ids, x = np.asarray(ids, np.int64)[order], np.asarray(x, np.float64)[order]
         rel = tree.levels[k].ids
-        columns.append({"dp_measured": _at(ids, x, rel)[0]})
-        zero = ~_at(rel.astype(np.int64), np.ones(rel.size), ids)[1]
-        parents = tree.levels[k - 1].ids
-        p = dtree.parent(k, ids[zero])
-        row = np.searchsorted(parents, p)
-        under = row < parents.size
-        under[under] = parents[row[under]] == p[under]
-        keep = np.flatnonzero(zero)[under]
-        code = zero_code(row[under], dtree.label_ranks(k, ids[keep]))
+        columns.append({"dp_measured": _at(ids, x, rel)})
+        parents = tree.levels[k - 1].ids  # a zero under a released parent has a code
+        keep = np.flatnonzero(~np.isin(ids, rel))
+        p = dtree.parent(k, ids[keep])
+        under = np.isin(p, parents)
+        keep = keep[under]
+        code = zero_code(np.searchsorted(parents, p[under]),
+                         dtree.label_ranks(k, ids[keep]))
         order = np.argsort(code, kind="stable")
         levels.append(np.full(keep.size, k, np.int64))
         codes.append(code[order])

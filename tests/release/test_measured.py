@@ -1,5 +1,5 @@
 """A release's InfTDA measurements, as stored and as the error columns read them
-(dpsql.release.measured, dpsql.release_file.read_measured).
+(dpsql.release.measured, dpsql.release_file.read_support).
 
 * Every released zero the run measured is stored under the very code the planner gives
   that zero (``dense_nodes_sql``'s ``dp_row``), on the trips (spines, bins) and the O/D
