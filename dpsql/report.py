@@ -301,6 +301,22 @@ _BAND_LEGEND = {"variance": "95% band: ±1.96 σ (exact variance)",
                 "calibrated": "95% band: InfTDA calibrated interval"}
 
 
+def _estimate_note(view: ViewMeta) -> str:
+    """The report's sentence on an InfTDA view's unbiased companion (``dp_estimate()``):
+    what it is and when to prefer it, or why this view has none."""
+    kept = view.info.get("measurements_kept")
+    if kept is None:  # written before the release kept InfTDA's measurements
+        return ""
+    if not kept:
+        return (" This view measured more nodes than a release keeps, so it has no "
+                "unbiased estimate (<code>dp_estimate()</code> is NULL).")
+    return (" <strong>Unbiased</strong>: <code>dp_estimate()</code> ± 1.96 "
+            "<code>dp_estimate_stderr()</code> sums the answer's stored noisy measurements: "
+            "no bias and an exact standard error, but no whole counts and wider near zero. "
+            "Prefer it for a sum over a sparse tail (one category across many parents), "
+            "where the integer counts' bias adds up.")
+
+
 def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Release,
                   view: ViewMeta) -> str:
     rows = level_rows(con, release, view)
@@ -321,7 +337,7 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         "<code>dp_ci_low/high</code> give it "
         "for every answer, from the released support, calibrated by a bootstrap at release "
         "time. <strong>Simultaneous</strong>: the 95% bound is Theorem 1's, which holds for "
-        "every node of the level at once (<code>dp_bound</code>)."
+        "every node of the level at once (<code>dp_bound</code>)." + _estimate_note(view)
         if view.error_model.reads_support else
         "σ is the standard error of one released count from the view's error model (the "
         "worst node where nodes differ); the 95% bound is ±1.96 σ.") + "</p>")

@@ -217,6 +217,7 @@ def test_trips_report_has_every_section(trips_release, trips_report):
     # InfTDA states its bound for what it is; variance views say σ
     assert "Per answer" in views["geo_mode"]["text"]  # InfTDA: both kinds of error
     assert "Simultaneous" in views["geo_mode"]["text"]
+    assert "Unbiased: dp_estimate()" in views["geo_mode"]["text"]  # and its companion
     assert "InfTDA's calibrated per-answer interval" in views["mode_dist"]["text"]
     assert "exact variance" in views["dist"]["text"]
     assert _check_images(parsed) == len(release.views) + 2 * len(range_views)

@@ -183,3 +183,10 @@ def test_a_view_with_too_many_measurements_keeps_none(trips_data, tmp_path, monk
     info = raw.execute("SELECT info FROM dpsql_views WHERE name = 'geo_mode'").fetchone()[0]
     raw.close()
     assert "geo_mode__measured" not in tables and '"measurements_kept": false' in info
+    # the report says which views have the unbiased companion, and why one has none
+    from dpsql.release import open_release
+    from dpsql.report import _estimate_note
+    notes = {cap: _estimate_note(open_release(path).views["geo_mode"])
+             for cap, path in paths.items()}
+    assert "dp_estimate_stderr()" in notes[default] and "Unbiased" in notes[default]
+    assert "no unbiased estimate" in notes[50]
