@@ -1,4 +1,4 @@
-"""The bounding-path fixture, shared by the bounding and bucket tests."""
+"""Fixtures shared by the release tests: the bounding path (bounding, buckets, Spark)."""
 
 from __future__ import annotations
 
