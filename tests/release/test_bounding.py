@@ -18,6 +18,7 @@ from dpsql.release import counts, ingest as ingest_module
 from dpsql.release.ingest import ingest
 from dpsql.spec import ReleaseSpec
 
+from bounding_paths import bounding_path  # noqa: F401  (a fixture)
 
 BINS = 8
 

@@ -21,6 +21,7 @@ from dpsql.release.duckdb_settings import configure, engine_error, memory_limit
 from dpsql.release.ingest import ingest
 from dpsql.spec import ReleaseSpec
 
+from bounding_paths import bounding_path  # noqa: F401  (a fixture)
 
 
 

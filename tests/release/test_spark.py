@@ -23,6 +23,7 @@ from dpsql.release.ingest import ingest
 from dpsql.spec import ReleaseSpec
 
 import test_bounding
+from bounding_paths import bounding_path  # noqa: F401  (a fixture)
 import test_buckets
 import test_ingest
 

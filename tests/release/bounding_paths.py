@@ -1,4 +1,4 @@
-"""Fixtures shared by the release tests: the bounding path (bounding, buckets, Spark)."""
+"""The bounding-path fixture, shared by the bounding and bucket tests."""
 
 from __future__ import annotations
 
