@@ -4,6 +4,7 @@ each docstring). Real DuckDB files, real samplers with fixed seeds."""
 
 from __future__ import annotations
 
+import json
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -144,3 +145,54 @@ def test_a_converted_rho_is_never_above_the_computed_one(rho, delta):
     stored = ApproxDP(eps, delta).to_zcdp().rho
     assert stored < Fraction(computed)
     assert zcdp_epsilon(float(stored), delta) <= eps
+
+
+# --------------------------------------------------------------------------------------
+# Rule 5: the total is split across views, never spent once per view
+# --------------------------------------------------------------------------------------
+
+def _views(path: Path) -> dict[str, tuple[dict, dict]]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        rows = con.execute("SELECT name, budget, info FROM dpsql_views").fetchall()
+    finally:
+        con.close()
+    return {name: (json.loads(budget), json.loads(info)) for name, budget, info in rows}
+
+
+def _mode_view(name: str, mechanism: str, weight: int) -> dict:
+    return {"name": name, "levels": ["mode"], "mechanism": mechanism, "weight": weight}
+
+
+def test_view_budgets_are_shares_of_the_total_and_set_the_noise(tmp_path):
+    """Mutations: every view given the whole ρ (or the whole ε) instead of its weighted
+    share; a pure view's ε from a ρ share as √(4ρ) instead of √(2ρ). Each view's recorded
+    budget and its per-level noise scales are checked against the formulas, with m = 3
+    under add/remove (Δ₁ = Δ₂ = 3 per level) and two noisy levels (root and leaves, half
+    the view's share each)."""
+    _write_units(tmp_path)
+    views = [_mode_view("a", "gaussian_tree", 2), _mode_view("b", "laplace_tree", 1),
+             _mode_view("c", "gaussian_tree", 1)]
+    build_release(_spec(tmp_path, budget={"rho": 0.5}, views=views),
+                  tmp_path / "z.duckdb", seed=1, progress=False)
+    got = _views(tmp_path / "z.duckdb")
+    rho_a, rho_c = Fraction(got["a"][0]["rho"]), Fraction(got["c"][0]["rho"])
+    eps_b = Fraction(got["b"][0]["epsilon"])
+    assert (rho_a, rho_c) == (Fraction(1, 4), Fraction(1, 8))
+    assert Fraction(1, 2) - Fraction(1, 10**12) < eps_b <= Fraction(1, 2)  # √(2·ρ/4)
+    assert rho_a + rho_c + eps_b ** 2 / 2 <= Fraction(1, 2)  # composes within the total
+    for name, rho in (("a", 0.25), ("c", 0.125)):  # σ² = Δ²/(2·ρ·½)
+        for s2 in got[name][1]["noise_scales"]:
+            assert s2 == pytest.approx(9 / rho, rel=1e-12) and s2 >= 9 / rho
+    for b in got["b"][1]["noise_scales"]:  # b = Δ₁/(ε·½)
+        assert b == pytest.approx(12.0, rel=1e-12) and b >= 12.0
+
+    pure = [_mode_view("p", "laplace_tree", 3), _mode_view("q", "laplace_tree", 1)]
+    build_release(_spec(tmp_path, budget={"epsilon": 1}, views=pure),
+                  tmp_path / "e.duckdb", seed=1, progress=False)
+    got = _views(tmp_path / "e.duckdb")
+    assert Fraction(got["p"][0]["epsilon"]) == Fraction(3, 4)
+    assert Fraction(got["q"][0]["epsilon"]) == Fraction(1, 4)
+    for name, b in (("p", 8.0), ("q", 24.0)):
+        assert all(s == pytest.approx(b, rel=1e-12) and s >= b
+                   for s in got[name][1]["noise_scales"])
