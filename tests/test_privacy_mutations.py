@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dpsql.privacy import ApproxDP, ZCDP, laplace_scale, rng, zcdp_epsilon, zcdp_rho
+from dpsql.privacy import (ApproxDP, ZCDP, discrete_gaussian, laplace_scale, rng, zcdp_epsilon,
+                           zcdp_rho)
 from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
 
@@ -196,3 +197,66 @@ def test_view_budgets_are_shares_of_the_total_and_set_the_noise(tmp_path):
     for name, b in (("p", 8.0), ("q", 24.0)):
         assert all(s == pytest.approx(b, rel=1e-12) and s >= b
                    for s in got[name][1]["noise_scales"])
+
+
+# --------------------------------------------------------------------------------------
+# Rules 1 and 4: a release's noise is the exact sampler's, on every public cell
+# --------------------------------------------------------------------------------------
+
+SIX = ["car", "bus", "walk", "bike", "boat", "tram"]  # no row is a tram: a zero cell
+
+
+def _one_level(base: Path, mechanism: str) -> tuple[duckdb.DuckDBPyConnection, np.ndarray]:
+    g = np.random.default_rng(1)
+    pq.write_table(pa.table({"mode": g.choice(SIX[:5], 3000)}), base / "t.parquet")
+    spec = ReleaseSpec.from_dict({
+        "name": "six", "source": "t.parquet", "neighbouring": "substitute",
+        "budget": {"rho": 0.02},
+        "attributes": {"mode": {"kind": "categorical", "domain": SIX}},
+        "views": [{"name": "v", "levels": ["mode"], "mechanism": mechanism}]}, base_dir=base)
+    build_release(spec, base / "r.duckdb", seed=3, progress=False)
+    true = dict(duckdb.sql(f"SELECT mode, count(*) FROM '{base / 't.parquet'}' "
+                           "GROUP BY mode").fetchall())
+    return (duckdb.connect(str(base / "r.duckdb"), read_only=True),
+            np.array([true.get(m, 0) for m in SIX]))
+
+
+def _expected_noise() -> np.ndarray:
+    """The release's first noise: the exact discrete Gaussian of σ² = Δ²/(2ρ) = 2/0.04 = 50
+    (substitute, one row per unit, one noisy level), drawn from the seeded generator right
+    after the bounding salt."""
+    g = rng(3)
+    g.integers(0, 2**62)  # the salt
+    return discrete_gaussian(50.0, len(SIX), g)
+
+
+def test_gaussian_tree_release_noise_is_the_exact_discrete_gaussian(tmp_path):
+    """Mutations: gaussian_tree drawing a rounded continuous Gaussian, or the bootstrap's
+    table sampler, for the release; noise only on non-empty cells. Under substitution
+    the root is the public n, so least squares leaves each leaf at true + z − mean(z)."""
+    con, true = _one_level(tmp_path, "gaussian_tree")
+    info = json.loads(con.execute("SELECT info FROM dpsql_views").fetchall()[0][0])
+    assert info["noise_scales"][1] == 50.0
+    got = dict(con.execute("SELECT mode, dp_count FROM v__l1").fetchall())
+    z = _expected_noise()
+    assert np.allclose(np.array([got[m] for m in SIX]) - true, z - z.mean(), rtol=0, atol=1e-9)
+    assert z[-1] != 0  # the empty cell got its own noise
+
+
+def test_inftda_release_measurements_are_the_exact_discrete_gaussian(tmp_path):
+    """Mutation: InfTDA drawing the bootstrap's table sampler for the release. Its stored
+    measurements are true + z at every public child of the root (released nodes in
+    ``dp_measured``, released zeros in ``v__measured``)."""
+    con, true = _one_level(tmp_path, "inftda")
+    info = json.loads(con.execute("SELECT info FROM dpsql_views").fetchall()[0][0])
+    assert info["sigma2_levels"] == [50.0]
+    z = _expected_noise()
+    released = dict(con.execute("SELECT mode, dp_measured FROM v__l1").fetchall())
+    zeros = sorted(v for (v,) in con.execute(
+        "SELECT dp_measured FROM v__measured WHERE dp_level = 1").fetchall())
+    assert released and len(released) + len(zeros) == len(SIX)
+    for i, m in enumerate(SIX):
+        if m in released:
+            assert released[m] == true[i] + z[i], m
+    assert zeros == sorted(float(true[i] + z[i]) for i, m in enumerate(SIX)
+                           if m not in released)
