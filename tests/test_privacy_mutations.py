@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dpsql.errors import DataError
 from dpsql.privacy import (ApproxDP, ZCDP, discrete_gaussian, laplace_scale, rng, zcdp_epsilon,
                            zcdp_rho)
 from dpsql.release import build_release
@@ -260,3 +261,28 @@ def test_inftda_release_measurements_are_the_exact_discrete_gaussian(tmp_path):
             assert released[m] == true[i] + z[i], m
     assert zeros == sorted(float(true[i] + z[i]) for i, m in enumerate(SIX)
                            if m not in released)
+
+
+# --------------------------------------------------------------------------------------
+# Rule 1: a value outside the public domain is refused unless the spec says otherwise
+# --------------------------------------------------------------------------------------
+
+def test_a_value_outside_the_domain_is_refused_by_default_and_dropped_only_when_asked(tmp_path):
+    """Mutation: ``on_out_of_domain`` defaulting to ``"drop"`` in a spec file (the rows
+    would leave silently, and the curator never declared that population)."""
+    g = np.random.default_rng(2)
+    modes = list(g.choice(MODES, 500)) + ["rocket"] * 7
+    pq.write_table(pa.table({"mode": modes}), tmp_path / "t.parquet")
+    data = {"name": "d", "source": "t.parquet", "neighbouring": "add_remove", "budget": {"rho": 1},
+            "attributes": {"mode": {"kind": "categorical", "domain": MODES}},
+            "views": [{"name": "by_mode", "levels": ["mode"]}]}
+    with pytest.raises(DataError, match=r"'mode' has 7 value\(s\) outside its public "
+                                        r"domain, e\.g\. 'rocket'"):
+        build_release(ReleaseSpec.from_dict(data, base_dir=tmp_path), tmp_path / "a.duckdb",
+                      seed=1, progress=False)
+    assert not (tmp_path / "a.duckdb").exists()
+    data["attributes"]["mode"]["on_out_of_domain"] = "drop"
+    release = build_release(ReleaseSpec.from_dict(data, base_dir=tmp_path),
+                            tmp_path / "b.duckdb", seed=1, progress=False)
+    assert ("mode", "dropped (out of domain)", 7) in release.report.actions
+    assert release.report.rows_used == 500
