@@ -286,3 +286,26 @@ def test_a_value_outside_the_domain_is_refused_by_default_and_dropped_only_when_
                             tmp_path / "b.duckdb", seed=1, progress=False)
     assert ("mode", "dropped (out of domain)", 7) in release.report.actions
     assert release.report.rows_used == 500
+
+
+# --------------------------------------------------------------------------------------
+# Rule 2: noise scales are rounded up from the exact budget, never to nearest
+# --------------------------------------------------------------------------------------
+
+def test_inftda_noise_variance_is_never_below_the_exact_one(tmp_path):
+    """Mutation: InfTDA's σ² = Δ²/(2ρ) rounded to the nearest float instead of up. At
+    ρ = 0.7 (substitute, one row per unit: Δ² = 2, one noisy level) the nearest float
+    to 1/0.7 lies below it, so the nearest σ² would spend more than ρ."""
+    g = np.random.default_rng(4)
+    pq.write_table(pa.table({"mode": g.choice(MODES, 400)}), tmp_path / "t.parquet")
+    spec = ReleaseSpec.from_dict({
+        "name": "r", "source": "t.parquet", "neighbouring": "substitute",
+        "budget": {"rho": 0.7},
+        "attributes": {"mode": {"kind": "categorical", "domain": MODES}},
+        "views": [{"name": "v", "levels": ["mode"], "mechanism": "inftda"}]}, base_dir=tmp_path)
+    build_release(spec, tmp_path / "r.duckdb", seed=1, progress=False)
+    info = _views(tmp_path / "r.duckdb")["v"][1]
+    exact = 2 / (2 * Fraction(0.7))
+    assert Fraction(float(exact)) < exact  # the case where nearest rounds down
+    (sigma2,) = info["sigma2_levels"]
+    assert Fraction(sigma2) >= exact and sigma2 == math.nextafter(float(exact), math.inf)
