@@ -58,7 +58,7 @@ def calibrate_sigma(sensitivity: float, budget: Budget, calibration: str = "tigh
             raise InvalidPrivacyParameterError(
                 "calibration='paper' is an (ε, δ) formula; give an ApproxDP budget or use "
                 "calibration='tight' with a ZCDP budget")
-        return gaussian_sigma_zcdp(sensitivity, float(budget.rho))
+        return gaussian_sigma_zcdp(sensitivity, budget.rho)  # exact: rounded up there
     if isinstance(budget, ApproxDP):
         if calibration == "paper":
             return paper_sigma(float(budget.epsilon), float(budget.delta), sensitivity)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from dpsql.errors import InvalidPrivacyParameterError
 
@@ -26,9 +27,21 @@ def _phi(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-def gaussian_sigma_zcdp(sensitivity_l2: float, rho: float) -> float:
-    """σ such that Gaussian noise on a query of L2 sensitivity Δ is ρ-zCDP: Δ/√(2ρ)."""
-    return _pos("sensitivity_l2", sensitivity_l2) / math.sqrt(2.0 * _pos("rho", rho))
+def gaussian_sigma_zcdp(sensitivity_l2: float, rho: "float | Fraction") -> float:
+    """σ such that Gaussian noise on a query of L2 sensitivity Δ is ρ-zCDP: Δ/√(2ρ),
+    rounded up: the smallest float σ with σ²·2ρ ≥ Δ² exactly (a float quotient of a
+    square root is off by an ulp either way, below the exact σ about half the time).
+    ``rho`` may be an exact Fraction (a budget's own), so no float rounding of ρ can
+    raise the loss either."""
+    d = _pos("sensitivity_l2", sensitivity_l2)
+    r = _pos("rho", rho)
+    sigma = d / math.sqrt(2.0 * r)
+    need, twice_rho = Fraction(d) ** 2, 2 * Fraction(rho)
+    while Fraction(sigma) ** 2 * twice_rho < need:
+        sigma = math.nextafter(sigma, math.inf)
+    while Fraction(math.nextafter(sigma, 0.0)) ** 2 * twice_rho >= need:
+        sigma = math.nextafter(sigma, 0.0)
+    return sigma
 
 
 def gaussian_rho(sensitivity_l2: float, sigma2: float) -> float:

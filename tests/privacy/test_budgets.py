@@ -122,6 +122,19 @@ def test_gaussian_calibration_zcdp():
     assert gaussian_sigma_zcdp(math.sqrt(2), 0.5) == pytest.approx(math.sqrt(2.0))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e-6, 1e6), positive)
+def test_gaussian_sigma_zcdp_is_rounded_up_from_the_exact_value(sensitivity, rho):
+    """σ = Δ/√(2ρ) in floats is an ulp below the exact value about half the time (at
+    ρ = 0.7, Δ = 1: σ²·2ρ = 1 − 7.2e-17), which spends more than ρ. The returned σ is the
+    smallest float with σ²·2ρ ≥ Δ² exactly, for a float ρ or a budget's exact Fraction."""
+    for r in (rho, float(rho)):
+        sigma = gaussian_sigma_zcdp(sensitivity, r)
+        assert Fraction(sigma) ** 2 * 2 * Fraction(r) >= Fraction(sensitivity) ** 2
+        below = math.nextafter(sigma, 0.0)
+        assert Fraction(below) ** 2 * 2 * Fraction(r) < Fraction(sensitivity) ** 2
+
+
 @pytest.mark.parametrize("epsilon,delta", [(0.1, 1e-9), (1.0, 1e-5), (8.0, 1e-10)])
 def test_analytic_gaussian_is_tight(epsilon, delta):
     sigma = analytic_gaussian_sigma(1.0, epsilon, delta)
