@@ -82,9 +82,14 @@ def test_the_bounding_salt_is_stored_nowhere_in_the_release(tmp_path):
 # --------------------------------------------------------------------------------------
 
 def test_laplace_scale_is_sensitivity_over_epsilon():
-    """Mutation: ``laplace_scale`` halved (no mechanism calls it; it is public API)."""
+    """Mutations: ``laplace_scale`` halved, or rounded to nearest (no mechanism calls it;
+    it is public API)."""
     assert laplace_scale(2, 0.5) == 4.0
     assert laplace_scale(1, 1) == 1.0
+    exact = Fraction(3) / Fraction(0.7)  # a quotient whose nearest float lies below it
+    assert Fraction(3 / 0.7) < exact
+    assert Fraction(laplace_scale(3, 0.7)) >= exact
+    assert laplace_scale(3, 0.7) == math.nextafter(3 / 0.7, math.inf)
 
 
 # --------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import math
 from fractions import Fraction
 
 from dpsql.errors import InvalidPrivacyParameterError
+from dpsql.privacy.budgets import ceil_float
 
 
 def _pos(name: str, v: float) -> float:
@@ -93,6 +94,10 @@ def classic_gaussian_sigma(sensitivity_l2: float, epsilon: float, delta: float) 
     return d * math.sqrt(2.0 * math.log(1.25 / float(delta))) / e
 
 
-def laplace_scale(sensitivity_l1: float, epsilon: float) -> float:
-    """b = Δ₁/ε: Laplace (or discrete Laplace) noise of scale b is ε-DP."""
-    return _pos("sensitivity_l1", sensitivity_l1) / _pos("epsilon", epsilon)
+def laplace_scale(sensitivity_l1: float, epsilon: "float | Fraction") -> float:
+    """b = Δ₁/ε: Laplace (or discrete Laplace) noise of scale b is ε-DP. Rounded up from
+    the exact quotient (:func:`~dpsql.privacy.budgets.ceil_float`), as the mechanisms'
+    own scales are; ``epsilon`` may be a budget's exact Fraction."""
+    _pos("sensitivity_l1", sensitivity_l1)
+    _pos("epsilon", epsilon)
+    return ceil_float(Fraction(sensitivity_l1) / Fraction(epsilon))
