@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dpsql.errors import DataError
-from dpsql.privacy import (ApproxDP, ZCDP, discrete_gaussian, laplace_scale, rng, zcdp_epsilon,
+from dpsql.mechanisms.btree import btree
+from dpsql.privacy import (ApproxDP, PureDP, ZCDP, discrete_gaussian, laplace_scale, rng, zcdp_epsilon,
                            zcdp_rho)
 from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
@@ -39,7 +40,8 @@ def _spec(base: Path, **changes) -> ReleaseSpec:
             "attributes": {"mode": {"kind": "categorical", "domain": MODES}},
             "views": [{"name": "by_mode", "levels": ["mode"],
                        "mechanism": "gaussian_tree"}]}
-    return ReleaseSpec.from_dict({**data, **changes}, base_dir=base)
+    merged = {k: v for k, v in {**data, **changes}.items() if v is not None}
+    return ReleaseSpec.from_dict(merged, base_dir=base)
 
 
 def _all_text(con: duckdb.DuckDBPyConnection) -> str:
@@ -299,18 +301,50 @@ def test_a_value_outside_the_domain_is_refused_by_default_and_dropped_only_when_
 
 def test_inftda_noise_variance_is_never_below_the_exact_one(tmp_path):
     """Mutation: InfTDA's σ² = Δ²/(2ρ) rounded to the nearest float instead of up. At
-    ρ = 0.7 (substitute, one row per unit: Δ² = 2, one noisy level) the nearest float
-    to 1/0.7 lies below it, so the nearest σ² would spend more than ρ."""
+    ρ = 0.23 (the float a spec's 0.23 parses to; substitute, one row per unit: Δ² = 2,
+    one noisy level) the nearest float to 1/ρ lies below it, so the nearest σ² would
+    spend more than ρ."""
     g = np.random.default_rng(4)
     pq.write_table(pa.table({"mode": g.choice(MODES, 400)}), tmp_path / "t.parquet")
     spec = ReleaseSpec.from_dict({
         "name": "r", "source": "t.parquet", "neighbouring": "substitute",
-        "budget": {"rho": 0.7},
+        "budget": {"rho": 0.23},
         "attributes": {"mode": {"kind": "categorical", "domain": MODES}},
         "views": [{"name": "v", "levels": ["mode"], "mechanism": "inftda"}]}, base_dir=tmp_path)
     build_release(spec, tmp_path / "r.duckdb", seed=1, progress=False)
-    info = _views(tmp_path / "r.duckdb")["v"][1]
-    exact = 2 / (2 * Fraction(0.7))
+    budget, info = _views(tmp_path / "r.duckdb")["v"]
+    assert Fraction(budget["rho"]) == Fraction(0.23)
+    exact = 2 / (2 * Fraction(0.23))
     assert Fraction(float(exact)) < exact  # the case where nearest rounds down
     (sigma2,) = info["sigma2_levels"]
     assert Fraction(sigma2) >= exact and sigma2 == math.nextafter(float(exact), math.inf)
+
+
+def test_release_noise_scales_and_pure_shares_round_the_safe_way(tmp_path):
+    """Mutations: gaussian_tree's σ² = Δ²/(2ρ_k) rounded to nearest instead of up; a pure
+    view's ε = √(2ρ) from its ρ share rounded to nearest instead of down. At ρ = 0.23 over
+    two views (one row per unit, add/remove: Δ = 1, two noisy levels) both nearest
+    roundings fall on the unsafe side, so each would spend more than its share."""
+    _write_units(tmp_path)
+    views = [_mode_view("g", "gaussian_tree", 1), _mode_view("l", "laplace_tree", 1)]
+    build_release(_spec(tmp_path, budget={"rho": 0.23}, views=views, privacy_unit=None),
+                  tmp_path / "r.duckdb", seed=1, progress=False)
+    got = _views(tmp_path / "r.duckdb")
+    share = Fraction(got["g"][0]["rho"])
+    assert share == Fraction(0.23) / 2
+    exact_s2 = 1 / (2 * share / 2)  # Δ²/(2ρ_k), ρ_k = half the view's share
+    assert Fraction(float(exact_s2)) < exact_s2
+    assert Fraction(math.sqrt(2 * float(share))) ** 2 > 2 * share
+    assert all(Fraction(s2) >= exact_s2 for s2 in got["g"][1]["noise_scales"])
+    eps = Fraction(got["l"][0]["epsilon"])
+    assert eps ** 2 / 2 <= share
+
+
+def test_btree_noise_scales_are_never_below_the_exact_ones():
+    """Mutation: btree's per-level scale Δ₁/ε_i rounded to nearest instead of up. At
+    ε = 0.3 over 50 bins both levels' nearest float lies below the exact quotient."""
+    t = btree(np.arange(50), PureDP(0.3), neighbouring="add_remove", rng=rng(1))
+    eps = [Fraction(e) for e in t.info["epsilons"]]
+    assert sum(eps) == Fraction(0.3)
+    assert all(Fraction(float(1 / e)) < 1 / e for e in eps)
+    assert all(Fraction(b) >= 1 / e for b, e in zip(t.info["noise_scales"], eps))
