@@ -94,10 +94,14 @@ def gains(w: np.ndarray, parent: np.ndarray, n_parent: int) -> tuple[np.ndarray,
 
 
 def _agg(parent: np.ndarray, n_up: int, X: np.ndarray) -> np.ndarray:
-    """Row-wise sums of X (m × n) by ``parent`` (n) into m × n_up."""
+    """Row-wise sums of X (m × n) by ``parent`` (n) into m × n_up. Always float64:
+    numpy's bincount of an empty input returns int64 zeros even with weights (a level
+    with no released node, e.g. a one-row source), which a float division cannot write
+    into."""
     m = X.shape[0]
     idx = (np.arange(m, dtype=np.int64)[:, None] * n_up + parent[None, :]).ravel()
-    return np.bincount(idx, weights=X.ravel(), minlength=m * n_up).reshape(m, n_up)
+    out = np.bincount(idx, weights=X.ravel(), minlength=m * n_up)
+    return out.astype(np.float64, copy=False).reshape(m, n_up)
 
 
 def _sole_parents(step: dict[str, Any]) -> np.ndarray:

@@ -229,11 +229,14 @@ def _level_shape(v: ReleasedView, lvl: int
 def _member(v: ReleasedView, j: int | None, k: int) -> _Member:
     t = v.tree
     lv = t.levels[k]
+    root = t.info.get("sigma2_root") if v.mechanism in INTEGER_MECHANISMS else None
+    # a node InfTDA did not release is 0 with the variance of its own noise draw; at the
+    # root that is σ²_root (a noisy total clamped at 0 releases an empty level 0: taking
+    # it as exact would fix every view's total at 0 with a variance of 1/12)
     miss = float(t.info["sigma2_levels"][k - 1]) if (
-        v.mechanism in INTEGER_MECHANISMS and k) else 0.0
+        v.mechanism in INTEGER_MECHANISMS and k) else float(root or 0.0)
     if j is None:  # the total: no parent
         if v.mechanism in INTEGER_MECHANISMS:
-            root = t.info.get("sigma2_root")
             cv = np.full(lv.ids.size, float(root) if root is not None else 0.0)
         else:
             cv = np.asarray(lv.variance, dtype=np.float64)
