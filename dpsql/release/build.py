@@ -174,8 +174,9 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
                 report = ingest(spec, con, salt, hierarchy_codes=hcodes)
             spec = with_value_types(spec, report.column_types)  # as ingest binned them
             if report.rows_used == 0:
-                raise DataError("no rows remain after the NULL, domain and bound policies; "
-                                "nothing can be released")
+                raise DataError("no rows remain in any view after the NULL, domain and "
+                                "bound policies; nothing can be released (the curator's "
+                                "report above says which policy dropped them)")
             outputs: list[tuple[PrivateTree, domains.DomainTree | None]] = []
             for view, budget in zip(spec.views, budgets):
                 bar.stage(f"view {view.name}: counting")

@@ -228,6 +228,14 @@ def total_rows(con: duckdb.DuckDBPyConnection, attributes: Sequence[str]) -> int
     return int(got[0][0])
 
 
+def rows_used(con: duckdb.DuckDBPyConnection, sets: Sequence[Sequence[str]]) -> int:
+    """Rows counted by the view that counts the most: every used row, less those an
+    ``on_null = "drop"`` attribute leaves out of the views over it only (the first view's
+    count would say 0 for a release whose first view is over an all-NULL attribute while
+    the other views count every row)."""
+    return max(total_rows(con, s) for s in sets)
+
+
 def leaf_count_arrays(con: duckdb.DuckDBPyConnection, attributes: Sequence[str]
                       ) -> dict[str, np.ndarray]:
     """:func:`leaf_counts` as int64 numpy arrays, fetched by DuckDB straight into numpy

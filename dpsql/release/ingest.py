@@ -265,7 +265,7 @@ def _ingest_by_keys(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
                     f"FROM dpsql_looked_up WHERE {' AND '.join(conds) or 'TRUE'}")
         counts.count_codes(con, "dpsql_rows", rescan)
         policies.drop_null_leaves(con, policy)
-    report.rows_used = counts.total_rows(con, sets[0])
+    report.rows_used = counts.rows_used(con, sets)
     return report
 
 
@@ -368,7 +368,7 @@ def _ingest_by_rows(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, used: lis
                                 unit_type, buckets)
     bounded = counts.total_rows(con, sets[0])
     policies.drop_null_leaves(con, policy)
-    report.rows_used = counts.total_rows(con, sets[0])
+    report.rows_used = counts.rows_used(con, sets)
     report.add(unit.column, f"dropped (more than {unit.max_rows} rows per unit)",
                kept - bounded)
     return report

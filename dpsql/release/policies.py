@@ -37,7 +37,7 @@ class IngestReport:
     """What ingestion did to the rows. Shown to the curator; never stored in a release."""
 
     rows_read: int = 0
-    rows_used: int = 0
+    rows_used: int = 0  # rows of the view that counts the most (counts.rows_used)
     actions: list[tuple[str, str, int]] = field(default_factory=list)  # (attr, action, rows)
     null_units: int = 0  # rows dropped for a NULL privacy-unit id (on_null = "drop")
     # earlier releases of the same source into the output folder (dpsql.release.ledger)

@@ -77,3 +77,47 @@ def test_inftda_total_clamped_to_zero_keeps_its_variance(tmp_path):
     count, stderr, low, high = _total(out)
     assert stderr > 100
     assert low <= 100 <= high
+
+
+def test_attribute_null_on_every_row_under_drop_leaves_its_views_only(tmp_path):
+    """Every row NULL in ``c`` (on_null = "drop") and the first view over ``c``: the
+    build refused with "no rows remain after the NULL, domain and bound policies",
+    because it counted the first view's rows only, while the view over ``k`` holds all
+    200 (docs/spec.md: a drop leaves the views over the attribute only). It now builds:
+    the report's rows used is 200, the view over ``k`` counts them, and the view over
+    ``c`` is an empty view whose interval contains 0."""
+    duckdb.connect().execute(f"""
+        COPY (SELECT NULL::VARCHAR AS c, ['a', 'b'][1 + i % 2] AS k FROM range(200) t(i))
+        TO '{tmp_path / "nulls.parquet"}'""")
+    spec = {"name": "t", "source": "nulls.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": 1e6},
+            "attributes": {"c": {"kind": "categorical", "domain": ["a", "b"],
+                                 "on_null": "drop"},
+                           "k": {"kind": "categorical", "domain": ["a", "b"]}},
+            "views": [{"name": "v_c", "levels": ["c"]}, {"name": "v_k", "levels": ["k"]}]}
+    out = tmp_path / "t.duckdb"
+    release = build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1,
+                            progress=False)
+    assert release.report.rows_used == 200
+    con = dpsql.connect(str(out))
+    cur = con.cursor()
+    cur.execute("SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY k")
+    assert cur.fetchall() == [("a", 100), ("b", 100)]
+    cur.execute("SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM t "
+                "WHERE c IS NOT NULL")
+    count, low, high = cur.fetchone()
+    assert count == 0 and low == 0 <= high
+
+
+def test_a_source_every_policy_empties_is_refused_with_the_reason(tmp_path):
+    """The refusal stays when no view has a row left, and says so."""
+    duckdb.connect().execute(f"""COPY (SELECT 'z' AS k FROM range(5))
+                                 TO '{tmp_path / "t.parquet"}'""")
+    spec = {"name": "t", "source": "t.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": 1.0},
+            "attributes": {"k": {"kind": "categorical", "domain": ["a", "b"],
+                                 "on_out_of_domain": "drop"}},
+            "views": [{"name": "v_k", "levels": ["k"]}]}
+    with pytest.raises(dpsql.DataError, match="no rows remain in any view"):
+        build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), tmp_path / "t.duckdb",
+                      seed=1, progress=False)
