@@ -309,6 +309,11 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
                                          "range attribute: give exactly one attribute of "
                                          "kind 'range' (use inftda or gaussian_tree for "
                                          "categorical levels)")
+        if attributes[levels[0]].bins < 2:  # no tree to build (one bin, one count)
+            raise _err(f"{path}.mechanism", f"{mech!r} is a tree over the bins of "
+                                            f"{levels[0]!r}, which has 1 bin; give it at "
+                                            "least 2 bins, or use inftda, gaussian_tree or "
+                                            "laplace_tree (a single noisy count)")
         if attributes[levels[0]].on_null == "category":
             raise _err(f"{path}.mechanism", f"{mech!r} releases the bins of "
                                             f"{levels[0]!r} only, not the NULL node of its "
