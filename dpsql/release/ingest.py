@@ -135,6 +135,13 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
             raise DataError(f"range attribute {attr.name!r} is declared type = "
                             f"{attr.value_type!r} but the source column has type "
                             f"{t}; cast it in a 'sql' source, or fix the type")
+        if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"):  # bins in which zone?
+            raise DataError(f"range attribute {attr.name!r}: the source column has type {t}, "
+                            "an instant, and its bins would be cut in this machine's time "
+                            "zone (a release built elsewhere would differ); give it a "
+                            "local time in a 'sql' source, e.g. SELECT ..., "
+                            f"{attr.name} AT TIME ZONE 'UTC' AS {attr.name} (or your "
+                            "office's zone)")
         if not t.startswith(NUMERIC_TYPES) and not t.startswith("DECIMAL") and not calendar:
             raise DataError(f"range attribute {attr.name!r} must be numeric, a date or a "
                             f"timestamp, but the source column has type {t}; cast it in "

@@ -122,7 +122,7 @@ def _apply_policies(con: duckdb.DuckDBPyConnection, used: list, stats: list[tupl
             nan = int(st[2])
             if bad and attr.on_out_of_bounds == "error":
                 raise DataError(f"range attribute {n!r} has {bad} value(s) outside "
-                                f"[{attr.lower:g}, {attr.upper:g}); widen the bounds, or set "
+                                f"{_bounds_text(attr)}; widen the bounds, or set "
                                 f"on_out_of_bounds = \"clamp\" or \"drop\"")
             if bad and attr.on_out_of_bounds == "drop":
                 report.add(n, _dropped(attr), bad)
@@ -148,6 +148,19 @@ def drop_null_leaves(con: duckdb.DuckDBPyConnection, policy: dict[str, Policy]) 
     for n, p in policy.items():
         if p.drop_null:
             con.execute(f"DELETE FROM {counts.LEAVES} WHERE c_{n} = {p.null_code}")
+
+
+def _bounds_text(attr: Range) -> str:
+    """``[lower, upper)`` as the spec wrote them: dates and timestamps as such, not as the
+    day or second numbers the bins are cut on (``[1.57784e+09, 1.58043e+09)``)."""
+    if attr.value_type in ("date", "timestamp"):
+        from dpsql.domains.calendar import from_axis
+
+        lo, hi = (from_axis(attr.value_type, x) for x in (attr.lower, attr.upper))
+        if attr.value_type == "date":
+            return f"[{lo.isoformat()}, {hi.isoformat()})"
+        return f"[{lo.isoformat(sep=' ')}, {hi.isoformat(sep=' ')})"
+    return f"[{attr.lower:g}, {attr.upper:g})"
 
 
 def stats_sql(attr, where: str, weight: str) -> list[str]:

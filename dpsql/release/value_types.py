@@ -112,8 +112,8 @@ def value_sql(attr: Range, column: str) -> str:
     """The source column as the DOUBLE the bins are cut on: a date's day number (days
     since 1970-01-01), a timestamp's whole seconds since 1970-01-01 00:00:00 (a fraction
     of a second is cut off: the attribute's grid is the second), any other value as
-    itself. A TIMESTAMP WITH TIME ZONE is read as DuckDB casts it to a TIMESTAMP (in the
-    session's time zone)."""
+    itself. A TIMESTAMP WITH TIME ZONE source column is refused before this (ingest: its
+    bins would depend on the building machine's time zone)."""
     if attr.value_type == "date":
         return f"CAST(date_diff('day', DATE '1970-01-01', CAST({column} AS DATE)) AS DOUBLE)"
     if attr.value_type == "timestamp":
