@@ -102,6 +102,19 @@ def attribute_sets(spec: ReleaseSpec) -> list[tuple[str, ...]]:
     return list(out.values())
 
 
+def _not_a_number(con: duckdb.DuckDBPyConnection, column: str) -> str:
+    """", e.g. 'x3' is not a number": a value of a text source column (a CSV's mixed
+    column) that no number cast reads, for the curator's error message; "" if none."""
+    ref = quote_ident(column)
+    try:
+        got = con.execute(f"SELECT CAST({ref} AS VARCHAR) FROM dpsql_src WHERE {ref} IS NOT "
+                          f"NULL AND TRY_CAST(CAST({ref} AS VARCHAR) AS DOUBLE) IS NULL "
+                          "LIMIT 1").fetchall()
+    except duckdb.Error:
+        return ""
+    return f", e.g. {got[0][0]!r} is not a number" if got else ""
+
+
 def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
            hierarchy_codes: dict[str, np.ndarray] | None = None) -> IngestReport:
     """Read the spec's source into ``dpsql_leaves`` (true leaf counts, codes only).
@@ -144,8 +157,9 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
                             "office's zone)")
         if not t.startswith(NUMERIC_TYPES) and not t.startswith("DECIMAL") and not calendar:
             raise DataError(f"range attribute {attr.name!r} must be numeric, a date or a "
-                            f"timestamp, but the source column has type {t}; cast it in "
-                            "a 'sql' source or declare it categorical")
+                            f"timestamp, but the source column has type {t}"
+                            f"{_not_a_number(con, attr.name)}; cast it in a 'sql' source "
+                            "or declare it categorical")
     spec = with_value_types(spec, types)
     supports = getattr(con, "check_supported", None)  # an engine that reads less (Spark)
     if supports is not None:

@@ -69,3 +69,16 @@ def test_out_of_bounds_error_states_the_bounds_as_written(base, attr, shown):
     with pytest.raises(dpsql.DataError, match=r"'d' has \d+ value\(s\) outside " + shown):
         build_release(ReleaseSpec.from_dict(spec, base_dir=base), base / "t.duckdb",
                       seed=1, progress=False)
+
+
+def test_mixed_csv_column_refusal_names_an_offending_value(tmp_path):
+    """A CSV range column with one non-number ('x3') was refused for its type (VARCHAR)
+    without saying which value made it text; the error now quotes one."""
+    (tmp_path / "my data.csv").write_text("c,x\na,1\nb,2\na,x3\nb,6.5\n")
+    spec = {"name": "t", "source": "my data.csv", "neighbouring": "add_remove",
+            "budget": {"rho": 1.0},
+            "attributes": {"x": {"kind": "range", "lower": 0, "upper": 10, "bins": 5}},
+            "views": [{"name": "v", "levels": ["x"]}]}
+    with pytest.raises(dpsql.DataError, match=r"type VARCHAR, e\.g\. 'x3' is not a number"):
+        build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), tmp_path / "t.duckdb",
+                      seed=1, progress=False)
