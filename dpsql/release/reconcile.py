@@ -339,9 +339,10 @@ def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
     if pa is None:
         values = np.maximum(np.rint(est), 0).astype(np.int64) if integer else est
         # rounding adds an error close to uniform on ±0.5, nearly independent of the
-        # estimate when its standard deviation is ≥ 1 (Sheppard): variance 1/12
-        step: dict[str, Any] = {"w": w.tolist(),
-                                "var": float(w[0]) + (1.0 / 12.0 if integer else 0.0)}
+        # estimate when its standard deviation is ≥ 1 (Sheppard): variance 1/12; an exact
+        # total (public under substitute: w = 0) is a whole count, and rounds to itself
+        rounding = 1.0 / 12.0 if integer and float(w[0]) > 0 else 0.0
+        step: dict[str, Any] = {"w": w.tolist(), "var": float(w[0]) + rounding}
     else:
         pc = mg.coarsen(universe, key, parent_key, spec, trees)
         parent = np.searchsorted(pa.codes, pc)

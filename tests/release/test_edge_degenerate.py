@@ -121,3 +121,19 @@ def test_a_source_every_policy_empties_is_refused_with_the_reason(tmp_path):
     with pytest.raises(dpsql.DataError, match="no rows remain in any view"):
         build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), tmp_path / "t.duckdb",
                       seed=1, progress=False)
+
+
+def test_public_total_under_substitute_has_no_rounding_error(tmp_path):
+    """Under substitute the total is public and exact; reconciled with an InfTDA view
+    (integer) it was given the rounding variance 1/12 anyway, so a Gaussian tree's
+    COUNT(*) said dp_stderr 0.289 for an exact count. An exact total rounds to itself."""
+    views = [{"name": "v_inf", "levels": ["c"]},
+             {"name": "v_gt", "levels": ["c"], "mechanism": "gaussian_tree"}]
+    spec = {"name": "t", "source": _source(tmp_path, 300), "neighbouring": "substitute",
+            "budget": {"rho": 1.0}, "attributes": ATTRS, "views": views}
+    out = tmp_path / "t.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1,
+                  progress=False)
+    cur = dpsql.connect(str(out)).cursor()
+    cur.execute("SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) FROM v_gt")
+    assert cur.fetchone() == (300, 0.0, 300, 300)
