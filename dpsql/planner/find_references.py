@@ -42,6 +42,7 @@ from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name)
+from dpsql.planner.output_aliases import alias_bound
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
@@ -384,8 +385,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     bins: list[BinGroup] = []
     long_names: list[exp.Column] = []
     plain: list[exp.Column] | None = None if sc.nested else []
+    outputs = alias_bound(select, out_aliases, scope_columns, sc.column_args)
     for node, arg in zip(scope_columns, sc.column_args):
-        if id(node) in inside:
+        if id(node) in inside or id(node) in outputs:  # outputs: DuckDB binds the alias
             continue
         if plain is not None and arg not in PLACING_ARGS:
             plain.append(node)

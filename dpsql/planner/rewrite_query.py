@@ -394,7 +394,7 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...], group: exp.Group) 
     grouped query would be an error; it must stay one). ``group``: the SELECT's GROUP
     BY, which the caller has found plain (:func:`_plain_group`)."""
     select = ref.select
-    if not key:
+    if not key or _names_an_output(select):
         return False
     names = set()
     for g in group.expressions:
@@ -434,6 +434,16 @@ def _one_node_per_group(ref: Reference, key: tuple[str, ...], group: exp.Group) 
                 return False
             stack.extend(node.iter_expressions())
     return True
+
+
+def _names_an_output(select: exp.Select) -> bool:
+    """HAVING names an output alias: moved into WHERE (one node per group), the name
+    would bind a column of the level table of that name first."""
+    having = select.args.get("having")
+    if having is None:
+        return False
+    outs = {e.alias.lower() for e in select.expressions if isinstance(e, exp.Alias)}
+    return any(not c.table and c.name.lower() in outs for c in having.find_all(exp.Column))
 
 
 def _stray(col: exp.Column, names: set[str], ref: Reference) -> bool:
