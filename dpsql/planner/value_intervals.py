@@ -211,7 +211,11 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
         if isinstance(node, exp.Between) and is_attr(node.this):
             lo = axis.literal(node.args["low"], "a BETWEEN bound")
             hi = axis.literal(node.args["high"], "a BETWEEN bound")
-            return intersect(axis.compare(exp.GTE, lo), axis.compare(exp.LTE, hi))
+            out = intersect(axis.compare(exp.GTE, lo), axis.compare(exp.LTE, hi))
+            if node.args.get("symmetric"):  # SQL's BETWEEN SYMMETRIC: either order
+                out = union(out, intersect(axis.compare(exp.GTE, hi),
+                                           axis.compare(exp.LTE, lo)))
+            return out
         if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("query") \
                 and not node.args.get("unnest"):
             out: Intervals = ()
