@@ -226,6 +226,8 @@ class Gen:
             forms += [f"{attr} < {lit} + INTERVAL 1 MONTH", f"year({attr}) = 2013",
                       f"{attr} < now()", f"{attr} >= TIMESTAMP '2013-05-01 00:00:00'",
                       f"{attr} < '2013-05-01'::TIMESTAMP", f"{attr} = {attr}"]
+        if attr in ("x", "m"):  # no points: a day inside a month bin interpolates
+            forms = [f for f in forms if not any(t in f for t in (" IN ", "DISTINCT", " = "))]
         return self.pick(forms).replace(" < ?", " < 5")
 
     def tree(self, attr: str, depth: int) -> str:
@@ -252,7 +254,7 @@ class Gen:
                 f" AND {p}" for p in parts[2:])
         return " AND ".join(parts)
 
-    GROUPABLE = ["c", "k", "r", "pr", "ci", "n", "d", "m"]
+    GROUPABLE = ["c", "k", "r", "pr", "ci", "n", "d", "m", "p"]
 
     def key_expr(self, col: str) -> str:
         if col == "d" and self.chance(0.5):
@@ -265,6 +267,12 @@ class Gen:
             return "CASE WHEN k < 10 THEN 'low' ELSE 'high' END"
         if col == "ci" and self.chance(0.15):
             return "upper(ci)"
+        if col in ("n", "k") and self.chance(0.3):
+            w = self.pick([2, 5, 10])
+            return self.pick([f"floor({col} / {w}) * {w}",
+                              f"width_bucket({col}, 0, {20 if col == 'k' else 100}, 4)"])
+        if col == "p" and self.chance(0.5):
+            return self.pick(["floor(p)", "floor(p * 2) / 2"])
         return col
 
     def query(self) -> str:
@@ -283,7 +291,9 @@ class Gen:
         if self.chance(0.3):
             aggs.append(self.pick(["COUNT(c)", "COUNT(k)", "SUM(1)", "COUNT(1)",
                                    "COUNT(ci)", "COUNT(r)", "COUNT(*) * 2",
-                                   "SUM(k)", "COUNT(n)", "COUNT(*) - COUNT(c)"]))
+                                   "SUM(k)", "COUNT(n)", "COUNT(*) - COUNT(c)",
+                                   "COUNT(pr)", "SUM(n)", "AVG(k)", "SUM(p)", "AVG(n)",
+                                   "COUNT(*) + COUNT(k)", "round(AVG(p), 6)"]))
         if self.chance(0.1):
             aggs = [self.pick(["COUNT(*) / 2", "SUM(1) * 3", "COUNT(*) * 1.5"])]
         where = f" WHERE {self.where(allowed)}" if self.chance(0.85) else ""
@@ -335,6 +345,14 @@ class Gen:
         if shape < 0.45 and "c" in allowed:
             return (f"SELECT pub.kind, COUNT(*) AS n FROM t JOIN pub ON t.c = pub.c"
                     f"{where} GROUP BY pub.kind", 1)
+        if shape < 0.53 and "k" in allowed:
+            w = f" WHERE {self.where([a for a in allowed if a != 'c'])}" if where else ""
+            join = self.pick(["t.k = pub.w", "t.k < pub.w", "t.k >= pub.w"])
+            return (f"SELECT pub.kind, COUNT(*) AS n FROM t JOIN pub ON {join}{w} "
+                    f"GROUP BY pub.kind", 1)
+        if shape < 0.56 and cols and all(k == c for k, c in zip(keys, cols)) \
+                and not set(cols) & {"n", "k", "d", "m", "p"}:
+            return f"SELECT DISTINCT {', '.join(cols)} FROM t{where}", len(cols)
         if shape < 0.5 and "c" in allowed:
             w = where or " WHERE TRUE"
             return f"SELECT COUNT(*) FROM t{w} AND c IN (SELECT c FROM pub WHERE w < 3)", 0
@@ -364,11 +382,17 @@ def _num(v) -> bool:
 
 
 def _norm(row) -> tuple:
-    return tuple(round(float(v), 1) if _num(v) else v for v in row)
+    """Numbers to 6 decimals (keys compare exactly; the noise is far below 1e-3)."""
+    return tuple(round(float(v), 6) if _num(v) else v for v in row)
 
 
 def _zero(row, key_width: int) -> bool:
-    return all(v is None or (_num(v) and abs(float(v)) < 0.5) for v in row[key_width:]) \
+    """A group whose count (the first number after the keys) is 0: a public group a raw
+    GROUP BY does not list. Its AVG is the bin's mean when the count's noise is not
+    exactly 0, so only the count decides."""
+    if key_width and len(row) > key_width and _num(row[key_width]):
+        return abs(float(row[key_width])) < 0.25
+    return all(v is None or (_num(v) and abs(float(v)) < 0.25) for v in row[key_width:]) \
         and any(_num(v) for v in row[key_width:])
 
 
@@ -400,9 +424,15 @@ def same(got, want, kw: int, ordered_limit: bool = False) -> bool:
 
 def _within(got, want_all, kw: int) -> bool:
     """A LIMIT cut inside a tie: every non-zero row of ``got`` is a row of the data."""
-    pool = Counter(_norm(r) for r in want_all if not _zero(r, kw))
-    need = Counter(_norm(r) for r in got if not _zero(r, kw))
-    return all(pool[r] >= k for r, k in need.items())
+    pool = [r for r in want_all if not _zero(r, kw)]
+    for r in got:
+        if _zero(r, kw):
+            continue
+        match = next((i for i, w in enumerate(pool) if same([r], [w], kw)), None)
+        if match is None:
+            return False
+        pool.pop(match)
+    return True
 
 
 def classify(dp, raw, q: str, kw: int) -> tuple[str, str]:
