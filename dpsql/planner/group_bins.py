@@ -107,9 +107,7 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
-            f"row per bin, holding its lower bound) or by buckets of whole bins "
-            f"(floor({a.name} / w) * w or width_bucket({a.name}, low, high, n), with "
-            f"{_widths_text(a, level_widths)})")
+            f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}")
     return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
 
 
@@ -237,7 +235,24 @@ def bucket_call(col: exp.Column) -> exp.Expression | None:
     return parent if isinstance(parent, tuple(BUCKETS)) else None
 
 
+def _buckets_text(a: AttributeMeta, level_widths) -> str:
+    """The buckets of whole bins to suggest: calendar units for a date or timestamp (its
+    day numbers are no values to divide), else widths on the bin grid."""
+    if a.value_type in TRUNC_UNITS:
+        fits = aligned_units(a)
+        return ("calendar units of whole bins: " + ", ".join(
+            f"date_trunc('{u}', {a.name})" for u in fits) if fits else
+                f"ranges of whole bins (WHERE {a.name} BETWEEN ...): no date_trunc unit "
+                "aligns with these bins")
+    return (f"buckets of whole bins (floor({a.name} / w) * w or width_bucket({a.name}, "
+            f"low, high, n), with {_widths_text(a, level_widths)})")
+
+
 def _misaligned(call: exp.Expression, a: AttributeMeta, level_widths) -> UnsupportedQueryError:
+    if a.value_type in TRUNC_UNITS:
+        return UnsupportedQueryError(
+            f"{call.sql('duckdb')} cuts the released bins of {a.name!r} "
+            f"({a.unit or 'days'}): group by {_buckets_text(a, level_widths)}")
     return UnsupportedQueryError(
         f"{call.sql('duckdb')} cuts the released bins of {a.name!r} ({_num(a.width)} wide "
         f"from {_num(a.lower)} to {_num(a.upper)}): a bucket must be a union of whole bins; "

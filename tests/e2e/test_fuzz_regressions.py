@@ -90,3 +90,36 @@ def test_between_symmetric_takes_the_bounds_in_either_order(cons, where, plain):
     got = _run(dp, f"SELECT COUNT(*) FROM t WHERE {where}")[0][0]
     want = raw.execute(f"SELECT COUNT(*) FROM t WHERE {plain}").fetchall()[0][0]
     assert abs(got - want) <= 0.5, (got, want)
+
+
+# A date attribute computed on in GROUP BY (year(d), month(m), floor(m / 2)) is refused,
+# as it should be, but the message told the analyst to write floor(m / w) * w "with a
+# width that is a multiple of 30.444444444444443 with edges on 15340 + k *
+# 30.444444444444443": day numbers, which DuckDB cannot divide a DATE by, and no width
+# at all for calendar months. It now names the date_trunc units that align.
+DATE_BUCKETS = [
+    ("SELECT month(m), COUNT(*) FROM t GROUP BY 1",
+     "date_trunc('month', m), date_trunc('quarter', m), date_trunc('year', m)"),
+    ("SELECT year(d) AS y, COUNT(*) FROM t GROUP BY y", "date_trunc('year', d)"),
+    ("SELECT floor(m / 2) * 2, COUNT(*) FROM t GROUP BY 1",
+     "cuts the released bins of 'm' (month): group by calendar units of whole bins: "
+     "date_trunc('month', m)"),
+]
+
+
+@pytest.mark.parametrize("sql,advice", DATE_BUCKETS, ids=range(len(DATE_BUCKETS)))
+def test_a_computed_date_key_is_refused_naming_date_trunc(cons, sql, advice):
+    import dpsql
+    from dpsql import duck
+
+    dp, raw = cons
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:
+        duck.execute(dp, sql)
+    assert advice in str(err.value)
+    assert "k * 30.4" not in str(err.value) and "floor(m / w)" not in str(err.value)
+    for unit in ("month", "year"):  # what it advises is DuckDB's answer
+        want = raw.execute(f"SELECT date_trunc('{unit}', m) AS u, COUNT(*) FROM t "
+                           "GROUP BY u ORDER BY u").fetchall()
+        got = _run(dp, f"SELECT date_trunc('{unit}', m) AS u, COUNT(*) FROM t "
+                       "GROUP BY u ORDER BY u")
+        assert [(a, round(b)) for a, b in got] == want
