@@ -27,7 +27,8 @@ by bin range), and the ``m``-node predictions are memoized on the attached view 
 ``(level, m)``: a pure function of public parameters,
 shared by every query that groups or filters alike. The choice itself is memoized on the
 attached release by the reference's signature (candidate views, grouped columns, measured
-attributes, range filters with their bounds), the only inputs it has. Neither is a plan
+attributes, range filters with their bounds, attributes whose values COUNT(x) counts), the
+only inputs it has. Neither is a plan
 cache: every query is still parsed, checked, rewritten and rendered.
 """
 
@@ -65,11 +66,11 @@ def choose_view(ref: Reference) -> Choice:
     filters by range (with its bin range) and measures, memoized on the attached release
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
-           ref.ranges, ref.trunc_units)
+           ref.ranges, ref.trunc_units, ref.counted)  # every input of needed_attributes
     if ref.bins:  # the bucket edges of each grouped binned attribute
         key += (tuple(g.signature() for g in ref.bins),)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
-        key += (ref.non_null, ref.counted,
+        key += (ref.non_null,
                 frozenset((g.kind, g.attribute, g.skips) for g in ref.aggregates))
     memo = ref.release.choices
     hit = memo.get(key)

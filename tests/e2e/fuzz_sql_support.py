@@ -103,6 +103,8 @@ def build(base: Path, name: str = "fuzz.duckdb") -> Path:
 
 # ---------------------------------------------------------------- the generator
 
+VIEWS = [v["name"] for v in spec()["views"]]
+
 
 class Gen:
     """A seeded generator of queries over the logical table ``t``."""
@@ -327,7 +329,10 @@ class Gen:
         if keys and self.chance(0.2):
             measure = "COUNT(*)" if aggs[0] != "COUNT(*)" or self.chance(0.5) else names[0]
             having = f" HAVING {measure} {self.pick(['>', '<', '>='])} {g.randint(0, 400)}.5"
-        body = f"SELECT {', '.join(select)} FROM t{where}{group}{having}"
+        tab = "t"
+        if allowed in self.VIEW_ATTRS and self.chance(0.3):  # pinned to the view
+            tab = VIEWS[self.VIEW_ATTRS.index(allowed)] + " AS t"
+        body = f"SELECT {', '.join(select)} FROM {tab}{where}{group}{having}"
         shape = g.random()
         kw = len(keys)
         if shape < 0.15:
@@ -343,27 +348,30 @@ class Gen:
             return (f"WITH q AS ({body}) SELECT pub.kind, SUM(q.{names[0]}) AS n FROM q "
                     f"JOIN pub ON q.g{cols.index('c')} = pub.c GROUP BY pub.kind", 1)
         if shape < 0.45 and "c" in allowed:
-            return (f"SELECT pub.kind, COUNT(*) AS n FROM t JOIN pub ON t.c = pub.c"
+            return (f"SELECT pub.kind, COUNT(*) AS n FROM {tab} JOIN pub ON t.c = pub.c"
                     f"{where} GROUP BY pub.kind", 1)
         if shape < 0.53 and "k" in allowed:
             w = f" WHERE {self.where([a for a in allowed if a != 'c'])}" if where else ""
             join = self.pick(["t.k = pub.w", "t.k < pub.w", "t.k >= pub.w"])
-            return (f"SELECT pub.kind, COUNT(*) AS n FROM t JOIN pub ON {join}{w} "
+            return (f"SELECT pub.kind, COUNT(*) AS n FROM {tab} JOIN pub ON {join}{w} "
                     f"GROUP BY pub.kind", 1)
         if shape < 0.56 and cols and all(k == c for k, c in zip(keys, cols)) \
                 and not set(cols) & {"n", "k", "d", "m", "p"}:
-            return f"SELECT DISTINCT {', '.join(cols)} FROM t{where}", len(cols)
+            return f"SELECT DISTINCT {', '.join(cols)} FROM {tab}{where}", len(cols)
         if shape < 0.5 and "c" in allowed:
             w = where or " WHERE TRUE"
-            return f"SELECT COUNT(*) FROM t{w} AND c IN (SELECT c FROM pub WHERE w < 3)", 0
+            return f"SELECT COUNT(*) FROM {tab}{w} AND c IN (SELECT c FROM pub WHERE w < 3)", 0
         return body, kw
 
 
 # ---------------------------------------------------------------- the oracle
 
 def raw_connection(base: Path) -> duckdb.DuckDBPyConnection:
+    """The raw table as ``t`` and under each view's name, as the release names them."""
     con = duckdb.connect()
     con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{base / 't.parquet'}')")
+    for view in VIEWS:
+        con.execute(f"CREATE VIEW {view} AS SELECT * FROM t")
     con.execute(PUBLIC)
     return con
 
