@@ -280,12 +280,14 @@ def rejects_null(c: exp.Expression) -> bool:
 
 def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
     a = axis.name
-    forms = (f"{a} BETWEEN lo AND hi, {a} < x, {a} <= x, {a} > x, {a} >= x"
-             + (f", {a} = x, {a} IN (...), {a} <> x, {a} NOT IN (...)"
+    v = "v" if a.lower() != "v" else "w"  # the bound's placeholder: not the attribute's name
+    forms = (f"{a} BETWEEN lo AND hi, {a} < {v}, {a} <= {v}, {a} > {v}, {a} >= {v}"
+             + (f", {a} = {v}, {a} IN (...), {a} <> {v}, {a} NOT IN (...)"
                 if axis.step is not None else ""))
+    kind = "date or timestamp" if axis.value_type in CALENDAR_TYPES else "numeric"
     return UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {a!r} is not supported; "
-        f"write {forms} with numeric literals, combined with AND, OR and NOT")
+        f"write {forms} with {kind} literals, combined with AND, OR and NOT")
 
 
 def pieces_condition(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:

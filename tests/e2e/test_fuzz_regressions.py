@@ -156,3 +156,23 @@ def test_a_memoized_view_choice_does_not_answer_count_of_another_attribute(base,
     _run(dp, first)
     with pytest.raises(dpsql.UnsupportedQueryError, match=r"attribute\(s\) n are in no view"):
         duck.execute(dp, then)
+
+
+# An unsupported predicate on a binned attribute named x read "write x BETWEEN lo AND
+# hi, x < x, x <= x ..." (the bound's placeholder was x too), and on a date attribute
+# it asked for "numeric literals", which a date attribute refuses.
+@pytest.mark.parametrize("where,fine,not_there", [
+    ("x = x", "x < v, x <= v", "x < x"),
+    ("year(d) = 2013", "d = v, d IN (...)", "numeric literals"),
+    ("k % 2 = 0", "with numeric literals", "k < x"),
+])
+def test_the_refusal_of_a_predicate_names_its_forms_plainly(cons, where, fine, not_there):
+    import dpsql
+    from dpsql import duck
+
+    dp, _ = cons
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:
+        duck.execute(dp, f"SELECT COUNT(*) FROM t WHERE {where}")
+    assert fine in str(err.value) and not_there not in str(err.value), str(err.value)
+    if where.startswith("year"):
+        assert "date or timestamp literals" in str(err.value)
