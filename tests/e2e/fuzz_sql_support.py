@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import random
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -30,7 +31,7 @@ N_ROWS = 6000
 SPINE = [["N", "N1", "n1"], ["N", "N1", "n2"], ["N", "N2", "n3"], ["S", "S1", "s1"],
          ["S", "S1", "s2"], ["S", "S2", "s3"], ["E", "E1", "e1"]]
 PUBLIC = ("CREATE OR REPLACE TEMP TABLE pub AS SELECT * FROM (VALUES ('a', 'vowel', 1), "
-          "('b', 'consonant', 2), ('c', 'consonant', 3), ('z', 'none', 9)) AS v(c, kind, w)")
+          "('b', 'consonant', 2), ('c', 'consonant', 3), ('z', 'none', 9)) AS v(label, kind, w)")
 
 
 def write_data(base: Path) -> Path:
@@ -214,7 +215,8 @@ class Gen:
                       f"{attr} || 'x' = {lit} || 'x'", f"length({attr}) = 2",
                       f"{attr} > {lit}", f"{attr} <= {lit}", f"{attr} ILIKE 'N%'",
                       f"CASE WHEN {attr} = {lit} THEN TRUE ELSE FALSE END",
-                      f"{attr} IN (SELECT c FROM pub)", f"{attr} NOT IN (SELECT c FROM pub)",
+                      f"{attr} IN (SELECT label FROM pub)",
+                      f"{attr} NOT IN (SELECT label FROM pub)",
                       f"{attr} GLOB '[ns]*'", f"{attr} SIMILAR TO 'n.'"]
         if attr in ("n", "k", "p", "x"):
             forms += [f"{attr} + 1 < {lit}", f"-{attr} < -{lit}", f"{attr} * 2 <= {lit}",
@@ -289,7 +291,7 @@ class Gen:
             free = [a for a in self.ATTRS if a not in cols]
             aliases = [self.pick([a, c]) if c not in aliases else a
                        for a, c in zip(aliases, g.sample(free, len(aliases)))]
-        aggs = ["COUNT(*)"]
+        aggs = [self.pick(["COUNT(*)", "COUNT(*)", "COUNT(*)", "SUM(dp_count)"])]
         if self.chance(0.3):
             aggs.append(self.pick(["COUNT(c)", "COUNT(k)", "SUM(1)", "COUNT(1)",
                                    "COUNT(ci)", "COUNT(r)", "COUNT(*) * 2",
@@ -335,6 +337,23 @@ class Gen:
         body = f"SELECT {', '.join(select)} FROM {tab}{where}{group}{having}"
         shape = g.random()
         kw = len(keys)
+        if shape < 0.1 and keys and aggs[0] == "COUNT(*)":  # over the aggregated rows
+            extra = self.pick([
+                "SUM(COUNT(*)) OVER () AS tot",
+                f"rank() OVER (ORDER BY round(COUNT(*)) DESC, {', '.join(keys)}) AS rk",
+                "COUNT(*) * 100.0 / SUM(COUNT(*)) OVER () AS share",
+                f"{names[0]} * 2 AS twice"])
+            tail = self.pick(["", " QUALIFY SUM(COUNT(*)) OVER () > 0",
+                              f" ORDER BY COUNT(*) DESC, {', '.join(aliases)} NULLS FIRST"])
+            if "ORDER BY" in tail and (group.startswith(" GROUP BY ALL") or "(" in group):
+                tail = ""
+            return body.replace(" FROM ", f", {extra} FROM ", 1) + tail, kw
+        if shape < 0.12 and not keys:  # a union of two counts, a scalar subquery
+            other = f"SELECT COUNT(*) AS a0 FROM {tab}" + (
+                f" WHERE {self.where(allowed)}" if self.chance(0.7) else "")
+            return self.pick([f"SELECT 1 AS part, * FROM ({body}) UNION ALL "
+                              f"SELECT 2, * FROM ({other})",
+                              f"SELECT ({body}) - ({other}) AS diff"]), 0
         if shape < 0.15:
             return f"WITH q AS ({body}) SELECT * FROM q", kw
         if shape < 0.25:
@@ -346,9 +365,9 @@ class Gen:
             return f"{body} ORDER BY {order} NULLS FIRST LIMIT {g.randint(1, 6)}", kw
         if shape < 0.4 and "c" in cols and keys[cols.index("c")] == "c":
             return (f"WITH q AS ({body}) SELECT pub.kind, SUM(q.{names[0]}) AS n FROM q "
-                    f"JOIN pub ON q.g{cols.index('c')} = pub.c GROUP BY pub.kind", 1)
+                    f"JOIN pub ON q.g{cols.index('c')} = pub.label GROUP BY pub.kind", 1)
         if shape < 0.45 and "c" in allowed:
-            return (f"SELECT pub.kind, COUNT(*) AS n FROM {tab} JOIN pub ON t.c = pub.c"
+            return (f"SELECT pub.kind, COUNT(*) AS n FROM {tab} JOIN pub ON t.c = pub.label"
                     f"{where} GROUP BY pub.kind", 1)
         if shape < 0.53 and "k" in allowed:
             w = f" WHERE {self.where([a for a in allowed if a != 'c'])}" if where else ""
@@ -360,7 +379,7 @@ class Gen:
             return f"SELECT DISTINCT {', '.join(cols)} FROM {tab}{where}", len(cols)
         if shape < 0.5 and "c" in allowed:
             w = where or " WHERE TRUE"
-            return f"SELECT COUNT(*) FROM {tab}{w} AND c IN (SELECT c FROM pub WHERE w < 3)", 0
+            return f"SELECT COUNT(*) FROM {tab}{w} AND c IN (SELECT label FROM pub WHERE w < 3)", 0
         return body, kw
 
 
@@ -443,13 +462,25 @@ def _within(got, want_all, kw: int) -> bool:
     return True
 
 
+_WIDTH_BUCKET = re.compile(r"width_bucket\((\w+), ([-\d.]+), ([-\d.]+), (\d+)\)")
+
+
+def _width_bucket(m: re.Match) -> str:
+    """PostgreSQL's width_bucket (dpsql spells it out; this DuckDB has none): 0 below
+    ``lo``, ``n + 1`` from ``hi``."""
+    x, lo, hi, n = m.groups()
+    return (f"(CASE WHEN {x} < {lo} THEN 0 WHEN {x} >= {hi} THEN {n} + 1 ELSE "
+            f"CAST(floor(({x} - {lo}) * {n} / ({hi} - {lo})) AS BIGINT) + 1 END)")
+
+
 def classify(dp, raw, q: str, kw: int) -> tuple[str, str]:
     """('equal' | 'refused' | 'raw_error' | 'unclear' | 'crash' | 'wrong', detail)."""
     import dpsql
     from dpsql import duck
 
+    q_raw = _WIDTH_BUCKET.sub(_width_bucket, q.replace("SUM(dp_count)", "SUM(1)"))
     try:
-        want = raw.execute(q).fetchall()
+        want = raw.execute(q_raw).fetchall()
     except duckdb.Error as e:
         return "raw_error", str(e).splitlines()[0]
     limit = " LIMIT " in q
@@ -463,7 +494,7 @@ def classify(dp, raw, q: str, kw: int) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - a crash is what we look for
         return "crash", f"{type(e).__name__}: {e}"
     if limit:
-        want_all = raw.execute(q[:q.rindex(" LIMIT ")]).fetchall()
+        want_all = raw.execute(q_raw[:q_raw.rindex(" LIMIT ")]).fetchall()
         ok = same(got, want_all, kw, ordered_limit=True) or _within(got, want_all, kw)
     else:
         ok = same(got, want, kw)
