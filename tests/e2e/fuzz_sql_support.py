@@ -45,6 +45,8 @@ def write_data(base: Path) -> Path:
     x = g.uniform(0, 8, N_ROWS)
     d = np.datetime64("2013-01-01") + g.integers(0, 365, N_ROWS).astype("timedelta64[D]")
     m = np.datetime64("2012-01-01") + g.integers(0, 1096, N_ROWS).astype("timedelta64[D]")
+    ts = np.datetime64("2013-01-01T00:00:00") + g.integers(0, 7 * 86400, N_ROWS).astype(
+        "timedelta64[s]")
     c = np.array(["a", "b", "c"], dtype=object)[g.integers(0, 3, N_ROWS)]
     c[g.random(N_ROWS) < 0.07] = None
     h = np.array(SPINE, dtype=object)[g.integers(0, len(SPINE), N_ROWS)]
@@ -53,6 +55,7 @@ def write_data(base: Path) -> Path:
         "n": pa.array(n, mask=g.random(N_ROWS) < 0.04),
         "p": pa.array([f"{v:.2f}" for v in p]).cast(pa.decimal128(6, 2)),
         "x": x, "d": pa.array(d, pa.date32()), "m": pa.array(m, pa.date32()),
+        "ts": pa.array(ts, pa.timestamp("us")),
         "c": pa.array(list(c), pa.string()),
         "k": pa.array(g.integers(0, 20, N_ROWS), mask=g.random(N_ROWS) < 0.06),
         "r": pa.array(list(h[:, 0]), pa.string()), "pr": pa.array(list(h[:, 1]), pa.string()),
@@ -70,6 +73,8 @@ def spec(rho: str = "1e11") -> dict:
             "p": {"kind": "range", "lower": 0, "upper": 10, "bins": 1000},
             "x": {"kind": "range", "lower": 0, "upper": 8, "bins": 64},
             "d": {"kind": "range", "lower": "2013-01-01", "upper": "2014-01-01", "width": 1},
+            "ts": {"kind": "range", "lower": "2013-01-01 00:00:00",
+                   "upper": "2013-01-08 00:00:00", "unit": "hour"},
             "m": {"kind": "range", "lower": "2012-01-01", "upper": "2014-12-31",
                   "unit": "month"},
             "c": {"kind": "categorical", "domain": ["a", "b", "c"], "on_null": "category"},
@@ -87,6 +92,7 @@ def spec(rho: str = "1e11") -> dict:
             {"name": "vcx", "levels": ["c", "x"], "mechanism": "gaussian_tree"},
             {"name": "vd", "levels": ["d"], "mechanism": "cascade"},
             {"name": "vm", "levels": ["m"], "mechanism": "gaussian_tree"},
+            {"name": "vts", "levels": ["ts"], "mechanism": "gaussian_tree"},
         ],
     }
 
@@ -173,6 +179,8 @@ class Gen:
         if attr in self.CATS:
             kinds = ["cmp", "in", "in", "null", "like"]
             ops = ["=", "<>"]
+        if attr == "ts":
+            return self.ts_atom()
         kind = "odd" if self.chance(0.12) else self.pick(kinds)
         if kind == "cmp":
             op, lit = self.pick(ops), self.lit(attr)
@@ -197,6 +205,26 @@ class Gen:
         if kind == "like":
             return f"{attr} LIKE '{self.pick(['n%', '%1', 's_', '%'])}'"
         return f"{attr} IS {'NOT ' if self.chance(0.5) else ''}NULL"
+
+    def ts_atom(self) -> str:
+        """A timestamp on hour bins: hour starts for < and >=, last seconds of an hour for
+        <= and > (whole seconds: the same edge), midnights as DATEs; no interpolation."""
+        g = self.g
+        hour = datetime.datetime(2013, 1, 1) + datetime.timedelta(hours=g.randint(-3, 172))
+        start = f"TIMESTAMP '{hour}'" if self.chance(0.7) else f"'{hour}'"
+        end = f"TIMESTAMP '{hour + datetime.timedelta(seconds=3599)}'"
+        r = g.random()
+        if r < 0.15:
+            return f"ts {self.pick(['<', '>='])} DATE '{hour.date()}'"
+        if r < 0.45:
+            return f"ts {self.pick(['<', '>='])} {start}"
+        if r < 0.7:
+            return f"ts {self.pick(['<=', '>'])} {end}"
+        if r < 0.9:
+            other = hour + datetime.timedelta(hours=g.randint(-5, 30), seconds=3599)
+            return (f"ts {'NOT ' if self.chance(0.3) else ''}BETWEEN {start} AND "
+                    f"TIMESTAMP '{other}'")
+        return f"ts IS {'NOT ' if self.chance(0.5) else ''}NULL"
 
     def odd(self, attr: str) -> str:
         """Less common spellings: NULL literals, IS DISTINCT FROM, casts, functions of
@@ -243,10 +271,10 @@ class Gen:
         op = "AND" if r < 0.55 else "OR"
         return f"({self.tree(attr, depth - 1)} {op} {self.tree(attr, depth - 1)})"
 
-    ATTRS = ["n", "p", "x", "d", "m", "c", "k", "r", "pr", "ci"]
+    ATTRS = ["n", "p", "x", "d", "m", "c", "k", "r", "pr", "ci", "ts"]
 
     VIEW_ATTRS = [["r", "pr", "ci"], ["c", "r", "pr", "ci"], ["c", "k"], ["k", "n"], ["n"],
-                  ["p"], ["c", "x"], ["d"], ["m"]]
+                  ["p"], ["c", "x"], ["d"], ["m"], ["ts"]]
 
     def where(self, allowed: list[str]) -> str:
         attrs = self.g.sample(allowed, self.g.randint(1, min(3, len(allowed))))
@@ -258,11 +286,13 @@ class Gen:
                 f" AND {p}" for p in parts[2:])
         return " AND ".join(parts)
 
-    GROUPABLE = ["c", "k", "r", "pr", "ci", "n", "d", "m", "p"]
+    GROUPABLE = ["c", "k", "r", "pr", "ci", "n", "d", "m", "p", "ts"]
 
     def key_expr(self, col: str) -> str:
         if col == "d" and self.chance(0.5):
             return f"date_trunc('{self.pick(['month', 'week', 'year'])}', d)"
+        if col == "ts":  # GROUP BY ts would be one row per hour bin, not per second
+            return f"date_trunc('{self.pick(['hour', 'day', 'week'])}', ts)"
         if col == "m":  # GROUP BY m is one row per month bin, not per day (docs/sql.md)
             return f"date_trunc('{self.pick(['quarter', 'year', 'month'])}', m)"
         if col == "c" and self.chance(0.2):
@@ -293,11 +323,14 @@ class Gen:
                        for a, c in zip(aliases, g.sample(free, len(aliases)))]
         aggs = [self.pick(["COUNT(*)", "COUNT(*)", "COUNT(*)", "SUM(dp_count)"])]
         if self.chance(0.3):
-            aggs.append(self.pick(["COUNT(c)", "COUNT(k)", "SUM(1)", "COUNT(1)",
-                                   "COUNT(ci)", "COUNT(r)", "COUNT(*) * 2",
-                                   "SUM(k)", "COUNT(n)", "COUNT(*) - COUNT(c)",
-                                   "COUNT(pr)", "SUM(n)", "AVG(k)", "SUM(p)", "AVG(n)",
-                                   "COUNT(*) + COUNT(k)", "round(AVG(p), 6)"]))
+            extra = ["COUNT(c)", "COUNT(k)", "SUM(1)", "COUNT(1)", "COUNT(ci)", "COUNT(r)",
+                     "COUNT(*) * 2", "SUM(k)", "COUNT(n)", "COUNT(*) - COUNT(c)",
+                     "COUNT(pr)", "SUM(n)", "AVG(k)", "SUM(p)", "AVG(n)",
+                     "COUNT(*) + COUNT(k)", "round(AVG(p), 6)", "COUNT(ts)", "COUNT(d)"]
+            if self.chance(0.9):  # mostly of the attributes at hand (else: refused)
+                extra = [e for e in extra if not set(re.findall(r"\((\w+)\)", e))
+                         - set(allowed) - {"1"}]
+            aggs.append(self.pick(extra))
         if self.chance(0.1):
             aggs = [self.pick(["COUNT(*) / 2", "SUM(1) * 3", "COUNT(*) * 1.5"])]
         where = f" WHERE {self.where(allowed)}" if self.chance(0.85) else ""
