@@ -11,7 +11,9 @@ Used by :mod:`dpsql.planner.find_references`.
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -50,6 +52,24 @@ class Aggregate:
     """For ``COUNT(x)`` of an attribute with ``on_null = "drop"``: its name. The count is
     of the rows where it has a value, which are exactly the rows of the views over it
     (:mod:`~dpsql.planner.dropped_nulls`): a plain count of such a view."""
+
+
+@functools.cache
+def engine_aggregates() -> frozenset[str]:
+    """The lower-cased names of DuckDB's aggregate functions, and of its macros that call
+    one (``geomean``, ``weighted_avg``), as the installed DuckDB lists them: sqlglot
+    parses many as plain function calls (``count_star()``, ``fsum(x)``,
+    ``histogram(x)``, ``entropy(x)``, ``mean(x)``...)."""
+    import duckdb
+
+    with duckdb.connect() as con:
+        rows = con.execute("SELECT DISTINCT lower(function_name), function_type, "
+                           "lower(macro_definition) FROM duckdb_functions() "
+                           "WHERE function_type IN ('aggregate', 'macro')").fetchall()
+    aggs = {n for n, kind, _ in rows if kind == "aggregate"}
+    calls = re.compile(r"\b(" + "|".join(map(re.escape, sorted(aggs))) + r")\s*\(")
+    return frozenset(aggs | {n for n, kind, body in rows
+                             if kind == "macro" and body and calls.search(body)})
 
 
 def fn_name(node: exp.Expression) -> str:
@@ -188,6 +208,12 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             if len(args) != 2:
                 raise UnsupportedQueryError("dp_quantile(attr, p) takes two arguments")
             return _quantile(node, args[0], args[1], owned, release)
+        if not windowed and name in engine_aggregates():
+            # an aggregate DuckDB has and sqlglot does not know (count_star(), fsum(),
+            # histogram(), entropy()...): it would run over the released nodes, one row
+            # each, not over the data's rows
+            raise UnsupportedQueryError(
+                f"{node.sql('duckdb')} over the private table is not supported; " + SUPPORTED)
         return None
     if not isinstance(node, exp.AggFunc):
         return None

@@ -326,7 +326,8 @@ class Gen:
             extra = ["COUNT(c)", "COUNT(k)", "SUM(1)", "COUNT(1)", "COUNT(ci)", "COUNT(r)",
                      "COUNT(*) * 2", "SUM(k)", "COUNT(n)", "COUNT(*) - COUNT(c)",
                      "COUNT(pr)", "SUM(n)", "AVG(k)", "SUM(p)", "AVG(n)",
-                     "COUNT(*) + COUNT(k)", "round(AVG(p), 6)", "COUNT(ts)", "COUNT(d)"]
+                     "COUNT(*) + COUNT(k)", "round(AVG(p), 6)", "COUNT(ts)", "COUNT(d)",
+                     "count_star()", "fsum(1)", "entropy(c)", "mean(k)", "list(r)"]
             if self.chance(0.9):  # mostly of the attributes at hand (else: refused)
                 extra = [e for e in extra if not set(re.findall(r"\((\w+)\)", e))
                          - set(allowed) - {"1"}]
