@@ -72,6 +72,15 @@ def engine_aggregates() -> frozenset[str]:
                              if kind == "macro" and body and calls.search(body)})
 
 
+def not_an_attribute(name: str, release: ReleaseInfo) -> UnsupportedQueryError:
+    """The error for a column of the private table that is no attribute of it."""
+    known = sorted(c for x in release.attributes.values()
+                   for c in ((x.name,) if x.kind == "range" else x.columns))
+    return UnsupportedQueryError(
+        f"column {name!r} is not an attribute of the release {release.release.name!r}; "
+        f"its attributes are: {', '.join(known)}")
+
+
 def fn_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
@@ -232,7 +241,9 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             return Aggregate(node, "count")
         if isinstance(arg, exp.Column) and owned(arg):
             a = release.column_attribute(arg.name)
-            if a is not None and a.null_category:  # skips the NULL category's nodes
+            if a is None:  # a typo counted every row: COUNT(regoin) was COUNT(*)
+                raise not_an_attribute(arg.name, release)
+            if a.null_category:  # skips the NULL category's nodes
                 return Aggregate(node, "count", release.column_name(arg.name))
             if a is not None and a.on_null == "drop":  # a view over it: no NULL rows
                 return Aggregate(node, "count", skips=a.name)
@@ -250,6 +261,8 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
                 f"use MEDIAN({arg.name}) or dp_quantile({arg.name}, p)")
         if a is not None and a.kind == "range":
             return Aggregate(node, "sum" if isinstance(node, exp.Sum) else "avg", a.name)
+        if a is None:
+            raise not_an_attribute(arg.name, release)
         raise UnsupportedQueryError(
             f"{name}({arg.name}) is not supported: {arg.name!r} is a categorical attribute; "
             + SUPPORTED)

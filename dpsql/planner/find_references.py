@@ -41,7 +41,8 @@ from dpsql.planner.group_bins import TRUNCS, BinGroup, bin_group, trunc_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
-                                          classify, counts_rows, enclosing_call, fn_name)
+                                          classify, counts_rows, enclosing_call, fn_name,
+                                          not_an_attribute)
 from dpsql.planner.output_aliases import alias_bound
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.refuse_stars import refuse_stars
@@ -408,11 +409,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         elif a is None and not (alone and lname not in out_aliases):
             continue
         if a is None:
-            known = sorted(c for x in attrs.values() for c in
-                           ((x.name,) if x.kind == "range" else x.columns))
-            raise UnsupportedQueryError(
-                f"column {name!r} is not an attribute of the release "
-                f"{release.release.name!r}; its attributes are: {', '.join(known)}")
+            raise not_an_attribute(name, release)
         if a.kind == "range" and isinstance(node.parent, TRUNCS) \
                 and node.parent.this is node:
             truncs.append((node, a.name, trunc_unit(node.parent, a)))

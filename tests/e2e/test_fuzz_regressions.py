@@ -203,3 +203,24 @@ def test_an_aggregate_sqlglot_does_not_know_is_refused_over_the_private_table(co
     assert _run(dp, over_counts) == raw.execute(over_counts).fetchall()
     window = "SELECT r, COUNT(*), histogram(r) OVER () FROM t GROUP BY r ORDER BY r"
     assert [x[2] for x in _run(dp, window)] == [x[2] for x in raw.execute(window).fetchall()]
+
+
+# COUNT of a column the release does not have (a typo: COUNT(kk) for COUNT(k), or a
+# column of the level tables) counted every row: COUNT(zzz) gave 6000 where DuckDB says
+# the column does not exist, and where COUNT(k) would be 5654. SUM(zzz) was refused as
+# "'zzz' is a categorical attribute". Both now name the attributes.
+@pytest.mark.parametrize("sql", ["SELECT COUNT(zzz) FROM t", "SELECT COUNT(kk) FROM t",
+                                 "SELECT c, COUNT(zzz) FROM t GROUP BY c",
+                                 "SELECT COUNT(t.zzz) FROM t", "SELECT COUNT(k_lo) FROM t",
+                                 "SELECT COUNT(dp_var) FROM t", "SELECT SUM(zzz) FROM t",
+                                 "SELECT AVG(zzz) FROM vck"])
+def test_count_of_a_column_that_is_no_attribute_is_refused(cons, sql):
+    import dpsql
+    from dpsql import duck
+
+    dp, _ = cons
+    col = sql.split("(")[1].split(")")[0].split(".")[-1]
+    with pytest.raises(dpsql.UnsupportedQueryError,
+                       match=rf"column '{col}' is not an attribute of the release 't'; "
+                             "its attributes are: c, ci, d, k, m, n, p, pr, r, ts, x"):
+        duck.execute(dp, sql)
