@@ -3,9 +3,9 @@
 An analyst may name an output like an attribute: ``SELECT c, COUNT(*) AS k FROM t GROUP
 BY c ORDER BY k``. DuckDB binds such a name so:
 
-* **ORDER BY**: an item that is exactly an unqualified name of an output alias is that
-  output (``ORDER BY k DESC`` sorts by the count); inside an expression (``ORDER BY
-  -k``) the name is the column.
+* **ORDER BY**: an item that is exactly an unqualified name of an output alias (in
+  parentheses or not) is that output (``ORDER BY k DESC`` sorts by the count); inside
+  an expression (``ORDER BY -k``) the name is the column.
 * **HAVING**: an unqualified name outside an aggregate is the column when the column is
   one of the grouping keys (``GROUP BY k``, ``GROUP BY kk`` where ``kk`` is ``k``, ``GROUP
   BY ALL``...), else the output alias (``HAVING k > 100`` filters on the count).
@@ -39,8 +39,10 @@ def alias_bound(select: exp.Select, out_aliases: set[str], columns: list[exp.Col
         if col.table or col.name.lower() not in out_aliases:
             continue
         if arg == "order":
-            ordered = col.parent
-            if isinstance(ordered, exp.Ordered) and ordered.this is col:
+            item: exp.Expression = col
+            while isinstance(item.parent, exp.Paren):  # ORDER BY (k) is ORDER BY k
+                item = item.parent
+            if isinstance(item.parent, exp.Ordered) and item.parent.this is item:
                 found.add(id(col))
         elif arg == "having" and enclosing_call(col) is None:
             if grouped is None:

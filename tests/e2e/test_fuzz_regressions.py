@@ -38,6 +38,7 @@ ALIASES = [
     ("SELECT k, COUNT(*) AS k FROM t GROUP BY k ORDER BY k DESC, 1 LIMIT 3", 1),
     ("SELECT k AS kk, COUNT(*) AS k FROM t GROUP BY k ORDER BY -k LIMIT 3", 1),
     ("SELECT c, COUNT(*) AS k FROM t GROUP BY c ORDER BY k", 1),
+    ("SELECT c, COUNT(*) AS k FROM t GROUP BY c ORDER BY ((k)) DESC", 1),
     ("SELECT c, COUNT(*) AS k FROM t WHERE k < 5 GROUP BY c ORDER BY k", 1),
     ("SELECT c, SUM(k) AS k FROM t GROUP BY c ORDER BY k", 1),
     ("SELECT c, COUNT(*) AS k FROM t GROUP BY c HAVING k > 1900", 1),
