@@ -451,8 +451,9 @@ def _zero(row, key_width: int) -> bool:
     """A group whose count (the first number after the keys) is 0: a public group a raw
     GROUP BY does not list. Its AVG is the bin's mean when the count's noise is not
     exactly 0, so only the count decides."""
-    if key_width and len(row) > key_width and _num(row[key_width]):
-        return abs(float(row[key_width])) < 0.25
+    if key_width and len(row) > key_width:
+        v = row[key_width]  # NULL: SQL's SUM over no rows, where a released 0 sums to 0
+        return v is None or (_num(v) and abs(float(v)) < 0.25)
     return all(v is None or (_num(v) and abs(float(v)) < 0.25) for v in row[key_width:]) \
         and any(_num(v) for v in row[key_width:])
 
