@@ -114,8 +114,8 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
 def _whole_item(node: exp.Expression) -> bool:
     parent = node.parent
     while isinstance(parent, (exp.Paren, exp.Alias, exp.Ordered, exp.Tuple, exp.Rollup,
-                              exp.Cube, exp.GroupingSets)):
-        parent = parent.parent
+                              exp.Cube, exp.GroupingSets, exp.Grouping, exp.GroupingId)):
+        parent = parent.parent  # GROUPING(k): which grouping set, of the bin key itself
     return isinstance(parent, (exp.Select, exp.Group))
 
 

@@ -225,3 +225,21 @@ def test_count_of_a_column_that_is_no_attribute_is_refused(cons, sql):
                        match=rf"column '{col}' is not an attribute of the release 't'; "
                              "its attributes are: c, ci, d, k, m, n, p, pr, r, ts, x"):
         duck.execute(dp, sql)
+
+
+# GROUPING(k) of a binned attribute (which grouping set a row is: the ROLLUP total and
+# the NULL node of k both show k = NULL) was refused as "the binned attribute 'k' is
+# used in 'GROUPING(k)'; its released values are bins, so group by the bins", which the
+# query does. It is now the GROUPING of the bin key, as DuckDB gives it on the data.
+@pytest.mark.parametrize("sql", [
+    "SELECT k, GROUPING(k), COUNT(*) FROM t GROUP BY ROLLUP(k) HAVING k IS NULL",
+    "SELECT k, GROUPING(k) AS g, COUNT(*) FROM t GROUP BY ROLLUP(k) ORDER BY g, k NULLS FIRST",
+    "SELECT c, k, GROUPING(c, k) AS g, COUNT(*) FROM t GROUP BY CUBE(c, k) "
+    "HAVING GROUPING(k) = 1",
+    "SELECT floor(k / 5) * 5 AS b, GROUPING(floor(k / 5) * 5) AS g, COUNT(*) FROM t "
+    "GROUP BY ROLLUP(floor(k / 5) * 5)",
+])
+def test_grouping_of_a_binned_key_is_duckdbs(cons, sql):
+    dp, raw = cons
+    norm = sorted(((*r[:-1], round(r[-1])) for r in _run(dp, sql)), key=repr)
+    assert norm == sorted(raw.execute(sql).fetchall(), key=repr)
