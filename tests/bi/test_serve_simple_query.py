@@ -63,3 +63,66 @@ def test_statements_run_in_turn_and_the_first_error_ends_the_string(server):
                 con.execute(sql)
             assert err.value.sqlstate == state, (sql, err.value)
         assert con.execute("SELECT COUNT(*) > 1000 FROM trips").fetchone() == (True,)
+
+
+SPLITS = [
+    ("SELECT 1; SELECT 2", ["SELECT 1", " SELECT 2"]),
+    ("SELECT $$;$$; SELECT 2", ["SELECT $$;$$", " SELECT 2"]),
+    ("SELECT $a$ ; $b$ ; $a$; SELECT 3", ["SELECT $a$ ; $b$ ; $a$", " SELECT 3"]),
+    ("SELECT E'\\\\';' AS x; SELECT 1 --'", ["SELECT E'\\\\'", "' AS x; SELECT 1 --'"]),
+    ("SELECT E'\\';' AS x; SELECT 2", ["SELECT E'\\';' AS x", " SELECT 2"]),
+    ("SELECT 'a;b'; SELECT \"x;y\"", ["SELECT 'a;b'", ' SELECT "x;y"']),
+    ("/* a; /* b; */ c; */ SELECT 1; -- x; y\n SELECT 2",
+     ["/* a; /* b; */ c; */ SELECT 1", " -- x; y\n SELECT 2"]),
+    ("SELECT 1; SELECT 'abc", ["SELECT 1; SELECT 'abc"]),  # unclosed: one statement
+    ("SELECT 1 /* unclosed; SELECT 2", ["SELECT 1 /* unclosed; SELECT 2"]),
+    ("SELECT $t$ unclosed; SELECT 2", ["SELECT $t$ unclosed; SELECT 2"]),
+    ("SELECT 1;;; ; -- c\n;", ["SELECT 1"]),
+    ("SELECT $1, $2; SELECT 3", ["SELECT $1, $2", " SELECT 3"]),
+    ("-- only a comment", []),
+    ("/* c */ 'a'; /* d */", ["/* c */ 'a'"]),
+]
+
+
+@pytest.mark.parametrize("sql, pieces", SPLITS)
+def test_the_split_follows_postgresqls_quoting(sql, pieces):
+    from dpsql.server._guard import split_simple_query
+
+    assert split_simple_query(sql) == pieces
+
+
+@pytest.mark.parametrize("name, sql", [
+    ("unclosed dollar tags", '"SELECT 1 " + " ".join(f"$t{i}$" for i in range(130_000))'),
+    ("nested comment openers", '"SELECT 1 /*" + "/*" * 500_000 + "*/" * 9'),
+    ("comment openers in a string", '"SELECT \'" + "/*" * 500_000 + "\'"'),
+    ("a run of statements", '"SELECT 1;" * 200_000'),
+])
+def test_the_split_is_linear_in_the_text(name, sql):
+    """The split runs on the whole simple-query message (up to twice the statement size
+    limit) before any limit is checked, in the session's thread, where no statement
+    timeout or cancel reaches. It looked for each ``$tag$``'s closing tag to the end of
+    the text, and for each ``/*``'s ``*/``: about 1 MB of distinct unclosed tags
+    ``$t1$ $t2$ ...`` cost ~8 minutes of a core (18.7 s measured for 214 KB, quadratic),
+    and any client could send it. Now each opening is scanned once (a few hundredths of
+    a second for each text here). It runs in a child process (a thread could not be
+    timed: the regex holds the GIL), with a bound four orders of magnitude above that."""
+    import subprocess
+    import sys
+
+    code = ("from dpsql.server._guard import split_simple_query; "
+            f"print(len(split_simple_query({sql})))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, check=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name}: the split took more than 120 s")
+    assert out.stdout.strip() in ("1", "200000"), out
+
+
+def test_a_huge_unclosed_dollar_quote_is_answered_and_the_session_goes_on(server):
+    sql = "SELECT 1 " + " ".join(f"$t{i}$" for i in range(110_000))  # just under 1 MiB
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as err:
+            con.execute(sql.encode())
+        assert err.value.sqlstate in ("42601", "54000", "0A000"), err.value
+        assert con.execute("SELECT COUNT(*) > 1000 FROM trips").fetchone() == (True,)
