@@ -159,6 +159,11 @@ class CatalogDatabase:
                     "(x, missing_ok) AS dpsql_settings()[lower(x)]")
         for rel, body in {**RELATIONS, **INFORMATION_SCHEMA}.items():
             con.execute(f"CREATE MACRO dpsql_{rel}() AS TABLE {body}")
+        # no host path in its settings (duckdb_settings() answers here): no spilling
+        # (catalog queries are small; otherwise allowed_directories shows the working
+        # directory's .tmp) and no secrets directory (it names the home directory)
+        con.execute("SET temp_directory = ''")
+        con.execute("SET secret_directory = ''")
         lock_duckdb(con)  # the analysts' lock-down (dpsql.lockdown)
         self.relations = {r[0].lower() for r in con.execute(
             "SELECT view_name FROM duckdb_views() WHERE internal").fetchall()} | set(RELATIONS)

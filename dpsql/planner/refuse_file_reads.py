@@ -37,19 +37,31 @@ _OUTSIDE = re.compile(
     r"|json_execute_serialized_sql|checkpoint|force_checkpoint|enable_\w+|disable_\w+"
     r"|truncate_duckdb_logs|\w*grammar_extension|\w*external_resource\w*|which_secret"
     r"|duckdb_secrets|duckdb_logs\w*|python_\w+|load_\w+|install_\w+|sqlite_\w+"
-    r"|postgres_\w+|mysql_\w+|iceberg_\w+|delta_\w+|st_read\w*|ducklake_\w+", re.I)
+    r"|postgres_\w+|mysql_\w+|iceberg_\w+|delta_\w+|st_read\w*|ducklake_\w+"
+    r"|duckdb_extensions", re.I)
 
 TABLE_FUNCTIONS = frozenset({
     "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
     "pg_timezone_names", "icu_calendar_names", "duckdb_keywords", "duckdb_types",
     "duckdb_functions", "duckdb_tables", "duckdb_columns", "duckdb_views",
-    "duckdb_schemas", "duckdb_databases", "duckdb_settings", "duckdb_constraints",
+    "duckdb_schemas", "duckdb_databases", "duckdb_constraints",
     "pragma_table_info", "pragma_version", "pragma_platform",
     "dp_level", "dp_attribute_bounds"})
 """Table functions a locked connection may call in FROM: they compute rows or read
 DuckDB's own catalog (``dp_level``/``dp_attribute_bounds`` are the release's macros)."""
 
 _FILE_LIKE = re.compile(r"[./\\:*?~]")
+
+HOST_SETTINGS = re.compile(r"director|path|repositor|output|file|home|secret|proxy|password"
+                           r"|user|log_", re.I)
+"""DuckDB settings whose value describes the host rather than the query: its directories
+(``secret_directory`` holds the home directory, ``allowed_directories`` and
+``temp_directory`` the working or temporary directory), files, extension repositories,
+proxies and credentials. ``current_setting()`` of one is refused on a locked connection,
+and so is a name that is not a literal (it could be any of them). ``duckdb_settings()``,
+which lists them all, and catalog queries (psql's ``current_setting(s.name)`` over
+``pg_settings``) run on the catalog database only, whose paths are empty
+(:mod:`dpsql.schema_catalog`)."""
 
 
 def reads_outside(name: str) -> bool:
@@ -73,12 +85,28 @@ def _refused(what: str) -> UnsupportedQueryError:
         "files, connect with allow_file_access=True (dpsql query --allow-file-access)")
 
 
-def check_calls(calls: Iterable[exp.Expression]) -> None:
-    """Refuse the first call of a function that reaches outside the release."""
+def check_calls(calls: Iterable[exp.Expression], settings: bool = True) -> None:
+    """Refuse the first call of a function that reaches outside the release, or
+    (``settings``) that reads a setting that describes the host (:data:`HOST_SETTINGS`;
+    the catalog database has none to show)."""
     for call in calls:
         name = _name(call)
         if name and reads_outside(name):
             raise _refused(f"{name}() is not allowed")
+        if settings and name == "current_setting":
+            _check_setting(call)
+
+
+def _check_setting(call: exp.Expression) -> None:
+    args = list(call.expressions) if isinstance(call, exp.Anonymous) else \
+        [a for a in call.args.values() if isinstance(a, exp.Expression)]
+    arg = args[0] if args else None
+    if not (isinstance(arg, exp.Literal) and arg.is_string):
+        raise _refused(f"current_setting({arg.sql('duckdb') if arg else ''}) is not allowed "
+                       "(the setting's name must be a string literal)")
+    if HOST_SETTINGS.search(arg.this):
+        raise _refused(f"current_setting({arg.sql('duckdb')}) is not allowed (its value "
+                       "describes the host: its directories, files or credentials)")
 
 
 def check_tables(tables: Iterable[exp.Table], strict: bool = True) -> None:
@@ -107,9 +135,9 @@ def refuse_file_reads(walked: Any) -> None:
 def refuse_file_reads_in(tree: exp.Expression) -> None:
     """The same checks on any parsed statement, by walking it (the server's catalog
     route; DuckDB's own catalog functions stay allowed there)."""
-    check_calls(tree.find_all(exp.Func))
+    check_calls(tree.find_all(exp.Func), settings=False)
     check_tables(tree.find_all(exp.Table), strict=False)
 
 
-__all__ = ["TABLE_FUNCTIONS", "check_calls", "check_tables", "reads_outside",
+__all__ = ["HOST_SETTINGS", "TABLE_FUNCTIONS", "check_calls", "check_tables", "reads_outside",
            "refuse_file_reads", "refuse_file_reads_in"]

@@ -215,3 +215,27 @@ SHAPE_PROBES = [
 ]
 
 ALL = ALL + SHAPE_PROBES
+
+# host information: DuckDB settings whose value is a host path (secret_directory names the
+# home directory, allowed_directories the working directory's .tmp), and functions whose
+# error names one (duckdb_extensions() names the extension directory under the home). Not
+# in ALL: no planted file is read; test_escape checks that no entry point shows the home
+# or the working directory.
+HOST_INFO = [
+    "SELECT current_setting('secret_directory')",
+    "SELECT current_setting('allowed_directories')",
+    "SELECT region, current_setting('secret_directory') AS s, COUNT(*) FROM trips "
+    "GROUP BY ALL",
+    "SELECT current_setting('allowed_directories') AS d, COUNT(*) FROM trips",
+    "SELECT current_setting(n) AS v, COUNT(*) FROM trips, (SELECT 'secret_directory' AS n) "
+    "GROUP BY ALL",
+    "SELECT pg_catalog.current_setting('secret_directory') AS s, COUNT(*) FROM trips",
+    "SELECT \"current_setting\"('secret_directory') FROM duckdb_tables() LIMIT 1",
+    "SELECT current_setting('allowed_directories') FROM information_schema.tables LIMIT 1",
+    "SELECT name, value FROM duckdb_settings()",
+    "SELECT (SELECT value FROM duckdb_settings() WHERE name = 'secret_directory') AS s, "
+    "COUNT(*) FROM trips",
+    "SELECT COUNT(*) FROM trips, duckdb_settings() WHERE value LIKE '/%'",
+    "SELECT * FROM duckdb_extensions()",
+    "SELECT COUNT(*) FROM trips, duckdb_extensions()",
+]

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 import dpsql
 from dpsql.cli import main
 from dpsql.server import serve
-from tests.bi.escape_statements import ALL, STAR_FORMS, VOLATILE_FORMS
+from tests.bi.escape_statements import ALL, HOST_INFO, STAR_FORMS, VOLATILE_FORMS
 from tests.bi.test_sqlalchemy import engine  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -177,6 +177,32 @@ def test_no_entry_point_reads_a_file(entry, template, ctx):
     assert not _leaks(shown), shown
     assert refused, f"{entry} ran {sql!r}: {shown[:300]}"
     assert not (planted["dir"] and __import__("os").path.exists(planted["out"]))
+
+
+def _host_paths() -> list[str]:
+    import os
+
+    return [os.path.expanduser("~").rstrip("/") + "/", os.getcwd()]
+
+
+@pytest.mark.parametrize("sql", HOST_INFO)
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_no_entry_point_shows_host_paths(entry, sql, ctx):
+    """DuckDB's settings and errors name host directories: ``secret_directory`` is
+    ``<home>/.duckdb/stored_secrets``, ``allowed_directories`` held the working
+    directory's ``.tmp`` (in-process), ``duckdb_extensions()`` failed with "Cannot
+    access directory <home>/.duckdb/extensions/...". Every entry point showed them (the
+    server too: ``current_setting`` in a query over a logical table, ``duckdb_settings()``
+    on the catalog database). Now such a ``current_setting`` is refused on the planner's
+    route, ``duckdb_extensions()`` everywhere, and the catalog database has no path to
+    show; what still runs (``duckdb_settings()``) shows neither the home nor the working
+    directory."""
+    try:
+        shown = ENTRY_POINTS[entry](ctx, sql)
+    except Exception as err:  # noqa: BLE001  (every error's text is checked)
+        shown = f"{type(err).__name__}: {err} {err.__cause__!r}"
+    leaked = [p for p in _host_paths() if p in shown]
+    assert not leaked, (leaked, shown[:500])
 
 
 HELPER_QUERIES = [  # the documented names (README, docs/sql.md, error messages)
