@@ -99,12 +99,86 @@ def check_statement(text: str, max_statement_size: int, scan: bool = True) -> No
                 lists.pop()
 
 
+MAX_HELD = 1_000
+"""Prepared statements, portals and settings one session keeps (each kind)."""
+MAX_HELD_BYTES = 64 << 20
+"""Bytes of prepared statements' text and portals' parameters one session keeps."""
+MAX_SETTING_BYTES = 8 << 10
+"""Bytes of one ``SET`` value (PostgreSQL's own names are shorter than 100)."""
+
+
+def _size(value: object) -> int:
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return 8 + sum(_size(v) for v in value)
+    return 8
+
+
+class Held:
+    """What a session keeps between statements, bounded.
+
+    The statement size limit bounds one message; nothing bounded how many a session
+    kept: every named prepared statement (Parse), named portal (Bind, with its
+    parameters) and ``SET`` of a new name stayed in the server's Python memory, which
+    DuckDB's ``memory_limit`` does not cover, until the client left. One client could so
+    fill the machine (1,000 Parses of 1 MiB: 1 GB). Now a session keeps at most
+    :data:`MAX_HELD` named ones of each kind (the unnamed statement and portal, which
+    every extended-protocol query replaces, always have their place),
+    :data:`MAX_HELD_BYTES` of statements and parameters
+    together, and settings of at most :data:`MAX_SETTING_BYTES` each; past that it gets
+    54000 (program_limit_exceeded), with what to close, and the session goes on.
+    PostgreSQL's own clients keep far fewer (pgjdbc caches 256 statements, psycopg 100)."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[tuple[str, str], int] = {}
+        self._counts: dict[str, int] = {}
+        self.total = 0
+
+    def hold(self, kind: str, name: str, value: object) -> None:
+        """Account for ``value`` kept as ``kind`` (``prepared statement``, ``portal``)
+        ``name``, replacing what was kept under that name; refuse it past a bound."""
+        size, old = _size(value), self._sizes.get((kind, name))
+        count = self._counts.get(kind, 0) + (old is None and name != "")  # unnamed: 1
+        total = self.total - (old or 0) + size
+        if count > MAX_HELD:
+            raise StatementTooLongError(
+                f"too many {kind}s: this session keeps at most {MAX_HELD:,}; close the ones "
+                "it no longer uses (the protocol's Close: the driver's close()) or reconnect")
+        if total > MAX_HELD_BYTES:
+            raise StatementTooLongError(
+                f"this session would keep {total:,} bytes of prepared statements and "
+                f"parameters; the limit is {MAX_HELD_BYTES:,}: close the ones it no longer "
+                "uses (the protocol's Close: the driver's close()) or reconnect")
+        self._sizes[(kind, name)], self._counts[kind], self.total = size, count, total
+
+    def drop(self, kind: str, name: str) -> None:
+        old = self._sizes.pop((kind, name), None)
+        if old is not None:
+            self._counts[kind] -= name != ""
+            self.total -= old
+
+
+def check_setting(settings: dict, name: str, value: str) -> None:
+    """Refuse a ``SET`` past :data:`MAX_HELD` names or :data:`MAX_SETTING_BYTES` (see
+    :class:`Held`)."""
+    if len(value) > MAX_SETTING_BYTES:
+        raise StatementTooLongError(
+            f"SET {name}: a value of {len(value):,} bytes; a setting holds at most "
+            f"{MAX_SETTING_BYTES:,}")
+    if name not in settings and len(settings) >= MAX_HELD:
+        raise StatementTooLongError(
+            f"SET {name}: this session keeps at most {MAX_HELD:,} settings; RESET or reuse "
+            "the ones it has")
+
+
 def too_long(size: int, limit: int) -> str:
     return (f"statement too long: {size:,} bytes, the limit is {limit:,} "
             "(dpsql serve --max-statement-size); a statement this long is a table of "
             "values: filter on a coarser attribute, or group and join the result instead")
 
 
-__all__ = ["DEFAULT_MAX_STATEMENT", "INLINE_BYTES", "MAX_DEPTH", "MAX_IN_LIST",
+__all__ = ["DEFAULT_MAX_STATEMENT", "INLINE_BYTES", "MAX_DEPTH", "MAX_HELD", "MAX_HELD_BYTES",
+           "MAX_IN_LIST", "MAX_SETTING_BYTES", "Held", "check_setting",
            "StatementTooComplexError", "StatementTooLongError", "check_max_statement_size",
            "check_statement", "max_message", "too_long"]

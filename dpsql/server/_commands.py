@@ -18,6 +18,7 @@ from typing import Any, Iterator, Protocol, Sequence
 from buenavista.core import BVType, QueryResult
 
 from dpsql.errors import DataError, UnsupportedQueryError
+from dpsql.server._bounds import check_setting
 from dpsql.server._limits import OPERATOR_SETTINGS, operator_setting, parse_pg_timeout, pg_timeout
 
 
@@ -140,10 +141,12 @@ def _set(s: SessionState, text: str) -> Result:
         if name == "statement_timeout":
             _set_timeout(s, "0" if value.upper() == "DEFAULT" else value)
         else:
+            check_setting(s.settings, name, value)  # 54000 past its bounds
             s.settings[name] = value
     elif re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text, re.I):
         value = re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text,
                          re.I).group(1).strip().strip("'")
+        check_setting(s.settings, "timezone", value)
         s.settings["timezone"] = value
     return Result(status="SET")  # SET TRANSACTION ..., SET SESSION CHARACTERISTICS: no-op
 

@@ -59,7 +59,7 @@ from dpsql.server._guard import UntypedText, split_simple_query
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._scram import Exchange
 from dpsql.server._route import _NOT_CODE
-from dpsql.server._bounds import StatementTooLongError
+from dpsql.server._bounds import Held, StatementTooLongError
 from dpsql.server._sqlstates import (TooManyConnectionsError, UnknownPortalError,
                                      UnknownStatementError, sqlstate_of)
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
@@ -119,6 +119,23 @@ class Context(BVContext):
         self.authenticated = False
         self.salt = None  # MD5's
         self.scram: Exchange | None = None  # SCRAM's, between its messages
+        self.held = Held()  # what stmts and portals keep, bounded (_bounds.Held)
+
+    def add_statement(self, name: str, sql: str, param_oids: Any) -> None:
+        self.held.hold("prepared statement", name, sql)
+        super().add_statement(name, sql, param_oids)
+
+    def close_statement(self, name: str) -> None:
+        super().close_statement(name)
+        self.held.drop("prepared statement", name)
+
+    def add_portal(self, name: str, stmt: str, params: Any, result_formats: Any) -> None:
+        self.held.hold("portal", name, params)
+        super().add_portal(name, stmt, params, result_formats)
+
+    def close_portal(self, name: str) -> None:
+        super().close_portal(name)
+        self.held.drop("portal", name)
 
 
 class Handler(Login, BuenaVistaHandler):
