@@ -139,22 +139,22 @@ def test_public_total_under_substitute_has_no_rounding_error(tmp_path):
     assert cur.fetchone() == (300, 0.0, 300, 300)
 
 
-@pytest.mark.xfail(strict=True, reason="not fixed: InfTDA's interval rules in "
-                   "accuracy/inftda_answers.py (lead's area) scale with the level's σ even "
-                   "for an answer the cover makes exact")
-def test_inftda_sum_of_a_whole_level_under_substitute_is_exact(tmp_path):
+@pytest.mark.parametrize("levels", [["c"], ["c", "x"]])
+def test_inftda_sum_of_a_whole_level_under_substitute_is_exact(tmp_path, levels):
     """max_rows = 100 under substitute (σ ≈ 400 per node): COUNT(*) from an InfTDA view,
     the sum of its level-1 nodes, is the public total 2,000 with dp_stderr 0, but its
     95 % interval is [1957, 2043] here, and [0, 2000] with a range level below (the
     false-positive rule takes a sum small against σ for possible false positives). An
-    exact answer's interval is [2000, 2000]."""
+    exact answer's interval is [2000, 2000]: the whole level adds up to the root."""
     duckdb.connect().execute(f"""
-        COPY (SELECT ['a', 'b', 'c'][1 + i % 3] AS c, i % 50 AS u FROM range(2000) t(i))
+        COPY (SELECT ['a', 'b', 'c'][1 + i % 3] AS c, (i * 7) % 50 AS x, i % 50 AS u
+              FROM range(2000) t(i))
         TO '{tmp_path / "u.parquet"}'""")
     spec = {"name": "t", "source": "u.parquet", "neighbouring": "substitute",
             "budget": {"epsilon": 2.0, "delta": 1e-7},
             "privacy_unit": {"column": "u", "max_rows": 100},
-            "attributes": {"c": ATTRS["c"]}, "views": [{"name": "vi", "levels": ["c"]}]}
+            "attributes": {a: ATTRS[a] for a in levels},
+            "views": [{"name": "vi", "levels": levels}]}
     out = tmp_path / "t.duckdb"
     build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1,
                   progress=False)
