@@ -483,6 +483,37 @@ def measured_estimate(support: Support, sigma2: Sequence[float], root_sigma2: fl
     return est, var
 
 
+def _skipped_zeros(support: Support, level: int, split: SplitRows) -> np.ndarray:
+    """The parents (rows of ``level`` − 1) all of whose released children an answer holds
+    but not all of whose released zeros: there its sum is the parent's count, while its
+    truth leaves out what the skipped zeros hide."""
+    k = level - 1
+    if split.released.size == 1:  # most groups of a GROUP BY: no sorting
+        p = int(support.parent[level][split.released[0]])
+        if support.active[k][p] != 1 or support.fanout[k][p] == 1 + np.count_nonzero(
+                split.zero_parents == p):
+            return np.zeros(0, np.int64)
+        return np.array([p])
+    par, n = np.unique(support.parent[level][split.released], return_counts=True)
+    full = par[n == support.active[k][par]]
+    if not full.size:
+        return full
+    zp = np.sort(split.zero_parents)
+    held = np.searchsorted(zp, full, side="right") - np.searchsorted(zp, full, side="left")
+    return full[held < support.fanout[k][full] - support.active[k][full]]
+
+
+def _whole_level(support: Support, level: int, split: SplitRows) -> bool:
+    """Whether an answer at ``level`` holds every node of it: every released node, every
+    released zero under a released parent, and deep zeros if the level has any. Holding
+    only the released nodes is not enough: the truth then leaves out what the zeros it
+    skips hide (``WHERE c IN ('a', 'b')`` when 'c' came out 0)."""
+    if not support.fanout[0].size or split.released.size != support.parent[level].size:
+        return False
+    zeros = [int((support.fanout[k] - support.active[k]).sum()) for k in range(level)]
+    return split.zero_parents.size == zeros[-1] and (split.deep > 0 or not any(zeros[:-1]))
+
+
 def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
                      root_sigma2: float | None, level: int, rows: Any, confidence: float
                      ) -> tuple[float, float, float]:
@@ -504,16 +535,19 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     * down to 0 when the released sum is small enough that all its nodes may be false
       positives (:func:`false_positive_reach` × σ): there the bootstrap, which takes the
       released tree for the truth, cannot tell a small count from a true 0, and its bias
-      would push the interval away from 0.
+      would push the interval away from 0;
+    * at least what one zero may hide below, when the answer holds every released child
+      of a parent but skips some of its released zeros (:func:`_skipped_zeros`): its
+      sum there is the parent's count, and the truth leaves out what the skipped zeros
+      hide (``WHERE c IN ('a', 'b')`` when 'c' came out 0 under an exact total).
 
-    An answer that holds every released node of its level is the released root, exactly
-    (InfTDA's children add up to their parent, level by level, and its zeros add 0):
-    it gets the root's interval. The rules above would otherwise widen the same number
-    by its nodes' noise: an exact public total (substitute) of 2,000 was given
-    [1957, 2043], and [0, 2000] one level further down."""
+    An answer that holds every node of its level (:func:`_whole_level`) is the released
+    root, exactly (InfTDA's children add up to their parent, level by level): it gets
+    the root's interval. The rules above would otherwise widen the same number by its
+    nodes' noise: an exact public total (substitute) of 2,000 was given [1957, 2043],
+    and [0, 2000] one level further down."""
     split = split_rows(rows)
-    if level > 0 and split.released.size and support.fanout[0].size \
-            and split.released.size == support.parent[level].size:
+    if level > 0 and _whole_level(support, level, split):
         return interval_offsets(support, calibration, sigma2, root_sigma2, 0,
                                 np.zeros(1, np.int64), confidence)
     bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, split)
@@ -544,6 +578,11 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
         if released.size and y is not None:
             if y <= false_positive_reach(confidence, released.size) * sigma:
                 below = max(below, y)
+        skipped = _skipped_zeros(support, level, split)
+        skipped = skipped[skipped < shifts.size]
+        if skipped.size and sigma > 0:
+            t = float(shifts[skipped].max()) / sigma
+            below = max(below, zero_allowance(confidence, t) * sigma)
     return se, below, above
 
 

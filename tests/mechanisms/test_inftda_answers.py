@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from dpsql.accuracy.inftda_answers import (Calibration, Support, answer_error, cover_bound,
                                            interval_offsets, linear_variance, near_zero_bias,
-                                           node_variances, split_rows, t_value, zero_code)
+                                           node_variances, split_rows, t_value, zero_code,
+                                           DEEP_ZERO)
 from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, zero_allowance,
                                          zeros_reach)
 from dpsql.domains import categorical, concat
@@ -323,6 +324,54 @@ def test_zero_allowance_is_the_flat_priors_quantile_under_the_push():
         joint = zeros_reach(0.95, np.array([1.0, t, 0.0]), released=False)
         assert joint == pytest.approx(np.quantile(q + sample(1.0, q.size), 0.95), abs=0.06)
     assert zero_allowance(0.95, 3.3) < 3.3 + zero_allowance(0.95)  # most mass lies below
+
+
+def _two_levels(root_sigma2, a_fanout=3):
+    """Root → A (released: 100 and 60 below it), B (released 0, so its two children are
+    deep zeros); A's third child came out 0 (``a_fanout`` = 2: A has no third child)."""
+    return Support.from_levels(
+        [np.array([0]), np.array([0, 0])],
+        [np.array([2]), np.array([a_fanout]), np.zeros(2, np.int64)],
+        [np.array([0.5]), np.array([-0.5, 0.25])], [np.array([5.0]), np.full(2, 4.0)],
+        counts=[np.array([160]), np.array([100, 60])]).with_linear([4.0, 4.0], root_sigma2)
+
+
+def test_an_answer_of_every_node_of_its_level_is_the_root():
+    """A level's released nodes add up to the released root exactly, so an answer holding
+    every node of the level (its zeros and deep zeros too) gets the root's interval: the
+    exact total under substitute (no root noise) is exact, not widened by the nodes'
+    noise; a noisy root's interval is the root's own."""
+    cal = Calibration(32, (1.0, 1.0), (0.5, 0.5), (1.0, 1.0))
+    whole = np.array([0, 1, zero_code(0, 2), DEEP_ZERO])
+    for root_sigma2 in (None, 9.0):
+        support = _two_levels(root_sigma2)
+        root = interval_offsets(support, cal, [4.0, 4.0], root_sigma2, 0, np.array([0]),
+                                0.95)
+        assert interval_offsets(support, cal, [4.0, 4.0], root_sigma2, 2, whole, 0.95) \
+            == root
+        assert root == ((0.0, 0.0, 0.0) if root_sigma2 is None else
+                        pytest.approx((3.0, t_value(0.95, 31) * 3.0, t_value(0.95, 31) * 3.0)))
+    # without the deep zeros, or the zero, it is not the whole level
+    support = _two_levels(None)
+    for rows in (whole[:3], whole[[0, 1, 3]]):
+        assert interval_offsets(support, cal, [4.0, 4.0], None, 2, rows, 0.95)[1] > 0
+
+
+def test_an_answer_skipping_the_zeros_of_whole_sibling_sets_reaches_what_one_hides():
+    """Every released child of A but not A's released zero: the answer is A's count, and
+    its truth leaves out what that zero hides (up to the flat prior's quantile under A's
+    push), so the interval reaches that far below; an answer holding a part of A's
+    released children reaches as far below as if A had no zero."""
+    cal = Calibration(32, (1.0, 1.0), (0.0, 0.0), (0.0, 0.0))
+    support, no_zero = _two_levels(None), _two_levels(None, a_fanout=2)
+    reach = zero_allowance(0.95, float(support.shift[1][0]) / 2.0) * 2.0
+
+    def below(s, rows):
+        return interval_offsets(s, cal, [4.0, 4.0], None, 2, np.array(rows), 0.95)[1]
+
+    assert below(no_zero, [0, 1]) < reach == pytest.approx(below(support, [0, 1]))
+    for rows in ([0], [1]):
+        assert below(support, rows) == below(no_zero, rows)
 
 
 def test_an_answer_that_came_out_zero_reaches_what_two_zeros_hide():

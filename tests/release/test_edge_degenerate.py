@@ -161,3 +161,28 @@ def test_inftda_sum_of_a_whole_level_under_substitute_is_exact(tmp_path, levels)
     cur = dpsql.connect(str(out)).cursor()
     cur.execute("SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi")
     assert cur.fetchone() == (2000, 0.0, 2000, 2000)
+
+
+def test_an_in_list_that_skips_a_released_zero_is_not_the_exact_total(tmp_path):
+    """Under substitute the total 2,000 is exact and 'c' (1 row) came out 0 (seed 2):
+    ``WHERE c IN ('a', 'b')`` adds up to the released 2,000 too, but its truth is 1,999,
+    so its interval must not be the total's [2000, 2000]: it reaches what one zero may
+    hide below. COUNT(*), which holds the zero, stays exact."""
+    duckdb.connect().execute(f"""
+        COPY (SELECT CASE WHEN i = 0 THEN 'c' ELSE ['a', 'b'][1 + i % 2] END AS c
+              FROM range(2000) t(i)) TO '{tmp_path / "z.parquet"}'""")
+    spec = {"name": "t", "source": "z.parquet", "neighbouring": "substitute",
+            "budget": {"rho": 0.5}, "attributes": {"c": ATTRS["c"]},
+            "views": [{"name": "vi", "levels": ["c"]}]}
+    out = tmp_path / "t.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=2,
+                  progress=False)
+    cur = dpsql.connect(str(out)).cursor()
+    cur.execute("SELECT COUNT(*) FROM vi WHERE c = 'c'")
+    assert cur.fetchone() == (0,)
+    cur.execute("SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi")
+    assert cur.fetchone() == (2000, 2000, 2000)
+    cur.execute("SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi "
+                "WHERE c IN ('a', 'b')")
+    n, lo, hi = cur.fetchone()
+    assert n == 2000 and lo <= 1999 and hi == 2000
