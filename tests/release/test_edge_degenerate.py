@@ -31,6 +31,13 @@ def _source(base, n):
     return f"t{n}.parquet"
 
 
+def _cursor(base, spec, seed):
+    """A cursor on the release of the raw ``spec`` built in ``base``."""
+    out = base / "t.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=base), out, seed=seed, progress=False)
+    return dpsql.connect(str(out)).cursor()
+
+
 def _release(base, source, views, rho=1.0, seed=1):
     spec = {"name": "t", "source": source, "neighbouring": "add_remove",
             "budget": {"rho": rho}, "attributes": ATTRS, "views": views}
@@ -131,10 +138,7 @@ def test_public_total_under_substitute_has_no_rounding_error(tmp_path):
              {"name": "v_gt", "levels": ["c"], "mechanism": "gaussian_tree"}]
     spec = {"name": "t", "source": _source(tmp_path, 300), "neighbouring": "substitute",
             "budget": {"rho": 1.0}, "attributes": ATTRS, "views": views}
-    out = tmp_path / "t.duckdb"
-    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1,
-                  progress=False)
-    cur = dpsql.connect(str(out)).cursor()
+    cur = _cursor(tmp_path, spec, seed=1)
     cur.execute("SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) FROM v_gt")
     assert cur.fetchone() == (300, 0.0, 300, 300)
 
@@ -155,10 +159,7 @@ def test_inftda_sum_of_a_whole_level_under_substitute_is_exact(tmp_path, levels)
             "privacy_unit": {"column": "u", "max_rows": 100},
             "attributes": {a: ATTRS[a] for a in levels},
             "views": [{"name": "vi", "levels": levels}]}
-    out = tmp_path / "t.duckdb"
-    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=1,
-                  progress=False)
-    cur = dpsql.connect(str(out)).cursor()
+    cur = _cursor(tmp_path, spec, seed=1)
     cur.execute("SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi")
     assert cur.fetchone() == (2000, 0.0, 2000, 2000)
 
@@ -174,10 +175,7 @@ def test_an_in_list_that_skips_a_released_zero_is_not_the_exact_total(tmp_path):
     spec = {"name": "t", "source": "z.parquet", "neighbouring": "substitute",
             "budget": {"rho": 0.5}, "attributes": {"c": ATTRS["c"]},
             "views": [{"name": "vi", "levels": ["c"]}]}
-    out = tmp_path / "t.duckdb"
-    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=2,
-                  progress=False)
-    cur = dpsql.connect(str(out)).cursor()
+    cur = _cursor(tmp_path, spec, seed=2)
     cur.execute("SELECT COUNT(*) FROM vi WHERE c = 'c'")
     assert cur.fetchone() == (0,)
     cur.execute("SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi")
