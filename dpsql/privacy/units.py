@@ -2,8 +2,11 @@
 
 * ``Neighbouring.ADD_REMOVE``: neighbours differ by adding or removing one unit's rows;
   the total is private.
-* ``Neighbouring.SUBSTITUTE``: neighbours differ by changing one unit's rows; the total n
-  is public (bounded DP).
+* ``Neighbouring.SUBSTITUTE``: neighbours differ by changing the values of one unit's
+  kept rows, not their number; the total n is public (bounded DP). With ``max_rows`` > 1
+  each unit's number of kept rows, min(rows, max_rows), is therefore not protected: the
+  exact total reveals it to someone who knows every other unit (docs/spec.md says so
+  and points to ``add_remove``).
 
 A privacy unit is one row, or every row that shares a unit column, bounded to
 ``max_rows`` rows (the rest are dropped before counting).
