@@ -257,7 +257,8 @@ def test_pure_dp_release_states_its_guarantee(trips_data, tmp_path):
     assert forms["pure DP"] == "ε = 1 (δ = 0)" and forms["ρ-zCDP"] == "ρ = 0.5"
     assert forms["as declared"] == "ε=1 (pure DP)"
     assert forms["neighbouring"].startswith("substitute")
-    assert forms["privacy unit"] == "all rows with the same traveller (at most 2)"
+    assert forms["privacy unit"] == ("all rows with the same traveller (at most 2); how many "
+                                     "rows each keeps is public (substitute)")
     budget = by_id["budget"]["tables"][0]
     assert [(r[0], r[3]) for r in budget[1:]] == [
         ("age_btree", "75.0%"), ("age_laplace", "25.0%"), ("total", "100%")]

@@ -60,10 +60,17 @@ class PrivacyUnit:
                 "max_rows > 1 needs a unit column: with one row per person, each unit has "
                 "exactly one row")
 
-    def describe(self) -> str:
+    def describe(self, neighbouring: "str | Neighbouring | None" = None) -> str:
+        """Who one person is, as the release and its report state it; under
+        ``substitute`` with ``max_rows`` > 1 also that each one's number of kept rows is
+        public (module doc)."""
         if self.column is None:
             return "one row"
-        return f"all rows with the same {self.column} (at most {self.max_rows})"
+        text = f"all rows with the same {self.column} (at most {self.max_rows})"
+        if neighbouring is not None and self.max_rows > 1 \
+                and Neighbouring.parse(neighbouring) is Neighbouring.SUBSTITUTE:
+            text += "; how many rows each keeps is public (substitute)"
+        return text
 
 
 def check_max_rows(max_rows: Any) -> int:

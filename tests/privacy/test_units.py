@@ -53,6 +53,20 @@ def test_max_rows_is_checked_once_for_all(bad):
         PrivacyUnit(column="u", max_rows=bad)
 
 
+def test_substitute_says_each_units_kept_row_count_is_public():
+    """Under substitute a neighbour keeps a unit's number of kept rows (the exact total
+    would reveal it otherwise), so with max_rows > 1 the stated unit says that number is
+    public; add_remove protects it, and one row per unit has nothing to say."""
+    unit = PrivacyUnit(column="uid", max_rows=3)
+    assert unit.describe() == unit.describe("add_remove") == \
+        "all rows with the same uid (at most 3)"
+    assert unit.describe(Neighbouring.SUBSTITUTE) == \
+        "all rows with the same uid (at most 3); how many rows each keeps is public (substitute)"
+    assert PrivacyUnit(column="uid").describe("substitute") == \
+        "all rows with the same uid (at most 1)"
+    assert PrivacyUnit().describe("substitute") == "one row"
+
+
 def test_neighbouring_is_parsed():
     with pytest.raises(InvalidPrivacyParameterError, match="add_remove"):
         histogram_sensitivity("bounded", 1)

@@ -162,6 +162,8 @@ def test_inftda_sum_of_a_whole_level_under_substitute_is_exact(tmp_path, levels)
     cur = _cursor(tmp_path, spec, seed=1)
     cur.execute("SELECT COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) FROM vi")
     assert cur.fetchone() == (2000, 0.0, 2000, 2000)
+    cur.execute("SELECT privacy_unit FROM dpsql_release")  # the exact total's price
+    assert cur.fetchone()[0].endswith("how many rows each keeps is public (substitute)")
 
 
 def test_an_in_list_that_skips_a_released_zero_is_not_the_exact_total(tmp_path):
