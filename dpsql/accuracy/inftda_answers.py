@@ -536,10 +536,15 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
       positives (:func:`false_positive_reach` × σ): there the bootstrap, which takes the
       released tree for the truth, cannot tell a small count from a true 0, and its bias
       would push the interval away from 0;
-    * at least what one zero may hide below, when the answer holds every released child
-      of a parent but skips some of its released zeros (:func:`_skipped_zeros`): its
-      sum there is the parent's count, and the truth leaves out what the skipped zeros
-      hide (``WHERE c IN ('a', 'b')`` when 'c' came out 0 under an exact total).
+    * at least what one zero may hide below, when the answer has no noise of its own
+      (every released child of a parent whose count is exact, such as the public total
+      under substitute) but skips some of the parent's released zeros
+      (:func:`_skipped_zeros`): the truth leaves out what they hide, its only error
+      (``WHERE c IN ('a', 'b')`` when 'c' came out 0 under an exact total). An answer
+      with noise of its own is not widened so: its own error covers what the zeros
+      hide, as most zeros are true zeros (measured on the O/D example's levels 4 to 6,
+      where widening every such answer raised their coverage from 0.961–0.972 to
+      0.965–0.974, above the 0.97 target).
 
     An answer that holds every node of its level (:func:`_whole_level`) is the released
     root, exactly (InfTDA's children add up to their parent, level by level): it gets
@@ -578,7 +583,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
         if released.size and y is not None:
             if y <= false_positive_reach(confidence, released.size) * sigma:
                 below = max(below, y)
-        skipped = _skipped_zeros(support, level, split)
+        skipped = _skipped_zeros(support, level, split) if var == 0 else np.zeros(0)
         skipped = skipped[skipped < shifts.size]
         if skipped.size and sigma > 0:
             t = float(shifts[skipped].max()) / sigma

@@ -358,10 +358,11 @@ def test_an_answer_of_every_node_of_its_level_is_the_root():
 
 
 def test_an_answer_skipping_the_zeros_of_whole_sibling_sets_reaches_what_one_hides():
-    """Every released child of A but not A's released zero: the answer is A's count, and
-    its truth leaves out what that zero hides (up to the flat prior's quantile under A's
-    push), so the interval reaches that far below; an answer holding a part of A's
-    released children reaches as far below as if A had no zero."""
+    """Every released child of A but not A's released zero under an exact total: the
+    answer is A's count, exact, and its truth leaves out what that zero hides (up to the
+    flat prior's quantile under A's push), so the interval reaches that far below; an
+    answer holding a part of A's released children, or with noise of its own, reaches
+    as far below as if A had no zero."""
     cal = Calibration(32, (1.0, 1.0), (0.0, 0.0), (0.0, 0.0))
     support, no_zero = _two_levels(None), _two_levels(None, a_fanout=2)
     reach = zero_allowance(0.95, float(support.shift[1][0]) / 2.0) * 2.0
@@ -372,6 +373,10 @@ def test_an_answer_skipping_the_zeros_of_whole_sibling_sets_reaches_what_one_hid
     assert below(no_zero, [0, 1]) < reach == pytest.approx(below(support, [0, 1]))
     for rows in ([0], [1]):
         assert below(support, rows) == below(no_zero, rows)
+    # under a noisy root the answer's own error covers what the zero hides
+    noisy, noisy_no_zero = _two_levels(9.0), _two_levels(9.0, a_fanout=2)
+    assert interval_offsets(noisy, cal, [4.0, 4.0], 9.0, 2, np.array([0, 1]), 0.95) == \
+        interval_offsets(noisy_no_zero, cal, [4.0, 4.0], 9.0, 2, np.array([0, 1]), 0.95)
 
 
 def test_an_answer_that_came_out_zero_reaches_what_two_zeros_hide():
