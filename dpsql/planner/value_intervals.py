@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from datetime import date, datetime
+from decimal import Decimal
 from fractions import Fraction
 
 from sqlglot import exp
@@ -36,14 +37,26 @@ from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.dropped_nulls import is_null_error
+from dpsql.planner.fold_constants import Constant, fold_constant
 from dpsql.planner.refuse_time_zones import refuse_time_zone
 
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
 GRID_TYPES = ("integer", "decimal", "date", "timestamp")
-_TIMESTAMPS = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
-               exp.DataType.Type.DATETIME, exp.DataType.Type.TIMESTAMP_S,
-               exp.DataType.Type.TIMESTAMP_MS, exp.DataType.Type.TIMESTAMP_NS}
+_CALENDAR_RESULTS = ("DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS")
+"""DuckDB types of a constant that a date or timestamp attribute compares with exactly
+(a TIMESTAMP_NS holds nanoseconds, which a Python datetime does not)."""
+
+
+def _calendar_text(text: str, to: str, what: str) -> date | datetime | None:
+    """A string compared with a date (``to = "date"``) or timestamp attribute."""
+    try:
+        parsed = date.fromisoformat(text) if to == "date" else datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if isinstance(parsed, datetime):  # '2013-01-02 05:30+02': no guessing
+        refuse_time_zone(parsed, f"{what} {text!r}:")
+    return parsed
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
@@ -92,40 +105,72 @@ class _Axis:
 
     def __init__(self, meta) -> None:
         self.name = meta.name
+        self.lower, self.upper = meta.lower, meta.upper
         self.value_type = meta.value_type or "real"
         step = meta.step if self.value_type in GRID_TYPES else None
         self.step = None if not step else 1 if step == 1 else as_fraction(step)
 
     def literal(self, node: exp.Expression, what: str) -> Fraction | float:
-        """A bound's value on the axis: a number (exact where DuckDB's is:
-        :func:`~dpsql.planner.classify_calls.literal_value`), or for a date or timestamp attribute a
-        date or timestamp literal (``DATE 'x'``, ``TIMESTAMP 'x'``, ``'x'``, ``CAST('x' AS
-        DATE)``, ...) as its point of the axis (:func:`dpsql.domains.calendar.to_axis`).
+        """A bound's value on the axis, as DuckDB compares it with a column of the
+        attribute's type: a number (exact where DuckDB's is:
+        :func:`~dpsql.planner.classify_calls.literal_value`), or for a date or timestamp
+        attribute a date or timestamp (``DATE 'x'``, ``TIMESTAMP 'x'``, ``'x'``, ``CAST('x'
+        AS DATE)``, ...) as its point of the axis (:func:`dpsql.domains.calendar.to_axis`).
         As in SQL, a timestamp compared with a date attribute keeps its time of day (a
         fraction of a day, so ``d < TIMESTAMP '2013-06-01 12:00'`` keeps June 1st) and a
-        date compared with a timestamp attribute is its midnight; a plain string takes
-        the attribute's type."""
-        if self.value_type not in CALENDAR_TYPES:
+        date compared with a timestamp attribute is its midnight; a plain string is cast to
+        the attribute's type, and a constant expression (``10 + 5``, ``DATE '2013-01-31' +
+        INTERVAL 1 MONTH``) is valued by DuckDB (:mod:`~dpsql.planner.fold_constants`)."""
+        if self.value_type in CALENDAR_TYPES:
+            return self._calendar(node, what)
+        try:
             return literal_value(node, what)
+        except UnsupportedQueryError:
+            folded = fold_constant(node, what)
+            if folded is None:
+                raise
+            return self._number(folded, node, what)
+
+    def _number(self, c: Constant, node: exp.Expression, what: str) -> Fraction | float:
+        """A constant's value as a numeric bound: integers and DECIMALs exact, a DOUBLE
+        as the float it is. A FLOAT makes DuckDB compare in single precision: exact on a
+        real axis (the column is the DOUBLE side) and on integers within 2^24, refused
+        on decimals (2.10 and 2.1::FLOAT are the same FLOAT)."""
+        v = c.value
+        if isinstance(v, int) and not isinstance(v, bool):
+            return Fraction(v)
+        if isinstance(v, Decimal) and v.is_finite():
+            return Fraction(v)
+        if isinstance(v, float) and not math.isnan(v) and (
+                c.type == "DOUBLE" or self.step is None or (
+                    self.value_type == "integer" and max(abs(self.lower), abs(self.upper))
+                    <= 2 ** 24)):
+            return v
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} is {v!r} of type {c.type}, which is not compared "
+            f"exactly with the {self.value_type} attribute {self.name!r}; write it as an "
+            "integer, a decimal or a DOUBLE")
+
+    def _calendar(self, node: exp.Expression, what: str) -> float:
         v, to = node, self.value_type
-        if isinstance(node, exp.Cast) and (node.to.is_type("date")
-                                           or node.to.this in _TIMESTAMPS):
+        if isinstance(node, exp.Cast) and node.to.this in (exp.DataType.Type.DATE,
+                                                          exp.DataType.Type.TIMESTAMP):
             v, to = node.this, "date" if node.to.is_type("date") else "timestamp"
         if isinstance(v, exp.Literal) and v.is_string:
-            try:
-                parsed = date.fromisoformat(v.this) if to == "date" \
-                    else datetime.fromisoformat(v.this)
-            except ValueError:
-                pass
-            else:
-                if isinstance(parsed, datetime):  # '2013-01-02 05:30+02': no guessing
-                    refuse_time_zone(parsed, f"{what} {v.this!r}:")
+            parsed = _calendar_text(v.this, to, what)
+            if parsed is not None:
                 return to_axis(self.value_type, parsed)
+        folded = fold_constant(node, what)
+        if folded is not None and folded.type in _CALENDAR_RESULTS \
+                and isinstance(folded.value, (date, datetime)):
+            return to_axis(self.value_type, folded.value)
         raise UnsupportedQueryError(
             f"{what} must be a {self.value_type} literal ("
             + ("DATE 'YYYY-MM-DD', 'YYYY-MM-DD'" if self.value_type == "date" else
                "TIMESTAMP 'YYYY-MM-DD HH:MM:SS', 'YYYY-MM-DD HH:MM:SS', DATE 'YYYY-MM-DD'")
-            + f" or a ? parameter bound to such a string), got {node.sql('duckdb')!r}")
+            + ", an expression of them with INTERVAL, or a ? parameter bound to such a "
+            f"string), got {node.sql('duckdb')!r}"
+            + (f" (of type {folded.type})" if folded is not None else ""))
 
     def _grid(self, x: Fraction | float, up: bool) -> Fraction:
         """The grid point at or above (``up``) / at or below ``x``, exactly (a float is
@@ -265,13 +310,14 @@ def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
 _NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
                    exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
                    exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
-                   exp.DataType)
+                   exp.DataType, exp.DataTypeParam, exp.Add, exp.Sub, exp.Mul, exp.Div,
+                   exp.IntDiv, exp.Mod, exp.Pow, exp.Interval, exp.Var)
 
 
 def rejects_null(c: exp.Expression) -> bool:
     """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
-    built of comparisons, IN, BETWEEN, LIKE, AND/OR/NOT and ``IS NOT NULL`` only (no
-    IS NULL, COALESCE, CASE...)."""
+    built of comparisons, IN, BETWEEN, LIKE, arithmetic, AND/OR/NOT and ``IS NOT NULL``
+    only (no IS NULL, COALESCE, CASE...)."""
     if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
             and isinstance(c.this.expression, exp.Null):
         return True  # attr IS NOT NULL

@@ -1,0 +1,152 @@
+"""Pass 2, its bounds: a range bound written as a constant expression, valued by DuckDB.
+
+``dep_delay < 10 + 5``, ``x BETWEEN (1) AND (2 * 3)``, ``n < CAST('15' AS SMALLINT)``,
+``d >= DATE '2013-01-01' + INTERVAL 1 MONTH`` and ``DATE '2013-1-5'`` each compare the
+attribute with one value, which DuckDB computes before it reads a row. The planner needs
+that value to cut the attribute's axis (:mod:`~dpsql.planner.value_intervals`), and asks
+DuckDB for it, so that it is DuckDB's to the digit and of DuckDB's type: ``30 / 2`` is
+the DOUBLE 15.0 and ``31 // 2`` the INTEGER 15, ``1.5 + 1`` the DECIMAL 2.5, ``DATE
+'2013-01-31' + INTERVAL 1 MONTH`` the TIMESTAMP 2013-02-28 00:00:00 (a month added to
+a month's last days ends on the shorter month's last day), ``DATE '2013-1-5'`` the DATE
+2013-01-05.
+
+Decision: the expression is run by a DuckDB of the planner's own, never the analyst's
+connection: an in-memory database with no table and no data, one per thread, locked
+down as an analyst's connection is (:func:`dpsql.lockdown.lock_duckdb`: no file or
+network access, no extension loaded, its configuration frozen). Only expressions built
+of literals, casts to built-in types, intervals, parentheses and the arithmetic
+operators are run (:data:`ALLOWED`): no column, subquery, parameter or function call, so
+what it runs cannot read a table, a file or a setting, draw a random number or depend
+on the time of day, and every node of it has already passed the lock-down checks of the
+whole query (:mod:`~dpsql.planner.refuse_file_reads`). A string cast to a date or a
+timestamp must be a plain calendar value (:func:`plain_calendar`): one with a time zone
+(``'2013-01-02 05:30+02'``, which DuckDB reads without its offset) or a special value
+(``'infinity'``, ``'epoch'``) is refused, as a time zone is everywhere
+(:mod:`~dpsql.planner.refuse_time_zones`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from dpsql.errors import DataError, InternalError, UnsupportedQueryError
+from dpsql.lockdown import lock_duckdb
+
+ALLOWED = (exp.Literal, exp.Paren, exp.Neg, exp.Add, exp.Sub, exp.Mul, exp.Div,
+           exp.IntDiv, exp.Mod, exp.Pow, exp.Cast, exp.DataType, exp.DataTypeParam,
+           exp.Interval, exp.Var)
+"""The node kinds of an expression the planner asks DuckDB to value (TryCast is a
+Cast)."""
+
+_T = exp.DataType.Type
+_CALENDAR = {_T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ, _T.DATETIME, _T.TIMESTAMP_S,
+             _T.TIMESTAMP_MS, _T.TIMESTAMP_NS}
+_ZONED = {_T.TIMESTAMPTZ, _T.TIMESTAMPLTZ, _T.TIMETZ}
+
+_PLAIN_CALENDAR = re.compile(
+    r"\s*\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{1,2}(?::\d{1,2}(?:\.\d{1,9})?)?)?\s*")
+
+
+def plain_calendar(text: str) -> bool:
+    """Whether ``text`` is a date (``YYYY-M-D``) or a date and time (``HH:MM[:SS[.f]]``,
+    after a space or a ``T``), fields with or without leading zeros, and nothing else:
+    no time zone, no ``'infinity'``."""
+    return _PLAIN_CALENDAR.fullmatch(text) is not None
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A constant expression's value, as DuckDB's Python client gives it (int, Decimal,
+    float, date, datetime...), and DuckDB's name of its type (``typeof``: ``INTEGER``,
+    ``DECIMAL(12,1)``, ``DOUBLE``, ``DATE``, ``TIMESTAMP``...)."""
+
+    value: Any
+    type: str
+
+
+def fold_constant(node: exp.Expression, what: str) -> Constant | None:
+    """The value of ``node`` as DuckDB computes it, or None when ``node`` is not a
+    constant expression of :data:`ALLOWED` nodes (a column, a function call, a
+    parameter...). Raises :class:`~dpsql.errors.DataError` where DuckDB fails on it
+    (as it would on the query: ``CAST('2013-02-30' AS DATE)``, an overflow), and
+    :class:`~dpsql.errors.UnsupportedQueryError` for a time zone or a NULL (a bound
+    that is NULL keeps no row, nor does its NOT); ``what`` names the bound."""
+    for x in node.walk():
+        if not isinstance(x, ALLOWED):
+            return None
+        if isinstance(x, exp.DataType) and x.this in _ZONED:
+            raise UnsupportedQueryError(
+                f"{what} {node.sql('duckdb')!r} has a time zone type, but the release's dates "
+                "and timestamps have none; write a DATE or a TIMESTAMP in the data's own time")
+        if isinstance(x, exp.DataType) and x.this == _T.USERDEFINED:
+            return None
+        if isinstance(x, exp.Cast) and x.to.this in _CALENDAR \
+                and isinstance(x.this, exp.Literal) and x.this.is_string \
+                and not plain_calendar(x.this.this):
+            raise not_plain_calendar(what, x.this.this)
+    value = _fold(node.sql("duckdb"))
+    if isinstance(value, str):
+        raise DataError(f"{what} {node.sql('duckdb')!r} cannot be computed: {value}")
+    if value.value is None:
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} is NULL, so the comparison is never true (nor "
+            "its NOT); write the bound as a value, or x IS NULL for the NULL rows")
+    return value
+
+
+def cast_text(text: str, to: str, what: str) -> Constant:
+    """DuckDB's ``CAST(text AS to)`` (``to``: ``DATE`` or ``TIMESTAMP``), as DuckDB casts
+    a string compared with a column of that type."""
+    folded = fold_constant(exp.cast(exp.Literal.string(text), to), what)
+    if folded is None:
+        raise InternalError(f"CAST({text!r} AS {to}) was not valued: this is a bug, please "
+                            "report")
+    return folded
+
+
+def not_plain_calendar(what: str, text: str) -> UnsupportedQueryError:
+    return UnsupportedQueryError(
+        f"{what} {text!r} is not a plain date or timestamp, which is all dpsql reads: write "
+        "'YYYY-MM-DD' or 'YYYY-MM-DD HH:MM:SS', with no time zone (the release's dates and "
+        "timestamps have none: write the value in the data's own time) and no special "
+        "value ('infinity', 'epoch')")
+
+
+class _Folder(threading.local):
+    """This thread's DuckDB for constant expressions (module docstring), opened on first
+    use."""
+
+    con: duckdb.DuckDBPyConnection | None = None
+
+    def run(self, sql: str) -> tuple[str, Any]:
+        if self.con is None:
+            con = duckdb.connect(":memory:")
+            con.execute("SET threads = 1")
+            lock_duckdb(con)
+            self.con = con
+        row = self.con.execute(f"SELECT typeof(v), v FROM (SELECT {sql} AS v)").fetchone()
+        return row  # type: ignore[return-value]
+
+
+_FOLDER = _Folder()
+
+
+@functools.lru_cache(maxsize=1024)
+def _fold(sql: str) -> Constant | str:
+    """The value of the constant expression ``sql`` (DuckDB SQL of :data:`ALLOWED`
+    nodes), or DuckDB's error message."""
+    try:
+        kind, value = _FOLDER.run(sql)
+    except duckdb.Error as err:
+        return str(err).splitlines()[0]
+    return Constant(value, kind)
+
+
+__all__ = ["ALLOWED", "Constant", "cast_text", "fold_constant", "plain_calendar"]
