@@ -27,6 +27,7 @@ inside a bin is then interpolated by the rewrite (uniformly, reported in ``dp_in
 from __future__ import annotations
 
 import math
+import re
 from datetime import date, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -37,7 +38,8 @@ from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.dropped_nulls import is_null_error
-from dpsql.planner.fold_constants import Constant, fold_constant
+from dpsql.planner.fold_constants import (Constant, cast_text, fold_constant,
+                                          not_plain_calendar, plain_calendar)
 from dpsql.planner.refuse_time_zones import refuse_time_zone
 
 Intervals = tuple[tuple[float, float], ...]
@@ -46,17 +48,33 @@ GRID_TYPES = ("integer", "decimal", "date", "timestamp")
 _CALENDAR_RESULTS = ("DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS")
 """DuckDB types of a constant that a date or timestamp attribute compares with exactly
 (a TIMESTAMP_NS holds nanoseconds, which a Python datetime does not)."""
+_PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*")
+_CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)?")
 
 
-def _calendar_text(text: str, to: str, what: str) -> date | datetime | None:
-    """A string compared with a date (``to = "date"``) or timestamp attribute."""
-    try:
-        parsed = date.fromisoformat(text) if to == "date" else datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if isinstance(parsed, datetime):  # '2013-01-02 05:30+02': no guessing
-        refuse_time_zone(parsed, f"{what} {text!r}:")
-    return parsed
+def _calendar_text(text: str, to: str, what: str) -> date | datetime:
+    """A string compared with a date (``to = "date"``) or timestamp attribute, cast as
+    DuckDB casts it to the column's type: ``'2013-1-5'`` is 2013-01-05, ``'2013-01-05
+    12:00'`` against a DATE column is 2013-01-05 (DuckDB drops the time). Canonical
+    text is read by Python (the same value, without a query), the rest by DuckDB
+    (:func:`~dpsql.planner.fold_constants.cast_text`); a time zone is refused."""
+    if not plain_calendar(text):
+        try:
+            parsed = datetime.fromisoformat(text.strip())
+        except ValueError:
+            pass
+        else:  # '2013-01-02 05:30+02': no guessing
+            refuse_time_zone(parsed, f"{what} {text!r}:")
+        raise not_plain_calendar(what, text)
+    if _CANONICAL.fullmatch(text) and (to == "timestamp" or len(text) == 10):
+        try:
+            return date.fromisoformat(text) if to == "date" else datetime.fromisoformat(text)
+        except ValueError:
+            pass  # '2013-02-30': DuckDB's error
+    value = cast_text(text, "DATE" if to == "date" else "TIMESTAMP", what).value
+    if not isinstance(value, (date, datetime)):  # a year past 9999
+        raise not_plain_calendar(what, text)
+    return value
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
@@ -119,10 +137,13 @@ class _Axis:
         As in SQL, a timestamp compared with a date attribute keeps its time of day (a
         fraction of a day, so ``d < TIMESTAMP '2013-06-01 12:00'`` keeps June 1st) and a
         date compared with a timestamp attribute is its midnight; a plain string is cast to
-        the attribute's type, and a constant expression (``10 + 5``, ``DATE '2013-01-31' +
-        INTERVAL 1 MONTH``) is valued by DuckDB (:mod:`~dpsql.planner.fold_constants`)."""
+        the attribute's type (:meth:`_text`, :func:`_calendar_text`), and a constant
+        expression (``10 + 5``, ``DATE '2013-01-31' + INTERVAL 1 MONTH``) is valued by
+        DuckDB (:mod:`~dpsql.planner.fold_constants`)."""
         if self.value_type in CALENDAR_TYPES:
             return self._calendar(node, what)
+        if isinstance(node, exp.Literal) and node.is_string:
+            return self._text(node.this, what)
         try:
             return literal_value(node, what)
         except UnsupportedQueryError:
@@ -151,15 +172,37 @@ class _Axis:
             f"exactly with the {self.value_type} attribute {self.name!r}; write it as an "
             "integer, a decimal or a DOUBLE")
 
+    def _text(self, text: str, what: str) -> Fraction | float:
+        """A string compared with a numeric attribute: DuckDB casts it to the column's
+        type. A plain number on the attribute's grid is that number whatever the column
+        (an integer for an integer attribute, a multiple of the resolution for a
+        decimal); one off the grid is refused, since DuckDB rounds it to the column's
+        type (``n > '10.5'`` is ``n > 11`` on a BIGINT column) where PostgreSQL refuses
+        it, and the release does not keep the source column's type."""
+        if not _PLAIN_NUMBER.fullmatch(text):
+            raise UnsupportedQueryError(
+                f"{what} is the string {text!r}, which is not a plain number; write the "
+                f"number itself, e.g. {self.name} < 10 or {self.name} < '10'")
+        value = Fraction(text.strip())
+        if self.step is None:
+            return float(value)
+        if (value / self.step).denominator == 1:
+            return value
+        whole = "a whole number" if self.step == 1 else f"a multiple of {float(self.step):g}"
+        kind = "an integer" if self.value_type == "integer" else f"a {self.value_type}"
+        raise UnsupportedQueryError(
+            f"{what} is the string {text!r}, which is not {whole}, and {self.name!r} is "
+            f"{kind} attribute: DuckDB casts the string to the column's type, rounding it, "
+            "and PostgreSQL refuses it; write the number without quotes "
+            f"({text.strip()}) or {whole}")
+
     def _calendar(self, node: exp.Expression, what: str) -> float:
         v, to = node, self.value_type
         if isinstance(node, exp.Cast) and node.to.this in (exp.DataType.Type.DATE,
                                                           exp.DataType.Type.TIMESTAMP):
             v, to = node.this, "date" if node.to.is_type("date") else "timestamp"
         if isinstance(v, exp.Literal) and v.is_string:
-            parsed = _calendar_text(v.this, to, what)
-            if parsed is not None:
-                return to_axis(self.value_type, parsed)
+            return to_axis(self.value_type, _calendar_text(v.this, to, what))
         folded = fold_constant(node, what)
         if folded is not None and folded.type in _CALENDAR_RESULTS \
                 and isinstance(folded.value, (date, datetime)):

@@ -331,3 +331,46 @@ def test_the_duckdb_that_values_bounds_holds_nothing_and_is_locked():
                  "(SELECT 1)", "random()", "CAST(1 AS my_type)", "k + 1"):
         assert fc.fold_constant(sqlglot.parse_one(text, read="duckdb"), "b") is None, text
 
+
+# A string compared with a binned attribute is cast by DuckDB to the column's type: a date
+# without zero padding ('2013-1-5'), a time without them, a date and time against a DATE
+# column (the time dropped), a number in quotes against an integer, decimal or real one.
+# They were refused ("the bound of d must be a date literal ..., got '2013-1-5'"; "the
+# bound of k must be a numeric literal ..., got '5'").
+TEXTS = [
+    "d >= '2013-1-5'", "d = '2013-1-5'", "d = DATE '2013-1-5'",
+    "d BETWEEN DATE '2013-2-1' AND '2013-2-28'", "d IN ('2013-3-1', '2013-03-02')",
+    "d < '2013-01-05 12:00'", "ts >= '2013-1-2 3:00:00'", "ts < '2013-1-2T3:00'",
+    "ts < TIMESTAMP '2013-1-2 3:0:0'",
+    "k = '5'", "n > '10'", "k IN ('3', '4')", "k BETWEEN '3' AND ' 5 '", "k <> '+7'",
+    "p < '2.50'", "p >= '2.5'", "x < '2'", "x >= '0.125'",
+]
+
+
+@pytest.mark.parametrize("where", TEXTS)
+def test_a_string_bound_is_cast_as_duckdb_casts_it(cons, where):
+    dp, raw = cons
+    sql = f"SELECT COUNT(*) FROM t WHERE {where}"
+    got, want = _run(dp, sql)[0][0], raw.execute(sql).fetchall()[0][0]
+    assert abs(got - want) <= 0.5, (got, want)
+
+
+# A number string off the attribute's grid is rounded by DuckDB to the source column's
+# type (n > '10.5' is n > 11 on a BIGINT), which the release does not keep, and refused
+# by PostgreSQL: refused, saying what to write. So are calendar strings that are not a
+# plain date or timestamp.
+@pytest.mark.parametrize("where,words", [
+    ("n > '10.5'", "'10.5', which is not a whole number, and 'n' is an integer attribute"),
+    ("p < '2.505'", "which is not a multiple of 0.01, and 'p' is a decimal attribute"),
+    ("k = '0x05'", "which is not a plain number"),
+    ("d < 'infinity'", "is not a plain date or timestamp"),
+    ("d < '2013-01-05 junk'", "is not a plain date or timestamp"),
+])
+def test_a_string_bound_that_duckdb_would_round_or_misread_is_refused(cons, where, words):
+    import dpsql
+    from dpsql import duck
+
+    dp, _ = cons
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:
+        duck.execute(dp, f"SELECT COUNT(*) FROM t WHERE {where}")
+    assert words in str(err.value), str(err.value)
