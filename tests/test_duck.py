@@ -229,7 +229,7 @@ UNSUPPORTED = [
     ("SELECT r.x, COUNT(t.mode) FROM (SELECT 'a' AS x) r POSITIONAL JOIN trips t "
      "GROUP BY r.x", "POSITIONAL"),
     ("SELECT COUNT(*) FROM trips WHERE EXISTS (SELECT 1 FROM (SELECT 1) AS v(x) "
-     "WHERE trips.distance < 40)", "cannot be used inside a subquery"),
+     "WHERE trips.distance < 40)", "is used inside a subquery"),
     ("SELECT COUNT(*) FROM trips WHERE region IN (SELECT 'R1' WHERE dp_count > 3)",
      "dp_count in WHERE"),
     # PIVOT aggregates the rows it is given: the private table only in an aggregating SELECT

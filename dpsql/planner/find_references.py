@@ -181,7 +181,8 @@ def find_references(tree: exp.Expression, catalog: Catalog,
                 claimed.add(id(t))
         if logical is not None:
             t, (release, views) = logical
-            refs.append(_analyse(select, t, release, views, tables, scopes[id(select)]))
+            refs.append(_analyse(select, t, release, views, tables, scopes[id(select)],
+                                 resolve))
         else:
             _refuse_orphan_error_functions(scopes[id(select)])
     for t in walked.tables:
@@ -214,7 +215,8 @@ def _refuse_orphan_error_functions(scope: Scope) -> None:
 
 
 def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
-             views: tuple[ViewInfo, ...], tables: list[exp.Table], sc: Scope) -> Reference:
+             views: tuple[ViewInfo, ...], tables: list[exp.Table], sc: Scope,
+             resolve) -> Reference:
     alias = table.alias_or_name
     alias_l = alias.lower()
     attrs = release.attributes
@@ -307,11 +309,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 continue
             if a.kind != "range":
                 nested_labels.add(release.column_name(x.name))  # its level must carry it
-            elif x.table:
-                raise UnsupportedQueryError(
-                    f"the binned attribute {a.name!r} cannot be used inside a subquery "
-                    f"({c.sql('duckdb')!r}); filter it in this SELECT's WHERE with BETWEEN, "
-                    "<, <=, >, >= and numeric literals")
+            elif x.table or not _read_inside(x, select, resolve):
+                raise _binned_in_subquery(a, x, c, table.name)
         col_attrs: set[str] = set()
         range_attr = None  # the first binned attribute among them
         for x in c_columns:
@@ -475,6 +474,43 @@ def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInf
         return any(x is y for y in cols)
     if cols and predicate_keeps_null(c, is_attr):
         raise is_null_error(meta, cols[0].name, c.sql("duckdb"))
+
+
+def _read_inside(col: exp.Column, select: exp.Select, resolve) -> bool:
+    """Whether a query nested in ``select`` around ``col`` reads a private table itself
+    (``c IN (SELECT c FROM t WHERE k < 5 GROUP BY c)``): there an unqualified name of an
+    attribute is that reference's, analysed on its own."""
+    node = col.parent
+    while node is not None and node is not select:
+        if isinstance(node, exp.Select) and any(
+                resolve(home_catalog(t), t.name) for t in scope_tables(node)):
+            return True
+        node = node.parent
+    return False
+
+
+def _binned_in_subquery(a, col: exp.Column, c: exp.Expression, table: str
+                        ) -> UnsupportedQueryError:
+    """The refusal of a binned attribute named inside a subquery of the WHERE clause: a
+    subquery correlated with it (``EXISTS (SELECT 1 FROM pub WHERE pub.w = k)``) would
+    run once per released node, and a node holds a bin of the attribute, not one value
+    per row (DuckDB failed on the planned query, or on month bins counted every row of
+    the month where the data's match one day). An unqualified name may be the
+    subquery's own column, which the planner cannot know (it reads no public table):
+    the message says to qualify it then."""
+    n = a.name
+    own = "" if col.table else (
+        f"; if {col.name!r} is a column of the subquery's own table, qualify it "
+        f"(<table>.{col.name}), since DuckDB binds an unqualified name to the outer "
+        f"query's {table!r} when the subquery's tables have no such column")
+    return UnsupportedQueryError(
+        f"the binned attribute {n!r} of {table!r} is used inside a subquery "
+        f"({c.sql('duckdb')!r}): a subquery correlated with a binned attribute is not "
+        f"supported, since the release holds counts of the bins of {n!r}, not its value "
+        f"row by row. Filter {n} in this SELECT's WHERE with literal bounds ({n} BETWEEN lo AND "
+        f"hi, <, <=, >, >=, and on integers, decimals and dates {n} IN (v1, v2)), or count "
+        f"by {n} first and filter the released bins: WITH q AS (SELECT {n}, COUNT(*) AS cnt "
+        f"FROM {table} GROUP BY {n}) SELECT SUM(cnt) FROM q WHERE ... q.{n} ...{own}")
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

@@ -374,9 +374,12 @@ def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
              + (f", {a} = {v}, {a} IN (...), {a} <> {v}, {a} NOT IN (...)"
                 if axis.step is not None else ""))
     kind = "date or timestamp" if axis.value_type in CALENDAR_TYPES else "numeric"
+    sub = "" if c.find(exp.Query) is None else (
+        " (the planner does not run a subquery: list its values as literals, or count by "
+        f"{a} first and filter the released bins in an outer query)")
     return UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {a!r} is not supported; "
-        f"write {forms} with {kind} literals, combined with AND, OR and NOT")
+        f"write {forms} with {kind} literals, combined with AND, OR and NOT{sub}")
 
 
 def pieces_condition(pieces: tuple[tuple[float, float], ...], lo_c: str, hi_c: str) -> str:
