@@ -131,6 +131,8 @@ class Gen:
 
     # -- literals
     def lit(self, attr: str) -> str:
+        if self.chance(0.25):
+            return self.spelled(attr)
         g = self.g
         if attr in ("n", "k"):
             hi = 100 if attr == "n" else 20
@@ -165,6 +167,45 @@ class Gen:
             y, mo = g.randint(2011, 2015), g.randint(1, 12)
             first = datetime.date(y, mo, 1)
             return f"DATE '{first}'"
+        return "'" + self.pick(self.CATS[attr]) + "'"
+
+    def spelled(self, attr: str) -> str:
+        """A value written as DuckDB also accepts it, on the same grid as :meth:`lit`'s:
+        a constant expression DuckDB folds (``(10 + 5)``, ``CAST('7' AS SMALLINT)``, ``DATE
+        '2013-01-31' + INTERVAL 1 MONTH``, ``TIMESTAMP '...' + INTERVAL 3 HOUR``), a number
+        in quotes, a date or time without zero padding (``'2013-1-5'``)."""
+        g = self.g
+        if attr in ("n", "k"):
+            v = g.randint(-2, 100 if attr == "n" else 20)
+            a = g.randint(-5, 5)
+            return self.pick([f"({v - a} + {a})", f"'{v}'", f"CAST('{v}' AS SMALLINT)",
+                              f"({2 * v + 1} // 2)", f"{v}.0::FLOAT", f"({v * 2} / 2)",
+                              f"CAST({v} AS DECIMAL(5, 1))"])
+        if attr == "p":
+            v = g.randint(-10, 1010)
+            return self.pick([f"'{v / 100:.2f}'", f"({v / 100:.2f} + 0.5)",
+                              f"CAST({v / 100:.2f} AS DECIMAL(6, 2))", f"({v} / 100)"])
+        if attr == "x":
+            v = g.randint(-2, 66)
+            return self.pick([f"'{v / 8}'", f"({v} / 8)", f"({v / 8} + 0.125)"])
+        if attr == "d":
+            day = datetime.date(2013, 1, 1) + datetime.timedelta(days=g.randint(-5, 370))
+            k = g.randint(0, 40)
+            back = day - datetime.timedelta(days=k)
+            month_end = datetime.date(2013, g.randint(1, 12), 28) + datetime.timedelta(
+                days=g.randint(0, 3))
+            while month_end.day < 28:  # the 28th to the last day of a month
+                month_end -= datetime.timedelta(days=1)
+            return self.pick([
+                f"'{day.year}-{day.month}-{day.day}'", f"DATE '{day.year}-{day.month}-{day.day}'",
+                f"DATE '{back}' + INTERVAL {k} DAY", f"DATE '{back}' + {k}",
+                f"DATE '{day + datetime.timedelta(days=1)}' - INTERVAL '1 day'",
+                f"DATE '{month_end}' + INTERVAL {g.randint(1, 3)} MONTH",
+                f"TIMESTAMP '{back} 00:00:00' + INTERVAL {k * 24} HOUR"])
+        if attr == "m":
+            y, mo, k = g.randint(2011, 2015), g.randint(1, 12), g.randint(-3, 14)
+            return self.pick([f"DATE '{y}-{mo}-1'",
+                              f"DATE '{datetime.date(y, mo, 1)}' + INTERVAL {k} MONTH"])
         return "'" + self.pick(self.CATS[attr]) + "'"
 
     # -- atoms on one attribute
@@ -211,8 +252,14 @@ class Gen:
         <= and > (whole seconds: the same edge), midnights as DATEs; no interpolation."""
         g = self.g
         hour = datetime.datetime(2013, 1, 1) + datetime.timedelta(hours=g.randint(-3, 172))
-        start = f"TIMESTAMP '{hour}'" if self.chance(0.7) else f"'{hour}'"
-        end = f"TIMESTAMP '{hour + datetime.timedelta(seconds=3599)}'"
+        k = g.randint(0, 30)
+        start = self.pick([f"TIMESTAMP '{hour}'", f"TIMESTAMP '{hour}'", f"'{hour}'",
+                           f"TIMESTAMP '{hour - datetime.timedelta(hours=k)}' + INTERVAL {k} HOUR",
+                           f"DATE '{hour.date()}' + INTERVAL {hour.hour} HOUR",
+                           f"'{hour.year}-{hour.month}-{hour.day} {hour.hour}:0:0'"])
+        end = self.pick([f"TIMESTAMP '{hour + datetime.timedelta(seconds=3599)}'",
+                         f"TIMESTAMP '{hour}' + INTERVAL 3599 SECOND",
+                         f"TIMESTAMP '{hour + datetime.timedelta(hours=1)}' - INTERVAL 1 SECOND"])
         r = g.random()
         if r < 0.15:
             return f"ts {self.pick(['<', '>='])} DATE '{hour.date()}'"
@@ -246,6 +293,10 @@ class Gen:
                       f"{attr} IN (SELECT label FROM pub)",
                       f"{attr} NOT IN (SELECT label FROM pub)",
                       f"{attr} GLOB '[ns]*'", f"{attr} SIMILAR TO 'n.'"]
+        if attr in ("c", "k", "n"):  # correlated: answered on labels, refused on bins
+            col = "label" if attr == "c" else "w"
+            forms += [f"EXISTS (SELECT 1 FROM pub WHERE pub.{col} = {attr})",
+                      f"NOT EXISTS (SELECT 1 FROM pub WHERE {col} = t.{attr})"]
         if attr in ("n", "k", "p", "x"):
             forms += [f"{attr} + 1 < {lit}", f"-{attr} < -{lit}", f"{attr} * 2 <= {lit}",
                       f"CAST({attr} AS DOUBLE) < {lit}", f"abs({attr}) >= {lit}",
