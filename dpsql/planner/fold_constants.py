@@ -11,7 +11,7 @@ a month's last days ends on the shorter month's last day), ``DATE '2013-1-5'`` t
 2013-01-05.
 
 Decision: the expression is run by a DuckDB of the planner's own, never the analyst's
-connection: an in-memory database with no table and no data, one per thread, locked
+connection: an in-memory database with no table and no data, one per process, locked
 down as an analyst's connection is (:func:`dpsql.lockdown.lock_duckdb`: no file or
 network access, no extension loaded, its configuration frozen). Only expressions built
 of literals, casts to built-in types, intervals, parentheses and the arithmetic
@@ -119,19 +119,23 @@ def not_plain_calendar(what: str, text: str) -> UnsupportedQueryError:
         "value ('infinity', 'epoch')")
 
 
-class _Folder(threading.local):
-    """This thread's DuckDB for constant expressions (module docstring), opened on first
-    use."""
+class _Folder:
+    """The planner's DuckDB for constant expressions (module docstring): one for the
+    process, opened on first use, used by one thread at a time (a bound is valued in
+    well under a millisecond, and each distinct one once: :func:`_fold` is cached)."""
 
-    con: duckdb.DuckDBPyConnection | None = None
+    def __init__(self) -> None:
+        self.con: duckdb.DuckDBPyConnection | None = None
+        self.lock = threading.Lock()
 
     def run(self, sql: str) -> tuple[str, Any]:
-        if self.con is None:
-            con = duckdb.connect(":memory:")
-            con.execute("SET threads = 1")
-            lock_duckdb(con)
-            self.con = con
-        row = self.con.execute(f"SELECT typeof(v), v FROM (SELECT {sql} AS v)").fetchone()
+        with self.lock:
+            if self.con is None:
+                con = duckdb.connect(":memory:")
+                con.execute("SET threads = 1")
+                lock_duckdb(con)
+                self.con = con
+            row = self.con.execute(f"SELECT typeof(v), v FROM (SELECT {sql} AS v)").fetchone()
         return row  # type: ignore[return-value]
 
 

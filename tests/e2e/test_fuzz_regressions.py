@@ -422,3 +422,19 @@ def test_the_advised_count_first_form_is_duckdbs_answer_on_single_value_bins(con
     # a subquery that reads the private table itself names its own attributes
     own = "SELECT COUNT(*) FROM t WHERE c IN (SELECT c FROM t WHERE k < 5 GROUP BY c)"
     assert fz.classify(dp, raw, own, 0)[0] == "equal"
+
+
+def test_bounds_are_valued_from_several_threads_at_once():
+    """One locked DuckDB serves every thread, one statement at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import sqlglot
+
+    from dpsql.planner import fold_constants as fc
+
+    def value(i: int) -> int:
+        node = sqlglot.parse_one(f"{i} * 1000 + {i} // 1", read="duckdb")
+        return fc.fold_constant(node, "the bound").value
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(value, range(200))) == [i * 1001 for i in range(200)]
