@@ -10,8 +10,11 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
 2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
    that it is only used under supported aggregates (each call sorted out by
    :mod:`~dpsql.planner.classify_calls`), with no star expression
-   (:mod:`~dpsql.planner.refuse_stars`) and no volatile function where it would pick
-   released nodes (:mod:`~dpsql.planner.refuse_volatile`);
+   (:mod:`~dpsql.planner.refuse_stars`), no volatile function where it would pick
+   released nodes (:mod:`~dpsql.planner.refuse_volatile`) and no WHERE subquery
+   correlated with a binned attribute (:mod:`~dpsql.planner.refuse_correlated`); range
+   bounds written as constant expressions are valued by a locked DuckDB of the planner's
+   own (:mod:`~dpsql.planner.fold_constants`);
 3. :mod:`~dpsql.planner.choose_view` — pick the covering view with the smallest
    predicted error and the level to read;
 4. :mod:`~dpsql.planner.rewrite_query` — replace the reference by a subquery over that

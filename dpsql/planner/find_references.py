@@ -45,6 +45,7 @@ from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP
                                           not_an_attribute)
 from dpsql.planner.output_aliases import alias_bound
 from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
+from dpsql.planner.refuse_correlated import refuse_correlated
 from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
 from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
@@ -309,8 +310,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 continue
             if a.kind != "range":
                 nested_labels.add(release.column_name(x.name))  # its level must carry it
-            elif x.table or not _read_inside(x, select, resolve):
-                raise _binned_in_subquery(a, x, c, table.name)
+            else:
+                refuse_correlated(x, a, c, select, table.name, resolve)
         col_attrs: set[str] = set()
         range_attr = None  # the first binned attribute among them
         for x in c_columns:
@@ -474,43 +475,6 @@ def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInf
         return any(x is y for y in cols)
     if cols and predicate_keeps_null(c, is_attr):
         raise is_null_error(meta, cols[0].name, c.sql("duckdb"))
-
-
-def _read_inside(col: exp.Column, select: exp.Select, resolve) -> bool:
-    """Whether a query nested in ``select`` around ``col`` reads a private table itself
-    (``c IN (SELECT c FROM t WHERE k < 5 GROUP BY c)``): there an unqualified name of an
-    attribute is that reference's, analysed on its own."""
-    node = col.parent
-    while node is not None and node is not select:
-        if isinstance(node, exp.Select) and any(
-                resolve(home_catalog(t), t.name) for t in scope_tables(node)):
-            return True
-        node = node.parent
-    return False
-
-
-def _binned_in_subquery(a, col: exp.Column, c: exp.Expression, table: str
-                        ) -> UnsupportedQueryError:
-    """The refusal of a binned attribute named inside a subquery of the WHERE clause: a
-    subquery correlated with it (``EXISTS (SELECT 1 FROM pub WHERE pub.w = k)``) would
-    run once per released node, and a node holds a bin of the attribute, not one value
-    per row (DuckDB failed on the planned query, or on month bins counted every row of
-    the month where the data's match one day). An unqualified name may be the
-    subquery's own column, which the planner cannot know (it reads no public table):
-    the message says to qualify it then."""
-    n = a.name
-    own = "" if col.table else (
-        f"; if {col.name!r} is a column of the subquery's own table, qualify it "
-        f"(<table>.{col.name}), since DuckDB binds an unqualified name to the outer "
-        f"query's {table!r} when the subquery's tables have no such column")
-    return UnsupportedQueryError(
-        f"the binned attribute {n!r} of {table!r} is used inside a subquery "
-        f"({c.sql('duckdb')!r}): a subquery correlated with a binned attribute is not "
-        f"supported, since the release holds counts of the bins of {n!r}, not its value "
-        f"row by row. Filter {n} in this SELECT's WHERE with literal bounds ({n} BETWEEN lo AND "
-        f"hi, <, <=, >, >=, and on integers, decimals and dates {n} IN (v1, v2)), or count "
-        f"by {n} first and filter the released bins: WITH q AS (SELECT {n}, COUNT(*) AS cnt "
-        f"FROM {table} GROUP BY {n}) SELECT SUM(cnt) FROM q WHERE ... q.{n} ...{own}")
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))
