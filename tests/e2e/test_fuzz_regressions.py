@@ -438,3 +438,22 @@ def test_bounds_are_valued_from_several_threads_at_once():
 
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(value, range(200))) == [i * 1001 for i in range(200)]
+
+
+@pytest.mark.parametrize("bound", [
+    "DATE '2013-01-01' + INTERVAL (length(read_text('/etc/passwd'))) DAY",
+    "DATE '2013-01-01' + INTERVAL (SELECT count(*) FROM glob('/*')) DAY",
+    "CAST(getvariable('x') AS DATE)",
+])
+def test_a_bound_that_reads_outside_is_refused_by_the_lock_down_first(base, bound):
+    """On an analyst's (locked) connection the lock-down pass sees the whole query, the
+    bound's expression included, before any bound is valued."""
+    import dpsql
+
+    con = dpsql.connect(str(fz.build(base)))
+    try:
+        with pytest.raises(dpsql.UnsupportedQueryError, match="is not allowed: this "
+                                                              "connection reads the release"):
+            con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE d < {bound}")
+    finally:
+        con.close()
