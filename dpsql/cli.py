@@ -222,18 +222,27 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _ci_cell(low: Any, high: Any, row: Sequence[Any]) -> str:
-    """``± h`` when the interval is centred on a value of the row (its count), else
-    ``[low, high]`` (e.g. an L∞ bound clipped at zero)."""
-    low, high = _plain(low), _plain(high)
-    if not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
-        return "—"
-    mid, half = (low + high) / 2, (high - low) / 2
-    for v in map(_plain, row):
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and \
-                abs(v - mid) <= 1e-9 * max(1.0, abs(v)):
-            return f"± {_cell(half)}"
-    return f"[{_cell(low)}, {_cell(high)}]"
+def _ci_cells(intervals: Sequence[tuple[Any, Any, Sequence[Any]]]) -> list[str]:
+    """The CI column's cells, one form for the whole column: ``± h`` when every row's
+    interval (low, high, the row's values) is centred on a value of its row (its count),
+    else ``[low, high]`` on every row (InfTDA's intervals are centred on the count less its
+    bias, and clipped at 0). A column that mixed ``± 17`` with ``[3,513, 3,539]`` would
+    read as two kinds of error."""
+    plain = [(_plain(lo), _plain(hi), row) for lo, hi, row in intervals]
+
+    def numeric(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def centred(lo: Any, hi: Any, row: Sequence[Any]) -> bool:
+        mid = (lo + hi) / 2
+        return any(numeric(v) and abs(v - mid) <= 1e-9 * max(1.0, abs(v))
+                   for v in map(_plain, row))
+
+    both = [numeric(lo) and numeric(hi) for lo, hi, _ in plain]
+    symmetric = all(centred(lo, hi, row) for (lo, hi, row), ok in zip(plain, both) if ok)
+    return [("—" if not ok else f"± {_cell((hi - lo) / 2)}" if symmetric
+             else f"[{_cell(lo)}, {_cell(hi)}]")
+            for (lo, hi, _), ok in zip(plain, both)]
 
 
 def _info_lines(info: dict[str, Any]) -> list[str]:
@@ -318,10 +327,10 @@ def cmd_query(args: argparse.Namespace) -> int:
                 _plain(rows[0][i]), (int, float)) else "left")
         if ci:
             table.add_column(f"{confidence:.0%} CI", justify="right")
-        for r in rows:
-            cells = [_cell(r[i]) for i in shown]
-            if ci:
-                cells.append(_ci_cell(r[ci[0]], r[ci[1]], [r[i] for i in shown]))
+        ci_cells = _ci_cells([(r[ci[0]], r[ci[1]], [r[i] for i in shown])
+                              for r in rows]) if ci else []
+        for n, r in enumerate(rows):
+            cells = [_cell(r[i]) for i in shown] + ci_cells[n:n + 1]
             table.add_row(*map(Text, cells))
         out.print(table)
         for line in _info_lines(info):
