@@ -22,11 +22,20 @@ def _add_row(table: Table, *cells: Any) -> None:
 
 
 def _fmt(x: Any) -> str:
+    """A number as the summary shows it: whole units with separators from 1,000 up
+    (``5,420``, never ``5.42e+03`` beside a ``10,357``), three significant digits below."""
     if x is None:
         return "—"
     if isinstance(x, float):
-        return f"{x:,.3g}" if abs(x) < 1e4 else f"{x:,.0f}"
+        return f"{x:.3g}" if abs(x) < 1e3 else f"{x:,.0f}"
     return str(x)
+
+
+# With an inftda view the bound column is not "(one node)": InfTDA's is Theorem 1's bound,
+# which holds for every node of the level at once; the table's caption says so.
+BOUND_NOTE = ("σ: the standard error of one node. 95% bound: ±1.96 σ for one node; for "
+              "inftda, Theorem 1's bound, which holds for every node of the level at once "
+              "(dp_bound), so it is wider than ±1.96 σ.")
 
 
 def release_summary(release: Any) -> list[Table]:
@@ -38,9 +47,10 @@ def release_summary(release: Any) -> list[Table]:
     _add_row(head, "randomness", release.rng)
     _add_row(head, "created", f"{release.created} by dpsql {release.dpsql_version}")
     _add_row(head, "reconciled", reconciled_text(release))
-    views = Table(title="views")
+    inftda = any(v.mechanism == "inftda" for v in release.views.values())
+    views = Table(title="views", caption=BOUND_NOTE if inftda else None)
     for col in ("view", "mechanism", "budget share", "level", "refines", "nodes",
-                "σ (one node)", "95% bound (one node)"):
+                "σ (one node)", "95% bound" if inftda else "95% bound (one node)"):
         views.add_column(col)
     for v in release.views.values():
         summary = {s["level"]: s for s in v.error_model.level_summary()}

@@ -377,9 +377,11 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         table_rows.append([str(r.k), _e(adds), _e(r.kind), _num(r.public_nodes),
                            _num(r.stored_rows), _num(r.zeros), _num(r.negatives),
                            _num(r.stderr), _num(r.bound95), dom])
+    bound = ("95% bound (every node of the level at once)"
+             if view.mechanism == "inftda" else "95% bound (one node)")
     parts.append(_table(["level", "adds", "kind", "public nodes", "stored rows", "zeros",
-                         "negative", "σ (one node)", "95% bound (one node)",
-                         "public values"], table_rows, "levels"))
+                         "negative", "σ (one node)", bound, "public values"], table_rows,
+                        "levels"))
     counts = first_level_counts(con, view)
     if counts:
         lv = view.levels[0]

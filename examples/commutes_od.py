@@ -158,7 +158,8 @@ def regions_cli(release: Path) -> list[dict]:
 
 def level_errors(release: Path, truth: duckdb.DuckDBPyConnection) -> list[dict]:
     """Max |released − true| over every public node of every level of both trees (a
-    node that is not released is 0), next to the model's 95% bound for one node."""
+    node that is not released is 0), next to the model's 95% bound (Theorem 1's, which
+    holds for every node of the level at once)."""
     truth.execute(f"ATTACH '{release}' AS rel (READ_ONLY)")
     out = []
     for view in open_release(release).views.values():

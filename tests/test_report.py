@@ -301,7 +301,7 @@ def test_level_tables_come_from_the_release(trips_release, trips_report, trips_d
                 assert f"Released total: {int(total):,}." in views[name]["text"]
                 # per answer: the calibrated σ of one node; simultaneous: Theorem 1
                 assert table[1][col["σ (one node)"]] == f"{summary[0]['stderr']:.3g}"
-                assert table[1][col["95% bound (one node)"]] == \
+                assert table[1][col["95% bound (every node of the level at once)"]] == \
                     f"{summary[0]['bound95']:.3g}"
             else:
                 assert table[1][col["σ (one node)"]] == f"{summary[0]['stderr']:.3g}"
