@@ -146,7 +146,14 @@ def reconciled_text(release: Any) -> str:
     summary = next((v.info["reconciled"]["release"] for v in release.views.values()
                     if "reconciled" in v.info), None)
     if summary is None:
-        return "no (one view, or reconcile = false)" if len(release.views) > 1 else "—"
+        if len(release.views) <= 1:
+            return "—"
+        if release.spec.get("reconcile", True) is False:
+            return "no (reconcile = false)"
+        if str(release.created).startswith("not built"):  # a dry run draws no noise
+            return ("when built: the views will agree on the marginals they share (the "
+                    "errors below are each view's own)")
+        return "nothing to reconcile (no two views count the same rows over a marginal)"
     lines = [f"{m['marginal']}: {', '.join(m['views'])}" + (" (integer)" if m["integer"]
                                                             else "")
              for m in summary["marginals"]]

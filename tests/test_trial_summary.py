@@ -52,3 +52,20 @@ def test_report_heads_inftda_bound_as_simultaneous(trips_release, tmp_path):
             assert "95% bound (one node)" not in body
         else:
             assert "95% bound (one node)" in body
+
+
+def test_dry_run_does_not_say_a_three_view_spec_is_not_reconciled(trips_data):
+    """`dpsql release --dry-run` of a spec with several views and reconcile on (the
+    default) said "reconciled: no (one view, or reconcile = false)": neither was true.
+    It says what the build will do; with `reconcile = false` it says so."""
+    from dpsql.datasets import trips_spec
+    from dpsql.release import plan_release
+    from dpsql.spec import ReleaseSpec
+
+    raw = trips_spec(1.0)
+    text = render(plan_release(ReleaseSpec.from_dict(raw, base_dir=trips_data)))
+    line = next(ln for ln in text.splitlines() if "reconciled" in ln)
+    assert "one view, or reconcile = false" not in line and "when built" in line, line
+    text = render(plan_release(ReleaseSpec.from_dict({**raw, "reconcile": False},
+                                                     base_dir=trips_data)))
+    assert "no (reconcile = false)" in text
