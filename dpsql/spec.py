@@ -27,7 +27,7 @@ from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, Z
 from dpsql.privacy.budgets import check_usable
 from dpsql.spec_attributes import (EPOCH, VALUE_TYPES, Attribute, Categorical, Hierarchy,
                                    Range, _err, _ident, _number, _only, _parse_attribute,
-                                   _policy, _read_text, check_grid, day_number, on_grid)
+                                   _policy, _suggest, _read_text, check_grid, day_number, on_grid)
 from dpsql.spec_workload import Workload, parse_workload
 
 MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
@@ -111,7 +111,8 @@ class ReleaseSpec:
                  "workload", "engine"}
         for key in data:
             if key not in known:
-                raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}")
+                raise _err(key, f"unknown key; allowed top-level keys: {', '.join(sorted(known))}"
+                           + _suggest(key, known))
         name = _ident("name", data.get("name"))
         source, sql = data.get("source"), data.get("sql")
         if (source is None) == (sql is None):
@@ -218,8 +219,9 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
         raise _err("privacy_unit", "must be a table with 'column' and 'max_rows'")
     extra = set(raw) - {"column", "max_rows", "on_null"}
     if extra:
-        raise _err(f"privacy_unit.{sorted(extra)[0]}", "unknown key; allowed: column, "
-                                                       "max_rows, on_null")
+        key = sorted(extra)[0]
+        raise _err(f"privacy_unit.{key}", "unknown key; allowed: column, max_rows, on_null"
+                   + _suggest(key, ("column", "max_rows", "on_null")))
     column = raw.get("column")
     if not isinstance(column, str) or not column:
         raise _err("privacy_unit.column", "must name the column that identifies a person")
@@ -231,24 +233,40 @@ def _parse_unit(raw: Any) -> PrivacyUnit:
     return PrivacyUnit(column=column, max_rows=max_rows, on_null=on_null)
 
 
+def _positive_budget(path: str, value: Any) -> Fraction:
+    """A budget number as written (``-1``, not ``Fraction(-1, 1)``), refused with its key
+    path when it is not positive."""
+    number = _number(path, value)
+    if number <= 0:
+        raise _err(path, f"must be > 0, got {value!r}; a zero or negative budget releases "
+                         f"nothing useful: give a positive {path.split('.')[-1]}")
+    return number
+
+
 def _parse_budget(raw: Any) -> Budget:
     if not isinstance(raw, dict):
         raise _err("budget", "missing; give exactly one of: rho = …, epsilon = … (pure DP), or "
                              "epsilon = … with delta = …")
     extra = set(raw) - {"rho", "epsilon", "delta"}
     if extra:
-        raise _err(f"budget.{sorted(extra)[0]}", "unknown key; allowed: rho, epsilon, delta")
+        key = sorted(extra)[0]
+        raise _err(f"budget.{key}", "unknown key; allowed: rho, epsilon, delta"
+                   + _suggest(key, ("rho", "epsilon", "delta")))
     try:
         if "rho" in raw:
             if "epsilon" in raw or "delta" in raw:
                 raise _err("budget", "give rho alone, or epsilon (with an optional delta), "
                                      "not both")
-            return check_usable(ZCDP(_number("budget.rho", raw["rho"])))
+            return check_usable(ZCDP(_positive_budget("budget.rho", raw["rho"])))
         if "epsilon" not in raw:
             raise _err("budget", "give exactly one of: rho, epsilon, or epsilon with delta")
-        eps = _number("budget.epsilon", raw["epsilon"])
+        eps = _positive_budget("budget.epsilon", raw["epsilon"])
         if "delta" in raw:
-            return check_usable(ApproxDP(eps, _number("budget.delta", raw["delta"])))
+            delta = _number("budget.delta", raw["delta"])
+            if not 0 < delta < 1:
+                raise _err("budget.delta", f"must be in (0, 1), got {raw['delta']!r}; typical "
+                                           "values are 1e-6 to 1e-10, well below 1/n")
+            return check_usable(ApproxDP(eps, delta))
         return check_usable(PureDP(eps))
     except InvalidPrivacyParameterError as err:
         if isinstance(err, SpecError):
@@ -296,13 +314,14 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
     for i, lv in enumerate(levels):
         if lv not in attributes:
             raise _err(f"{path}.levels[{i}]", f"unknown attribute {lv!r}; declared attributes: "
-                                              f"{', '.join(attributes)}")
+                                              f"{', '.join(attributes)}"
+                       + _suggest(lv, attributes))
         if lv in levels[:i]:
             raise _err(f"{path}.levels[{i}]", f"attribute {lv!r} appears twice")
     mech = raw.get("mechanism", "inftda")
     if mech not in MECHANISMS:
         raise _err(f"{path}.mechanism", f"unknown mechanism {mech!r}; allowed: "
-                                        f"{', '.join(MECHANISMS)}")
+                                        f"{', '.join(MECHANISMS)}" + _suggest(mech, MECHANISMS))
     if mech in RANGE_ONLY_MECHANISMS:
         if len(levels) != 1 or not isinstance(attributes[levels[0]], Range):
             raise _err(f"{path}.levels", f"mechanism {mech!r} answers range queries over one "

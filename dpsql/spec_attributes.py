@@ -100,6 +100,17 @@ def _err(path: str, message: str) -> SpecError:
     return SpecError(f"{path}: {message}")
 
 
+def _suggest(value: Any, choices: Any) -> str:
+    """``; did you mean 'max_rows'?`` for a misspelled key, name or option (the closest
+    of ``choices``), else nothing: the end of an "unknown ..." message."""
+    import difflib
+
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _ident(path: str, value: Any) -> str:
     if not isinstance(value, str) or not _NAME.match(value):
         raise _err(path, f"{value!r} is not a valid name; use letters, digits and _ "
@@ -111,7 +122,8 @@ def _ident(path: str, value: Any) -> str:
 
 def _policy(path: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
-        raise _err(path, f"unknown policy {value!r}; allowed: {', '.join(allowed)}")
+        raise _err(path, f"unknown policy {value!r}; allowed: {', '.join(allowed)}"
+                         + _suggest(value, allowed))
     return value
 
 
@@ -381,6 +393,12 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
             value_type = "date"  # date bounds: a date attribute
         bound = day_number if value_type == "date" else second_number \
             if value_type == "timestamp" else (lambda p, v: float(_number(p, v)))
+        missing = [k for k in ("lower", "upper") if raw.get(k) is None]
+        if missing:
+            raise _err(f"{path}.{missing[0]}", "missing: a range attribute needs its public "
+                                               "bounds 'lower' and 'upper' (values outside "
+                                               "them follow on_out_of_bounds); declare them "
+                                               "from public knowledge, never from the data")
         lower = bound(f"{path}.lower", raw.get("lower"))
         upper = bound(f"{path}.upper", raw.get("upper"))
         if not lower < upper:
@@ -416,7 +434,8 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         if value_type is not None:
             check_grid(out, path)
         return out
-    raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range")
+    raise _err(f"{path}.kind", f"unknown kind {kind!r}; allowed: categorical, hierarchy, range"
+               + _suggest(kind, ("categorical", "hierarchy", "range")))
 
 
 def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: float,
@@ -505,7 +524,8 @@ def check_grid(attr: Range, path: str) -> None:
 def _only(path: str, raw: dict, allowed: set[str]) -> None:
     for key in raw:
         if key not in allowed:
-            raise _err(f"{path}.{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}")
+            raise _err(f"{path}.{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
+                       + _suggest(key, allowed))
 
 
 def _read_spine(path: str, file: Path, cols: list[str]) -> list[tuple[str, ...]]:

@@ -97,9 +97,9 @@ def test_budget_forms(budget, expected):
      r"views\[0\]\.levels\[0\]: unknown attribute 'dst'; declared attributes: origin, distance"),
     ({"views": [{"name": "v", "levels": ["origin"], "mechanism": "magic"}]},
      r"views\[0\]\.mechanism: unknown mechanism 'magic'; allowed: inftda, cascade"),
-    ({"budget": {"rho": 0}}, r"budget: rho must be > 0"),
-    ({"budget": {"rho": -1}}, r"budget: rho must be > 0"),
-    ({"budget": {"epsilon": 1, "delta": 2}}, r"budget: delta must be in \(0, 1\)"),
+    ({"budget": {"rho": 0}}, r"budget\.rho: must be > 0, got 0;"),
+    ({"budget": {"rho": -1}}, r"budget\.rho: must be > 0, got -1;"),
+    ({"budget": {"epsilon": 1, "delta": 2}}, r"budget\.delta: must be in \(0, 1\), got 2;"),
     ({"budget": {"rho": 1, "epsilon": 1}}, r"budget: give rho alone"),
     ({"budget": {"epsilon": 1}}, r"views\[0\]\.mechanism: 'inftda' adds Gaussian noise, which "
                                  r"cannot meet a pure ε-DP budget"),

@@ -356,11 +356,11 @@ CLI_BAD = {
                           "views[0].mechanism: unknown mechanism 'fancy'"),
     "zero budget": ('name="x"\nsource="t.parquet"\nneighbouring="add_remove"\n'
                     '[budget]\nrho=0\n[attributes.m]\nkind="categorical"\ndomain=["a"]\n'
-                    '[[views]]\nname="v"\nlevels=["m"]\n', "budget: rho must be > 0"),
+                    '[[views]]\nname="v"\nlevels=["m"]\n', "budget.rho: must be > 0, got 0"),
     "negative budget": ('name="x"\nsource="t.parquet"\nneighbouring="add_remove"\n'
                         '[budget]\nepsilon=-1\ndelta=1e-9\n[attributes.m]\nkind="categorical"\n'
                         'domain=["a"]\n[[views]]\nname="v"\nlevels=["m"]\n',
-                        "budget: epsilon must be > 0"),
+                        "budget.epsilon: must be > 0, got -1"),
     "duplicate domain values": ('name="x"\nsource="t.parquet"\nneighbouring="add_remove"\n'
                                 '[budget]\nrho=1\n[attributes.m]\nkind="categorical"\n'
                                 'domain=["a","a"]\n[[views]]\nname="v"\nlevels=["m"]\n',
