@@ -8,7 +8,9 @@
 * Every other ``bash`` line is a ``dpsql`` command, run through the CLI. A line that is
   not one fails the test, so a new shell example cannot be left unchecked.
 * The ``sql`` blocks run in a plain DuckDB connection on the release file, without
-  dpsql, as the README promises.
+  dpsql, as the README promises; except a block whose first line is ``-- NAME.sql: …``,
+  which is a file the README asks the reader to save (``queries.sql`` for
+  ``dpsql advise``): it is saved under that name and used by the shell lines.
 * ``text`` blocks are not code (the layout). Any other block kind fails the test.
 * The benchmark table equals what ``benchmarks/summary.py`` makes from the committed
   ``benchmarks/results/*.json``, so it can never drift from them.
@@ -46,6 +48,14 @@ def all_blocks() -> list[tuple[str, str]]:
             body.append(line)
     assert not inside, "README.md has an unclosed code block"
     return out
+
+
+def saved_file(body: str) -> str | None:
+    """The file name of an ``sql`` block that the README asks to save, else None."""
+    import re
+
+    match = re.match(r"-- ([\w.-]+\.sql):", body)
+    return match.group(1) if match else None
 
 
 def blocks(kind: str) -> list[str]:
@@ -103,8 +113,11 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     assert Path("trips.duckdb").exists()
 
     # The shell lines, against the same data: the release is rebuilt seeded (tests only).
-    Path("queries.sql").write_text("SELECT COUNT(*) FROM trips;\n-- weight: 3\n"
-                                   "SELECT region, COUNT(*) FROM trips GROUP BY region;\n")
+    # The files they read are the README's own blocks (queries.sql), never written here.
+    saved = {saved_file(body): body for body in blocks("sql") if saved_file(body)}
+    assert "queries.sql" in saved, "README runs dpsql advise on queries.sql: show it"
+    for name, body in saved.items():
+        Path(name).write_text(body)
     ran = []
     for body in blocks("bash")[2:]:
         for line in body.splitlines():
@@ -121,6 +134,9 @@ def test_readme_examples_run(tmp_path, monkeypatch):
             assert proc.returncode == 0, (line, proc.stderr)
             ran.append((args[0], proc.stdout))
     assert {"release", "inspect", "query"} <= {c for c, _ in ran}
+    statements = saved["queries.sql"].count(";")
+    assert any(c == "advise" and f"{statements} of {statements} queries answered" in
+               " ".join(out.split()) for c, out in ran), "dpsql advise left README queries out"
     if any(c == "report" for c, _ in ran):
         assert Path("report.html").stat().st_size > 1000
     answers = [json.loads(out) for c, out in ran if c == "query" and out.lstrip().startswith("{")]
@@ -133,6 +149,8 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     # The sql blocks: a plain DuckDB client, no dpsql functions registered.
     con = duckdb.connect("trips.duckdb", read_only=True)
     for body in blocks("sql"):
+        if saved_file(body):
+            continue
         code = "\n".join(line.split("--")[0] for line in body.splitlines())
         for statement in filter(str.strip, code.split(";")):
             rows = con.execute(statement).fetchall()
