@@ -342,6 +342,20 @@ def _estimate_note(view: ViewMeta) -> str:
             "where the integer counts' bias adds up.")
 
 
+def _dropped_nulls_note(release: Release, view: ViewMeta) -> str:
+    """Why this view's total is smaller than the others': the attributes whose NULL rows
+    it leaves out (``on_null = "drop"`` acts on the views over the attribute only), or
+    nothing."""
+    attrs = release.spec.get("attributes", {})
+    dropped = [a for a in view.attributes if attrs.get(a, {}).get("on_null") == "drop"]
+    if not dropped:
+        return ""
+    names = ", ".join(dropped)
+    return (f" Rows with a NULL {_e(names)} are not in this view (<code>on_null = "
+            "\"drop\"</code>), so its total counts fewer rows than views that do not use "
+            f"{'it' if len(dropped) == 1 else 'them'}.")
+
+
 def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Release,
                   view: ViewMeta) -> str:
     rows = level_rows(con, release, view)
@@ -350,7 +364,8 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
              f"<p>Mechanism <strong>{_e(view.mechanism)}</strong> over "
              f"{_e(' → '.join(view.attributes))}; budget {_e(view.budget.describe())}; "
              f"error model <code>{_e(view.error_params.get('kind'))}</code>. "
-             f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>.</p>"]
+             f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>."
+             f"{_dropped_nulls_note(release, view)}</p>"]
     bounds_only = all(r.stderr is None for r in rows)
     parts.append('<p class="note">' + (
         "This release's InfTDA model has no calibration (an earlier dpsql wrote it): the "
