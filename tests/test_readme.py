@@ -145,6 +145,11 @@ def test_readme_examples_run(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="not private"):  # trips.duckdb from --seed above
         for i, body in enumerate(python[1:], start=1):
             exec(compile(body, f"README:block{i}", "exec"), namespace)
+    # the pandas lines give frames of DP answers, with their error columns
+    import pandas as pd
+
+    frames = {k: v for k, v in namespace.items() if isinstance(v, pd.DataFrame)}
+    assert frames and all(len(f) and f.notna().all().all() for f in frames.values()), frames
 
     # The sql blocks: a plain DuckDB client, no dpsql functions registered.
     con = duckdb.connect("trips.duckdb", read_only=True)
