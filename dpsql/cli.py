@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dpsql import __version__
-from dpsql.errors import Error, ProgrammingError
+from dpsql.errors import Error, OperationalError, ProgrammingError
 from dpsql.present import release_summary
 
 
@@ -565,6 +565,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SPEC_SUFFIXES = (".toml",)
+_DATA_SUFFIXES = (".parquet", ".csv", ".tsv", ".json", ".jsonl", ".ndjson")
+
+
+def check_release_argument(command: str, path: str) -> None:
+    """A curator's spec or raw data given where a release file belongs (``dpsql report
+    flights.toml``) is named as such, with the command to run, before DuckDB says
+    "not a valid DuckDB database file" or, for a parquet file, "Cannot launch in-memory
+    database in read-only mode". A DuckDB file of any name passes (bytes 8-11 of a DuckDB
+    database are ``DUCK``)."""
+    from pathlib import Path
+
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in _SPEC_SUFFIXES + _DATA_SUFFIXES or not p.is_file():
+        return
+    with p.open("rb") as f:
+        if f.read(12)[8:12] == b"DUCK":
+            return
+    if suffix in _SPEC_SUFFIXES:
+        release = p.with_suffix(".duckdb").name
+        raise OperationalError(
+            f"{path!r} is a release spec, not a release: build the release first, "
+            f"`dpsql release {path} -o {release}`, then `dpsql {command} {release}`")
+    raise OperationalError(
+        f"{path!r} looks like raw data, not a release: dpsql {command} reads only the release "
+        "file (.duckdb) that `dpsql release SPEC -o RELEASE` writes from the data")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -572,6 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if args.command != "release" and isinstance(getattr(args, "release", None), str):
+            check_release_argument(args.command, args.release)
         return int(args.func(args) or 0)
     except Error as err:
         Console(stderr=True, highlight=False, soft_wrap=True).print(

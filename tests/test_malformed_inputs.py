@@ -430,7 +430,7 @@ def _cli_argvs(corpus, release) -> list[tuple[str, list[str], str]]:
         ("query missing release", ["query", str(release.parent / "none.duckdb"),
                                    "SELECT 1"], r"does not exist"),
         ("query not a release", ["query", str(corpus["output under a file"][0]), "SELECT 1"],
-         r"cannot (open|attach|read)"),
+         r"is a release spec, not a release: build the release first"),
         ("query bad --ci", ["query", str(release), "SELECT COUNT(*) FROM corpus", "--ci",
                             "1.5"], r"--ci 1\.5: the confidence must lie strictly"),
         ("query extra parameter", ["query", str(release), "SELECT COUNT(*) FROM corpus",
@@ -439,7 +439,7 @@ def _cli_argvs(corpus, release) -> list[tuple[str, list[str], str]]:
                                            "-o", str(release), "-q"],
          r"already exists; replacing a release spends the privacy budget again"),
         ("inspect not a release", ["inspect", str(corpus["output under a file"][0])],
-         r"cannot open"),
+         r"is a release spec, not a release: build the release first"),
     ]
     return cases
 

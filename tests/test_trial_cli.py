@@ -46,3 +46,26 @@ def test_centred_intervals_keep_the_short_form(capsys, trips_release):
                 "SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY 1")
     cells = ci_column(out)
     assert len(cells) == 4 and all(re.fullmatch(r"± [\d,.]+", c) for c in cells), out
+
+
+def test_a_spec_or_raw_data_given_as_the_release_is_named_as_such(capsys, trips_data,
+                                                                  trips_release, tmp_path):
+    """`dpsql report flights.toml` said "cannot open 'flights.toml' as a DuckDB file: IO
+    Error: ... not a valid DuckDB database file", and `dpsql inspect flights.parquet` said
+    "Catalog Error: Cannot launch in-memory database in read-only mode!". Both now say
+    what the file is and which command to run."""
+    spec = tmp_path / "trips.toml"
+    spec.write_text('name = "trips"\n')
+    cases = [(["report", str(spec)], "is a release spec, not a release: build the release "
+              f"first, `dpsql release {spec} -o trips.duckdb`, then `dpsql report trips.duckdb`"),
+             (["inspect", str(trips_data / "trips.parquet")], "looks like raw data, not a "
+              "release: dpsql inspect reads only the release file"),
+             (["query", str(spec), "SELECT 1"], "is a release spec, not a release")]
+    for argv, words in cases:
+        assert main(argv) == 1
+        err = " ".join(capsys.readouterr().err.split())
+        assert words in err, err
+    # a release under any name still opens
+    renamed = tmp_path / "release.json"
+    renamed.write_bytes(trips_release.read_bytes())
+    assert main(["inspect", str(renamed)]) == 0
