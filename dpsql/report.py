@@ -55,6 +55,7 @@ import numpy as np
 
 from dpsql import __version__
 from dpsql.errors import NotSupportedError
+from dpsql.report_noise import noise_rows
 from dpsql.release_file import Release, ViewMeta, open_release
 from dpsql.report_data import (MAX_DOMAIN_SHOWN, Z95, LevelRow, RangeCurve,
                                first_level_counts, level_rows, range_curves)
@@ -304,6 +305,16 @@ def _budget_section(release: Release) -> str:
                      "budget") + "</section>")
 
 
+def _noise_section(release: Release) -> str:
+    rows = [[_e(x) for x in row] for row in noise_rows(release)]
+    return ('<section id="noise"><h2>Sensitivity and noise by view</h2>'
+            + _table(["view", "mechanism", "sensitivity", "noise"], rows, "noise")
+            + '<p class="note">The sensitivity follows from the neighbouring relation and '
+            "the rows each unit may contribute; each view's noise is calibrated to it and "
+            "to the view's share of the budget. These are the mechanisms' public "
+            "parameters, as the build recorded them.</p></section>")
+
+
 _BAND_TEXT = {
     "variance": "95% band: ±1.96 σ from the exact variance of each prefix (pointwise, "
                 "normal approximation)",
@@ -459,7 +470,8 @@ def build_report(path: str | Path, out: str | Path | None = None, *,
             f"<code>{_e(Path(path).name)}</code>; report by dpsql {_e(__version__)}. Built "
             "from the release file alone: every number and plot is a released count or comes "
             "from the error model; no true value appears.</p></header>"
-            + _guarantee_section(release) + _budget_section(release) + "".join(sections)
+            + _guarantee_section(release) + _budget_section(release)
+            + _noise_section(release) + "".join(sections)
             + "</body></html>\n")
     if out is not None:
         Path(out).write_text(page, encoding="utf-8")

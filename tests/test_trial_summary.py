@@ -99,3 +99,35 @@ def test_report_says_why_a_view_with_dropped_nulls_has_a_smaller_total(tmp_path)
                                page, re.S))
     assert "Rows with a NULL delay are not in this view" in sections["delays"]
     assert "Rows with a NULL" not in sections["by_origin"]
+
+
+def test_report_states_each_views_sensitivity_and_noise(trips_release):
+    """The report gave each view's budget and error but never the mechanism's own
+    parameters: what noise, calibrated to what sensitivity, the first question of a
+    privacy audit. It now has a section with both, per view."""
+    from fractions import Fraction
+
+    from dpsql.report import build_report
+    from dpsql.report_noise import noise_rows
+
+    release = open_release(trips_release)
+    rows = {name: (mech, sens, noise) for name, mech, sens, noise in noise_rows(release)}
+    assert set(rows) == set(release.views)
+    for name, view in release.views.items():
+        mech, sens, noise = rows[name]
+        assert mech == view.mechanism and sens != "—" and noise != "—", rows[name]
+        assert "1 row(s) per unit, add_remove" in sens  # trips: one row, add/remove
+        if mech == "inftda":  # equal split over the levels and the noisy total
+            rho = Fraction(view.budget.to_zcdp().rho) / (len(view.levels) + 1)
+            sigma2 = 1 / (2 * rho)  # ρ = Δ²/(2σ²), Δ = 1
+            assert sens.startswith("L2 per level 1;"), sens
+            assert noise == (f"discrete Gaussian, σ² {float(sigma2):g} per level; the total "
+                             f"σ² = {float(sigma2):g}"), noise
+        elif mech == "btree":
+            assert noise.startswith("discrete Laplace, scale b ")
+        elif mech == "cascade":
+            assert noise.startswith("correlated Gaussian N(0, σ²C), C the tree covariance")
+    page = build_report(trips_release)
+    section = re.search(r'<section id="noise">(.*?)</section>', page, re.S).group(1)
+    assert "Sensitivity and noise by view" in section
+    assert all(f"<td>{name}</td>" in section for name in release.views)
