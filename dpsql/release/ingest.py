@@ -51,6 +51,7 @@ from dpsql.release.policies import IngestReport, drops_outside
 from dpsql.release.value_types import (TIMESTAMP_TYPES, bin_sql, value_sql,
                                       with_value_types)
 from dpsql.spec import Categorical, Range, ReleaseSpec
+from dpsql.spec_attributes import did_you_mean
 
 NUMERIC_TYPES = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
                  "USMALLINT", "UINTEGER", "UBIGINT", "FLOAT", "DOUBLE", "REAL")
@@ -129,15 +130,17 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
     except duckdb.Error as err:
         raise DataError(f"cannot read the source: {one_line(err)}") from err
     types = {row[0]: str(row[1]).upper() for row in described}
-    needed: list[str] = []
+    needed: list[tuple[str, str]] = []  # (column, the spec key that names it)
     for attr in spec.attributes.values():
-        needed.extend(attr.columns)
+        needed.extend((c, f"attributes.{attr.name}") for c in attr.columns)
     if spec.unit.column is not None:
-        needed.append(spec.unit.column)
-    for col in needed:
+        needed.append((spec.unit.column, "privacy_unit.column"))
+    for col, key in needed:
         if col not in types:
-            raise DataError(f"the source has no column {col!r}; it has: "
-                            f"{', '.join(types)}. Fix the spec or the source.")
+            hint = did_you_mean(col, types)
+            hint = hint[:1].upper() + hint[1:] + " " if hint else ""
+            raise DataError(f"{key}: the source has no column {col!r}; it has: "
+                            f"{', '.join(types)}. {hint}Fix the spec or the source.")
     for attr in spec.attributes.values():
         if not isinstance(attr, Range):
             continue
