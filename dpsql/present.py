@@ -170,8 +170,7 @@ def reconciled_text(release: Any) -> str:
         if release.spec.get("reconcile", True) is False:
             return "no (reconcile = false)"
         if str(release.created).startswith("not built"):  # a dry run draws no noise
-            return ("when built: the views will agree on the marginals they share (the "
-                    "errors below are each view's own)")
+            return "when built, on shared marginals (the errors below: each view's own)"
         return "nothing to reconcile (no two views count the same rows over a marginal)"
     lines = [f"{m['marginal']}: {', '.join(m['views'])}" + (" (integer)" if m["integer"]
                                                             else "")
