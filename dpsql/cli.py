@@ -90,6 +90,19 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     console = _console()
     release = open_release(args.release)
+    if args.format == "json":
+        import json
+
+        from dpsql.present import release_record
+        from dpsql.report_noise import noise_rows
+
+        record = release_record(release)
+        noise = {name: (sens, text) for name, _, sens, text in noise_rows(release)}
+        for view in record["views"]:
+            view["sensitivity"], view["noise"] = noise[view["name"]]
+        sys.stdout.write(json.dumps(record, indent=2, default=str, ensure_ascii=False)
+                         + "\n")
+        return 0
     for table in release_summary(release):
         console.print(table)
     if args.columns:
@@ -481,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--columns", action="store_true",
                    help="also list each column with its kind, type and public domain "
                         "(category values or bin edges)")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table (default) or json: the guarantee, each view's budget, "
+                        "sensitivity, noise and per-level error, for scripts")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("query", help="run SQL on a release; answers with error bars (analyst)")

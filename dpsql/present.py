@@ -63,6 +63,35 @@ def release_summary(release: Any) -> list[Table]:
     return [head, views, attribute_table(release)]
 
 
+def release_record(release: Any) -> dict[str, Any]:
+    """What :func:`release_summary` shows, as plain JSON-ready values (``dpsql inspect
+    --format json``): the guarantee in its forms, and per view its budget and each level's
+    error. ``bound95_scope`` says what a bound covers: ``"one node"``, or InfTDA's
+    Theorem 1 bound, ``"every node of the level at once"``."""
+    views = []
+    for v in release.views.values():
+        summary = {s["level"]: s for s in v.error_model.level_summary()}
+        scope = "every node of the level at once" if v.mechanism == "inftda" else "one node"
+        views.append({
+            "name": v.name, "mechanism": v.mechanism, "budget": v.budget.describe(),
+            "rho": float(v.budget.to_zcdp().rho), "attributes": list(v.attributes),
+            "levels": [{"level": lv.k, "refines": _refines(lv), "nodes": lv.n_nodes,
+                        "stderr": summary.get(lv.k, {}).get("stderr"),
+                        "bound95": summary.get(lv.k, {}).get("bound95"),
+                        "bound95_scope": scope} for lv in v.levels]})
+    return {"name": release.name, "guarantee": guarantee_text(release),
+            "budget": release.budget.describe(), "rho": release.rho,
+            "epsilon": release.epsilon, "delta": release.delta,
+            "neighbouring": release.neighbouring, "privacy_unit": release.unit,
+            "randomness": release.rng, "seeded": bool(release.seeded),
+            "created": release.created, "dpsql_version": release.dpsql_version,
+            "reconciled": reconciled_text(release).splitlines(), "views": views,
+            "attributes": {name: {"kind": a.get("kind"), "type": a.get("type"),
+                                  "public_domain": _domain_text(a),
+                                  "on_null": a.get("on_null", "error")}
+                           for name, a in release.spec.get("attributes", {}).items()}}
+
+
 _NULL_POLICY = {"error": "error (refused)", "drop": "drop", "category": "NULL category"}
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from dpsql.cli import main
 
 
@@ -69,3 +71,26 @@ def test_a_spec_or_raw_data_given_as_the_release_is_named_as_such(capsys, trips_
     renamed = tmp_path / "release.json"
     renamed.write_bytes(trips_release.read_bytes())
     assert main(["inspect", str(renamed)]) == 0
+
+
+def test_inspect_json_carries_the_guarantee_and_each_views_noise(capsys, trips_release):
+    """`dpsql inspect` printed tables only: a privacy engineer scripting an audit of a
+    release had to parse box-drawing characters. `--format json` gives the same facts."""
+    import json
+
+    from dpsql.release_file import open_release
+
+    assert main(["inspect", str(trips_release), "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    release = open_release(trips_release)
+    assert record["rho"] == release.rho and record["seeded"] is True
+    assert [v["name"] for v in record["views"]] == list(release.views)
+    for view in record["views"]:
+        meta = release.views[view["name"]]
+        summary = meta.error_model.level_summary()
+        assert [lv["nodes"] for lv in view["levels"]] == [lv.n_nodes for lv in meta.levels]
+        assert view["levels"][0]["stderr"] == summary[0]["stderr"]
+        assert view["levels"][0]["bound95_scope"] == (
+            "every node of the level at once" if meta.mechanism == "inftda" else "one node")
+        assert view["sensitivity"] and view["noise"]
+    assert sum(v["rho"] for v in record["views"]) == pytest.approx(release.rho)
