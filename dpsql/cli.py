@@ -284,6 +284,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     out = _console()
     err = Console(stderr=True, highlight=False)
+    if args.sql == "-":  # a long query kept in a file: dpsql query r.duckdb - < q.sql
+        args.sql = sys.stdin.read()
     params = [_parse_param(p) for p in args.param] if args.param else None
     confidence = None if args.no_ci else (
         args.ci if args.ci is not None else (0.95 if args.format == "table" else None))
@@ -502,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="run SQL on a release; answers with error bars (analyst)")
     p.add_argument("release", help="a release file (.duckdb)")
     p.add_argument("sql", help="the query, e.g. \"SELECT mode, COUNT(*) FROM trips GROUP BY "
-                               "mode\"")
+                               "mode\"; - reads it from standard input")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="output format (default: table)")
     p.add_argument("-p", "--param", action="append", metavar="VALUE",

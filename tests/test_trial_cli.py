@@ -94,3 +94,22 @@ def test_inspect_json_carries_the_guarantee_and_each_views_noise(capsys, trips_r
             "every node of the level at once" if meta.mechanism == "inftda" else "one node")
         assert view["sensitivity"] and view["noise"]
     assert sum(v["rho"] for v in record["views"]) == pytest.approx(release.rho)
+
+
+def test_query_reads_sql_from_stdin_with_a_dash(trips_release, tmp_path):
+    """docs/cli.md: `dpsql query trips.duckdb - < by_region.sql`. A long query kept in a
+    file had to be pasted into the shell's quotes."""
+    import subprocess
+    import sys
+
+    sql = tmp_path / "by_region.sql"
+    sql.write_text("SELECT region,\n       COUNT(*) AS n\nFROM trips\nGROUP BY region\n"
+                   "ORDER BY region\n")
+    with sql.open() as stdin:
+        proc = subprocess.run([sys.executable, "-m", "dpsql.cli", "query", str(trips_release),
+                               "-", "--format", "csv"], stdin=stdin, capture_output=True,
+                              text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "region,n" and [ln.split(",")[0] for ln in lines[1:]] == \
+        ["R1", "R2", "R3", "R4"]
