@@ -18,6 +18,9 @@ from rich.text import Text
 
 from dpsql import __version__
 from dpsql.errors import Error, OperationalError, ProgrammingError
+from dpsql.cli_query import (CI_HIGH, CI_LOW, asks_for_error_columns, ci_cells, cell,
+                             info_lines, json_info, parse_param, plain,
+                             with_ci_columns)
 from dpsql.present import release_summary
 
 
@@ -127,154 +130,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # `dpsql query`: the analyst's side, through the DB-API module
 # --------------------------------------------------------------------------------------
 
-_CI_LOW, _CI_HIGH = "dp_ci_low", "dp_ci_high"
-_ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound", "dp_estimate",
-                    "dp_estimate_stderr"}
-
-
-def _with_ci_columns(query: str, confidence: float) -> str | None:
-    """``query`` with ``dp_ci_low(c), dp_ci_high(c)`` appended to its outer SELECT, or None
-    when it has no plain outer SELECT or already asks for error columns. The planner then
-    decides whether they make sense (they refer to the row's count); if it refuses, the
-    CLI runs the query as written (see :func:`cmd_query`). sqlglot is used at this edge
-    only to append two projections; the planner sees ordinary SQL."""
-    from sqlglot import exp
-
-    tree = _one_statement(query)
-    if not isinstance(tree, exp.Select):
-        return None  # the planner reports a syntax error or several statements itself
-    if any(isinstance(f, exp.Anonymous) and f.name.lower().startswith("dp_")
-           for f in tree.find_all(exp.Anonymous)):
-        return None
-    tree = tree.select(f"{_CI_LOW}({confidence!r}) AS {_CI_LOW}",
-                       f"{_CI_HIGH}({confidence!r}) AS {_CI_HIGH}", copy=True)
-    return tree.sql(dialect="duckdb")
-
-
-def _one_statement(query: str) -> Any:
-    """The sqlglot tree of ``query`` if it is one statement that parses, else None.
-    (``parse_one`` of ``A; B`` returns ``A`` alone on sqlglot before 30.)"""
-    import sqlglot
-
-    from dpsql.planner._sqlglot_compat import parse_duckdb
-
-    try:  # quiet: `CALL f()` is refused by the planner, not warned about by sqlglot
-        trees = [t for t in parse_duckdb(query) if t is not None]
-    except (sqlglot.errors.ParseError, RecursionError):
-        return None
-    return trees[0] if len(trees) == 1 else None
-
-
-def _asks_for_error_columns(query: str) -> bool:
-    """Whether the query writes an error column itself (dp_stderr, dp_ci_low, ...): the
-    table then shows it, and the footer must not say there is none."""
-    from sqlglot import exp
-
-    tree = _one_statement(query)
-    return tree is not None and any(
-        isinstance(f, exp.Anonymous) and f.name.lower() in _ERROR_FUNCTIONS
-        for f in tree.find_all(exp.Anonymous))
-
-
-def _json_info(info: dict[str, Any]) -> dict[str, Any]:
-    """``dp_info`` for ``--format json``, each fact once. ``cursor.dp_info`` describes the
-    first private table both flat and as ``references[0]`` (docs/sql.md); JSON keeps the
-    flat form for a query over one table, and for several keeps ``references`` with the
-    query-wide fields only."""
-    refs = info.get("references") or []
-    if len(refs) <= 1:
-        return {k: v for k, v in info.items() if k != "references"}
-    query_wide = {"private", "seeded", "notes", "privacy"}
-    return {k: v for k, v in info.items() if k in query_wide or k not in refs[0]}
-
-
-def _parse_param(text: str) -> Any:
-    """``--param`` values: JSON numbers/booleans/null as such, anything else as text. A
-    number with a fraction or exponent is an exact ``Decimal`` (bound as the numeric
-    literal it is written as, as ``dpsql.dbapi`` binds a Decimal), never a float: ``-p
-    2.5000000000000000001`` must not become 2.5."""
-    import decimal
-    import json
-
-    try:
-        value = json.loads(text, parse_float=decimal.Decimal)
-    except ValueError:
-        return text
-    return value if isinstance(value, (int, decimal.Decimal, bool, str)) or value is None \
-        else text
-
-
-def _plain(value: Any, exact: bool = False) -> Any:
-    """A result value as JSON/CSV can carry it; ``exact``: a Decimal stays one (CSV
-    writes its digits; JSON has only floats)."""
-    import datetime
-    import decimal
-    import math
-
-    if isinstance(value, decimal.Decimal) and not exact:
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (datetime.date, datetime.time)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return value
-
-
-def _cell(value: Any) -> str:
-    value = _plain(value)
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        if value.is_integer():  # a whole count (dp_ci_low/high's ends) reads as one
-            return f"{value:,.0f}"
-        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def _ci_cells(intervals: Sequence[tuple[Any, Any, Sequence[Any]]]) -> list[str]:
-    """The CI column's cells, one form for the whole column: ``± h`` when every row's
-    interval (low, high, the row's values) is centred on a value of its row (its count),
-    else ``[low, high]`` on every row (InfTDA's intervals are centred on the count less its
-    bias, and clipped at 0). A column that mixed ``± 17`` with ``[3,513, 3,539]`` would
-    read as two kinds of error."""
-    plain = [(_plain(lo), _plain(hi), row) for lo, hi, row in intervals]
-
-    def numeric(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-    def centred(lo: Any, hi: Any, row: Sequence[Any]) -> bool:
-        mid = (lo + hi) / 2
-        return any(numeric(v) and abs(v - mid) <= 1e-9 * max(1.0, abs(v))
-                   for v in map(_plain, row))
-
-    both = [numeric(lo) and numeric(hi) for lo, hi, _ in plain]
-    symmetric = all(centred(lo, hi, row) for (lo, hi, row), ok in zip(plain, both) if ok)
-    return [("—" if not ok else f"± {_cell((hi - lo) / 2)}" if symmetric
-             else f"[{_cell(lo)}, {_cell(hi)}]")
-            for (lo, hi, _), ok in zip(plain, both)]
-
-
-def _info_lines(info: dict[str, Any]) -> list[str]:
-    """A short provenance footer for table output: view, level, error model, notes."""
-    if not info.get("view"):
-        return [str(n) for n in info.get("notes") or []]
-    head = f"answered from view {info['view']!r}"
-    if info.get("mechanism"):
-        head += f" ({info['mechanism']})"
-    if info.get("level_table"):
-        head += f", level {info.get('level')} ({info['level_table']})"
-    if info.get("error_model"):
-        head += f"; error model {info['error_model']}"
-    if info.get("interpolation") not in (None, "none"):
-        head += f"; interpolation {info['interpolation']}"
-    notes = [f"note: {n}" for n in info.get("notes") or [] if "fixed seed" not in str(n)]
-    return [head, *notes]
-
-
 def cmd_query(args: argparse.Namespace) -> int:
     import csv
     import json
@@ -286,7 +141,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False)
     if args.sql == "-":  # a long query kept in a file: dpsql query r.duckdb - < q.sql
         args.sql = sys.stdin.read()
-    params = [_parse_param(p) for p in args.param] if args.param else None
+    params = [parse_param(p) for p in args.param] if args.param else None
     confidence = None if args.no_ci else (
         args.ci if args.ci is not None else (0.95 if args.format == "table" else None))
     if confidence is not None and not 0 < confidence < 1:
@@ -302,7 +157,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                                     "demos only)"))
         cur = conn.cursor()
         cur.warn_notices = False  # each notice is shown below, one line
-        with_ci = _with_ci_columns(args.sql, confidence) if confidence is not None else None
+        with_ci = with_ci_columns(args.sql, confidence) if confidence is not None else None
         ci_note = None
         if with_ci is not None:
             try:
@@ -318,37 +173,37 @@ def cmd_query(args: argparse.Namespace) -> int:
         rows = cur.fetchall()
         info = cur.dp_info or {}
     if confidence is not None and with_ci is None and ci_note is None and \
-            info.get("private") and not _asks_for_error_columns(args.sql):
+            info.get("private") and not asks_for_error_columns(args.sql):
         ci_note = "no error columns for this query (write dp_ci_low/dp_ci_high in the SELECT "\
                   "that counts)"
     if not info.get("private"):
         ci_note = None  # nothing private was read: there is no error to show
-    ci = [names.index(_CI_LOW), names.index(_CI_HIGH)] if with_ci is not None else []
+    ci = [names.index(CI_LOW), names.index(CI_HIGH)] if with_ci is not None else []
 
     if args.format == "json":
-        records = [{n: _plain(v) for n, v in zip(names, r)} for r in rows]
-        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": _json_info(info)},
+        records = [{n: plain(v) for n, v in zip(names, r)} for r in rows]
+        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": json_info(info)},
                                   default=str, indent=2) + "\n")
     elif args.format == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([[_plain(v, exact=True) for v in r] for r in rows])
+        writer.writerows([[plain(v, exact=True) for v in r] for r in rows])
     else:
         # names and cells are Text, never markup: a label "[bold]x" or "[/]" is data
         table = Table(show_lines=False)
         shown = [i for i in range(len(names)) if i not in ci]
         for i in shown:
             table.add_column(Text(names[i]), justify="right" if rows and isinstance(
-                _plain(rows[0][i]), (int, float)) else "left")
+                plain(rows[0][i]), (int, float)) else "left")
         if ci:
             table.add_column(f"{confidence:.0%} CI", justify="right")
-        ci_cells = _ci_cells([(r[ci[0]], r[ci[1]], [r[i] for i in shown])
+        ci_column = ci_cells([(r[ci[0]], r[ci[1]], [r[i] for i in shown])
                               for r in rows]) if ci else []
         for n, r in enumerate(rows):
-            cells = [_cell(r[i]) for i in shown] + ci_cells[n:n + 1]
+            cells = [cell(r[i]) for i in shown] + ci_column[n:n + 1]
             table.add_row(*map(Text, cells))
         out.print(table)
-        for line in _info_lines(info):
+        for line in info_lines(info):
             out.print(Text(line, style="dim"))
         if ci_note:
             out.print(Text(ci_note, style="dim"))
