@@ -149,7 +149,12 @@ def info_lines(info: dict[str, Any]) -> list[str]:
         head += f" ({info['mechanism']})"
     if info.get("level_table"):
         head += f", level {info.get('level')} ({info['level_table']})"
-    if info.get("error_model"):
+    if info.get("error_model") == "reconciled" and info.get("reconciled"):
+        # "error model reconciled" named no model: say whose, and what it agreed on
+        agreed = "; ".join(f"{r.get('marginal')} with {', '.join(r.get('with', []))}"
+                           for r in info["reconciled"])
+        head += f"; error model {info.get('mechanism')}'s, reconciled ({agreed})"
+    elif info.get("error_model"):
         head += f"; error model {info['error_model']}"
     if info.get("interpolation") not in (None, "none"):
         head += f"; interpolation {info['interpolation']}"

@@ -353,6 +353,19 @@ def _estimate_note(view: ViewMeta) -> str:
             "where the integer counts' bias adds up.")
 
 
+def _model_text(view: ViewMeta) -> str:
+    """The error model's name; a reconciled one names the model it wraps and what the view
+    agreed on ("reconciled" alone named no model)."""
+    kind = view.error_params.get("kind")
+    agreed = (view.info.get("reconciled") or {}).get("marginals") or []
+    if kind != "reconciled" or not agreed:
+        return f"<code>{_e(kind)}</code>"
+    base = (view.error_params.get("base") or {}).get("kind", view.mechanism)
+    with_ = "; ".join(f"{m.get('marginal')} with {', '.join(m.get('with', []))}"
+                      for m in agreed)
+    return f"<code>{_e(base)}</code>, reconciled ({_e(with_)})"
+
+
 def _dropped_nulls_note(release: Release, view: ViewMeta) -> str:
     """Why this view's total is smaller than the others': the attributes whose NULL rows
     it leaves out (``on_null = "drop"`` acts on the views over the attribute only), or
@@ -374,7 +387,7 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
              f"<h2>View {_e(view.name)}</h2>",
              f"<p>Mechanism <strong>{_e(view.mechanism)}</strong> over "
              f"{_e(' → '.join(view.attributes))}; budget {_e(view.budget.describe())}; "
-             f"error model <code>{_e(view.error_params.get('kind'))}</code>. "
+             f"error model {_model_text(view)}. "
              f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>."
              f"{_dropped_nulls_note(release, view)}</p>"]
     bounds_only = all(r.stderr is None for r in rows)

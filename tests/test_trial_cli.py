@@ -113,3 +113,12 @@ def test_query_reads_sql_from_stdin_with_a_dash(trips_release, tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0] == "region,n" and [ln.split(",")[0] for ln in lines[1:]] == \
         ["R1", "R2", "R3", "R4"]
+
+
+def test_footer_names_the_model_of_a_reconciled_answer(capsys, trips_release):
+    """The footer said "error model reconciled"; it now names the view's own model and
+    what the views agreed on."""
+    out = " ".join(query(capsys, trips_release,
+                         "SELECT COUNT(*) FROM trips WHERE distance BETWEEN 10 AND 50").split())
+    assert "error model cascade's, reconciled (total with " in out, out
+    assert "error model reconciled" not in out

@@ -154,3 +154,20 @@ def test_dry_run_shows_each_public_domain(tmp_path):
     assert "public domain" in text
     assert "4 values: faa, ATL, BOS, LAX" in text, text
     assert "[0, 5,000), 50 bins" in text
+
+
+def test_report_names_the_model_a_reconciled_view_wraps(trips_release):
+    """A cascade view that agreed on the total with the others read "error model
+    reconciled", which names no model; now "cascade, reconciled (total with ...)"."""
+    from dpsql.report import build_report
+
+    release = open_release(trips_release)
+    page = build_report(trips_release)
+    sections = dict(re.findall(r'<section class="view" id="view-([^"]+)">(.*?)</section>',
+                               page, re.S))
+    wrapped = [v for v in release.views.values() if v.error_params.get("kind") == "reconciled"]
+    assert wrapped
+    for v in wrapped:
+        base = v.error_params["base"]["kind"]
+        assert f"error model <code>{base}</code>, reconciled (total with " in sections[v.name]
+        assert "<code>reconciled</code>" not in sections[v.name]
