@@ -139,7 +139,10 @@ def _domain_text(a: dict) -> str:
 
 
 def _shown(values: list, limit: int = 8) -> str:
-    """Up to ``limit`` values, then how many more: ``bike, bus, car, … (+3 more)``."""
+    """Up to ``limit`` values, then how many more: ``bike, bus, car, … (+3 more)``; all of
+    them when one more would be left ("… (+1 more)" hides no space)."""
+    if len(values) == limit + 1:
+        limit += 1
     text = ", ".join("NULL" if v is None else str(v) for v in values[:limit])
     return text + (f", … (+{len(values) - limit:,} more)" if len(values) > limit else "")
 

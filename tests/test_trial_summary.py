@@ -171,3 +171,14 @@ def test_report_names_the_model_a_reconciled_view_wraps(trips_release):
         base = v.error_params["base"]["kind"]
         assert f"error model <code>{base}</code>, reconciled (total with " in sections[v.name]
         assert "<code>reconciled</code>" not in sections[v.name]
+
+
+def test_a_domain_one_value_longer_than_shown_is_shown_whole():
+    """The demo's mode domain read "5 values: car, train, bus, bike, … (+1 more)"."""
+    from dpsql.present import _domain_text
+
+    modes = ["car", "train", "bus", "bike", "walk"]
+    assert _domain_text({"kind": "categorical", "domain": modes}) == \
+        "5 values: car, train, bus, bike, walk"
+    assert _domain_text({"kind": "categorical", "domain": modes + ["plane"]}) == \
+        "6 values: car, train, bus, bike, … (+2 more)"
