@@ -24,8 +24,11 @@ from dpsql.cli_query import (CI_HIGH, CI_LOW, asks_for_error_columns, ci_cells, 
 from dpsql.present import release_summary
 
 
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False, width=120)
+def _console(markup: bool = True) -> Console:
+    """stdout's console. ``markup=False`` where what is printed holds user text as plain
+    strings (workload queries, file names): rich markup would eat '[workload]' or a
+    query's '[1]'."""
+    return Console(highlight=False, soft_wrap=False, width=120, markup=markup)
 
 
 def _print_report(console: Console, report: Any) -> None:
@@ -60,7 +63,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             console.print(table)
         if spec.workload is not None:
             from dpsql.workload.advise import print_workload
-            print_workload(console, spec)
+            print_workload(_console(markup=False), spec)
         console.print("dry run: the spec is valid; no data was read and nothing was "
                       "written. The errors above are those of the release it would build.")
         return 0
@@ -83,7 +86,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_advise(args: argparse.Namespace) -> int:
     from dpsql.workload.advise import run_advise
 
-    return run_advise(_console(), args.spec, args.queries, write=args.write,
+    return run_advise(_console(markup=False), args.spec, args.queries, write=args.write,
                       add_views=args.add_views, fanouts=args.fanouts,
                       covariance_bins=args.covariance_bins)
 

@@ -122,3 +122,25 @@ def test_footer_names_the_model_of_a_reconciled_answer(capsys, trips_release):
                          "SELECT COUNT(*) FROM trips WHERE distance BETWEEN 10 AND 50").split())
     assert "error model cascade's, reconciled (total with " in out, out
     assert "error model reconciled" not in out
+
+
+def test_advise_prints_brackets_as_written(capsys, trips_data, tmp_path):
+    """`dpsql advise spec.toml` without a workload said "give QUERIES.sql or a  in the
+    spec": rich read "[workload]" as markup and dropped it, as it would a query's
+    brackets."""
+    from pathlib import Path
+
+    from dpsql.datasets import trips_spec
+    from dpsql.workload.toml_out import spec_toml
+    from dpsql.spec import ReleaseSpec
+
+    spec = tmp_path / "trips.toml"
+    spec.write_text(spec_toml(ReleaseSpec.from_dict(trips_spec(1.0), base_dir=trips_data),
+                              "trial"))
+    assert main(["advise", str(spec)]) == 2
+    assert "give QUERIES.sql or a [workload] in the spec" in capsys.readouterr().out
+    queries = Path(tmp_path / "q.sql")
+    queries.write_text("SELECT mode, COUNT(*) FROM trips WHERE mode IN ('[car]', 'bus') "
+                       "GROUP BY mode;\n")
+    assert main(["advise", str(spec), str(queries)]) == 0
+    assert "[car]" in capsys.readouterr().out
