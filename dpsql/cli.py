@@ -50,9 +50,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     from dpsql.spec import ReleaseSpec
 
     console = _console()
-    if args.output is None and not args.dry_run:
-        console.print("error: dpsql release needs -o RELEASE (the file to write), or "
-                      "--dry-run to see the expected error without reading any data")
+    if args.output is None and not args.dry_run:  # usage: on stderr, as argparse's
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(
+            "error: dpsql release needs -o RELEASE (the file to write), or --dry-run to see "
+            "the expected error without reading any data"))
         return 2
     spec = ReleaseSpec.from_toml(args.spec)
     spec = replace(spec, engine=spec.engine.with_overrides(

@@ -144,3 +144,11 @@ def test_advise_prints_brackets_as_written(capsys, trips_data, tmp_path):
                        "GROUP BY mode;\n")
     assert main(["advise", str(spec), str(queries)]) == 0
     assert "[car]" in capsys.readouterr().out
+
+
+def test_release_without_output_says_so_on_stderr(capsys, tmp_path):
+    """`dpsql release spec.toml` printed its usage error on stdout, where a script
+    capturing the output would take it for the release's summary."""
+    assert main(["release", str(tmp_path / "spec.toml")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "error: dpsql release needs -o RELEASE" in " ".join(err.split())
