@@ -310,7 +310,10 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
     name = _ident(f"{path}.name", raw.get("name"))
     levels = raw.get("levels")
     if not isinstance(levels, list) or not levels:
-        raise _err(f"{path}.levels", "must list the attribute names in tree order")
+        example = f"[{levels!r}]".replace("'", '"') if isinstance(levels, str) else \
+            '["origin", "carrier"]'
+        raise _err(f"{path}.levels", f"must list the attribute names in tree order, got "
+                                     f"{levels!r}; e.g. levels = {example}")
     for i, lv in enumerate(levels):
         if lv not in attributes:
             raise _err(f"{path}.levels[{i}]", f"unknown attribute {lv!r}; declared attributes: "

@@ -159,3 +159,10 @@ def test_a_column_the_source_lacks_names_its_key_and_the_closest_columns(trips_d
     msg = str(info.value)
     assert msg.startswith("privacy_unit.column: the source has no column 'travelr'; it has:")
     assert msg.endswith("Did you mean 'traveller'? Fix the spec or the source."), msg
+
+
+def test_levels_given_as_one_string_says_how_to_write_the_list():
+    """`levels = "distance"` said only "must list the attribute names in tree order"."""
+    msg = refused(views=[{"name": "d", "levels": "distance", "mechanism": "cascade"}])
+    assert msg == ('views[0].levels: must list the attribute names in tree order, got '
+                   "'distance'; e.g. levels = [\"distance\"]")
