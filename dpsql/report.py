@@ -11,7 +11,10 @@ Decisions:
 
 * **Built from the release file alone**: the catalog (:func:`open_release`) and the level
   tables through a read-only DuckDB connection; every error figure comes from the view's
-  stored error model. No raw data is read, so no true value can appear. It imports
+  stored error model. Each view's released total carries the 95 % interval an analyst
+  gets for ``SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM <view>``, asked
+  through :mod:`dpsql.dbapi` (the planner: the same number, never a second formula).
+  No raw data is read, so no true value can appear. It imports
   neither ``dpsql.mechanisms`` nor the RNG, and has no timestamp: same file, same report.
 * **A release file is untrusted input.** Every string taken from it (release, view,
   attribute and category names, RNG text, budgets) goes through :func:`html.escape`, and
@@ -47,6 +50,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -54,7 +58,10 @@ import duckdb
 import numpy as np
 
 from dpsql import __version__
-from dpsql.errors import NotSupportedError
+from dpsql._sql import quote_ident
+from dpsql.dbapi import SeededReleaseWarning
+from dpsql.dbapi import connect as dbapi_connect
+from dpsql.errors import Error, NotSupportedError
 from dpsql.report_noise import noise_rows
 from dpsql.release_file import Release, ViewMeta, open_release
 from dpsql.report_data import (MAX_DOMAIN_SHOWN, Z95, LevelRow, RangeCurve,
@@ -380,15 +387,33 @@ def _dropped_nulls_note(release: Release, view: ViewMeta) -> str:
             f"{'it' if len(dropped) == 1 else 'them'}.")
 
 
+def _total_interval(analyst: Any, release: Release, view: ViewMeta) -> str:
+    """`` (95% interval 297,386 to 299,498)``: the released total's error bar, as an
+    analyst gets it from ``SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM
+    <view>`` (the rows with a NULL in an attribute the view drops left out, as the view
+    does); nothing when the view cannot answer it."""
+    attrs = release.spec.get("attributes", {})
+    where = " AND ".join(f"{quote_ident(a)} IS NOT NULL" for a in view.attributes
+                         if attrs.get(a, {}).get("on_null") == "drop")
+    sql = (f"SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM {quote_ident(view.name)}"
+           + (f" WHERE {where}" if where else ""))
+    try:
+        (_, low, high), = analyst.execute(sql).fetchall()
+    except Error:
+        return ""
+    return f" (95% interval {_num(low)} to {_num(high)})"
+
+
 def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Release,
-                  view: ViewMeta) -> str:
+                  view: ViewMeta, analyst: Any) -> str:
     rows = level_rows(con, release, view)
     parts = [f'<section class="view" id="view-{_e(view.name)}">',
              f"<h2>View {_e(view.name)}</h2>",
              f"<p>Mechanism <strong>{_e(view.mechanism)}</strong> over "
              f"{_e(' → '.join(view.attributes))}; budget {_e(view.budget.describe())}; "
              f"error model {_model_text(view)}. "
-             f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>."
+             f"Released total: <strong>{_num(rows[0].total if rows else 0)}</strong>"
+             f"{_total_interval(analyst, release, view)}."
              f"{_dropped_nulls_note(release, view)}</p>"]
     bounds_only = all(r.stderr is None for r in rows)
     parts.append('<p class="note">' + (
@@ -470,12 +495,18 @@ def build_report(path: str | Path, out: str | Path | None = None, *,
     plot = _Plotter()  # fail early, before any work, when matplotlib is missing
     release = open_release(path)  # clear errors for a missing or non-release file
     con = duckdb.connect(str(path), read_only=True)
+    with warnings.catch_warnings():  # the guarantee section says a seeded release is so
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        analyst = dbapi_connect(str(path))
     try:
+        cursor = analyst.cursor()
+        cursor.warn_notices = False
         with plot.mpl.rc_context({"text.usetex": False}):
-            sections = [_view_section(plot, con, release, v)
+            sections = [_view_section(plot, con, release, v, cursor)
                         for v in _views(release, progress)]
     finally:
         con.close()
+        analyst.close()
     title = f"Accuracy report: {release.name}"
     page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"

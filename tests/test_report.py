@@ -298,7 +298,8 @@ def test_level_tables_come_from_the_release(trips_release, trips_report, trips_d
                                 ).fetchall()[0][0]
             summary = view.error_model.level_summary()
             if view.mechanism == "inftda":  # integer counts; only positive nodes stored
-                assert f"Released total: {int(total):,}." in views[name]["text"]
+                assert f"Released total: {int(total):,} (95% interval " in \
+                    views[name]["text"]
                 # per answer: the calibrated σ of one node; simultaneous: Theorem 1
                 assert table[1][col["σ (one node)"]] == f"{summary[0]['stderr']:.3g}"
                 assert table[1][col["95% bound (every node of the level at once)"]] == \
@@ -313,9 +314,11 @@ def test_level_tables_come_from_the_release(trips_release, trips_report, trips_d
             f"SELECT count(*) FROM '{trips_data / 'trips.parquet'}'").fetchall()[0][0]
         inftda_total = con.execute("SELECT sum(dp_count) FROM geo_mode__l1").fetchall()[0][0]
         assert release.views["geo_mode"].error_model.root_sigma2 > 0
-        assert f"Released total: {inftda_total:,}." in views["geo_mode"]["text"]
+        assert f"Released total: {inftda_total:,} (95% interval " in \
+            views["geo_mode"]["text"]
         if inftda_total != true_total:
-            assert f"Released total: {true_total:,}." not in views["geo_mode"]["text"]
+            assert f"Released total: {true_total:,} (95% interval " not in \
+                views["geo_mode"]["text"]
     finally:
         con.close()
     # the public domain is listed, and only the public domain

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import re
 
+import pytest
 from rich.console import Console
 
 from dpsql.present import _fmt, release_summary
@@ -98,6 +99,8 @@ def test_report_says_why_a_view_with_dropped_nulls_has_a_smaller_total(tmp_path)
     sections = dict(re.findall(r'<section class="view" id="view-([^"]+)">(.*?)</section>',
                                page, re.S))
     assert "Rows with a NULL delay are not in this view" in sections["delays"]
+    assert re.search(r"Released total: <strong>[\d,.]+</strong> \(95% interval ",
+                     sections["delays"])  # the total of the rows with a delay
     assert "Rows with a NULL" not in sections["by_origin"]
 
 
@@ -182,3 +185,25 @@ def test_a_domain_one_value_longer_than_shown_is_shown_whole():
         "5 values: car, train, bus, bike, walk"
     assert _domain_text({"kind": "categorical", "domain": modes + ["plane"]}) == \
         "6 values: car, train, bus, bike, … (+2 more)"
+
+
+def test_report_gives_each_released_total_its_interval(trips_release):
+    """"Released total: 298,437." had no error bar; each view's total now carries the
+    95% interval `dp_ci_low/high` give for `SELECT COUNT(*) FROM <view>`."""
+    import dpsql
+    from dpsql.report import build_report
+
+    page = build_report(trips_release)
+    release = open_release(trips_release)
+    with pytest.warns(UserWarning, match="not private"):
+        cur = dpsql.connect(trips_release).cursor()
+    for name in release.views:
+        section = re.search(rf'<section class="view" id="view-{name}">(.*?)</section>', page,
+                            re.S).group(1)
+        match = re.search(r"Released total: <strong>([\d,.]+)</strong> \(95% interval "
+                          r"([\d,]+) to ([\d,]+)\)", section)
+        assert match, section[:400]
+        total, low, high = (float(g.replace(",", "")) for g in match.groups())
+        cur.execute(f"SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM {name}")
+        assert cur.fetchall() == [(pytest.approx(total, abs=0.05), low, high)]
+        assert low <= total <= high
