@@ -23,11 +23,16 @@ or patches its code:
 * **Result types** (:mod:`dpsql.server._types`). DuckDB type names map to PostgreSQL
   OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
-* **Errors in the extended protocol** (a Bind whose value does not decode, an unknown
-  statement (26000) or portal (34000)...) are an ErrorResponse; the messages that follow
-  are discarded until Sync, which answers ReadyForQuery, and the session goes on
-  (PostgreSQL's rule; buenavista ended the session). Closing a statement or portal that
-  does not exist is no error (CloseComplete), as in PostgreSQL.
+* **Errors in the extended protocol** (a Bind whose value does not decode or whose
+  number of values is not the statement's (08P01), an unknown statement (26000) or
+  portal (34000)...) are an ErrorResponse; the messages that follow, a simple Query
+  included, are discarded until Sync, which answers ReadyForQuery, and the session goes
+  on (PostgreSQL's rule; buenavista ended the session). Closing a statement or portal
+  that does not exist is no error (CloseComplete), as in PostgreSQL.
+* **Portals** (:mod:`dpsql.server._context`) run once and are read on by each Execute
+  (a row limit answers PortalSuspended), end with their transaction, and outlive the
+  statement they were bound from; an empty query answers EmptyQueryResponse, a Describe
+  of a portal without rows NoData.
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
@@ -42,26 +47,24 @@ or patches its code:
 from __future__ import annotations
 
 import hmac
+import io
 import logging
 import re
-import secrets
-import io
 import struct
 from typing import Any
 
 import duckdb
-from buenavista.postgres import BuenaVistaHandler, BVBuffer, BVContext
+from buenavista.postgres import BuenaVistaHandler, BVBuffer
 
 from dpsql.errors import Error, OperationalError, UnsupportedQueryError
 from dpsql.server._commands import Result
+from dpsql.server._context import Context, unknown_statement
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
 from dpsql.server._guard import UntypedText, split_simple_query
 from dpsql.server._login import Login, TlsRequiredError
-from dpsql.server._scram import Exchange
 from dpsql.server._route import _NOT_CODE
-from dpsql.server._bounds import Held, StatementTooLongError
-from dpsql.server._sqlstates import (TooManyConnectionsError, UnknownPortalError,
-                                     UnknownStatementError, sqlstate_of)
+from dpsql.server._bounds import StatementTooLongError
+from dpsql.server._sqlstates import TooManyConnectionsError, sqlstate_of
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
 
 logger = logging.getLogger("dpsql.server")
@@ -97,45 +100,6 @@ class _CappedBuffer(BVBuffer):
                 f"message of {n:,} bytes refused: the limit is {self.limit:,} (twice dpsql "
                 "serve --max-statement-size); send a shorter statement")
         return super().read_bytes(n)
-
-
-class Context(BVContext):
-    """buenavista's per-connection state, with cancel keys from :mod:`secrets`.
-    buenavista draws them with ``random`` (a Mersenne Twister, predictable from its
-    outputs), so its ``__init__`` is not called: it would still consume ``random``."""
-
-    def __init__(self, params: dict[str, str], rewriter: Any, taken: Any) -> None:
-        self.session = None  # built after authentication (Handler.handle_post_auth)
-        self.rewriter = rewriter
-        self.params = params
-        self.process_id = 0
-        while not self.process_id or self.process_id in taken:
-            self.process_id = secrets.randbits(31)
-        self.secret_key = secrets.randbits(32)
-        self.stmts: dict = {}
-        self.portals: dict = {}
-        self.result_cache: dict = {}
-        self.has_error = False
-        self.authenticated = False
-        self.salt = None  # MD5's
-        self.scram: Exchange | None = None  # SCRAM's, between its messages
-        self.held = Held()  # what stmts and portals keep, bounded (_bounds.Held)
-
-    def add_statement(self, name: str, sql: str, param_oids: Any) -> None:
-        self.held.hold("prepared statement", name, sql)
-        super().add_statement(name, sql, param_oids)
-
-    def close_statement(self, name: str) -> None:
-        super().close_statement(name)
-        self.held.drop("prepared statement", name)
-
-    def add_portal(self, name: str, stmt: str, params: Any, result_formats: Any) -> None:
-        self.held.hold("portal", name, params)
-        super().add_portal(name, stmt, params, result_formats)
-
-    def close_portal(self, name: str) -> None:
-        super().close_portal(name)
-        self.held.drop("portal", name)
 
 
 class Handler(Login, BuenaVistaHandler):
@@ -235,11 +199,15 @@ class Handler(Login, BuenaVistaHandler):
     def handle_query(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         """A simple-protocol query: each of its statements in turn (PostgreSQL's rule;
         Npgsql sends its start-up queries as one string), each routed and checked on its
-        own (:func:`split_simple_query`); the first error ends the string."""
+        own (:func:`split_simple_query`); the first error ends the string. Skipped, like
+        every message, between an extended-protocol error and Sync (PostgreSQL's rule)."""
+        if ctx.has_error:
+            return
         sql = payload.decode("utf-8").rstrip("\x00")
         for statement in split_simple_query(sql) or [""]:
             if not self._simple(ctx, statement):
                 break
+        ctx.end_of_message_cycle()
         self.send_ready_for_query(ctx)
 
     def _simple(self, ctx, sql: str) -> bool:  # noqa: ANN001
@@ -307,27 +275,52 @@ class Handler(Login, BuenaVistaHandler):
         self._extended(ctx, self._close, payload)
 
     def _execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        _known_portal(ctx, payload[:payload.index(b"\x00")].decode("utf-8"))
-        super().handle_execute(ctx, payload)
+        """Execute: the portal's rows, at most ``limit`` of them (0: all), then
+        PortalSuspended (more may follow) or CommandComplete; the next Execute reads on
+        (:meth:`Context.run_portal`). An empty query answers EmptyQueryResponse."""
+        end = payload.index(b"\x00")
+        limit = struct.unpack("!i", payload[end + 1:end + 5])[0]
+        result = ctx.run_portal(payload[:end].decode("utf-8"))
+        if not result.has_results():
+            if result.status() == "EMPTY":
+                self.wfile.write(struct.pack("!ci", b"I", 4))
+            else:
+                self.send_command_complete(f"{result.status()}\x00")
+        else:
+            count = self.send_data_rows(result, limit)
+            if 0 < limit <= count:
+                self.send_portal_suspend()
+            else:
+                self.send_command_complete(f"SELECT {count}\x00")
 
     def _close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        """Close: closing a statement or portal that does not exist is no error in
-        PostgreSQL (buenavista answered XX000 "'name'" from its KeyError)."""
-        name = payload[1:-1].decode("utf-8")
-        if name not in (ctx.stmts if payload[:1] == b"S" else ctx.portals):
-            return self.send_close_complete()
-        return super().handle_close(ctx, payload)
+        """Close: a statement or portal that does not exist is no error (CloseComplete),
+        as in PostgreSQL (buenavista answered XX000 "'name'" from its KeyError)."""
+        kind, name = payload[:1], payload[1:-1].decode("utf-8")
+        if kind == b"S":
+            ctx.close_statement(name)
+        elif kind == b"P":
+            ctx.close_portal(name)
+        else:
+            raise ProtocolError(f"Close of an unknown kind {kind!r}: 'S' or 'P'")
+        self.send_close_complete()
 
     def _bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         """Bind: the parameters decoded by their declared type OID; a value that does not
-        decode is an ErrorResponse (:meth:`_extended`), not the end of the session."""
+        decode is an ErrorResponse (:meth:`_extended`), not the end of the session; so is
+        a number of values other than the statement's parameters (08P01, PostgreSQL's
+        check: it used to reach the planner, 42000 at Execute)."""
         buf = BVBuffer(_io(payload))
         portal = _cstring(buf)
         stmt = _cstring(buf)
         if stmt not in ctx.stmts:
-            raise UnknownStatementError(f"prepared statement {stmt!r} does not exist")
+            raise unknown_statement(stmt)
         formats = [buf.read_int16() for _ in range(buf.read_int16())]
         n = buf.read_int16()
+        required = _parameter_count(*ctx.stmts[stmt])
+        if n != required:
+            raise ProtocolError(f"bind message supplies {n} parameters, but prepared "
+                                f'statement "{stmt}" requires {required}')
         oids = list(ctx.stmts[stmt][1]) + [0] * n
         if len(formats) <= 1:
             formats = (formats or [0]) * max(n, 1)
@@ -344,21 +337,25 @@ class Handler(Login, BuenaVistaHandler):
         self.send_bind_complete()
 
     def _describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        if payload[:1] != b"S":
-            _known_portal(ctx, payload[1:-1].decode("utf-8"))
-            return super().handle_describe(ctx, payload)
-        name = payload[1:-1].decode("utf-8")
+        """Describe: of a portal, its row shape (it runs, once: :meth:`_execute` reads
+        on) or NoData; of a statement, its parameter types and row shape or NoData."""
+        kind, name = payload[:1], payload[1:-1].decode("utf-8")
+        if kind == b"P":
+            result = ctx.run_portal(name)
+            if result.has_results():
+                return self.send_row_description(result)
+            return self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
+        if kind != b"S":
+            raise ProtocolError(f"Describe of an unknown kind {kind!r}: 'S' or 'P'")
         if name not in ctx.stmts:
-            raise UnknownStatementError(f"prepared statement {name!r} does not exist")
+            raise unknown_statement(name)
         sql, oids = ctx.stmts[name]
         # Parameter types the client left open are described as text: it then sends text,
         # which is read as the literal it spells (Session._execute_params).
         # The shape comes from a run with dummy parameters that can never change the
         # session (Session.describe): no transaction state, no error sent to the client.
         # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
-        code = _NOT_CODE.sub("", sql)
-        n = max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
-        oids = list(oids) + [0] * (n - len(oids))
+        oids = list(oids) + [0] * (_parameter_count(sql, oids) - len(oids))
         try:
             dummies = [decode_param(b"{}" if oid in ARRAY_ELEMENTS else b"0", oid, 0)
                        if oid else UntypedText("0") for oid in oids]
@@ -470,10 +467,11 @@ def _io(payload: bytes) -> io.BytesIO:
     return io.BytesIO(payload)
 
 
-def _known_portal(ctx, name: str) -> None:  # noqa: ANN001
-    """Raise 34000 for a portal never bound (buenavista's KeyError was XX000 "'name'")."""
-    if name not in ctx.portals and name not in ctx.result_cache:
-        raise UnknownPortalError(f"portal {name!r} does not exist")
+def _parameter_count(sql: str, oids: Any) -> int:
+    """The parameters of a statement: the types its Parse declared, or its highest
+    ``$n`` outside strings and comments if that is more (PostgreSQL's count)."""
+    code = _NOT_CODE.sub("", sql)
+    return max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
 
 
 def _cstring(buf: BVBuffer) -> str:

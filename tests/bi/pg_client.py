@@ -77,3 +77,91 @@ def cli_server(*args: object):
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+# --------------------------------------------------------------------------------------
+# Extended-protocol messages, as a driver sends them (tests/bi/test_wire_*.py)
+# --------------------------------------------------------------------------------------
+
+def message(kind: bytes, body: bytes = b"") -> bytes:
+    """A frontend message: its type byte, its length, its body."""
+    return kind + struct.pack("!I", len(body) + 4) + body
+
+
+def parse(name: str, sql: str, oids: tuple[int, ...] = ()) -> bytes:
+    return message(b"P", name.encode() + b"\x00" + sql.encode() + b"\x00"
+                   + struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
+
+
+def bind(portal: str, statement: str, params: tuple[bytes | None, ...] = ()) -> bytes:
+    """A Bind of text parameters, with text results."""
+    body = portal.encode() + b"\x00" + statement.encode() + b"\x00" + struct.pack("!hh", 0,
+                                                                                 len(params))
+    for p in params:
+        body += struct.pack("!i", -1) if p is None else struct.pack("!i", len(p)) + p
+    return message(b"B", body + struct.pack("!h", 0))
+
+
+def describe(kind: bytes, name: str) -> bytes:
+    return message(b"D", kind + name.encode() + b"\x00")
+
+
+def execute(portal: str, limit: int = 0) -> bytes:
+    return message(b"E", portal.encode() + b"\x00" + struct.pack("!i", limit))
+
+
+def close(kind: bytes, name: str) -> bytes:
+    return message(b"C", kind + name.encode() + b"\x00")
+
+
+def query(sql: str) -> bytes:
+    return message(b"Q", sql.encode() + b"\x00")
+
+
+SYNC = message(b"S")
+FLUSH = message(b"H")
+
+
+def connected(port: int):  # noqa: ANN201
+    """A raw socket past start-up (no password), ready for query."""
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=60)
+    sock.sendall(startup_packet())
+    while read_message(sock)[0] not in (b"Z", b""):
+        pass
+    return sock
+
+
+def until_ready(sock) -> list[tuple[bytes, bytes]]:  # noqa: ANN001
+    """The server's messages up to and including ReadyForQuery (or the end)."""
+    out = [read_message(sock)]
+    while out[-1][0] not in (b"Z", b""):
+        out.append(read_message(sock))
+    return out
+
+
+def kinds(messages: list[tuple[bytes, bytes]]) -> str:
+    """The type bytes of ``messages`` as one string: ``"12DsZ"``."""
+    return "".join(kind.decode() for kind, _ in messages)
+
+
+def fields(body: bytes) -> dict[str, str]:
+    """The fields of an ErrorResponse or NoticeResponse body: {"C": "26000", ...}."""
+    return {f[:1].decode(): f[1:].decode() for f in body.split(b"\x00") if f}
+
+
+def data_rows(messages: list[tuple[bytes, bytes]]) -> list[list[str | None]]:
+    """The text values of the DataRows among ``messages``."""
+    rows = []
+    for kind, body in messages:
+        if kind != b"D":
+            continue
+        n, pos, row = struct.unpack("!h", body[:2])[0], 2, []
+        for _ in range(n):
+            size = struct.unpack("!i", body[pos:pos + 4])[0]
+            pos += 4
+            row.append(None if size < 0 else body[pos:pos + size].decode())
+            pos += max(size, 0)
+        rows.append(row)
+    return rows

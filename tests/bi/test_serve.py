@@ -812,10 +812,11 @@ EXECUTE_UNNAMED = _message(b"E", b"\x00" + struct.pack("!i", 0))
 
 
 @pytest.mark.parametrize("sent, answer", [
-    (_message(b"D", b"Snever\x00"), (b"E", "26000", "prepared statement 'never' does not exist")),
-    (_message(b"D", b"Pnever\x00"), (b"E", "34000", "portal 'never' does not exist")),
+    (_message(b"D", b"Snever\x00"),
+     (b"E", "26000", 'prepared statement "never" does not exist')),
+    (_message(b"D", b"Pnever\x00"), (b"E", "34000", 'portal "never" does not exist')),
     (_message(b"E", b"never\x00" + struct.pack("!i", 0)),
-     (b"E", "34000", "portal 'never' does not exist")),
+     (b"E", "34000", 'portal "never" does not exist')),
     (_message(b"C", b"Snever\x00"), (b"3",)),  # closing what does not exist: no error
     (_message(b"C", b"Pnever\x00"), (b"3",)),
 ], ids=["describe-statement", "describe-portal", "execute", "close-statement",
@@ -825,7 +826,8 @@ def test_unknown_statement_and_portal_names_on_the_wire(server, sent, answer):
     skipped (an Execute here), then ReadyForQuery, and the session goes on. An unknown
     portal was XX000 with the message "'never'" (buenavista's KeyError, logged as an
     unexpected server error) and Close of an unknown name too, which PostgreSQL answers
-    with CloseComplete; now 34000 "portal 'never' does not exist" and CloseComplete."""
+    with CloseComplete; now 34000 'portal "never" does not exist' (PostgreSQL's words) and
+    CloseComplete."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
         s.sendall(startup_packet())
         assert _until_ready(s)[-1] == (b"Z", b"I")

@@ -1,0 +1,125 @@
+"""What one ``dpsql serve`` connection keeps between protocol messages: its prepared
+statements and portals (PostgreSQL's names for a parsed statement and for a statement
+bound to its parameters), with PostgreSQL's lifetimes.
+
+* A **portal** is bound from a statement and keeps its own copy of the statement's text:
+  closing or ``DEALLOCATE``-ing the statement leaves it working (its Execute failed with
+  XX000 and the message "'s'", a KeyError, when it looked the statement up by name).
+* A portal **runs once**: its first Execute (or Describe) runs the statement, and every
+  later Execute reads on from where the previous one stopped (Execute with a row limit
+  and PortalSuspended); a completed portal answers ``SELECT 0``. A new Bind of the same
+  name starts a new portal. buenavista cached a portal's unread rows under its name and
+  kept them across a new Bind, so after JDBC's ``setMaxRows(1)`` the next query on the
+  connection answered the rows the previous query left unread.
+* Portals **end with their transaction**: outside a ``BEGIN`` block, Sync (and the end of
+  a simple Query) closes all of them; inside a block they last until it ends. buenavista
+  kept them until Close, so a client that never closes its named portals filled the
+  session's bound (:class:`dpsql.server._bounds.Held`, 54000).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from buenavista.postgres import BVContext
+
+from dpsql.server._bounds import Held
+from dpsql.server._commands import Result
+from dpsql.server._scram import Exchange
+from dpsql.server._sqlstates import UnknownPortalError, UnknownStatementError
+
+
+@dataclass
+class Portal:
+    """A statement bound to its parameters; ``result`` once it ran (read on by Execute)."""
+
+    sql: str
+    params: list
+    result_formats: list[int]
+    result: Result | None = field(default=None)
+
+
+def unknown_statement(name: str) -> UnknownStatementError:
+    return UnknownStatementError(f'prepared statement "{name}" does not exist')
+
+
+class Context(BVContext):
+    """buenavista's per-connection state, with cancel keys from :mod:`secrets`, bounded
+    statements and portals (:class:`Held`) and PostgreSQL's portal lifetimes (module
+    docstring). buenavista draws cancel keys with ``random`` (a Mersenne Twister,
+    predictable from its outputs), so its ``__init__`` is not called: it would still
+    consume ``random``."""
+
+    def __init__(self, params: dict[str, str], rewriter: Any, taken: Any) -> None:
+        self.session = None  # built after authentication (Handler.handle_post_auth)
+        self.rewriter = rewriter
+        self.params = params
+        self.process_id = 0
+        while not self.process_id or self.process_id in taken:
+            self.process_id = secrets.randbits(31)
+        self.secret_key = secrets.randbits(32)
+        self.stmts: dict = {}  # name -> (sql, parameter type OIDs), as buenavista keeps them
+        self.portals: dict[str, Portal] = {}
+        self.result_cache: dict = {}  # buenavista's; unused (a Portal keeps its result)
+        self.has_error = False
+        self.authenticated = False
+        self.salt = None  # MD5's
+        self.scram: Exchange | None = None  # SCRAM's, between its messages
+        self.held = Held()  # what stmts and portals keep, bounded (_bounds.Held)
+
+    # -- prepared statements ---------------------------------------------------------------
+
+    def add_statement(self, name: str, sql: str, param_oids: Any) -> None:
+        self.held.hold("prepared statement", name, sql)
+        super().add_statement(name, sql, param_oids)
+
+    def close_statement(self, name: str) -> None:
+        """The protocol's Close: no error for a name that does not exist."""
+        if self.stmts.pop(name, None) is not None:
+            self.held.drop("prepared statement", name)
+
+    # -- portals ---------------------------------------------------------------------------
+
+    def add_portal(self, name: str, stmt: str, params: Any, result_formats: Any) -> None:
+        if stmt not in self.stmts:
+            raise unknown_statement(stmt)
+        self.held.hold("portal", name, params)
+        self.portals[name] = Portal(self.stmts[stmt][0], params, list(result_formats))
+
+    def portal(self, name: str) -> Portal:
+        found = self.portals.get(name)
+        if found is None:
+            raise UnknownPortalError(f'portal "{name}" does not exist')
+        return found
+
+    def run_portal(self, name: str) -> Result:
+        """The portal's result: run by its first Execute or Describe, then read on."""
+        portal = self.portal(name)
+        if portal.result is None:
+            portal.result = self.execute_sql(portal.sql, portal.params,
+                                             portal.result_formats)
+        return portal.result
+
+    def close_portal(self, name: str) -> None:
+        """The protocol's Close: no error for a name that does not exist."""
+        if self.portals.pop(name, None) is not None:
+            self.held.drop("portal", name)
+
+    def close_portals(self) -> None:
+        for name in list(self.portals):
+            self.close_portal(name)
+
+    def end_of_message_cycle(self) -> None:
+        """Sync, or the end of a simple Query: outside a transaction block that ends the
+        (implicit) transaction, and its portals with it."""
+        if self.session is None or not self.session.in_transaction():
+            self.close_portals()
+
+    def sync(self) -> None:
+        super().sync()
+        self.end_of_message_cycle()
+
+
+__all__ = ["Context", "Portal", "unknown_statement"]
