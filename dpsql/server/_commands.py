@@ -2,7 +2,8 @@
 
 Session commands (``BEGIN``/``COMMIT``/``ROLLBACK``, ``SET``/``RESET``/``SHOW``,
 ``DISCARD``, ``DEALLOCATE``, ``SAVEPOINT``...) are answered from the session's settings
-dict; nothing runs in DuckDB (:mod:`dpsql.server._session` routes them here). ``SET`` and
+dict (``DEALLOCATE`` and ``DISCARD ALL`` drop the connection's prepared statements,
+:class:`PreparedStatements`); nothing runs in DuckDB (:mod:`dpsql.server._session` routes them here). ``SET`` and
 ``RESET`` of DuckDB's resource settings are refused (42501), and ``SET
 statement_timeout`` may only lower the server's limit (:mod:`dpsql.server._limits`).
 
@@ -17,7 +18,7 @@ from typing import Any, Iterator, Protocol, Sequence
 
 from buenavista.core import BVType, QueryResult
 
-from dpsql.errors import DataError, UnsupportedQueryError
+from dpsql.errors import DataError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._bounds import check_setting
 from dpsql.server._limits import OPERATOR_SETTINGS, operator_setting, parse_pg_timeout, pg_timeout
 
@@ -75,8 +76,19 @@ def first_word(sql: str) -> str:
 # Session commands
 # --------------------------------------------------------------------------------------
 
+class PreparedStatements(Protocol):
+    """The connection's prepared statements and portals (:class:`dpsql.server._context.
+    Context`), which ``DEALLOCATE`` and ``DISCARD ALL`` drop."""
+
+    def deallocate(self, name: str | None) -> None: ...
+
+    def discard_all(self) -> None: ...
+
+
 class SessionState(Protocol):
     """What a session command reads and sets (:class:`dpsql.server._session.Session`)."""
+
+    prepared: PreparedStatements | None  # set by the wire handler once authenticated
 
     in_txn: bool  # inside a BEGIN ... COMMIT block
     failed: bool  # ... and a statement in it failed: the rest is refused until its end
@@ -181,14 +193,42 @@ def _noop(tag: str):
     return run
 
 
+_DEALLOCATE = re.compile(r'DEALLOCATE\s+(?:PREPARE\s+)?(?:(?P<all>ALL)|"(?P<quoted>(?:[^"]|"")+)"'
+                         r'|(?P<name>[A-Za-z_][\w$]*))\s*;?\s*$', re.I | re.S)
+
+
+def _deallocate(s: SessionState, text: str) -> Result:
+    """``DEALLOCATE [PREPARE] {name | ALL}``: drop the prepared statement (26000 when
+    there is none) or all named ones, as the protocol's Close does; a name folds to lower
+    case unless quoted (PostgreSQL's identifiers)."""
+    m = _DEALLOCATE.match(text)
+    if m is None:
+        raise SqlSyntaxError(f"syntax error in {text[:80]!r}: write DEALLOCATE name, "
+                             "DEALLOCATE PREPARE name or DEALLOCATE ALL")
+    if m.group("all"):
+        name = None
+    elif m.group("quoted") is not None:
+        name = m.group("quoted").replace('""', '"')
+    else:
+        name = m.group("name").lower()
+    if s.prepared is not None:
+        s.prepared.deallocate(name)
+    return Result(status="DEALLOCATE" if name is not None else "DEALLOCATE ALL")
+
+
 def _discard(s: SessionState, text: str) -> Result:
-    return Result(status="DISCARD " + text.split(None, 1)[-1].upper())
+    """``DISCARD ALL`` drops the prepared statements and portals (what a pooler's reset
+    relies on); ``DISCARD PLANS``/``SEQUENCES``/``TEMP`` have nothing to drop here."""
+    what = text.split(None, 1)[-1].upper()
+    if what == "ALL" and s.prepared is not None:
+        s.prepared.discard_all()
+    return Result(status="DISCARD " + what)
 
 
 _COMMANDS = {
     "BEGIN": _begin, "START": _begin, "COMMIT": _commit, "END": _commit,
     "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
-    "DISCARD": _discard, "DEALLOCATE": _noop("DEALLOCATE"),
+    "DISCARD": _discard, "DEALLOCATE": _deallocate,
     "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
     "UNLISTEN": _noop("UNLISTEN"), "CLOSE": _noop("CLOSE CURSOR"),
 }

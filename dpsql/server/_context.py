@@ -15,6 +15,10 @@ bound to its parameters), with PostgreSQL's lifetimes.
   a simple Query) closes all of them; inside a block they last until it ends. buenavista
   kept them until Close, so a client that never closes its named portals filled the
   session's bound (:class:`dpsql.server._bounds.Held`, 54000).
+* ``DEALLOCATE name`` / ``DEALLOCATE ALL`` / ``DISCARD ALL`` drop named statements as
+  the protocol's Close does (:meth:`Context.deallocate`; ``DISCARD ALL`` the portals
+  too); a name that does not exist is 26000 (invalid_sql_statement_name), as in
+  PostgreSQL. They were accepted and did nothing.
 """
 
 from __future__ import annotations
@@ -79,6 +83,23 @@ class Context(BVContext):
         """The protocol's Close: no error for a name that does not exist."""
         if self.stmts.pop(name, None) is not None:
             self.held.drop("prepared statement", name)
+
+    def deallocate(self, name: str | None) -> None:
+        """SQL ``DEALLOCATE name`` (26000 when there is none) or, ``name=None``,
+        ``DEALLOCATE ALL``: every named statement (the unnamed one stays, as in
+        PostgreSQL)."""
+        if name is None:
+            for each in [n for n in self.stmts if n != ""]:
+                self.close_statement(each)
+        elif name not in self.stmts:
+            raise unknown_statement(name)
+        else:
+            self.close_statement(name)
+
+    def discard_all(self) -> None:
+        """``DISCARD ALL``: every named statement and every portal."""
+        self.deallocate(None)
+        self.close_portals()
 
     # -- portals ---------------------------------------------------------------------------
 

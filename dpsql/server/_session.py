@@ -136,6 +136,7 @@ class Session(_BVSession):
         self._running_lock = threading.Lock()
         self.in_txn = False
         self.failed = False
+        self.prepared = None  # the connection's statements (_context.Context), for DEALLOCATE
         self.logical = {name.lower() for name in catalog.tables}
         self._routes: OrderedDict[str, tuple[str, str]] = OrderedDict()
         # statements over INLINE_BYTES are planned in a process (dpsql.server._planning)

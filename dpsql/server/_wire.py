@@ -191,6 +191,7 @@ class Handler(Login, BuenaVistaHandler):
             logger.exception("cannot open a session")
             self.send_error(OperationalError(f"cannot open a session: {err}"), fatal=True)
             raise
+        ctx.session.prepared = ctx  # SQL DEALLOCATE drops the protocol's statements
         self.request.settimeout(None)  # idle clients are fine once authenticated
         super().handle_post_auth(ctx)
 

@@ -1,0 +1,87 @@
+"""SQL ``DEALLOCATE`` and ``DISCARD ALL`` on ``dpsql serve`` drop prepared statements, as
+in PostgreSQL: they were accepted and did nothing, so a statement "deallocated" by a
+driver (psycopg before libpq 17 evicts its prepared statements so) or by a pooler's
+reset (pgbouncer's ``DISCARD ALL``) still ran, ``DEALLOCATE`` of a name that never
+existed answered ``DEALLOCATE``, and the session's bound on prepared statements
+(:class:`dpsql.server._bounds.Held`, 1,000) filled up although the client freed them."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import pq
+
+from dpsql.server._bounds import MAX_HELD
+from tests.bi.pg_client import SYNC, bind, connected, execute, fields, kinds, parse, until_ready
+from tests.bi.test_serve import _dsn, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+COUNT = b"SELECT COUNT(*) > 1000 FROM trips"
+
+
+def _state(res: pq.PGresult) -> str | None:
+    if res.status != pq.ExecStatus.FATAL_ERROR:
+        return None
+    return (res.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
+
+
+def _refused(con: psycopg.Connection, sql: str) -> psycopg.Error:
+    with pytest.raises(psycopg.Error) as err:
+        con.execute(sql)
+    return err.value
+
+
+@pytest.mark.parametrize("sql", ["DEALLOCATE s1", "DEALLOCATE PREPARE s1",
+                                 "deallocate prepare S1", 'DEALLOCATE "s1";',
+                                 "DEALLOCATE ALL", "DEALLOCATE PREPARE ALL", "DISCARD ALL"])
+def test_deallocate_drops_the_statement(server, sql):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pg = con.pgconn
+        assert _state(pg.prepare(b"s1", COUNT)) is None
+        assert _state(pg.exec_prepared(b"s1", [])) is None
+        cur = con.execute(sql)
+        assert cur.statusmessage == sql.split()[0].upper() + (
+            " ALL" if sql.endswith("ALL") else "")
+        res = pg.exec_prepared(b"s1", [])
+        assert _state(res) == "26000"
+        assert res.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) == \
+            b'prepared statement "s1" does not exist'
+        assert con.execute(COUNT.decode()).fetchone() == (True,)
+
+
+def test_deallocate_of_an_unknown_name_is_26000(server):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        err = _refused(con, "DEALLOCATE never_prepared")
+        assert err.sqlstate == "26000"
+        assert str(err) == 'prepared statement "never_prepared" does not exist'
+        # an identifier folds to lower case, a quoted one does not
+        assert _state(con.pgconn.prepare(b"Mixed", COUNT)) is None
+        assert _refused(con, "DEALLOCATE Mixed").sqlstate == "26000"
+        con.execute('DEALLOCATE "Mixed"')
+        assert _refused(con, "DEALLOCATE").sqlstate == "42601"
+        assert _refused(con, "DEALLOCATE PREPARED s1").sqlstate == "42601"  # as PostgreSQL
+        con.execute("DEALLOCATE ALL")  # nothing to drop: no error
+        assert con.execute(COUNT.decode()).fetchone() == (True,)
+
+
+def test_deallocate_all_keeps_the_unnamed_statement_and_frees_the_bound(server):
+    """DEALLOCATE ALL drops the named statements, not the unnamed one (PostgreSQL); the
+    session may then prepare MAX_HELD new ones."""
+    with connected(server.port) as s:
+        s.sendall(parse("", COUNT.decode()) + parse("named", COUNT.decode()) + SYNC)
+        assert kinds(until_ready(s)) == "11Z"
+        s.sendall(parse("d", "DEALLOCATE ALL") + bind("", "d") + execute("") + SYNC)
+        assert kinds(until_ready(s)) == "12CZ"
+        s.sendall(bind("", "") + execute("") + SYNC)
+        assert kinds(until_ready(s)) == "2DCZ"
+        s.sendall(bind("", "named") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "EZ" and fields(got[0][1])["C"] == "26000"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pg = con.pgconn
+        for round_ in range(2):
+            for i in range(MAX_HELD):
+                assert _state(pg.prepare(f"s{i}".encode(), COUNT)) is None, (round_, i)
+            assert _state(pg.prepare(b"one_more", COUNT)) == "54000"
+            con.execute("DEALLOCATE ALL")
