@@ -8,7 +8,8 @@ the text first, by scans that never build a syntax tree:
 
 * **size**: at most ``max_statement_size`` bytes (default :data:`DEFAULT_MAX_STATEMENT`,
   1 MiB; ``dpsql serve --max-statement-size``): 54000 (program_limit_exceeded). A
-  protocol message longer than twice that is refused before it is read (FATAL 54000);
+  protocol message longer than twice that is refused before it is read (FATAL 54000,
+  then the rest of it is discarded and the connection closed: :class:`MessageTooLongError`);
 * **nesting depth**: at most :data:`MAX_DEPTH` levels of parentheses (outside strings and
   comments): 54001 (statement_too_complex). Deeper SQL would exhaust the planner's
   recursion (3,000 nested parentheses crashed it);
@@ -37,6 +38,15 @@ one goes to a planning process, so no client holds the server's GIL for long."""
 
 class StatementTooLongError(OperationalError):
     """A statement or protocol message over the size limit: SQLSTATE 54000."""
+
+
+class MessageTooLongError(StatementTooLongError):
+    """A protocol message over :func:`max_message`: FATAL 54000, refused before it is
+    read; ``size`` is the length its header claims (what is left to discard)."""
+
+    def __init__(self, message: str, size: int) -> None:
+        super().__init__(message)
+        self.size = size
 
 
 class StatementTooComplexError(OperationalError):
@@ -179,6 +189,6 @@ def too_long(size: int, limit: int) -> str:
 
 
 __all__ = ["DEFAULT_MAX_STATEMENT", "INLINE_BYTES", "MAX_DEPTH", "MAX_HELD", "MAX_HELD_BYTES",
-           "MAX_IN_LIST", "MAX_SETTING_BYTES", "Held", "check_setting",
+           "MAX_IN_LIST", "MAX_SETTING_BYTES", "Held", "MessageTooLongError", "check_setting",
            "StatementTooComplexError", "StatementTooLongError", "check_max_statement_size",
            "check_statement", "max_message", "too_long"]

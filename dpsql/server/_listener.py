@@ -15,7 +15,7 @@ from typing import Any
 
 from buenavista.postgres import BuenaVistaServer
 
-from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, max_message
+from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, MessageTooLongError, max_message
 from dpsql.server._scram import Verifier
 from dpsql.server._wire import STARTUP_TIMEOUT, Handler
 
@@ -34,11 +34,12 @@ def is_loopback(address: str) -> bool:
 
 class _ClientGone(logging.Filter):
     """Drops buenavista's traceback of a client that went away (a reset or a broken
-    pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line."""
+    pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line;
+    and of an oversized message, which the handler reports in one line (``-v``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, ConnectionError)
+        return not isinstance(exc, (ConnectionError, MessageTooLongError))
 
 
 logging.getLogger("buenavista.postgres").addFilter(_ClientGone())

@@ -40,7 +40,9 @@ or patches its code:
   session is built only after authentication, start-up must finish within 10 s, at most
   ``max_connections`` clients are served (FATAL 53300 beyond), messages over twice the
   statement size limit (:func:`dpsql.server._bounds.max_message`) are refused before they
-  are read (54000, and the connection ends), and cancel keys come from :mod:`secrets` (buenavista
+  are read (FATAL 54000 naming the size and the limit; the rest of the message is read
+  and discarded before the connection ends, so that the client gets the error and not a
+  reset), and cancel keys come from :mod:`secrets` (buenavista
   draws them from ``random``).
 """
 
@@ -51,6 +53,7 @@ import io
 import logging
 import re
 import struct
+import time
 from typing import Any
 
 import duckdb
@@ -63,7 +66,7 @@ from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_cop
 from dpsql.server._guard import UntypedText, split_simple_query
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._route import _NOT_CODE
-from dpsql.server._bounds import StatementTooLongError
+from dpsql.server._bounds import MessageTooLongError
 from dpsql.server._sqlstates import TooManyConnectionsError, sqlstate_of
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
 
@@ -84,21 +87,41 @@ _PROTOCOL_3 = 196608
 _MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
 
 
+_MESSAGES = {b"Q": "Query", b"P": "Parse", b"B": "Bind", b"D": "Describe", b"E": "Execute",
+             b"C": "Close", b"p": "password", b"d": "CopyData", b"F": "FunctionCall"}
+DISCARD_SECONDS = 60.0
+"""How long the rest of an oversized message is read and thrown away before the
+connection is closed (closing with it unread resets the connection, and the client loses
+the ErrorResponse); the read also ends when the client sends nothing for
+:data:`STARTUP_TIMEOUT` seconds or closes its side."""
+
+
 class _CappedBuffer(BVBuffer):
     """buenavista's reader, refusing a message longer than ``limit`` bytes before it
-    allocates it (a 4-byte length header could otherwise make the server allocate 2 GB)."""
+    allocates it (a 4-byte length header could otherwise make the server allocate 2 GB).
+    It remembers the type byte of the message being read, to name it in the refusal."""
 
     def __init__(self, stream: Any, limit: int) -> None:
         super().__init__(stream)
         self.limit = limit
+        self.kind = b""
+
+    def read_byte(self) -> bytes:  # buenavista reads each message's type byte so
+        self.kind = super().read_byte()
+        return self.kind
 
     def read_bytes(self, n: int) -> bytes:
         if n < 0:
             raise ProtocolError(f"message of {n} bytes refused")
         if n > self.limit:
-            raise StatementTooLongError(
-                f"message of {n:,} bytes refused: the limit is {self.limit:,} (twice dpsql "
-                "serve --max-statement-size); send a shorter statement")
+            what = _MESSAGES.get(self.kind, "protocol")
+            raise MessageTooLongError(
+                f"a {what} message of {n:,} bytes refused: the limit is {self.limit:,} "
+                "bytes per message (twice dpsql serve --max-statement-size, plus "
+                "framing); send a shorter statement or smaller parameter values (a value "
+                "this long is a table: filter on a coarser attribute, or group and join), "
+                "or ask the operator for a larger --max-statement-size; the connection is "
+                "closed", n)
         return super().read_bytes(n)
 
 
@@ -378,6 +401,7 @@ class Handler(Login, BuenaVistaHandler):
         if isinstance(exception, BaseException) and not isinstance(exception, Error):
             if not isinstance(exception, duckdb.Error):
                 logger.exception("unexpected server error", exc_info=exception)
+        fatal = fatal or isinstance(exception, MessageTooLongError)
         severity = "FATAL" if fatal else "ERROR"
         message = " ".join(str(exception).split()) or type(exception).__name__
         # `dpsql serve -v`: what the client was told, next to the statement it sent
@@ -396,6 +420,23 @@ class Handler(Login, BuenaVistaHandler):
         self.wfile.write(struct.pack("!ci", b"E", len(out) + 4) + out)
         if ctx is not None:
             ctx.mark_error()
+        if isinstance(exception, MessageTooLongError):
+            self._discard(exception.size)
+
+    def _discard(self, size: int) -> None:
+        """Read and throw away the rest of an oversized message (at most ``size`` bytes,
+        for at most :data:`DISCARD_SECONDS`), so that closing the connection next does
+        not reset it under the client, which would lose the FATAL error just sent."""
+        deadline = time.monotonic() + DISCARD_SECONDS
+        self.request.settimeout(STARTUP_TIMEOUT)
+        try:
+            while size > 0 and time.monotonic() < deadline:
+                chunk = self.rfile.read1(min(size, 1 << 16))
+                if not chunk:
+                    return
+                size -= len(chunk)
+        except OSError:  # the client went away, or sent nothing for a while: done
+            pass
 
     def send_notice(self, message: str) -> None:
         """A NoticeResponse (psql prints ``NOTICE:  ...``; psycopg calls its notice
