@@ -85,3 +85,44 @@ def test_deallocate_all_keeps_the_unnamed_statement_and_frees_the_bound(server):
                 assert _state(pg.prepare(f"s{i}".encode(), COUNT)) is None, (round_, i)
             assert _state(pg.prepare(b"one_more", COUNT)) == "54000"
             con.execute("DEALLOCATE ALL")
+
+
+def test_psycopg_prepared_statements_over_many_rollbacks(server):
+    """psycopg forgets its prepared statements on ROLLBACK and sends ``DEALLOCATE ALL``,
+    then prepares the next ones under new names. With DEALLOCATE a no-op the server kept
+    every old one, and the 1,001st rollback's statement hit the session bound (54000,
+    "too many prepared statements") on a connection that held one statement at a time."""
+    sql = "SELECT COUNT(*) > 1000 FROM trips WHERE age < %s"
+    with psycopg.connect(_dsn(server), prepare_threshold=0) as con:
+        for i in range(MAX_HELD + 5):
+            assert con.execute(sql, [60]).fetchone() == (True,), i
+            con.rollback()
+
+
+def test_libpq_blocking_close_of_statements_and_portals(server):
+    """libpq's blocking PQclosePrepared / PQclosePortal (libpq 17+; Close then Sync)
+    answer CloseComplete and ReadyForQuery, for a name that exists or not, and a closed
+    statement is gone (26000).
+
+    In a client process of its own: psycopg's C implementation keeps the GIL while
+    libpq waits in these calls, so called in the process that runs the server they wait
+    for an answer the server thread, needing the GIL, can never send (a deadlock of the
+    test process, not of the server: the "hang" of close_prepared seen in process)."""
+    import subprocess
+    import sys
+
+    client = (
+        "import sys, psycopg\n"
+        "from psycopg.pq import DiagnosticField as F, ExecStatus as X\n"
+        "with psycopg.connect(sys.argv[1], autocommit=True) as con:\n"
+        "    pg = con.pgconn\n"
+        "    assert pg.prepare(b's1', b'SELECT COUNT(*) FROM trips').status == X.COMMAND_OK\n"
+        "    print(pg.close_prepared(b's1').status == X.COMMAND_OK)\n"
+        "    print(pg.close_prepared(b'never').status == X.COMMAND_OK)\n"
+        "    print(pg.close_portal(b'never').status == X.COMMAND_OK)\n"
+        "    print(pg.exec_prepared(b's1', []).error_field(F.SQLSTATE).decode())\n"
+        "    print(con.execute('SELECT COUNT(*) > 0 FROM trips').fetchone()[0])\n")
+    out = subprocess.run([sys.executable, "-c", client, _dsn(server)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True", "26000", "True"]
