@@ -42,11 +42,11 @@ class StatementTooLongError(OperationalError):
 
 class MessageTooLongError(StatementTooLongError):
     """A protocol message over :func:`max_message`: FATAL 54000, refused before it is
-    read; ``size`` is the length its header claims (what is left to discard)."""
+    read; ``unread`` is the length its header claims (what is left to discard)."""
 
-    def __init__(self, message: str, size: int) -> None:
+    def __init__(self, message: str, unread: int) -> None:
         super().__init__(message)
-        self.size = size
+        self.unread = unread
 
 
 class StatementTooComplexError(OperationalError):

@@ -17,7 +17,7 @@ from buenavista.postgres import BuenaVistaServer
 
 from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, MessageTooLongError, max_message
 from dpsql.server._scram import Verifier
-from dpsql.server._wire import STARTUP_TIMEOUT, Handler
+from dpsql.server._wire import STARTUP_TIMEOUT, Handler, UnknownMessageError
 
 logger = logging.getLogger("dpsql.server")
 
@@ -35,11 +35,13 @@ def is_loopback(address: str) -> bool:
 class _ClientGone(logging.Filter):
     """Drops buenavista's traceback of a client that went away (a reset or a broken
     pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line;
-    and of an oversized message, which the handler reports in one line (``-v``)."""
+    and of an oversized or unknown message, which the handler reports in one line
+    (``-v``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (ConnectionError, MessageTooLongError))
+        return not isinstance(exc, (ConnectionError, MessageTooLongError,
+                                    UnknownMessageError))
 
 
 logging.getLogger("buenavista.postgres").addFilter(_ClientGone())

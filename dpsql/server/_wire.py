@@ -89,6 +89,20 @@ _MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
 
 _MESSAGES = {b"Q": "Query", b"P": "Parse", b"B": "Bind", b"D": "Describe", b"E": "Execute",
              b"C": "Close", b"p": "password", b"d": "CopyData", b"F": "FunctionCall"}
+
+
+class UnknownMessageError(ProtocolError):
+    """A message type the server does not speak: FATAL 08P01, and the connection ends;
+    ``unread``: the bytes of its body, discarded first (as for
+    :class:`MessageTooLongError`)."""
+
+    def __init__(self, message: str, unread: int) -> None:
+        super().__init__(message)
+        self.unread = unread
+
+
+_SPOKEN = frozenset(bytes([c]) for c in b"QPBDECSHXp")
+_IGNORED = frozenset((b"d", b"c", b"f"))  # CopyData, CopyDone, CopyFail
 DISCARD_SECONDS = 60.0
 """How long the rest of an oversized message is read and thrown away before the
 connection is closed (closing with it unread resets the connection, and the client loses
@@ -106,8 +120,24 @@ class _CappedBuffer(BVBuffer):
         self.limit = limit
         self.kind = b""
 
-    def read_byte(self) -> bytes:  # buenavista reads each message's type byte so
-        self.kind = super().read_byte()
+    def read_byte(self) -> bytes:
+        """The next message's type byte (buenavista reads it so, and nothing else).
+        CopyData, CopyDone and CopyFail outside a COPY are skipped, as PostgreSQL does
+        (a client may still be sending the data of a COPY the server refused); a type
+        the server does not speak is FATAL 08P01 (buenavista: ERROR XX000)."""
+        while True:
+            self.kind = super().read_byte()
+            if self.kind not in _IGNORED:
+                break
+            self.read_bytes(self.read_uint32() - 4)
+        if self.kind and self.kind not in _SPOKEN:
+            name = _MESSAGES.get(self.kind)
+            head = self.stream.read(4)
+            raise UnknownMessageError(
+                f"invalid frontend message type {self.kind!r}"
+                + (f" ({name}, which dpsql serve does not support)" if name else "")
+                + ": the connection is closed",
+                struct.unpack("!I", head)[0] - 4 if len(head) == 4 else 0)
         return self.kind
 
     def read_bytes(self, n: int) -> bytes:
@@ -411,7 +441,8 @@ class Handler(Login, BuenaVistaHandler):
         if isinstance(exception, BaseException) and not isinstance(exception, Error):
             if not isinstance(exception, duckdb.Error):
                 logger.exception("unexpected server error", exc_info=exception)
-        fatal = fatal or isinstance(exception, MessageTooLongError)
+        unread = getattr(exception, "unread", None)  # of a refused message: FATAL
+        fatal = fatal or unread is not None
         severity = "FATAL" if fatal else "ERROR"
         message = " ".join(str(exception).split()) or type(exception).__name__
         # `dpsql serve -v`: what the client was told, next to the statement it sent
@@ -430,11 +461,11 @@ class Handler(Login, BuenaVistaHandler):
         self.wfile.write(struct.pack("!ci", b"E", len(out) + 4) + out)
         if ctx is not None:
             ctx.mark_error()
-        if isinstance(exception, MessageTooLongError):
-            self._discard(exception.size)
+        if unread is not None:
+            self._discard(unread)
 
     def _discard(self, size: int) -> None:
-        """Read and throw away the rest of an oversized message (at most ``size`` bytes,
+        """Read and throw away the rest of a refused message (at most ``size`` bytes,
         for at most :data:`DISCARD_SECONDS`), so that closing the connection next does
         not reset it under the client, which would lose the FATAL error just sent."""
         deadline = time.monotonic() + DISCARD_SECONDS

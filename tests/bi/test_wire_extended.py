@@ -16,8 +16,8 @@ import pytest
 
 from dpsql.server._bounds import MAX_HELD
 from tests.bi.pg_client import (FLUSH, SYNC, bind, close, connected, data_rows, describe,
-                                execute, fields, kinds, parse, query, read_message,
-                                until_ready)
+                                execute, fields, kinds, message, parse, query,
+                                read_message, until_ready)
 from tests.bi.test_serve import server  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -175,3 +175,28 @@ def test_flush_sends_what_is_pending(server):
         assert read_message(s)[0] == b"1"
         s.sendall(SYNC)
         assert kinds(until_ready(s)) == "Z"
+
+
+@pytest.mark.parametrize("kind,name", [(b"F", "FunctionCall"), (b"Z", None), (b"\x01", None)])
+def test_an_unknown_message_type_is_fatal_08P01(server, kind, name):
+    """A message type the server does not speak (FunctionCall, which libpq's large-object
+    calls send; garbage): FATAL 08P01 naming it, then the connection ends, as PostgreSQL
+    answers "invalid frontend message type". It was ERROR XX000 "Unknown type_code:
+    b'F'" (and a traceback in the server's log as an unexpected error)."""
+    with connected(server.port) as s:
+        s.sendall(message(kind, b"\x00\x00\x00\x01") + query("SELECT 1"))
+        got = until_ready(s)
+        assert kinds(got) == "E"  # and then the end: no ReadyForQuery
+        error = fields(got[0][1])
+        assert (error["S"], error["C"]) == ("FATAL", "08P01")
+        assert error["M"].startswith(f"invalid frontend message type {kind!r}")
+        assert name is None or name in error["M"]
+
+
+def test_copy_data_outside_copy_is_ignored(server):
+    """CopyData, CopyDone and CopyFail outside a COPY are ignored (PostgreSQL's rule: a
+    client still sending the data of a COPY the server refused); they ended the
+    connection with XX000."""
+    with connected(server.port) as s:
+        s.sendall(message(b"d", b"1\t2\n") + message(b"c") + message(b"f", b"oops\x00"))
+        _alive(s)
