@@ -35,12 +35,12 @@ def is_loopback(address: str) -> bool:
 class _ClientGone(logging.Filter):
     """Drops buenavista's traceback of a client that went away (a reset or a broken
     pipe while it read or wrote): :meth:`WireServer.handle_error` logs it in one line;
-    and of an oversized or unknown message, which the handler reports in one line
-    (``-v``)."""
+    and of a start-up timeout or an oversized or unknown message, which the handler
+    reports in one line (``-v``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (ConnectionError, MessageTooLongError,
+        return not isinstance(exc, (ConnectionError, TimeoutError, MessageTooLongError,
                                     UnknownMessageError))
 
 

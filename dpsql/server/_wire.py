@@ -64,6 +64,7 @@ from dpsql.server._commands import Result
 from dpsql.server._context import Context, unknown_statement
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
 from dpsql.server._guard import UntypedText, split_simple_query
+from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._route import _NOT_CODE
 from dpsql.server._bounds import MessageTooLongError
@@ -89,6 +90,11 @@ _MAX_STARTUP = 10000  # bytes, PostgreSQL's own limit on a startup packet
 
 _MESSAGES = {b"Q": "Query", b"P": "Parse", b"B": "Bind", b"D": "Describe", b"E": "Execute",
              b"C": "Close", b"p": "password", b"d": "CopyData", b"F": "FunctionCall"}
+
+
+class StartupTimeoutError(QueryCanceledError):
+    """Start-up and authentication not finished in time: FATAL 57014, PostgreSQL's
+    "canceling authentication due to timeout" (buenavista: ERROR XX000 "timed out")."""
 
 
 class UnknownMessageError(ProtocolError):
@@ -437,6 +443,10 @@ class Handler(Login, BuenaVistaHandler):
     def send_error(self, exception, ctx=None, fatal: bool = False) -> None:  # noqa: ANN001
         if isinstance(exception, ConnectionError):  # the client went away: nobody to tell
             raise exception
+        if isinstance(exception, TimeoutError):  # only start-up reads have a timeout
+            exception, fatal = StartupTimeoutError(
+                "canceling authentication due to timeout: start-up and authentication "
+                f"must finish within {self.server.startup_timeout:g} s"), True
         code = sqlstate_of(exception) if isinstance(exception, BaseException) else "XX000"
         if isinstance(exception, BaseException) and not isinstance(exception, Error):
             if not isinstance(exception, duckdb.Error):

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from dpsql.server import serve
-from tests.bi.pg_client import SYNC, connected, message, parse, query, read_message
+from tests.bi.pg_client import (SYNC, connected, fields, message, parse, query, read_message,
+                                startup_packet)
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
@@ -58,3 +59,32 @@ def test_every_ending_frees_the_session(trips_release, ending):
             assert read_message(s)[0] == b"E"
             s.close()
         assert _settled(srv) == (0, 0)
+
+
+@pytest.mark.parametrize("sent", [b"", b"\x00\x00", "startup"],
+                         ids=["nothing", "half", "no-password"])
+def test_a_client_too_slow_to_start_gets_fatal_57014(trips_release, sent, caplog, tmp_path):
+    """A client that does not finish start-up and authentication in time: FATAL 57014
+    "canceling authentication due to timeout" (PostgreSQL's words) and the end, logged in
+    one line. It got ERROR XX000 "timed out", logged with a traceback as an unexpected
+    server error."""
+    import logging
+
+    password = tmp_path / "pw"
+    password.write_text("secret\n")
+    password.chmod(0o600)
+    with caplog.at_level(logging.INFO), serve(trips_release, port=0,
+                                              password_file=password) as srv:
+        srv._wire.startup_timeout = 0.5
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
+            s.sendall(startup_packet() if sent == "startup" else sent)
+            got = [read_message(s)]
+            while got[-1][0] not in (b"E", b""):
+                got.append(read_message(s))
+            assert got[-1][0] == b"E"
+            error = fields(got[-1][1])
+            assert (error["S"], error["C"]) == ("FATAL", "57014")
+            assert error["M"].startswith("canceling authentication due to timeout")
+            assert read_message(s) == (b"", b"")
+        assert _settled(srv) == (0, 0)
+    assert "unexpected server error" not in caplog.text and "Traceback" not in caplog.text
