@@ -85,7 +85,7 @@ ROUTE_CACHE_SIZE = 256
 # Routing
 # --------------------------------------------------------------------------------------
 
-_COMMENT = re.compile(r"^\s*(?:--[^\n]*\n|/\*.*?\*/|;|\s)*", re.DOTALL)
+_COMMENT = re.compile(r"^\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/|;|\s)*", re.DOTALL)
 def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
 

@@ -321,10 +321,15 @@ class Handler(Login, BuenaVistaHandler):
         if ctx.has_error:
             return  # skipped until Sync (buenavista's sync() clears the flag)
         try:
-            step(ctx, payload)
+            step(ctx, payload or b"")
         except ConnectionError:
             raise
         except Exception as err:  # noqa: BLE001  (every error goes to the client)
+            if isinstance(err, struct.error) or str(err) == "subsection not found":
+                # the message ended before its fields did (a length word or a string's
+                # terminator missing): PostgreSQL's 08P01, not XX000 "unpack requires..."
+                err = ProtocolError("invalid message format: insufficient data left in "
+                                    "message")
             if ctx.session is not None and ctx.session.in_txn:
                 ctx.session.failed = True  # as a failed statement in a block
             self.send_error(err, ctx)
@@ -387,6 +392,9 @@ class Handler(Login, BuenaVistaHandler):
             raise unknown_statement(stmt)
         formats = [buf.read_int16() for _ in range(buf.read_int16())]
         n = buf.read_int16()
+        if len(formats) not in (0, 1, n):
+            raise ProtocolError(f"bind message has {len(formats)} parameter formats but {n} "
+                                "parameters")
         required = _parameter_count(*ctx.stmts[stmt])
         if n != required:
             raise ProtocolError(f"bind message supplies {n} parameters, but prepared "

@@ -12,6 +12,8 @@ rules (the protocol chapter of its manual, "Extended Query"):
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from dpsql.server._bounds import MAX_HELD
@@ -199,4 +201,40 @@ def test_copy_data_outside_copy_is_ignored(server):
     connection with XX000."""
     with connected(server.port) as s:
         s.sendall(message(b"d", b"1\t2\n") + message(b"c") + message(b"f", b"oops\x00"))
+        _alive(s)
+
+
+@pytest.mark.parametrize("sql", ["", ";", "-- only a comment", "/* c */ ;", "-- a\n-- b"])
+def test_a_statement_of_comments_is_an_empty_query(server, sql):
+    """Through Parse/Bind/Describe/Execute, as through a simple Query: NoData and
+    EmptyQueryResponse. A line comment at the very end (``-- only a comment``, no newline)
+    was refused: "several statements in one query string"."""
+    with connected(server.port) as s:
+        s.sendall(parse("", sql) + bind("", "") + describe(b"P", "") + execute("") + SYNC)
+        assert kinds(until_ready(s)) == "12nIZ"
+        s.sendall(query(sql))
+        assert kinds(until_ready(s)) == "IZ"
+
+
+def _bind_body(formats: tuple[int, ...], values: bytes, n: int = 1) -> bytes:
+    return (b"\x00\x00" + struct.pack("!h", len(formats))
+            + b"".join(struct.pack("!h", f) for f in formats) + struct.pack("!h", n) + values)
+
+
+@pytest.mark.parametrize("body,words", [
+    (_bind_body((0, 0), struct.pack("!i", 1) + b"5" + b"\x00\x00"),
+     "bind message has 2 parameter formats but 1 parameters"),
+    (_bind_body((), struct.pack("!i", 5) + b"5"), "insufficient data left in message"),
+    (_bind_body((), struct.pack("!i", 1)), "insufficient data left in message"),
+    (b"\x00", "insufficient data left in message"),
+], ids=["format-count", "short-value", "no-value", "no-statement-name"])
+def test_a_malformed_bind_is_08P01_and_the_session_goes_on(server, body, words):
+    """PostgreSQL's checks and words (08P01); a Bind cut short was XX000 "unpack requires
+    a buffer of 2 bytes", and two formats for one value were accepted."""
+    with connected(server.port) as s:
+        s.sendall(parse("", "SELECT $1::int AS v") + message(b"B", body) + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "1EZ"
+        error = fields(got[1][1])
+        assert error["C"] == "08P01" and words in error["M"], error
         _alive(s)
