@@ -216,6 +216,15 @@ def _deallocate(s: SessionState, text: str) -> Result:
     return Result(status="DEALLOCATE" if name is not None else "DEALLOCATE ALL")
 
 
+def _prepare_or_execute(s: SessionState, text: str) -> Result:
+    """SQL ``PREPARE``/``EXECUTE``: refused as unsupported (they were refused as writes,
+    25006, which they are not), saying what works: the protocol's prepared statements."""
+    raise UnsupportedQueryError(
+        f"SQL PREPARE and EXECUTE are not supported by dpsql serve ({text[:60]!r}): use "
+        "your driver's prepared statements (the protocol's Parse and Bind: psycopg's "
+        "prepare=True, JDBC's PreparedStatement), or send the SELECT itself")
+
+
 def _discard(s: SessionState, text: str) -> Result:
     """``DISCARD ALL`` drops the prepared statements and portals (what a pooler's reset
     relies on); ``DISCARD PLANS``/``SEQUENCES``/``TEMP`` have nothing to drop here."""
@@ -229,6 +238,7 @@ _COMMANDS = {
     "BEGIN": _begin, "START": _begin, "COMMIT": _commit, "END": _commit,
     "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
     "DISCARD": _discard, "DEALLOCATE": _deallocate,
+    "PREPARE": _prepare_or_execute, "EXECUTE": _prepare_or_execute,
     "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
     "UNLISTEN": _noop("UNLISTEN"), "CLOSE": _noop("CLOSE CURSOR"),
 }

@@ -126,3 +126,19 @@ def test_libpq_blocking_close_of_statements_and_portals(server):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "True", "26000", "True"]
+
+
+@pytest.mark.parametrize("sql", ["PREPARE q AS SELECT COUNT(*) FROM trips",
+                                 "PREPARE q (int) AS SELECT COUNT(*) FROM trips WHERE age < $1",
+                                 "EXECUTE q", "EXECUTE q (30)"])
+def test_sql_prepare_and_execute_are_refused_saying_what_to_use(server, sql):
+    """SQL PREPARE / EXECUTE are not supported (drivers prepare through the protocol,
+    which is): one refusal, 0A000, that says so. They were refused as writes ("PREPARE is
+    not allowed: dpsql serve is read-only", 25006) or, with parameter types, as "PREPARE
+    statements are not supported: a release is read-only" (0A000)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        err = _refused(con, sql)
+        assert err.sqlstate == "0A000"
+        assert "SQL PREPARE and EXECUTE are not supported" in str(err)
+        assert "prepared statements" in str(err) and "read-only" not in str(err)
+        assert con.execute(COUNT.decode()).fetchone() == (True,)
