@@ -136,6 +136,11 @@ RELATIONS: dict[str, str] = {
     "pg_partitioned_table": "SELECT 0::BIGINT AS partrelid, ''::VARCHAR AS partstrat, "
                             "0 AS partnatts WHERE false",
     "pg_foreign_table": "SELECT 0::BIGINT AS ftrelid, 0::BIGINT AS ftserver WHERE false",
+    # SQL cursors are per session (dpsql.server._cursors): psycopg asks here before it
+    # closes a named cursor it did not describe; none are listed, so it sends no CLOSE
+    "pg_cursors": "SELECT ''::VARCHAR AS name, ''::VARCHAR AS statement, false AS "
+                  "is_holdable, false AS is_binary, false AS is_scrollable, "
+                  "NULL::TIMESTAMPTZ AS creation_time WHERE false",
     "pg_roles": "SELECT 10::BIGINT AS oid, 'dpsql' AS rolname, false AS rolsuper, "
                 "false AS rolinherit, false AS rolcreatedb, false AS rolcreaterole, "
                 "true AS rolcanlogin, false AS rolreplication, -1 AS rolconnlimit, "

@@ -240,6 +240,6 @@ _COMMANDS = {
     "DISCARD": _discard, "DEALLOCATE": _deallocate,
     "PREPARE": _prepare_or_execute, "EXECUTE": _prepare_or_execute,
     "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
-    "UNLISTEN": _noop("UNLISTEN"), "CLOSE": _noop("CLOSE CURSOR"),
+    "UNLISTEN": _noop("UNLISTEN"),
 }
 

@@ -43,6 +43,7 @@ class Portal:
     params: list
     result_formats: list[int]
     result: Result | None = field(default=None)
+    hold: bool = False  # a cursor declared WITH HOLD: outlives its transaction
 
 
 def unknown_statement(name: str) -> UnknownStatementError:
@@ -123,6 +124,23 @@ class Context(BVContext):
                                              portal.result_formats)
         return portal.result
 
+    def declare(self, name: str, sql: str, params: list, result: Result,
+                hold: bool) -> None:
+        """SQL ``DECLARE name CURSOR FOR sql``: a portal that already ran
+        (:mod:`dpsql.server._cursors`)."""
+        self.held.hold("portal", name, params)
+        self.portals[name] = Portal(sql, params, [], result, hold)
+
+    def cursor(self, name: str) -> Portal:
+        """The portal ``name`` for SQL's FETCH, MOVE and CLOSE: 34000 in PostgreSQL's
+        words for a cursor when there is none."""
+        found = self.portals.get(name)
+        if found is None:
+            raise UnknownPortalError(f'cursor "{name}" does not exist')
+        if found.result is None:
+            self.run_portal(name)
+        return found
+
     def close_portal(self, name: str) -> None:
         """The protocol's Close: no error for a name that does not exist."""
         if self.portals.pop(name, None) is not None:
@@ -134,9 +152,11 @@ class Context(BVContext):
 
     def end_of_message_cycle(self) -> None:
         """Sync, or the end of a simple Query: outside a transaction block that ends the
-        (implicit) transaction, and its portals with it."""
+        (implicit) transaction, and its portals with it (cursors declared ``WITH HOLD``
+        excepted)."""
         if self.session is None or not self.session.in_transaction():
-            self.close_portals()
+            for name in [n for n, p in self.portals.items() if not p.hold]:
+                self.close_portal(name)
 
     def sync(self) -> None:
         super().sync()

@@ -66,7 +66,9 @@ from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
-from dpsql.server._commands import _COMMANDS, FailedTransactionError, Result
+from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
+from dpsql.server._commands import FailedTransactionError, Result
+from dpsql.server._cursors import CURSOR_COMMANDS, declare
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
@@ -88,6 +90,11 @@ ROUTE_CACHE_SIZE = 256
 _COMMENT = re.compile(r"^\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/|;|\s)*", re.DOTALL)
 def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
+
+
+_COMMANDS: dict[str, Any] = {**_SESSION_COMMANDS, **CURSOR_COMMANDS, "DECLARE": declare}
+"""Statements the session answers itself (never sent to DuckDB as they are): session
+commands and SQL cursors (``DECLARE`` runs its query through the session)."""
 
 
 class Session(_BVSession):
@@ -270,6 +277,8 @@ class Session(_BVSession):
             return self._execute_planned(text, params, shape)
         if ";" in _NOT_CODE.sub("", text):
             raise UnsupportedQueryError(MULTI)
+        if word == "DECLARE":  # its query, with the parameters, runs as any statement
+            return declare(self, without_comments(text), params)
         command = _COMMANDS.get(word)
         if command is not None and not (word == "SHOW" and discovery_sql(text, self.logical)):
             return command(self, without_comments(text))  # SHOW TABLES: the catalog's

@@ -22,6 +22,7 @@ from dpsql.errors import (
 )
 from dpsql.server._bounds import StatementTooComplexError, StatementTooLongError
 from dpsql.server._commands import FailedTransactionError, UnknownSettingError
+from dpsql.server._cursors import DeclareOutsideBlockError, DuplicateCursorError
 from dpsql.server._guard import ReadOnlyError
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
@@ -51,6 +52,8 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (TooManyConnectionsError, "53300"),  # too_many_connections
     (UnknownStatementError, "26000"),    # invalid_sql_statement_name
     (UnknownPortalError, "34000"),       # invalid_cursor_name
+    (DuplicateCursorError, "42P03"),     # duplicate_cursor
+    (DeclareOutsideBlockError, "25P01"),  # no_active_sql_transaction
     (StatementTimeoutError, "57014"),    # query_canceled
     (QueryCanceledError, "57014"),
     (OutOfMemoryError, "53200"),         # out_of_memory

@@ -292,7 +292,7 @@ class Handler(Login, BuenaVistaHandler):
             elif result.has_results():
                 self.send_row_description(result)
                 count = self.send_data_rows(result)
-                self.send_command_complete(f"SELECT {count}\x00")
+                self.send_command_complete(f"{result.status() or 'SELECT'} {count}\x00")
             else:
                 self.send_command_complete(f"{result.status()}\x00")
         except Exception as err:  # noqa: BLE001  (every error goes to the client)
@@ -366,7 +366,7 @@ class Handler(Login, BuenaVistaHandler):
             if 0 < limit <= count:
                 self.send_portal_suspend()
             else:
-                self.send_command_complete(f"SELECT {count}\x00")
+                self.send_command_complete(f"{result.status() or 'SELECT'} {count}\x00")
 
     def _close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         """Close: a statement or portal that does not exist is no error (CloseComplete),

@@ -1,0 +1,127 @@
+"""SQL cursors on ``dpsql serve`` (:mod:`dpsql.server._cursors`): ``DECLARE``, ``FETCH``,
+``MOVE``, ``CLOSE``, as psycopg's server-side cursors (and SQLAlchemy's
+``stream_results``, pandas' ``chunksize`` through them) and psqlODBC's
+``UseDeclareFetch`` send them. They were refused as a syntax error ("'DECLARE' does not
+start a query"), so a named psycopg cursor could not read anything.
+
+Every answer is compared with the same query read whole (the cursor adds nothing and
+loses nothing)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from dpsql.server._bounds import MAX_HELD
+from tests.bi.test_serve import _dsn, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+QUERY = "SELECT province, COUNT(*) AS n FROM trips GROUP BY province ORDER BY province"
+
+
+def _whole(server) -> list[tuple]:  # noqa: ANN001
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        return con.execute(QUERY).fetchall()
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_psycopg_server_side_cursor_in_a_transaction(server, binary):
+    whole = _whole(server)
+    assert len(whole) > 5
+    with psycopg.connect(_dsn(server)) as con:  # not autocommit: psycopg sends BEGIN
+        with con.cursor("big", binary=binary) as cur:
+            cur.execute(QUERY)
+            assert [d.name for d in cur.description] == ["province", "n"]
+            got = cur.fetchmany(2) + [cur.fetchone()]
+            got += cur.fetchall()
+        assert got == whole
+        with con.cursor("filtered") as cur:  # parameters bound in the DECLARE
+            cur.execute("SELECT COUNT(*) FROM trips WHERE distance < %s AND mode = %s",
+                        [40, "bus"])
+            assert cur.fetchall() == con.execute(
+                "SELECT COUNT(*) FROM trips WHERE distance < %s AND mode = %s",
+                [40, "bus"]).fetchall()
+        con.rollback()
+
+
+def test_psycopg_server_side_cursor_with_hold_in_autocommit(server):
+    whole = _whole(server)
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with con.cursor("held", withhold=True) as cur:
+            cur.execute(QUERY)
+            assert cur.fetchmany(3) == whole[:3]
+            assert con.execute("SELECT 1").fetchone() == (1,)  # another statement between
+            assert cur.fetchall() == whole[3:]
+        # WITHOUT HOLD outside a block: PostgreSQL's 25P01
+        with pytest.raises(psycopg.Error) as err:
+            with con.cursor("loose") as cur:
+                cur.execute(QUERY)
+        assert err.value.sqlstate == "25P01"
+
+
+def test_sql_cursor_commands(server):
+    whole = _whole(server)
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("BEGIN")
+        cur = con.execute(f'DECLARE "C1" NO SCROLL CURSOR FOR {QUERY}')
+        assert cur.statusmessage == "DECLARE CURSOR"
+        cur = con.execute('FETCH 2 FROM "C1"')
+        assert cur.fetchall() == whole[:2] and cur.statusmessage == "FETCH 2"
+        assert con.execute('FETCH NEXT IN "C1"').fetchall() == whole[2:3]
+        assert con.execute('MOVE FORWARD 1 FROM "C1"').statusmessage == "MOVE 1"
+        assert con.execute('FETCH FORWARD ALL FROM "C1"').fetchall() == whole[4:]
+        assert con.execute('FETCH ALL FROM "C1"').fetchall() == []
+        con.execute("DECLARE c2 CURSOR FOR SELECT COUNT(*) FROM trips")
+        assert con.execute("FETCH c2").fetchall() == con.execute(
+            "SELECT COUNT(*) FROM trips").fetchall()
+        for sql, code in [("FETCH c1", "34000"),  # "C1" is quoted: c1 is another name
+                          ("FETCH PRIOR FROM c2", "55000"),
+                          ("DECLARE c2 CURSOR FOR SELECT 1", "42P03"),
+                          ("DECLARE c3 SCROLL CURSOR FOR SELECT 1", "55000"),
+                          ("DECLARE c6 BINARY CURSOR FOR SELECT 1", "0A000"),
+                          ("DECLARE c4 CURSOR FOR SELECT * FROM trips", "0A000"),
+                          ("DECLARE c5 CURSOR FOR DROP TABLE trips", "25006"),
+                          ("CLOSE nope", "34000")]:
+            with pytest.raises(psycopg.Error) as err:
+                con.execute(sql)
+            assert err.value.sqlstate == code, sql
+            con.execute("ROLLBACK")
+            con.execute("BEGIN")
+            con.execute("DECLARE c2 CURSOR FOR SELECT COUNT(*) FROM trips")
+        assert con.execute("CLOSE c2").statusmessage == "CLOSE CURSOR"
+        assert con.execute("CLOSE ALL").statusmessage == "CLOSE CURSOR ALL"
+        con.execute("COMMIT")
+        con.execute("DECLARE h CURSOR WITH HOLD FOR SELECT 42")
+        assert con.execute("FETCH ALL FROM h").fetchall() == [(42,)]
+        con.execute("CLOSE h")
+
+
+def test_cursors_end_with_their_transaction_and_are_bounded(server):
+    """A cursor WITHOUT HOLD is gone after COMMIT (34000); cursors count as portals
+    against the session's bound (1,000): past it, 54000."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("BEGIN")
+        con.execute("DECLARE c CURSOR FOR SELECT 1")
+        con.execute("COMMIT")
+        with pytest.raises(psycopg.Error) as err:
+            con.execute("FETCH c")
+        assert err.value.sqlstate == "34000"
+        con.execute("; ".join(f"DECLARE h{i} CURSOR WITH HOLD FOR SELECT {i}"
+                              for i in range(MAX_HELD)))
+        with pytest.raises(psycopg.Error) as err:
+            con.execute("DECLARE one_more CURSOR WITH HOLD FOR SELECT 1")
+        assert err.value.sqlstate == "54000"
+        con.execute("CLOSE ALL")
+        con.execute("DECLARE one_more CURSOR WITH HOLD FOR SELECT 1")
+
+
+def test_psycopg_closes_a_named_cursor_it_never_executed(server):
+    """psycopg asks pg_catalog.pg_cursors before closing a named cursor it did not
+    describe; the table did not exist, and the error failed the transaction."""
+    with psycopg.connect(_dsn(server)) as con:
+        con.execute("SELECT 1")
+        with con.cursor("unused"):
+            pass
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+        assert con.execute("SELECT name FROM pg_catalog.pg_cursors").fetchall() == []
