@@ -17,22 +17,12 @@ or patches its code:
   binds ``WHERE distance < $1`` as a number (:func:`dpsql.server._types.decode_param`).
   Untyped (OID 0) text parameters — node-postgres sends all its parameters so — are
   read as the literal they spell (:func:`dpsql.server._guard.spelled`).
-* **Describe(statement)** answers the parameter types and the row shape from a run with
-  dummy parameters that can never change the session (no transaction state, no error to
-  the client): a failing dummy run answers NoData, and the client's Execute then runs.
 * **Result types** (:mod:`dpsql.server._types`). DuckDB type names map to PostgreSQL
   OIDs with PostgreSQL's text output (booleans ``t``/``f``, ``Infinity``/``NaN``, arrays
   as ``{...}``) and binary output when asked (numeric, dates, arrays ... included).
-* **Errors in the extended protocol** (a Bind whose value does not decode or whose
-  number of values is not the statement's (08P01), an unknown statement (26000) or
-  portal (34000)...) are an ErrorResponse; the messages that follow, a simple Query
-  included, are discarded until Sync, which answers ReadyForQuery, and the session goes
-  on (PostgreSQL's rule; buenavista ended the session). Closing a statement or portal
-  that does not exist is no error (CloseComplete), as in PostgreSQL.
-* **Portals** (:mod:`dpsql.server._context`) run once and are read on by each Execute
-  (a row limit answers PortalSuspended), end with their transaction, and outlive the
-  statement they were bound from; an empty query answers EmptyQueryResponse, a Describe
-  of a portal without rows NoData.
+* **The extended protocol** (Parse, Bind, Describe, Execute, Close, Sync) as PostgreSQL
+  answers it: :mod:`dpsql.server._extended` (the messages) and
+  :mod:`dpsql.server._context` (statements and portals).
 * **Transaction status.** ReadyForQuery reports the session's real state (idle, in a
   block, failed block), not buenavista's per-message error flag.
 * **Startup.** GSSAPI encryption requests are declined (``N``); a CancelRequest
@@ -49,9 +39,7 @@ or patches its code:
 from __future__ import annotations
 
 import hmac
-import io
 import logging
-import re
 import struct
 import time
 from typing import Any
@@ -61,15 +49,15 @@ from buenavista.postgres import BuenaVistaHandler, BVBuffer
 
 from dpsql.errors import Error, OperationalError, UnsupportedQueryError
 from dpsql.server._commands import Result
-from dpsql.server._context import Context, unknown_statement
+from dpsql.server._context import Context
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
-from dpsql.server._guard import UntypedText, split_simple_query
+from dpsql.server._extended import ExtendedProtocol
+from dpsql.server._guard import split_simple_query
 from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
-from dpsql.server._route import _NOT_CODE
 from dpsql.server._bounds import MessageTooLongError
 from dpsql.server._sqlstates import TooManyConnectionsError, sqlstate_of
-from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param, pg_type
+from dpsql.server._types import ProtocolError, pg_type
 
 logger = logging.getLogger("dpsql.server")
 
@@ -161,7 +149,7 @@ class _CappedBuffer(BVBuffer):
         return super().read_bytes(n)
 
 
-class Handler(Login, BuenaVistaHandler):
+class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
     """One client connection (one thread): buenavista's handler with dpsql's extensions.
 
     Start-up is cheap and bounded: the client has :data:`STARTUP_TIMEOUT` seconds to finish
@@ -314,138 +302,6 @@ class Handler(Login, BuenaVistaHandler):
         self.wfile.write(struct.pack("!ci", b"c", 4))
         self.send_command_complete(f"COPY {count}\x00")
 
-    # -- the extended protocol: an error is an ErrorResponse, then messages are discarded
-    # until Sync, which answers ReadyForQuery (PostgreSQL's rule); the session goes on
-
-    def _extended(self, ctx, step, payload: bytes) -> None:  # noqa: ANN001
-        if ctx.has_error:
-            return  # skipped until Sync (buenavista's sync() clears the flag)
-        try:
-            step(ctx, payload or b"")
-        except ConnectionError:
-            raise
-        except Exception as err:  # noqa: BLE001  (every error goes to the client)
-            if isinstance(err, struct.error) or str(err) == "subsection not found":
-                # the message ended before its fields did (a length word or a string's
-                # terminator missing): PostgreSQL's 08P01, not XX000 "unpack requires..."
-                err = ProtocolError("invalid message format: insufficient data left in "
-                                    "message")
-            if ctx.session is not None and ctx.session.in_txn:
-                ctx.session.failed = True  # as a failed statement in a block
-            self.send_error(err, ctx)
-
-    def handle_parse(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, super().handle_parse, payload)
-
-    def handle_bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, self._bind, payload)
-
-    def handle_describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, self._describe, payload)
-
-    def handle_execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, self._execute, payload)
-
-    def handle_close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        self._extended(ctx, self._close, payload)
-
-    def _execute(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        """Execute: the portal's rows, at most ``limit`` of them (0: all), then
-        PortalSuspended (more may follow) or CommandComplete; the next Execute reads on
-        (:meth:`Context.run_portal`). An empty query answers EmptyQueryResponse."""
-        end = payload.index(b"\x00")
-        limit = struct.unpack("!i", payload[end + 1:end + 5])[0]
-        result = ctx.run_portal(payload[:end].decode("utf-8"))
-        if not result.has_results():
-            if result.status() == "EMPTY":
-                self.wfile.write(struct.pack("!ci", b"I", 4))
-            else:
-                self.send_command_complete(f"{result.status()}\x00")
-        else:
-            count = self.send_data_rows(result, limit)
-            if 0 < limit <= count:
-                self.send_portal_suspend()
-            else:
-                self.send_command_complete(f"{result.status() or 'SELECT'} {count}\x00")
-
-    def _close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        """Close: a statement or portal that does not exist is no error (CloseComplete),
-        as in PostgreSQL (buenavista answered XX000 "'name'" from its KeyError)."""
-        kind, name = payload[:1], payload[1:-1].decode("utf-8")
-        if kind == b"S":
-            ctx.close_statement(name)
-        elif kind == b"P":
-            ctx.close_portal(name)
-        else:
-            raise ProtocolError(f"Close of an unknown kind {kind!r}: 'S' or 'P'")
-        self.send_close_complete()
-
-    def _bind(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        """Bind: the parameters decoded by their declared type OID; a value that does not
-        decode is an ErrorResponse (:meth:`_extended`), not the end of the session; so is
-        a number of values other than the statement's parameters (08P01, PostgreSQL's
-        check: it used to reach the planner, 42000 at Execute)."""
-        buf = BVBuffer(_io(payload))
-        portal = _cstring(buf)
-        stmt = _cstring(buf)
-        if stmt not in ctx.stmts:
-            raise unknown_statement(stmt)
-        formats = [buf.read_int16() for _ in range(buf.read_int16())]
-        n = buf.read_int16()
-        if len(formats) not in (0, 1, n):
-            raise ProtocolError(f"bind message has {len(formats)} parameter formats but {n} "
-                                "parameters")
-        required = _parameter_count(*ctx.stmts[stmt])
-        if n != required:
-            raise ProtocolError(f"bind message supplies {n} parameters, but prepared "
-                                f'statement "{stmt}" requires {required}')
-        oids = list(ctx.stmts[stmt][1]) + [0] * n
-        if len(formats) <= 1:
-            formats = (formats or [0]) * max(n, 1)
-        params = []
-        for i in range(n):
-            size = buf.read_int32()
-            raw = None if size < 0 else buf.read_bytes(size)
-            value = decode_param(raw, oids[i], formats[i])
-            if oids[i] == 0 and formats[i] == 0 and isinstance(value, str):
-                value = UntypedText(value)  # read as the literal it spells (_session)
-            params.append(value)
-        result_formats = [buf.read_int16() for _ in range(buf.read_int16())]
-        ctx.add_portal(portal, stmt, params, result_formats)
-        self.send_bind_complete()
-
-    def _describe(self, ctx, payload: bytes) -> None:  # noqa: ANN001
-        """Describe: of a portal, its row shape (it runs, once: :meth:`_execute` reads
-        on) or NoData; of a statement, its parameter types and row shape or NoData."""
-        kind, name = payload[:1], payload[1:-1].decode("utf-8")
-        if kind == b"P":
-            result = ctx.run_portal(name)
-            if result.has_results():
-                return self.send_row_description(result)
-            return self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
-        if kind != b"S":
-            raise ProtocolError(f"Describe of an unknown kind {kind!r}: 'S' or 'P'")
-        if name not in ctx.stmts:
-            raise unknown_statement(name)
-        sql, oids = ctx.stmts[name]
-        # Parameter types the client left open are described as text: it then sends text,
-        # which is read as the literal it spells (Session._execute_params).
-        # The shape comes from a run with dummy parameters that can never change the
-        # session (Session.describe): no transaction state, no error sent to the client.
-        # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
-        oids = list(oids) + [0] * (_parameter_count(sql, oids) - len(oids))
-        try:
-            dummies = [decode_param(b"{}" if oid in ARRAY_ELEMENTS else b"0", oid, 0)
-                       if oid else UntypedText("0") for oid in oids]
-        except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
-            dummies = None
-        self.send_paramter_description([oid or 25 for oid in oids])
-        result = ctx.session.describe(sql, dummies) if dummies is not None else None
-        if result is not None:
-            self.send_row_description(result)
-        else:
-            self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
-
     # -- responses -------------------------------------------------------------------------
 
     def send_error(self, exception, ctx=None, fatal: bool = False) -> None:  # noqa: ANN001
@@ -562,23 +418,3 @@ def _formats(result: Result) -> list[int]:
         fmt = asked[i] if i < len(asked) else 0
         out.append(1 if fmt == 1 and pg_type(dtype)[3] is not None else 0)
     return out
-
-
-def _io(payload: bytes) -> io.BytesIO:
-    return io.BytesIO(payload)
-
-
-def _parameter_count(sql: str, oids: Any) -> int:
-    """The parameters of a statement: the types its Parse declared, or its highest
-    ``$n`` outside strings and comments if that is more (PostgreSQL's count)."""
-    code = _NOT_CODE.sub("", sql)
-    return max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
-
-
-def _cstring(buf: BVBuffer) -> str:
-    out = bytearray()
-    while True:
-        b = buf.read_byte()
-        if not b or b == b"\x00":
-            return out.decode("utf-8")
-        out += b

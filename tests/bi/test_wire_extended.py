@@ -238,3 +238,26 @@ def test_a_malformed_bind_is_08P01_and_the_session_goes_on(server, body, words):
         error = fields(got[1][1])
         assert error["C"] == "08P01" and words in error["M"], error
         _alive(s)
+
+
+def test_copy_to_stdout_through_the_extended_protocol(server):
+    """``COPY (query) TO STDOUT`` through Parse/Bind/Describe/Execute answers as through a
+    simple Query (NoData, CopyOutResponse, the rows, CopyDone, ``COPY n``), parameters
+    included. It was refused as a write (25006, "COPY is not allowed: dpsql serve is
+    read-only")."""
+    copy = "COPY (SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY 1) TO STDOUT"
+    with connected(server.port) as s:
+        s.sendall(query(copy))
+        simple = until_ready(s)
+        assert kinds(simple) == "HddddcCZ"
+        s.sendall(parse("", copy) + bind("", "") + describe(b"P", "") + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "12nHddddcCZ"
+        assert got[3:] == simple
+        s.sendall(parse("", "COPY (SELECT COUNT(*) > 1000 AS ok FROM trips WHERE distance < $1)"
+                        " TO STDOUT WITH (FORMAT csv, HEADER)", (23,))
+                  + bind("", "", (b"40",)) + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "12HddcCZ"
+        assert [body for kind, body in got if kind == b"d"] == [b"ok\n", b"t\n"]
+        _alive(s)
