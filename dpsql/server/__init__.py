@@ -330,6 +330,12 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     nesting depth and IN lists are bounded too (54001), and statements over 1 KiB are
     planned in planning processes under the statement timeout
     (:mod:`dpsql.server._bounds`, :mod:`dpsql.server._planning`).
+
+    The server runs in this process's threads, so a client in the same process must not
+    hold the GIL while it waits for an answer: psycopg's C implementation does so in
+    libpq's blocking ``PGconn.describe_prepared``, ``close_prepared`` and
+    ``close_portal`` (never in ``connection.execute``), which then wait forever. Use
+    their ``send_*`` forms, or connect from another process (as ``dpsql serve`` serves).
     """
     _require_buenavista()
     import duckdb
