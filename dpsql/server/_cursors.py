@@ -132,6 +132,20 @@ def fetch(s: SessionState, text: str) -> Result:
     return Result(result.names, result.types, rows, status="FETCH")
 
 
+def fetch_shape(s: SessionState, text: str) -> Result | None:
+    """The columns a ``FETCH`` answers (Describe of a prepared ``FETCH``), reading no
+    row; None for ``MOVE``, or when the statement or its cursor is not valid (the
+    Execute then says why)."""
+    m = _FETCH.match(text)
+    if m is None or m.group("verb").upper() != "FETCH" or s.prepared is None:
+        return None
+    try:
+        result = _cursors(s).cursor(_name(m)).result
+    except Exception:  # noqa: BLE001  (no such cursor: NoData, the Execute says so)
+        return None
+    return Result(result.names, result.types, ())
+
+
 def close(s: SessionState, text: str) -> Result:
     """``CLOSE name`` (34000 when there is none) or ``CLOSE ALL``."""
     m = _CLOSE.match(text)
@@ -152,4 +166,4 @@ CURSOR_COMMANDS = {"FETCH": fetch, "MOVE": fetch, "CLOSE": close}
 parameters too: :func:`declare`)."""
 
 __all__ = ["CURSOR_COMMANDS", "CursorError", "DeclareOutsideBlockError",
-           "DuplicateCursorError", "close", "declare", "fetch"]
+           "DuplicateCursorError", "close", "declare", "fetch", "fetch_shape"]

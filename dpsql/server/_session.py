@@ -68,7 +68,7 @@ from dpsql.errors import UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
-from dpsql.server._cursors import CURSOR_COMMANDS, declare
+from dpsql.server._cursors import CURSOR_COMMANDS, declare, fetch_shape
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
@@ -256,6 +256,8 @@ class Session(_BVSession):
         to the limit twice: once for Describe, once for Execute)."""
         text = _strip(sql)
         word = _first_word(text)
+        if word == "FETCH" and not self.failed:  # the cursor's columns, no row read
+            return fetch_shape(self, without_comments(text))
         if not text or self.failed or (word in _COMMANDS and not (
                 word == "SHOW" and discovery_sql(text, self.logical))):
             return None

@@ -125,3 +125,25 @@ def test_psycopg_closes_a_named_cursor_it_never_executed(server):
             pass
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
         assert con.execute("SELECT name FROM pg_catalog.pg_cursors").fetchall() == []
+
+
+def test_describe_of_a_fetch_statement_is_the_cursors_shape(server):
+    """A driver that prepares ``FETCH n FROM c`` (Parse, Describe statement, then Bind and
+    Execute: JDBC's PreparedStatement) gets the cursor's columns from the Describe, not
+    NoData followed by rows it cannot decode; the Describe reads no row."""
+    from tests.bi.pg_client import SYNC, bind, connected, data_rows, describe, execute
+    from tests.bi.pg_client import kinds, parse, query, until_ready
+
+    whole = _whole(server)
+    with connected(server.port) as s:
+        s.sendall(query(f"DECLARE c CURSOR WITH HOLD FOR {QUERY}"))
+        assert kinds(until_ready(s)) == "CZ"
+        s.sendall(parse("f", "FETCH 2 FROM c") + describe(b"S", "f") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "1tTZ" and b"province" in got[2][1]
+        s.sendall(bind("", "f") + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "2DDCZ" and got[3][1] == b"FETCH 2\x00"
+        assert data_rows(got) == [[p, str(n)] for p, n in whole[:2]]
+        s.sendall(parse("m", "MOVE 1 FROM c") + describe(b"S", "m") + SYNC)
+        assert kinds(until_ready(s)) == "1tnZ"
