@@ -139,6 +139,18 @@ def _set_timeout(s: SessionState, value: str) -> None:
     s.settings["statement_timeout"] = pg_timeout(s.statement_timeout)
 
 
+def _client_encoding(value: str) -> str:
+    """``UTF8`` for any spelling of it (``utf-8``, ``unicode``, ``DEFAULT``); any other
+    encoding is refused: the server sends UTF-8 only, and a client told ``SET`` would
+    decode UTF-8 bytes as, say, WIN1252 (a region 'Émilie' shown as 'Ã‰milie')."""
+    plain = value.strip().strip("'").replace("-", "").replace("_", "").upper()
+    if plain in ("UTF8", "UNICODE", "DEFAULT"):
+        return "UTF8"
+    raise UnsupportedQueryError(
+        f"client_encoding {value.strip()!r} is not supported: dpsql serve sends UTF8 only; "
+        "read its answers as UTF8 (psql: \\encoding UTF8)")
+
+
 def _set(s: SessionState, text: str) -> Result:
     if re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?VARIABLE\b", text, re.I):
         raise UnsupportedQueryError("SET VARIABLE is not supported: dpsql serve keeps no "
@@ -150,11 +162,16 @@ def _set(s: SessionState, text: str) -> Result:
         if len(value) >= 2 and value[0] == value[-1] == "'":
             value = value[1:-1].replace("''", "'")
         name = m.group("name").lower()
-        if name == "statement_timeout":
+        if name == "client_encoding":
+            s.settings[name] = _client_encoding(value)
+        elif name == "statement_timeout":
             _set_timeout(s, "0" if value.upper() == "DEFAULT" else value)
         else:
             check_setting(s.settings, name, value)  # 54000 past its bounds
             s.settings[name] = value
+    elif re.match(r"SET\s+NAMES\s+(.+)$", text, re.I | re.S):  # client_encoding's alias
+        value = re.match(r"SET\s+NAMES\s+(.+)$", text, re.I | re.S).group(1)
+        s.settings["client_encoding"] = _client_encoding(value.strip())
     elif re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text, re.I):
         value = re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+)?TIME\s+ZONE\s+(.+)$", text,
                          re.I).group(1).strip().strip("'")

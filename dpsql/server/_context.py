@@ -73,6 +73,7 @@ class Context(BVContext):
         self.salt = None  # MD5's
         self.scram: Exchange | None = None  # SCRAM's, between its messages
         self.held = Held()  # what stmts and portals keep, bounded (_bounds.Held)
+        self.reported: dict[str, str] | None = None  # settings the client was told of
 
     # -- prepared statements ---------------------------------------------------------------
 

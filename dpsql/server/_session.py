@@ -163,6 +163,10 @@ class Session(_BVSession):
     def in_transaction(self) -> bool:
         return self.in_txn
 
+    def reported(self) -> dict[str, str]:
+        """The settings a client is told of with ParameterStatus, as it spells them."""
+        return {_SPELLING.get(k, k): self.settings.get(k, "") for k in _REPORTED}
+
     def interrupt(self) -> None:
         """Cancel the running statement (a PostgreSQL CancelRequest, or the statement
         timeout): the session's connection, its catalog cursor and the planner's cursor."""

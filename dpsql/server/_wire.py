@@ -366,6 +366,17 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         self.wfile.write(struct.pack("!ci", b"N", len(out) + 4) + out)
 
     def send_ready_for_query(self, ctx) -> None:  # noqa: ANN001
+        """ReadyForQuery with the session's transaction status; first a ParameterStatus
+        for each reported setting that changed since the client was last told (``SET
+        application_name``...), as PostgreSQL sends them: drivers keep their copy so."""
+        if ctx is not None and ctx.session is not None:
+            now = ctx.session.reported()
+            told = ctx.reported
+            if told is not None:
+                changed = {k: v for k, v in now.items() if told.get(k) != v}
+                if changed:
+                    self.send_parameter_status(changed)
+            ctx.reported = now
         status = ctx.session.transaction_status() if ctx is not None else b"I"
         self.wfile.write(struct.pack("!cic", b"Z", 5, status))
 

@@ -137,7 +137,7 @@ def test_describe_of_a_portal_without_rows_is_no_data(server):
         s.sendall(parse("", "SET application_name = 'bi'") + bind("", "")
                   + describe(b"P", "") + execute("") + SYNC)
         got = until_ready(s)
-        assert kinds(got) == "12nCZ" and got[3][1] == b"SET\x00"
+        assert kinds(got) == "12nCSZ" and got[3][1] == b"SET\x00"  # S: ParameterStatus
         assert _simple_rows(s, "SHOW application_name") == [["bi"]]
 
 

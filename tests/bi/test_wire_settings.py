@@ -1,0 +1,48 @@
+"""Settings a client changes with ``SET`` on ``dpsql serve``, as PostgreSQL reports and
+honours them."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.bi.test_serve import _dsn, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+
+def test_a_changed_reported_setting_sends_parameter_status(server):
+    """PostgreSQL sends ParameterStatus when a reported setting (application_name,
+    DateStyle, TimeZone, ...) changes; drivers keep their copy from it (psycopg's
+    ``info.parameter_status``, JDBC's ``getClientInfo``). None was sent: psycopg still
+    said '' after ``SET application_name = 'dashboard'``."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("SET application_name = 'dashboard'")
+        assert con.info.parameter_status("application_name") == "dashboard"
+        with con.transaction():  # inside a block
+            con.execute("SET application_name = 'in a block'")
+        assert con.info.parameter_status("application_name") == "in a block"
+        con.execute("SET TimeZone = 'UTC'")
+        assert con.info.parameter_status("TimeZone") == "UTC"
+        assert con.execute("SHOW application_name").fetchone() == ("in a block",)
+
+
+@pytest.mark.parametrize("value", ["UTF8", "'utf8'", "'UTF-8'", "unicode", "DEFAULT"])
+def test_client_encoding_utf8_is_accepted(server, value):
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute(f"SET client_encoding = {value}")
+        assert con.execute("SHOW client_encoding").fetchone() == ("UTF8",)
+
+
+@pytest.mark.parametrize("sql", ["SET client_encoding = 'LATIN1'",
+                                 "SET client_encoding TO 'WIN1252'", "SET NAMES 'SQL_ASCII'"])
+def test_another_client_encoding_is_refused(server, sql):
+    """The server sends UTF-8 only; a client that asked for LATIN1 was told SET and then
+    decoded UTF-8 bytes as WIN1252 (a region named 'Émilie' arrived as 'Ã‰milie').
+    Now 0A000, which says so, and the encoding stays UTF8."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as err:
+            con.execute(sql)
+        assert err.value.sqlstate == "0A000" and "UTF8" in str(err.value)
+        assert con.execute("SHOW client_encoding").fetchone() == ("UTF8",)
+        assert con.info.parameter_status("client_encoding") == "UTF8"
