@@ -27,6 +27,10 @@ class FailedTransactionError(UnsupportedQueryError):
     """A statement inside a transaction block that already failed: SQLSTATE 25P02."""
 
 
+class ActiveTransactionError(UnsupportedQueryError):
+    """A command that cannot run inside a transaction block: SQLSTATE 25001."""
+
+
 class UnknownSettingError(UnsupportedQueryError):
     """``SHOW`` of a setting the server does not know: SQLSTATE 42704."""
 
@@ -93,6 +97,7 @@ class SessionState(Protocol):
     in_txn: bool  # inside a BEGIN ... COMMIT block
     failed: bool  # ... and a statement in it failed: the rest is refused until its end
     settings: dict[str, str]  # what SHOW answers
+    defaults: dict[str, str]  # what RESET restores (the start-up values, else the server's)
     client_timeout: float  # SET statement_timeout, in seconds (0: none)
 
     @property
@@ -181,9 +186,21 @@ def _set(s: SessionState, text: str) -> Result:
 
 
 def _reset(s: SessionState, text: str) -> Result:
+    """``RESET name`` / ``RESET ALL``: back to the session default (what the client sent
+    at start-up, else the server's), as in PostgreSQL; a name without one is forgotten.
+    (It only reset statement_timeout: ``SHOW`` kept showing the ``SET`` value.)"""
     _refuse_operator_setting(text)
     m = _SET_NAME.match(text)
-    if m and m.group("name").lower() in ("statement_timeout", "all"):
+    name = m.group("name").lower() if m else ""
+    if name == "all":
+        s.settings.clear()
+        s.settings.update(s.defaults)
+    elif name and name != "statement_timeout":
+        if name in s.defaults:
+            s.settings[name] = s.defaults[name]
+        else:
+            s.settings.pop(name, None)
+    if name in ("statement_timeout", "all"):
         _set_timeout(s, "0")
     return Result(status="RESET")
 
@@ -243,11 +260,17 @@ def _prepare_or_execute(s: SessionState, text: str) -> Result:
 
 
 def _discard(s: SessionState, text: str) -> Result:
-    """``DISCARD ALL`` drops the prepared statements and portals (what a pooler's reset
-    relies on); ``DISCARD PLANS``/``SEQUENCES``/``TEMP`` have nothing to drop here."""
+    """``DISCARD ALL`` drops the prepared statements and portals and resets every setting
+    (what a pooler's reset relies on), outside a transaction block only (25001);
+    ``DISCARD PLANS``/``SEQUENCES``/``TEMP`` have nothing to drop here."""
     what = text.split(None, 1)[-1].upper()
-    if what == "ALL" and s.prepared is not None:
-        s.prepared.discard_all()
+    if what == "ALL":
+        if s.in_txn:
+            raise ActiveTransactionError("DISCARD ALL cannot run inside a transaction block: "
+                                         "COMMIT or ROLLBACK first")
+        if s.prepared is not None:
+            s.prepared.discard_all()
+        _reset(s, "RESET ALL")
     return Result(status="DISCARD " + what)
 
 

@@ -72,7 +72,8 @@ from dpsql.server._cursors import CURSOR_COMMANDS, declare, fetch_shape
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
-from dpsql.server._bounds import DEFAULT_MAX_STATEMENT, INLINE_BYTES, check_statement
+from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
+                                  check_statement)
 from dpsql.server._planning import PlanningPool
 from dpsql.server._limits import (DEFAULT_MEMORY_LIMIT, DEFAULT_STATEMENT_TIMEOUT, Watchdog,
                                   classify, duckdb_config, fetch_capped, pg_timeout)
@@ -136,6 +137,7 @@ class Session(_BVSession):
         self.server_timeout = statement_timeout
         self.client_timeout = 0.0  # SET statement_timeout: may lower the server's, not raise
         self.settings["statement_timeout"] = pg_timeout(statement_timeout)
+        self.defaults = dict(self.settings)  # what RESET restores (start_up() adds to it)
         self.memory_limit = memory_limit
         self.memory_bytes = memory_bytes  # the same cap on a result's Python rows
         self.watchdog = Watchdog(self.interrupt)
@@ -162,6 +164,15 @@ class Session(_BVSession):
 
     def in_transaction(self) -> bool:
         return self.in_txn
+
+    def start_up(self, params: dict[str, str]) -> None:
+        """The settings the client sent in its startup packet (``application_name``,
+        ``DateStyle``...): the session's values and its defaults for RESET, as in
+        PostgreSQL (:data:`_FROM_STARTUP`); ``client_encoding`` stays UTF8, the only
+        one sent (libpq's ``auto`` asks for it)."""
+        for key, value in params.items():
+            if key.lower() in _FROM_STARTUP and len(value) <= MAX_SETTING_BYTES:
+                self.settings[key.lower()] = self.defaults[key.lower()] = value
 
     def reported(self) -> dict[str, str]:
         """The settings a client is told of with ParameterStatus, as it spells them."""
@@ -382,6 +393,10 @@ class Session(_BVSession):
             child.close()
 
 
+
+_FROM_STARTUP = frozenset(("application_name", "datestyle", "intervalstyle", "timezone"))
+"""Startup-packet parameters that set the session's setting of the same name (the rest
+are the server's facts, UTF8 as the only encoding, or the connection's own)."""
 
 _REPORTED = ("server_version", "server_encoding", "client_encoding", "datestyle",
              "intervalstyle", "timezone", "integer_datetimes", "standard_conforming_strings",

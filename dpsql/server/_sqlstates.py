@@ -21,7 +21,8 @@ from dpsql.errors import (
     UnsupportedQueryError,
 )
 from dpsql.server._bounds import StatementTooComplexError, StatementTooLongError
-from dpsql.server._commands import FailedTransactionError, UnknownSettingError
+from dpsql.server._commands import (ActiveTransactionError, FailedTransactionError,
+                                     UnknownSettingError)
 from dpsql.server._cursors import DeclareOutsideBlockError, DuplicateCursorError
 from dpsql.server._guard import ReadOnlyError
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
@@ -46,6 +47,7 @@ class UnknownPortalError(ProgrammingError):
 SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (ReadOnlyError, "25006"),            # read_only_sql_transaction
     (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
+    (ActiveTransactionError, "25001"),   # active_sql_transaction
     (UnknownSettingError, "42704"),      # undefined_object
     (AuthenticationError, "28P01"),      # invalid_password
     (TlsRequiredError, "28000"),         # invalid_authorization_specification

@@ -249,6 +249,8 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
             self.send_error(OperationalError(f"cannot open a session: {err}"), fatal=True)
             raise
         ctx.session.prepared = ctx  # SQL DEALLOCATE drops the protocol's statements
+        ctx.reported = self.server.conn.parameters()  # what super() tells the client now
+        ctx.session.start_up(ctx.params)  # application_name=... (ParameterStatus follows)
         self.request.settimeout(None)  # idle clients are fine once authenticated
         super().handle_post_auth(ctx)
 

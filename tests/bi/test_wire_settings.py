@@ -46,3 +46,34 @@ def test_another_client_encoding_is_refused(server, sql):
         assert err.value.sqlstate == "0A000" and "UTF8" in str(err.value)
         assert con.execute("SHOW client_encoding").fetchone() == ("UTF8",)
         assert con.info.parameter_status("client_encoding") == "UTF8"
+
+
+def test_reset_restores_the_session_default(server):
+    """RESET name gave back nothing: after SET application_name = 'x'; RESET
+    application_name, SHOW said 'x' (RESET ALL likewise kept every SET). Now the session
+    default comes back: the value the client sent at start-up (psycopg's
+    application_name=mytool: SHOW said '' from the start), else the server's; RESET ALL
+    and DISCARD ALL restore them all (a pooler's reset)."""
+    with psycopg.connect(_dsn(server, application_name="mytool"), autocommit=True) as con:
+        assert con.execute("SHOW application_name").fetchone() == ("mytool",)
+        assert con.info.parameter_status("application_name") == "mytool"
+        default_zone = con.execute("SHOW TimeZone").fetchone()
+        con.execute("SET application_name = 'x'")
+        con.execute("RESET application_name")
+        assert con.execute("SHOW application_name").fetchone() == ("mytool",)
+        assert con.info.parameter_status("application_name") == "mytool"
+        for reset in ["RESET ALL", "DISCARD ALL"]:
+            con.execute("SET application_name = 'x'")
+            con.execute("SET TimeZone = 'Asia/Tokyo'")
+            con.execute("SET my.custom = 'y'")
+            con.execute(reset)
+            assert con.execute("SHOW application_name").fetchone() == ("mytool",)
+            assert con.execute("SHOW TimeZone").fetchone() == default_zone
+            with pytest.raises(psycopg.Error) as err:
+                con.execute("SHOW my.custom")
+            assert err.value.sqlstate == "42704"
+        con.execute("BEGIN")
+        with pytest.raises(psycopg.Error) as err:  # PostgreSQL's rule
+            con.execute("DISCARD ALL")
+        assert err.value.sqlstate == "25001"
+        con.execute("ROLLBACK")
