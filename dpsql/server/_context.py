@@ -31,6 +31,7 @@ from buenavista.postgres import BVContext
 
 from dpsql.server._bounds import Held
 from dpsql.server._commands import Result
+from dpsql.server._limits import OutOfMemoryError
 from dpsql.server._scram import Exchange
 from dpsql.server._sqlstates import UnknownPortalError, UnknownStatementError
 
@@ -73,6 +74,8 @@ class Context(BVContext):
         self.salt = None  # MD5's
         self.scram: Exchange | None = None  # SCRAM's, between its messages
         self.held = Held()  # what stmts and portals keep, bounded (_bounds.Held)
+        self._rows: dict[str, float] = {}  # bytes of rows each portal keeps
+        self.rows_kept = 0.0
         self.reported: dict[str, str] | None = None  # settings the client was told of
 
     # -- prepared statements ---------------------------------------------------------------
@@ -109,6 +112,7 @@ class Context(BVContext):
         if stmt not in self.stmts:
             raise unknown_statement(stmt)
         self.held.hold("portal", name, params)
+        self.rows_kept -= self._rows.pop(name, 0)  # a new Bind: the old rows go
         self.portals[name] = Portal(self.stmts[stmt][0], params, list(result_formats))
 
     def portal(self, name: str) -> Portal:
@@ -121,15 +125,37 @@ class Context(BVContext):
         """The portal's result: run by its first Execute or Describe, then read on."""
         portal = self.portal(name)
         if portal.result is None:
-            portal.result = self.execute_sql(portal.sql, portal.params,
-                                             portal.result_formats)
+            result = self.execute_sql(portal.sql, portal.params, portal.result_formats)
+            self._keep_rows(name, result)
+            portal.result = result
         return portal.result
+
+    def _keep_rows(self, name: str, result: Result) -> None:
+        """Count the rows the portal ``name`` keeps against the session's memory limit
+        (53200 past it): each result is capped when it is fetched, but what open portals
+        and cursors keep together was not (1,000 WITH HOLD cursors could each keep a
+        result as large as the limit)."""
+        size = getattr(result, "size", 0)
+        limit = getattr(self.session, "memory_bytes", None)
+        total = self.rows_kept - self._rows.get(name, 0) + size
+        if limit is not None and total > limit:
+            raise OutOfMemoryError(
+                f"out of memory: the open cursors and portals of this session would keep "
+                f"{total:,.0f} bytes of rows, more than its memory limit "
+                f"({self.session.memory_limit}); CLOSE the cursors it no longer reads, or "
+                "read them to the end and close them")
+        self._rows[name], self.rows_kept = size, total
 
     def declare(self, name: str, sql: str, params: list, result: Result,
                 hold: bool) -> None:
         """SQL ``DECLARE name CURSOR FOR sql``: a portal that already ran
         (:mod:`dpsql.server._cursors`)."""
         self.held.hold("portal", name, params)
+        try:
+            self._keep_rows(name, result)
+        except OutOfMemoryError:
+            self.held.drop("portal", name)
+            raise
         self.portals[name] = Portal(sql, params, [], result, hold)
 
     def cursor(self, name: str) -> Portal:
@@ -146,6 +172,7 @@ class Context(BVContext):
         """The protocol's Close: no error for a name that does not exist."""
         if self.portals.pop(name, None) is not None:
             self.held.drop("portal", name)
+            self.rows_kept -= self._rows.pop(name, 0)
 
     def close_portals(self) -> None:
         for name in list(self.portals):

@@ -134,7 +134,7 @@ def check_memory_limit(value: object) -> tuple[str, int]:
 FETCH_ROWS = 4096  # rows fetched from DuckDB at a time while a result is materialised
 
 
-def _row_bytes(rows: list) -> float:
+def row_bytes(rows: list) -> float:
     """Bytes per row of ``rows`` as Python objects (tuple plus values; shared small objects
     counted again, so it errs high)."""
     return sum(sys.getsizeof(r) + sum(sys.getsizeof(v) for v in r) for r in rows) / len(rows)
@@ -154,7 +154,7 @@ def fetch_capped(fetchmany: Callable[[int], list], max_bytes: int, memory_limit:
         chunk = fetchmany(FETCH_ROWS)
         if not chunk:
             return rows
-        used += len(chunk) * _row_bytes(chunk[::max(1, len(chunk) // 16)])
+        used += len(chunk) * row_bytes(chunk[::max(1, len(chunk) // 16)])
         if used > max_bytes:
             raise OutOfMemoryError(
                 f"out of memory: the result has more than {len(rows) + len(chunk)} rows and "

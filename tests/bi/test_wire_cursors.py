@@ -147,3 +147,25 @@ def test_describe_of_a_fetch_statement_is_the_cursors_shape(server):
         assert data_rows(got) == [[p, str(n)] for p, n in whole[:2]]
         s.sendall(parse("m", "MOVE 1 FROM c") + describe(b"S", "m") + SYNC)
         assert kinds(until_ready(s)) == "1tnZ"
+
+
+def test_rows_held_by_cursors_count_against_the_memory_limit(trips_release):
+    """Each result is capped at the session's memory limit when it is fetched; the rows
+    that open cursors (and suspended portals) keep were not counted together, so 1,000
+    WITH HOLD cursors could keep 1,000 such results in the server's memory. Under a
+    50 MB limit, cursors of 100,000 rows (about 13 MB each) are now refused (53200) once
+    they would hold more than 50 MB together; CLOSE frees their share."""
+    from dpsql.server import serve
+
+    big = "SELECT range, range::VARCHAR FROM range(100000)"
+    with serve(trips_release, port=0, memory_limit="50MB") as srv, \
+            psycopg.connect(_dsn(srv), autocommit=True) as con:
+        held = 0
+        with pytest.raises(psycopg.errors.OutOfMemory) as err:
+            for held in range(10):
+                con.execute(f"DECLARE c{held} CURSOR WITH HOLD FOR {big}")
+        assert 2 <= held <= 5, held
+        assert "cursors" in str(err.value) and "50MB" in str(err.value)
+        con.execute("CLOSE c0")
+        con.execute(f"DECLARE again CURSOR WITH HOLD FOR {big}")
+        assert len(con.execute("FETCH ALL FROM again").fetchall()) == 100000
