@@ -114,13 +114,19 @@ def conjuncts_of(e: exp.Expression) -> list[exp.Expression]:
     return [t for part in (e.this, e.expression) for t in conjuncts_of(part)]
 
 
+def is_named_call(e: exp.Expression) -> bool:
+    """Whether :func:`output_name` names the unaliased output ``e`` by its function."""
+    f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
+    return isinstance(f, exp.Anonymous) or (isinstance(f, exp.Func)
+                                            and not isinstance(f, exp.Binary))
+
+
 def output_name(e: exp.Expression) -> str:
     """PostgreSQL's name of an unaliased output: a function call (also under a cast or
     as a window) is named by its function, ``count`` for ``COUNT(*)``, ``dp_stderr`` for
-    ``dp_stderr()``; any other expression keeps its SQL text, as DuckDB names it."""
-    f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
-    if isinstance(f, exp.Anonymous):
-        return f.name.lower()
-    if isinstance(f, exp.Func) and not isinstance(f, exp.Binary):
-        return f.sql_name().lower()
+    ``dp_stderr()`` (ORDER BY and HAVING may name it so, as in PostgreSQL); any other
+    expression keeps its SQL text, as DuckDB names it."""
+    if is_named_call(e):
+        f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
+        return f.name.lower() if isinstance(f, exp.Anonymous) else f.sql_name().lower()
     return e.sql("duckdb", normalize_functions="lower")

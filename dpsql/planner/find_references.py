@@ -35,8 +35,8 @@ from sqlglot import exp
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import is_null_error, null_safe
-from dpsql.planner._names import (conjuncts_of, home_catalog, long_name_binds, names_cte,
-                                  scope_tables, split_columns)
+from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
+                                  names_cte, output_name, scope_tables, split_columns)
 from dpsql.planner.group_bins import TRUNCS, BinGroup, bin_group, trunc_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
@@ -236,6 +236,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                                          isinstance(e.this, exp.Star)
                                          and (not e.table or e.table.lower() == alias_l)):
             star = True
+        elif is_named_call(e):  # ORDER BY count: the name rewrite_query gives COUNT(*)
+            out_aliases.add(output_name(e))
 
     def owned(col: exp.Column) -> bool:
         q = col.table
