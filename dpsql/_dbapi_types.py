@@ -101,10 +101,17 @@ _DUCK_TO_DPSQL: tuple[tuple[type, type], ...] = (
 )
 
 
+_INTERNAL_HINT = re.compile(r'Did you mean "(?:[^"]*dpsql[^"]*|[^"]*__l\d+)"\?', re.IGNORECASE)
+"""DuckDB's suggestion of a close name when it is one of a release's internal or level
+tables (``dpsql_nodes.trips__geo_mode__l4`` for a mistyped ``trip``, ``geo_mode__l1``
+for ``geo_mod``): not the name the analyst meant."""
+
+
 def _translate(err: duckdb.Error, sql: str | None = None) -> Error:
     """The dpsql error for a DuckDB error (raise it ``from err``)."""
     where = f" while running the planned SQL: {sql}" if sql else ""
     text = " ".join(str(err).split())  # DuckDB messages may span lines
+    text = _INTERNAL_HINT.sub("SHOW TABLES lists the tables to query.", text)
     for duck_cls, ours in _DUCK_TO_DPSQL:
         if isinstance(err, duck_cls):
             if ours is InternalError:

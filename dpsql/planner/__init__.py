@@ -197,7 +197,7 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         "level_table": v.level(choice.level).table,
         "levels": [lv.table for lv in v.meta.levels],
         "mechanism": v.meta.mechanism,
-        "budget": str(v.meta.budget),
+        "budget": v.meta.budget.describe(),
         "error_model": model.kind,
         "reconciled": v.meta.info.get("reconciled", {}).get("marginals", []),
         "error_family": ("bound" if bound_model else

@@ -362,10 +362,18 @@ def _first_word(sql: str) -> str:
     return tokens[0].text.upper() if tokens else ""
 
 
+_READS = frozenset("DESCRIBE EXPLAIN SHOW SUMMARIZE".split())
+"""Statements that would only read: refused because a release answers SELECTs only (a
+plan or a summary would describe the private rows), not because it is read-only."""
+
+
 def _not_a_query(what: str) -> UnsupportedQueryError:
+    why = ("a release answers" if what in _READS else
+           "a release is read-only and answers")
     return UnsupportedQueryError(
-        f"{what} statements are not supported: a release is read-only and answers "
-        "SELECT queries only (write SELECT ... FROM <release> ... GROUP BY ...)")
+        f"{what} statements are not supported: {why} SELECT queries only (write "
+        "SELECT ... FROM <release> ... GROUP BY ...; the tables and columns are in "
+        "information_schema)")
 
 
 def _number_qmarks(sql: str) -> str:

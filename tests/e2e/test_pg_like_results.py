@@ -54,6 +54,19 @@ def test_names_and_types_follow_postgresql_in_process(con):
     assert (cur.description[0][0], cur.description[0][1]) == ("count", "DOUBLE")
 
 
+def test_order_by_and_having_name_an_unaliased_count_as_postgresql_does(con):
+    """``ORDER BY count`` names the unaliased COUNT(*), as in PostgreSQL (it was refused:
+    "column 'count' is not an attribute"), and HAVING too."""
+    cur = con.cursor()
+    cur.execute("SELECT region, COUNT(*) AS n FROM geo_mode GROUP BY 1 ORDER BY n DESC")
+    want = cur.fetchall()
+    cur.execute("SELECT region, COUNT(*) FROM geo_mode GROUP BY 1 ORDER BY count DESC")
+    assert cur.fetchall() == want and want[0][1] > want[-1][1]
+    cur.execute("SELECT region, COUNT(*), dp_stderr() FROM geo_mode GROUP BY 1 "
+                f"HAVING count > {want[-1][1]} ORDER BY count")
+    assert [r[:2] for r in cur.fetchall()] == want[:-1][::-1]
+
+
 def test_names_and_types_follow_postgresql_over_the_server(server):
     with _pg(server) as pg:
         cur = pg.execute(NAMED)
@@ -95,3 +108,22 @@ def test_a_literal_outside_the_domain_is_a_cli_line(exact_release, capsys):
     out = capsys.readouterr()
     assert out.out.splitlines() == ["n", "0"]
     assert "notice: 'Car' is not a value of 'mode'" in " ".join(out.err.split())
+
+
+def test_what_an_analyst_reads_about_a_query_names_no_internals(con):
+    """From a user trial: ``dp_info['budget']`` was a Python repr (``ZCDP(rho=Fraction(1,
+    8))``), a mistyped table drew DuckDB's suggestion of an internal node table
+    (``Did you mean "dpsql_nodes.trips__geo_mode__l4"?``), and EXPLAIN, a read, was
+    refused because "a release is read-only"."""
+    cur = con.cursor()
+    cur.execute("SELECT COUNT(*) FROM geo_mode")
+    assert cur.dp_info["budget"].startswith("ρ=") and "Fraction" not in cur.dp_info["budget"]
+    for typo in ("trip", "geo_mod"):
+        with pytest.raises(dpsql.ProgrammingError) as err:
+            cur.execute(f"SELECT COUNT(*) FROM {typo}")
+        assert "dpsql_" not in str(err.value).split("while running")[0]
+        assert "__l" not in str(err.value) and "SHOW TABLES lists the tables" in str(err.value)
+    with pytest.raises(dpsql.NotSupportedError, match="EXPLAIN statements are not supported: "
+                       "a release answers SELECT queries only") as err:
+        cur.execute("EXPLAIN SELECT COUNT(*) FROM trips")
+    assert "read-only" not in str(err.value)
