@@ -403,7 +403,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     try:
         wire = WireServer(address, family, conn, password, max_connections,
                           verifier=verifier, auth_method=auth, tls=tls, binding=binding,
-                          max_statement_size=max_statement_size)
+                          max_statement_size=max_statement_size, database=alias)
     except OSError as err:
         catalog.close()
         conn.planning.close()

@@ -59,8 +59,10 @@ class WireServer(BuenaVistaServer):
                  max_connections: int = 64, startup_timeout: float = STARTUP_TIMEOUT, *,
                  verifier: Verifier | None = None, auth_method: str = "scram-sha-256",
                  tls: ssl.SSLContext | None = None, binding: bytes | None = None,
-                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
+                 max_statement_size: int = DEFAULT_MAX_STATEMENT,
+                 database: str | None = None) -> None:
         self.address_family = family
+        self.database = database  # the one database name clients may ask for
         self.max_message = max_message(max_statement_size)
         self.password = password  # plain text: needed by MD5 only
         self.verifier = verifier if verifier is not None or password is None else \

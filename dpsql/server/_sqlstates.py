@@ -43,6 +43,11 @@ class UnknownPortalError(ProgrammingError):
     """Describe or Execute of a portal never bound: SQLSTATE 34000."""
 
 
+class UnknownDatabaseError(OperationalError):
+    """A start-up packet naming a database the server does not serve: SQLSTATE 3D000,
+    FATAL."""
+
+
 # Most specific first: the first class the error is an instance of gives the code.
 SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (ReadOnlyError, "25006"),            # read_only_sql_transaction
@@ -52,6 +57,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (AuthenticationError, "28P01"),      # invalid_password
     (TlsRequiredError, "28000"),         # invalid_authorization_specification
     (TooManyConnectionsError, "53300"),  # too_many_connections
+    (UnknownDatabaseError, "3D000"),     # invalid_catalog_name
     (UnknownStatementError, "26000"),    # invalid_sql_statement_name
     (UnknownPortalError, "34000"),       # invalid_cursor_name
     (DuplicateCursorError, "42P03"),     # duplicate_cursor

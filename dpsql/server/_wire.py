@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import socket
 import struct
 import time
 from typing import Any
@@ -56,7 +57,7 @@ from dpsql.server._guard import split_simple_query
 from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._bounds import MessageTooLongError
-from dpsql.server._sqlstates import TooManyConnectionsError, sqlstate_of
+from dpsql.server._sqlstates import TooManyConnectionsError, UnknownDatabaseError, sqlstate_of
 from dpsql.server._types import ProtocolError, pg_type
 
 logger = logging.getLogger("dpsql.server")
@@ -241,7 +242,19 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         return ctx
 
     def handle_post_auth(self, ctx) -> None:  # noqa: ANN001
-        """Authenticated: now build the session (never before the password is checked)."""
+        """Authenticated: now build the session (never before the password is checked).
+        A start-up packet naming another database is refused first (FATAL 3D000, after
+        the password, as PostgreSQL does, so that only a client that may connect learns
+        the name): a client pointed at the wrong server, or with a mistyped name, must
+        not be answered quietly from this release."""
+        served = self.server.database
+        asked = ctx.params.get("database") or ctx.params.get("user")  # libpq's default
+        if served is not None and asked and asked != served:
+            self.send_error(UnknownDatabaseError(
+                f'database "{asked}" does not exist: this server serves the release '
+                f'"{served}"; connect with dbname={served}'), fatal=True)
+            self.request.shutdown(socket.SHUT_RD)  # the read loop ends here
+            return
         try:
             ctx.session = self.server.conn.create_session()
         except Exception as err:  # noqa: BLE001  (tell the client, then end)

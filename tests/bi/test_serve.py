@@ -198,6 +198,22 @@ def test_psycopg_error_codes(server, sql, code, words):
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchall() == [(True,)]
 
 
+def test_a_database_the_server_does_not_serve_is_refused(server):
+    """As PostgreSQL: dbname=flights against a server of the trips release was accepted
+    and answered from trips (a user trial pointed a BI tool at the wrong server and got
+    "Did you mean sqlite_schema?"); it is FATAL (3D000), naming the database served. With
+    no dbname libpq asks for the user's name, refused the same way."""
+    for dsn in (_dsn(server, dbname="flights"), _dsn(server).replace(
+            f"dbname={server.database} ", "")):
+        with pytest.raises(psycopg.OperationalError) as info:
+            psycopg.connect(dsn)
+        assert "FATAL:  database" in str(info.value)  # libpq keeps no SQLSTATE here
+        assert f'does not exist: this server serves the release "{server.database}"' \
+            in str(info.value)
+    with psycopg.connect(_dsn(server)) as con:  # the right name still connects
+        assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+
+
 def _last_result(pgconn):
     """Wait (without holding the GIL) for a libpq async request; return its last result."""
     deadline = time.monotonic() + 120  # generous: a loaded machine answers late
