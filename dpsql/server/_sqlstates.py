@@ -94,8 +94,20 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
 )
 
 
+_TRANSLATED = (DataError, IntegrityError, NotSupportedError, ProgrammingError,
+               OperationalError)
+"""The classes :func:`dpsql._dbapi_types._translate` turns DuckDB's errors into: such an
+error raised from a DuckDB error takes that error's more precise code (a mistyped table is
+42P01, as in PostgreSQL, not 42000)."""
+
+
 def sqlstate_of(err: BaseException) -> str:
     """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
+    cause = err.__cause__
+    if type(err) in _TRANSLATED and isinstance(cause, duckdb.Error):
+        code = sqlstate_of(cause)
+        if code != "XX000":
+            return code
     for cls, code in SQLSTATES:
         if isinstance(err, cls):
             return code

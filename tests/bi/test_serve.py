@@ -187,6 +187,7 @@ def test_psycopg_parameter_types(pg, local):
     ("INSERT INTO trips VALUES (1)", "25006", "read-only"),
     ("DROP TABLE trips", "25006", "read-only"),
     ("SHOW no_such_setting", "42704", "unrecognized"),
+    ("SELECT COUNT(*) FROM trip", "42P01", "SHOW TABLES lists the tables"),  # was 42000
     ("SELECT COUNT(*) FROM trips; DROP TABLE trips", "25006", "read-only"),
 ])
 def test_psycopg_error_codes(server, sql, code, words):
