@@ -14,7 +14,8 @@ Two families of answer:
 * **variance** (Gaussian, Laplace, Cascade, b-ary trees): ``sum_variance`` gives the
   variance of the sum of released counts over a set of nodes, exact where the model can
   say so (``exact`` is then True in the returned :class:`Variance`), otherwise a stated
-  upper bound. Confidence intervals use the normal approximation of that variance.
+  upper bound. Confidence intervals use the normal approximation of that variance,
+  except where the noise is Laplace (``laplace_cumulants``: :mod:`dpsql.accuracy.laplace_sum`).
 * **bound** (InfTDA): ``sum_bound`` gives a value B with P[|error| ≤ B] ≥ 1 − β.
   ``sum_variance`` returns ``None``.
 """
@@ -102,6 +103,13 @@ class ErrorModel(ABC):
             raise InternalError(f"{type(self).__name__} gives no variances, so it must "
                                 "override sum_bound")
         return z_value(1.0 - beta) * v.stderr
+
+    def laplace_cumulants(self, level: int, node_ids: np.ndarray) -> Any:
+        """Laplace-family models: the variance and fourth-cumulant sums of the released sum
+        over ``node_ids`` (:class:`dpsql.accuracy.laplace_sum.Cumulants`), from which
+        ``dp_ci_low/high`` take their Laplace quantile; None (the default): the interval
+        is ±z·σ of :meth:`sum_variance`."""
+        return None
 
     def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
         """Range views only: variance of the released count of leaf bins [lo, hi) for each

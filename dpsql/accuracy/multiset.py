@@ -31,6 +31,10 @@ caller says so (``layered``).
 
 A model that weighs repeated ids itself (``weighs_repeats``: the Gaussian and Laplace
 trees, a reconciled tree) gets the list as it is.
+
+Laplace-family models (``laplace_cumulants``: ``btree``, ``laplace_tree``) get intervals
+from the Laplace quantile of :mod:`dpsql.accuracy.laplace_sum`, not ±z·σ; ``dp_stderr``
+and ``dp_bound`` keep the exact variance and its normal bound.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from dpsql.accuracy import laplace_sum
 from dpsql.accuracy.base import Variance, distinct, z_value
 
 MAX_LAYERS = 8
@@ -140,10 +145,38 @@ def model_bound(model: Any, level: int, ids: np.ndarray, beta: float) -> float:
     return added(split(ids), lambda t: float(model.sum_bound(level, t, beta)))
 
 
+def _laplace_half(model: Any, level: int, ids: np.ndarray, confidence: float
+                  ) -> float | None:
+    """The Laplace-family half-width (:mod:`dpsql.accuracy.laplace_sum`), or None when
+    the model's noise is not Laplace. A model that weighs repeats gets the list; a set
+    gets its own quantile; a multiset with repeats gets its exact standard error times
+    the widest of its layers' quantile-to-σ ratios."""
+    if model.weighs_repeats:
+        cum = model.laplace_cumulants(level, ids)
+        return None if cum is None else laplace_sum.half_width(cum, confidence)
+    ms = split(ids)
+    if ms.plain:
+        cum = model.laplace_cumulants(level, ms.layers[0])
+        return None if cum is None else laplace_sum.half_width(cum, confidence)
+    ratio = 0.0
+    for t in ms.layers:
+        cum = model.laplace_cumulants(level, t)
+        if cum is None:
+            return None
+        if cum.k2 > 0:
+            ratio = max(ratio, laplace_sum.half_width(cum, confidence) / math.sqrt(cum.k2))
+    var = model_variance(model, level, ids)
+    return None if var is None else ratio * math.sqrt(var.value)
+
+
 def model_offsets(model: Any, level: int, ids: np.ndarray, confidence: float
                   ) -> tuple[float, float]:
     """How far below and above the count over the node multiset ``ids`` its interval at
-    ``confidence`` reaches: ±z·se of the variance, or ±``dp_bound(1 − confidence)``."""
+    ``confidence`` reaches: the Laplace quantile of a Laplace-family model
+    (:func:`_laplace_half`), ±z·se of the variance, or ±``dp_bound(1 − confidence)``."""
+    half = _laplace_half(model, level, ids, confidence)
+    if half is not None:
+        return half, half
     var = model_variance(model, level, ids)
     if var is None:
         half = model_bound(model, level, ids, 1.0 - confidence)

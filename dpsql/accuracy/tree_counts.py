@@ -36,7 +36,10 @@ estimators (Gauss–Markov), and Σ_a f_a y_a (the raw measurements) is one of t
 
 Bounds (``sum_bound``) use the normal approximation of the variance, as the base contract
 states. For Gaussian noise the BLUE error is exactly (discrete-)Gaussian; for Laplace noise
-it is a sum of Laplace variables and the normal quantile is an approximation.
+it is a sum of Laplace variables: ``dp_ci_low/high`` then come from
+:meth:`TreeCountsErrorModel.laplace_cumulants` and
+:func:`dpsql.accuracy.laplace_sum.half_width` (exact for one Laplace draw, the sum of
+Laplaces with the same fourth cumulant otherwise), not from ±z·σ.
 """
 
 from __future__ import annotations
@@ -175,6 +178,7 @@ class TreeCountsErrorModel(ErrorModel):
         self._fanouts = None if fanouts is None else [
             [[int(a), int(b)] for a, b in lvl] for lvl in fanouts]
         self._shape: _Shape | None = None
+        self._laplace = None
         if self._fanouts is not None:
             if len(self._fanouts) != len(sizes) - 1:
                 raise InvalidPrivacyParameterError(
@@ -256,6 +260,28 @@ class TreeCountsErrorModel(ErrorModel):
         if uniq.size == 1:
             return Variance(float(coef[0] ** 2 * shape.P[k][uniq[0]]), True)
         return Variance(max(shape.sum_variance(k, uniq, coef), 0.0), True)
+
+    def laplace_cumulants(self, level: int, node_ids: np.ndarray):
+        """κ₂, P, Q (:class:`dpsql.accuracy.laplace_sum.Cumulants`) of the released sum over
+        ``node_ids`` (a repeated id counts as often) of a Laplace tree with its shape
+        stored; None for Gaussian noise or without the shape."""
+        if self._noise not in ("laplace", "discrete_laplace"):
+            return None
+        shape = self._get_shape()
+        if shape is None:
+            return None
+        k = self._level(level)
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= self._sizes[k]):
+            raise InvalidPrivacyParameterError(
+                f"node ids at level {k} must lie in [0, {self._sizes[k]})")
+        if self._laplace is None:
+            from dpsql.accuracy.laplace_sum import LaplaceTree
+            disc = self._noise == "discrete_laplace"
+            self._laplace = LaplaceTree(shape.parents, shape.z, shape.Z, self._var,
+                                        [disc] * len(self._var))
+        uniq, coef = np.unique(ids, return_counts=True)
+        return self._laplace.cumulants(k, uniq, coef)
 
     def level_summary(self) -> list[dict[str, Any]]:
         """Per level: the worst node's posterior standard error (``stderr``), its 95 %
