@@ -353,6 +353,26 @@ class ReconciledErrorModel(ErrorModel):
         return Variance(max(base.value - cov * cov * self._shrink(), 0.0),
                         self._exact and base.exact)
 
+    def laplace_cumulants(self, level: int, node_ids: np.ndarray) -> Any:
+        """A Laplace-family base (btree, laplace_tree): the reconciled variance with the
+        base's shape (its fourth-cumulant sums scaled by (κ₂'/κ₂)², so the same effective
+        number of Laplace terms, :mod:`dpsql.accuracy.laplace_sum`); None otherwise.
+        An approximation on the wide side: conditioning on the total mixes in a near-normal
+        share of the many-term total, which thins the tails."""
+        cum = self.base.laplace_cumulants(level, node_ids)
+        if cum is None or cum.k2 <= 0:
+            return cum
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        if ids.size == 1 and not self._tree:  # a GROUP BY row: the level's cached variances
+            k = int(level)
+            if k not in self._node_cache:
+                self._node_cache[k] = self.node_variances(k)
+            v = float(self._node_cache[k][ids[0]])
+        else:
+            v = self.sum_variance(level, ids).value
+        r = v / cum.k2
+        return cum._replace(k2=v, p=cum.p * r * r, q=cum.q * r * r, lattice=False)
+
     def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
         base = self.base.range_variance(lo, hi)
         if base is None or self._tree:

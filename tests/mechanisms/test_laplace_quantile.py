@@ -175,3 +175,38 @@ def test_half_width_limits():
     many = Cumulants(1.0, 1e-4, 0.0)  # 10,000 equal terms: Cornish–Fisher ≈ normal
     assert half_width(many, 0.95) == pytest.approx(1.96, abs=1e-3)
 
+
+def test_reconciled_btree_keeps_its_variance_and_shape(trips_data, tmp_path):
+    """Two btree views reconciled on their total: the Laplace cumulants carry the
+    reconciled variance (the one-node lookup and the set path agree with sum_variance)
+    and the base's effective number of terms."""
+    import json
+
+    import duckdb
+
+    from dpsql.accuracy import load
+    from dpsql.release import build_release
+    from dpsql.spec import ReleaseSpec
+
+    spec = ReleaseSpec.from_dict({
+        "name": "two", "source": "trips.parquet", "neighbouring": "add_remove",
+        "budget": {"epsilon": 1},
+        "attributes": {"age": {"kind": "range", "lower": 0, "upper": 100, "bins": 100},
+                       "distance": {"kind": "range", "lower": 0, "upper": 256, "bins": 64,
+                                    "on_out_of_bounds": "clamp"}},
+        "views": [{"name": "ages", "levels": ["age"], "mechanism": "btree"},
+                  {"name": "dist", "levels": ["distance"], "mechanism": "btree"}],
+    }, base_dir=trips_data)
+    path = tmp_path / "two.duckdb"
+    build_release(spec, path, seed=3, progress=False)
+    params = duckdb.connect(str(path), read_only=True).execute(
+        "SELECT error_model FROM dpsql_views WHERE name = 'ages'").fetchone()[0]
+    m = load(json.loads(params))
+    assert m.kind == "reconciled"
+    for level in range(1, m.depth + 1):
+        for ids in (np.array([3]), np.array([0, 1, 2])):
+            got, base = m.laplace_cumulants(level, ids), m.base.laplace_cumulants(level, ids)
+            assert got.k2 == pytest.approx(m.sum_variance(level, ids).value, rel=1e-9)
+            assert got.k2 < base.k2
+            assert got.p / got.k2 ** 2 == pytest.approx(base.p / base.k2 ** 2, rel=1e-9)
+            assert not got.lattice
