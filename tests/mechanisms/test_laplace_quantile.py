@@ -210,3 +210,40 @@ def test_reconciled_btree_keeps_its_variance_and_shape(trips_data, tmp_path):
             assert got.k2 < base.k2
             assert got.p / got.k2 ** 2 == pytest.approx(base.p / base.k2 ** 2, rel=1e-9)
             assert not got.lattice
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("neighbouring", ["add_remove", "substitute"])
+def test_laplace_tree_intervals_cover_by_monte_carlo(neighbouring):
+    """laplace_tree (every node measured, the root too under add/remove; a public root
+    under substitution): each answer's interval covers at least its confidence (5 SE) and
+    at most 0.025 more, the error simulated as Σ c_j L_j with the real sampler."""
+    ps = [np.zeros(3, np.int64), np.repeat(np.arange(3), 3), np.repeat(np.arange(9), 3)]
+    sizes = [1, 3, 9, 27]
+    t = laplace_tree(ps, np.full(27, 100), PureDP("0.1"), neighbouring=neighbouring,
+                     rng=make_rng(0))
+    m, var = t.error_model, t.error_model.noise_variances
+    scales = t.info["noise_scales"]
+    draws = 100_000
+    for level in (1, 2, 3):
+        for i, ids in enumerate((np.array([0]), np.array([1, 2]), np.arange(sizes[level]))):
+            cs = []
+            for k in range(4):
+                for j in range(sizes[k]):
+                    noisy = [np.zeros(s) for s in sizes]
+                    noisy[k][j] = 1.0
+                    cs.append((float(tree_least_squares(ps, noisy, var)[0][level][ids].sum()),
+                               k))
+            g = make_rng(50 * level + i)
+            err = np.zeros(draws)
+            for c, k in cs:
+                if abs(c) > 1e-12 and var[k] > 0:
+                    err += c * discrete_laplace(scales[k], draws, g)
+            if m.sum_variance(level, ids).value < 1e-9:  # the public total: no error
+                assert model_offsets(m, level, ids, 0.95)[1] < 1e-3
+                continue
+            for conf in CONFS:
+                half = model_offsets(m, level, ids, conf)[1]
+                got = float(np.mean(np.abs(err) <= half + 1e-9))
+                se = _se(conf, draws)
+                assert conf - 5 * se <= got <= conf + 0.025, (level, ids, conf, got)
