@@ -36,13 +36,17 @@ P(|L| ≤ k) = 1 − 2q^{k+1}/(1 + q) ≥ confidence); n equal terms of continuo
 exact. An error that is a whole number (``Cumulants.lattice``: a one-level ``btree``
 under add/remove, whose counts are raw measurements) gets the continuity correction:
 the whole k with P(|E_continuous| ≤ k + ½) ≥ confidence (without it, 2–5 bins summed
-covered 0.785–0.796 at 0.8). Past n = :data:`MAX_TERMS` the combination is near normal and the interval is the
-Cornish–Fisher one, σ·(z + (z³ − 3z)/(8n)) (excess kurtosis 3/n).
+covered 0.785–0.796 at 0.8). Past n = :data:`MAX_TERMS` the combination is near normal
+and the interval is the Cornish–Fisher one, σ·(z + (z³ − 3z)/(8n)) (excess kurtosis
+3/n).
 
-Unequal weights are an approximation; ``benchmarks``-style measurement (Monte Carlo, 10⁶
-draws per weight vector, in tests/mechanisms/test_laplace_quantile.py) finds it within
-the sampling error or on the wide side at 0.8–0.999 for the btree's shapes (one dominant
-term plus geometric tails, sibling sets, ranges).
+Unequal weights are an approximation (the tails of Σ cⱼLⱼ are set by its largest terms,
+and matching κ₄ is not a proof of coverage). Measured with the real sampler
+(tests/mechanisms/test_laplace_quantile.py: every answer shape of one- and two-level
+``btree`` and three-level ``laplace_tree`` trees, one node to a whole level, both
+neighbourings, at 0.8, 0.9, 0.95 and 0.99): never below the confidence by 5 standard
+errors, at most 0.015 above it at 0.95 (0.025 elsewhere); the ±z·σ interval covered
+0.934–0.948 of the same answers at 0.95.
 """
 
 from __future__ import annotations
