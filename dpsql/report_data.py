@@ -146,7 +146,8 @@ def first_level_counts(con: duckdb.DuckDBPyConnection, view: ViewMeta
     """(label, released count, 95 % low, 95 % high) of each released node of a categorical
     or spine first level, largest first (at most :data:`_MAX_COUNTS_SHOWN`): the per-answer
     interval an analyst gets for ``GROUP BY`` that column (InfTDA: calibrated, from the
-    support; other mechanisms: ±1.96 σ of the node's exact variance), at whole counts
+    support; Gaussian-family views: ±1.96 σ of the node's exact variance; Laplace-family
+    views: the Laplace quantile of :mod:`dpsql.accuracy.laplace_sum`), at whole counts
     and never below 0 (:func:`~dpsql.accuracy.base.count_interval`, as ``dp_ci_low/high``)."""
     lv = view.levels[0]
     if lv.kind == "range" or not lv.columns:
