@@ -22,6 +22,21 @@ from dpsql.datasets import commutes_spec, trips_spec, write_commutes, write_trip
 N_ROWS = 20_000
 
 
+def seeded_cursor(spec, path: Path, seed: int):
+    """A cursor on the release of ``spec`` (a :class:`~dpsql.spec.ReleaseSpec`) built at
+    ``path`` with ``seed``: seeded on purpose, so its not-private warning is silenced."""
+    import warnings
+
+    import dpsql
+    from dpsql.dbapi import SeededReleaseWarning
+    from dpsql.release import build_release
+
+    build_release(spec, path, seed=seed, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        return dpsql.connect(path).cursor()
+
+
 @pytest.fixture(scope="session")
 def trips_data(tmp_path_factory) -> Path:
     """A directory with trips.parquet (seeded) and its public spine geo.csv."""

@@ -34,18 +34,16 @@ assertion. Seeded releases; no wall-clock assertion.
 from __future__ import annotations
 
 import math
-import warnings
 
 import duckdb
 import numpy as np
 import pytest
 from scipy import stats
 
-import dpsql
 from dpsql.datasets import trips_spec
-from dpsql.dbapi import SeededReleaseWarning
-from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
+
+from conftest import seeded_cursor
 
 RELEASES = 60
 SEEDS = range(500, 500 + RELEASES)
@@ -70,16 +68,12 @@ def _answers(trips_data, tmp_path) -> np.ndarray:
     out = []
     for seed in SEEDS:
         path = tmp_path / f"r{seed}.duckdb"
-        build_release(spec, path, seed=seed, progress=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SeededReleaseWarning)
-            con = dpsql.connect(path)
-        cur = con.cursor()
+        cur = seeded_cursor(spec, path, seed)
         cur.execute(QUERY)
         rows = cur.fetchall()
         assert cur.dp_info["view"] == "geo_mode" and cur.dp_info["error_family"] == \
             "calibrated"
-        con.close()
+        cur.connection.close()
         path.unlink()
         out += [(truth.get(city, 0), *ends) for city, _, *ends in rows]
     return np.asarray(out, dtype=np.float64)

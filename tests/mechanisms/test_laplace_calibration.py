@@ -22,16 +22,14 @@ The arithmetic: SE = √(0.95 · 0.05 / 20,000) = 0.00154, 5 SE = 0.0077, so the
 from __future__ import annotations
 
 import math
-import warnings
 
 import duckdb
 import numpy as np
 import pytest
 
-import dpsql
-from dpsql.dbapi import SeededReleaseWarning
-from dpsql.release import build_release
 from dpsql.spec import ReleaseSpec
+
+from conftest import seeded_cursor
 
 RELEASES = 250
 SEEDS = range(9000, 9000 + RELEASES)
@@ -58,11 +56,7 @@ def test_one_level_btree_bins_cover_95(trips_data, tmp_path):
     rows = []
     for seed in SEEDS:
         path = tmp_path / f"r{seed}.duckdb"
-        build_release(spec, path, seed=seed, progress=False)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SeededReleaseWarning)
-            con = dpsql.connect(path)
-        cur = con.cursor()
+        cur = seeded_cursor(spec, path, seed)
         cur.execute("SELECT age, COUNT(*), dp_stderr(), dp_ci_low(0.95), dp_ci_high(0.95) "
                     "FROM ages GROUP BY age")
         got = cur.fetchall()
@@ -71,7 +65,7 @@ def test_one_level_btree_bins_cover_95(trips_data, tmp_path):
         # left out, so that coverage is the model's (a truth >= 1 is not affected)
         rows += [(truth[int(a)], c, se, lo, hi) for a, c, se, lo, hi in got
                  if truth.get(int(a), 0) >= 1]
-        con.close()
+        cur.connection.close()
         path.unlink()
     t, c, se, lo, hi = (np.array(x, dtype=np.float64) for x in zip(*rows))
     n = t.size
