@@ -137,8 +137,13 @@ def model_variance(model: Any, level: int, ids: np.ndarray) -> Variance | None:
 
 
 def model_bound(model: Any, level: int, ids: np.ndarray, beta: float) -> float:
-    """``dp_bound(beta)`` over the node multiset ``ids``: the normal bound of the variance
-    for a variance model (the default ``sum_bound``), else the layers' bounds added."""
+    """``dp_bound(beta)`` over the node multiset ``ids``: the Laplace quantile at 1 − β of
+    a Laplace-family model (:func:`_laplace_half`: z·σ held one Laplace draw only 0.937 of
+    the time at β = 0.05), the normal bound of the variance for a variance model (the
+    default ``sum_bound``), else the layers' bounds added."""
+    half = _laplace_half(model, level, ids, 1.0 - beta)
+    if half is not None:
+        return half
     var = model_variance(model, level, ids)
     if var is not None:
         return z_value(1.0 - beta) * math.sqrt(var.value)

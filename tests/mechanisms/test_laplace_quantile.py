@@ -15,7 +15,7 @@ import pytest
 from dpsql.accuracy.btree import BTreeErrorModel
 from dpsql.accuracy.laplace_sum import (Cumulants, discrete_laplace_quantile, half_width,
                                         laplace_sum_quantile)
-from dpsql.accuracy.multiset import model_offsets
+from dpsql.accuracy.multiset import model_bound, model_offsets
 from dpsql.mechanisms.btree import discrete_laplace_variance
 from dpsql.mechanisms.least_squares import tree_least_squares
 from dpsql.mechanisms.tree_counts import laplace_tree
@@ -167,6 +167,8 @@ def test_one_draw_is_the_exact_discrete_quantile():
     assert 1 - 2 * q ** (half + 1) / (1 + q) >= 0.95 > 1 - 2 * q ** half / (1 + q)
     z_half = 1.959963984540054 * math.sqrt(v)
     assert 1 - 2 * q ** (math.floor(z_half) + 1) / (1 + q) == pytest.approx(0.9374, abs=1e-3)
+    # dp_bound(0.05) holds the error with probability 0.95 too (it was z·σ, 138.6)
+    assert model_bound(m, 1, np.array([4]), 0.05) == half
 
 
 def test_half_width_limits():
