@@ -243,11 +243,11 @@ ROWS: list[Row] = [
         "what a normal error of the reported standard error gives on whole counts",
         "true answers (plain DuckDB on the raw rows)",
         path("summary", "estimate", "shapes_within_5_se_of_integer_coverage"), "", HIGHER),
-    Row("calibration", "Gaussian-family views (Gaussian tree, Cascade, b-ary tree), same "
+    Row("calibration", "Exact-variance views (Gaussian tree, Cascade; b-ary tree: Laplace), same "
         "benchmark: lowest coverage of a shape",
         "true answers (plain DuckDB on the raw rows)",
         path("summary", "variance", "min_coverage"), "", HIGHER, target=0.93),
-    Row("calibration", "Gaussian-family views: largest mean half-width of a shape",
+    Row("calibration", "Exact-variance views: largest mean half-width of a shape",
         "empirical 95th percentile of the shape's absolute error",
         path("summary", "variance", "max_width_ratio"), "×", LOWER, target=1.25),
     Row("serve", "psycopg → `dpsql serve`: latency added at p50",
