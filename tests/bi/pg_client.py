@@ -21,6 +21,16 @@ def startup_packet(user: str = "analyst", database: str = "trips") -> bytes:
     return struct.pack("!II", len(body) + 8, 196608) + body
 
 
+def client_process(script: str, dsn: str) -> list[str]:
+    """The words ``script`` prints, run in a Python process of its own with ``dsn`` as
+    ``sys.argv[1]``: psycopg's blocking describe_prepared/close_prepared keep the GIL while
+    libpq waits, so in the process that runs the server they would deadlock the test."""
+    out = subprocess.run([sys.executable, "-c", script, dsn], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
 def read_message(sock) -> tuple[bytes, bytes]:  # noqa: ANN001
     """(type byte, body) of the next server message; (b"", b"") when the server closed."""
     head = b""

@@ -28,7 +28,7 @@ from dpsql.errors import (DataError, Error, IntegrityError, InternalError, Inter
                           NotSupportedError, OperationalError, ProgrammingError,
                           SqlSyntaxError, UnsupportedQueryError)
 from dpsql.server import UnencryptedServerWarning, serve, sqlstate_of
-from tests.bi.pg_client import (cancelled_errors, cli_server, read_message,
+from tests.bi.pg_client import (cancelled_errors, cli_server, client_process, read_message,
                                  startup_packet)
 
 # Seeded on purpose; some queries name values outside the domains (answered 0, noticed:
@@ -880,10 +880,7 @@ def test_psycopg_describe_prepared_of_an_unknown_name(server):
         "    pg.prepare(b's1', b'SELECT COUNT(*) AS n FROM trips')\n"
         "    print(pg.describe_prepared(b's1').fname(0).decode())\n"
         "    print(con.execute('SELECT COUNT(*) > 0 FROM trips').fetchone()[0])\n")
-    out = subprocess.run([sys.executable, "-c", client, _dsn(server)], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "26000", "True", "n", "True"]
+    assert client_process(client, _dsn(server)) == ["True", "26000", "True", "n", "True"]
     with psycopg.connect(_dsn(server), autocommit=True) as con:
         pgconn = con.pgconn
         pgconn.send_query(b"BEGIN")

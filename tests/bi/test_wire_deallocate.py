@@ -12,7 +12,8 @@ import pytest
 from psycopg import pq
 
 from dpsql.server._bounds import MAX_HELD
-from tests.bi.pg_client import SYNC, bind, connected, execute, fields, kinds, parse, until_ready
+from tests.bi.pg_client import (SYNC, bind, client_process, connected, execute, fields,
+                                kinds, parse, until_ready)
 from tests.bi.test_serve import _dsn, server  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
@@ -108,9 +109,6 @@ def test_libpq_blocking_close_of_statements_and_portals(server):
     libpq waits in these calls, so called in the process that runs the server they wait
     for an answer the server thread, needing the GIL, can never send (a deadlock of the
     test process, not of the server: the "hang" of close_prepared seen in process)."""
-    import subprocess
-    import sys
-
     client = (
         "import sys, psycopg\n"
         "from psycopg.pq import DiagnosticField as F, ExecStatus as X\n"
@@ -122,10 +120,7 @@ def test_libpq_blocking_close_of_statements_and_portals(server):
         "    print(pg.close_portal(b'never').status == X.COMMAND_OK)\n"
         "    print(pg.exec_prepared(b's1', []).error_field(F.SQLSTATE).decode())\n"
         "    print(con.execute('SELECT COUNT(*) > 0 FROM trips').fetchone()[0])\n")
-    out = subprocess.run([sys.executable, "-c", client, _dsn(server)], capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "True", "True", "26000", "True"]
+    assert client_process(client, _dsn(server)) == ["True", "True", "True", "26000", "True"]
 
 
 @pytest.mark.parametrize("sql", ["PREPARE q AS SELECT COUNT(*) FROM trips",
