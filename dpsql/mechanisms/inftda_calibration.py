@@ -166,11 +166,14 @@ def calibrate(dtree: Any, released: PrivateTree,
 
 def _bootstrap(dtree: Any, released: PrivateTree,
                rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
-               rng: np.random.Generator, replicates: int | None) -> Moments:
+               rng: np.random.Generator, replicates: int | None,
+               tick: Callable[[int, int], None] | None = None) -> Moments:
     B = replicates if replicates is not None else replicates_for(released.draws)
     moments = Moments(dtree, released)
     leaves = released.levels[dtree.depth]
-    for _ in range(B):
+    for b in range(B):
+        if tick is not None:
+            tick(b + 1, B)
         moments.add(rerun(leaves.ids, leaves.counts, rng))
     return moments
 
@@ -195,14 +198,16 @@ def with_calibration(dtree: Any, released: PrivateTree, moments: Moments, method
 
 def calibrated_tree(dtree: Any, released: PrivateTree,
                     rerun: Callable[[np.ndarray, np.ndarray, np.random.Generator], PrivateTree],
-                    rng: np.random.Generator, replicates: int | None = None
+                    rng: np.random.Generator, replicates: int | None = None,
+                    tick: Callable[[int, int], None] | None = None
                     ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
     """:func:`with_calibration` of the bootstrap of ``released`` alone (:func:`calibrate`).
 
     The bootstrap draws from a jumped copy of ``rng`` (an independent stream), so
-    ``rng`` itself is not advanced: the other views' noise is unchanged."""
+    ``rng`` itself is not advanced: the other views' noise is unchanged. ``tick(b, B)``,
+    if given, is called before replicate b of B (a progress display)."""
     boot = np.random.Generator(rng.bit_generator.jumped())
-    moments = _bootstrap(dtree, released, rerun, boot, replicates)
+    moments = _bootstrap(dtree, released, rerun, boot, replicates, tick)
     return with_calibration(dtree, released, moments, "parametric bootstrap")
 
 

@@ -77,12 +77,15 @@ def calibrate_views(spec: Any, trees: dict[str, DomainTree], outputs: Sequence[O
         (t, d, None) for t, d in outputs]
     agreed = [i for i, (t, _) in enumerate(outputs) if "reconciled" in t.info]
     if not any(i in agreed for i in inftda):
-        for i in inftda:
+        for n, i in enumerate(inftda, 1):
             tree, dtree = outputs[i]
-            if stage is not None:
-                stage(f"view {views[i].name}: calibrating the error model")
+            which = f"view {views[i].name} ({n} of {len(inftda)} InfTDA views)"
+            tick = None if stage is None else (
+                lambda b, B, which=which: stage(f"{which}: calibrating the error model, "
+                                                f"replicate {b} of {B}"))
             calibrated, extra = calibrate_alone(
-                dtree, tree, lambda t, g, i=i: replicate(i, t, g), generator, replicates)
+                dtree, tree, lambda t, g, i=i: replicate(i, t, g), generator, replicates,
+                tick)
             out[i] = (calibrated, dtree, extra)
         return out
 
@@ -90,15 +93,15 @@ def calibrate_views(spec: Any, trees: dict[str, DomainTree], outputs: Sequence[O
     redrawn = sorted(set(agreed) | set(inftda))
     B = replicates if replicates is not None else replicates_for(
         sum(outputs[i][0].draws for i in redrawn))
-    if stage is not None:
-        stage(f"calibrating the error models ({B} replicates of the mechanisms and the "
-              "reconciliation)")
     generator.integers(0, 2)
     boot = np.random.Generator(generator.bit_generator.jumped())
     moments = {i: Moments(outputs[i][1], outputs[i][0], measure_root=True) for i in inftda}
     approximate = {i: _AgreedError(outputs[i][0]) for i in redrawn
                    if _approximate_chain(outputs[i][0])}
-    for _ in range(B):
+    for b in range(1, B + 1):
+        if stage is not None:
+            stage(f"calibrating the error models: replicate {b} of {B} of the mechanisms "
+                  "and the reconciliation")
         reps = list(outputs)
         for i in redrawn:
             reps[i] = (replicate(i, outputs[i][0], boot), outputs[i][1])
@@ -161,12 +164,14 @@ class _AgreedError:
 
 def calibrate_alone(dtree: DomainTree, tree: PrivateTree,
                     replicate: Callable[[PrivateTree, np.random.Generator], PrivateTree],
-                    generator: np.random.Generator, replicates: int | None = None
+                    generator: np.random.Generator, replicates: int | None = None,
+                    tick: Callable[[int, int], None] | None = None
                     ) -> tuple[PrivateTree, list[dict[str, np.ndarray]]]:
     """One InfTDA view calibrated by the bootstrap of InfTDA alone on its released
-    leaves: the calibrated tree and its extra level-table columns."""
+    leaves: the calibrated tree and its extra level-table columns. ``tick(b, B)`` is
+    called before replicate b of B."""
     # the bootstrap draws from a jump of the generator's state; after all mechanisms
     # that state would be the same for every view: step it once per view first
     generator.integers(0, 2)
     return calibrated_tree(dtree, tree, lambda ids, n, g: replicate(tree, g), generator,
-                           replicates)
+                           replicates, tick)

@@ -178,10 +178,11 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
                                 "bound policies; nothing can be released (the curator's "
                                 "report above says which policy dropped them)")
             outputs: list[tuple[PrivateTree, domains.DomainTree | None]] = []
-            for view, budget in zip(spec.views, budgets):
-                bar.stage(f"view {view.name}: counting")
+            for i, (view, budget) in enumerate(zip(spec.views, budgets), 1):
+                which = f"view {i} of {len(spec.views)} ({view.name})"
+                bar.stage(f"{which}: counting")
                 leaf = counts.leaf_count_arrays(con, list(view.levels))
-                bar.stage(f"view {view.name}: {view.mechanism}")
+                bar.stage(f"{which}: {view.mechanism}")
                 outputs.append(_run_mechanism(spec, view, budget, trees, leaf, generator))
             if spec.reconcile and len(spec.views) > 1:
                 bar.stage("reconciling the views' shared marginals")
