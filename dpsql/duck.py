@@ -39,7 +39,7 @@ import numpy as np
 
 from dpsql import duck_udfs
 from dpsql._sql import quote_ident, quote_literal
-from dpsql.accuracy.inftda_answers import Support
+from dpsql.accuracy.inftda_support import Support
 from dpsql.duck_udfs import hist_quantile
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.lockdown import is_locked, lock_duckdb

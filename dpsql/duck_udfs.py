@@ -11,7 +11,7 @@ models or the public prefix sums loaded at attach time and never touch the conne
   probability ``param``), from the view's error model on exactly the nodes of the output
   row. For a model that reads the support (calibrated InfTDA) the nodes are row codes
   and the support (each released node's parent, fan-out and bias,
-  :class:`~dpsql.accuracy.inftda_answers.Support`) is loaded once at attach. The planner
+  :class:`~dpsql.accuracy.inftda_support.Support`) is loaded once at attach. The planner
   emits it for ``dp_stderr()`` and ``dp_bound()``;
 * ``dp_interval(end, 'alias.view', level, nodes BIGINT[], conf, count)`` — ``dp_ci_low``
   / ``dp_ci_high``: the ``low`` or ``high`` end of the interval at ``conf`` of a row whose
@@ -42,9 +42,8 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import (DEEP_ZERO, Support, cover_bound, interval_offsets,
-                                           measured_estimate, zero_code,
-                                           zero_parents_of)
+from dpsql.accuracy.inftda_answers import cover_bound, interval_offsets, measured_estimate
+from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_parents_of
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -166,7 +165,7 @@ def _node_ids(ids: list | None) -> np.ndarray:
 def _rows_multiset(codes: np.ndarray) -> multiset.Multiset:
     """A calibrated InfTDA group's row codes as a multiset (:mod:`dpsql.accuracy.multiset`:
     a join that repeats rows repeats nodes, and they count as often): a released node's
-    row, or a released zero's own code (:func:`~dpsql.accuracy.inftda_answers.zero_code`),
+    row, or a released zero's own code (:func:`~dpsql.accuracy.inftda_support.zero_code`),
     is one node; the code of a zero under a zero parent (``DEEP_ZERO``) is every such
     node's, so it is not layered. Other models' node ids go through
     :func:`~dpsql.accuracy.multiset.model_variance` and its kin."""

@@ -34,7 +34,7 @@ import numpy as np
 
 from dpsql._sql import quote_ident
 from dpsql.accuracy import ErrorModel, load
-from dpsql.accuracy.inftda_answers import Measured, Support
+from dpsql.accuracy.inftda_support import Measured, Support
 from dpsql.errors import IntegrityError, OperationalError
 from dpsql.privacy import Budget, budget_from_json
 

@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from dpsql.accuracy.inftda_answers import Calibration, Support, node_variances
+from dpsql.accuracy.inftda_answers import Calibration
+from dpsql.accuracy.inftda_support import Support, node_variances
 from dpsql.mechanisms.base import PrivateTree
 
 MAX_REPLICATES = 32
@@ -45,7 +46,7 @@ class SupportArrays:
     """Per level 1..d (index k−1): each released node's parent row at level k−1, and
     per level 0..d each released node's number of public children; what the release
     stores as ``dp_parent``/``dp_fanout`` and the query side reads back as a
-    :class:`~dpsql.accuracy.inftda_answers.Support`."""
+    :class:`~dpsql.accuracy.inftda_support.Support`."""
 
     parents: tuple[np.ndarray, ...]
     fanouts: tuple[np.ndarray, ...]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dpsql._sql import quote_ident as q
-from dpsql.accuracy.inftda_answers import ZERO_CHILD
+from dpsql.accuracy.inftda_support import ZERO_CHILD
 from dpsql.domains.calendar import month_edge_sql
 from dpsql.planner.catalog import ViewInfo
 
@@ -66,7 +66,7 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
     calibrated InfTDA) the rows also carry ``dp_row``, the node's row code of
     :mod:`dpsql.accuracy.inftda_answers`: its row in the level table; for an absent node
     whose parent is row p of the level above, ``-2 - (p + 2³²·j)`` with j the rank of its
-    own label at this level (:func:`~dpsql.accuracy.inftda_answers.zero_code`: distinct
+    own label at this level (:func:`~dpsql.accuracy.inftda_support.zero_code`: distinct
     among the parent's children, so that a join that repeats a zero repeats its code);
     ``-1`` when the parent is absent too (a LEFT JOIN onto the level above by the parent's
     labels)."""

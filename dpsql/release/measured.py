@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsql.accuracy.inftda_answers import zero_code
+from dpsql.accuracy.inftda_support import zero_code
 from dpsql.release_file import MEASURED_TABLE
 
 

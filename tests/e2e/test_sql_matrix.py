@@ -19,7 +19,8 @@ import pytest
 
 import dpsql
 from dpsql import duck
-from dpsql.accuracy.inftda_answers import Support, answer_error, interval_offsets, t_value
+from dpsql.accuracy.inftda_answers import answer_error, interval_offsets, t_value
+from dpsql.accuracy.inftda_support import Support
 from dpsql.accuracy.inftda_zeros import zero_allowance
 from dpsql.release_file import open_release
 

@@ -487,12 +487,12 @@ def test_discrete_laplace_variance():
 
 def brute_projection(y, N, loss):
     K = y.size
-    best, arg = np.inf, None
+    best = np.inf
     for h in itertools.combinations_with_replacement(range(N + 1), K - 1):
         v = np.array(h + (N,), dtype=float)
         d = np.abs(v - y)[:-1] if loss == "l1" else ((v - y) ** 2)[:-1]
         if d.sum() < best - 1e-12:
-            best, arg = d.sum(), v
+            best = d.sum()
     return best
 
 

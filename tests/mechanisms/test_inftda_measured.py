@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from dpsql.accuracy.inftda_answers import zero_code
+from dpsql.accuracy.inftda_support import zero_code
 from dpsql.domains import categorical, concat
 from dpsql.mechanisms.inftda import inftda, true_levels
 from dpsql.privacy import ZCDP, rng
