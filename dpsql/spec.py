@@ -27,7 +27,8 @@ from dpsql.privacy import ApproxDP, Budget, Neighbouring, PrivacyUnit, PureDP, Z
 from dpsql.privacy.budgets import check_usable
 from dpsql.spec_attributes import (EPOCH, VALUE_TYPES, Attribute, Categorical, Hierarchy,
                                    Range, _err, _ident, _number, _only, _parse_attribute,
-                                   _policy, _suggest, _read_text, check_grid, day_number, on_grid)
+                                   _policy, _suggest, check_grid, day_number, on_grid)
+from dpsql.spec_files import read_text
 from dpsql.spec_workload import Workload, parse_workload
 
 MECHANISMS = ("inftda", "cascade", "btree", "laplace_tree", "gaussian_tree")
@@ -93,7 +94,7 @@ class ReleaseSpec:
         if not p.exists():
             raise SpecError(f"spec file {str(p)!r} does not exist")
         try:
-            data = tomllib.loads(_read_text("spec file", p))
+            data = tomllib.loads(read_text("spec file", p))
         except tomllib.TOMLDecodeError as err:
             raise SpecError(f"{p}: malformed TOML: {err}; check quotes, brackets and "
                             "'key = value' syntax") from err

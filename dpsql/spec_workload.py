@@ -29,7 +29,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from dpsql.spec_attributes import _err, _number, _only, _read_text
+from dpsql.spec_attributes import _err, _number, _only
+from dpsql.spec_files import read_text
 
 MAX_QUERIES = 100_000
 _DIRECTIVE = re.compile(r"^\s*--\s*(weight|name)\s*:\s*(\S.*?)\s*$", re.IGNORECASE)
@@ -79,7 +80,7 @@ def parse_workload(raw: Any, base: Path) -> Workload:
         if not p.is_file():
             raise _err("workload.file", f"{str(p)!r} does not exist; give a .sql file of "
                                         "queries separated by ';'")
-        queries += read_queries(_read_text("workload.file", p), "workload.file")
+        queries += read_queries(read_text("workload.file", p), "workload.file")
     inline = raw.get("queries", [])
     if not isinstance(inline, list):
         raise _err("workload.queries", "must be a list of SQL strings or {sql, weight} tables")

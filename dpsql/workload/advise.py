@@ -10,7 +10,7 @@ from typing import Any
 
 from dpsql.errors import SpecError
 from dpsql.spec import ReleaseSpec
-from dpsql.spec_attributes import _read_text
+from dpsql.spec_files import read_text
 from dpsql.spec_workload import Workload, read_queries
 from dpsql.workload.optimise import COVARIANCE_TRIAL_BINS, optimise
 from dpsql.workload.predict import predict_spec
@@ -36,7 +36,7 @@ def run_advise(console: Any, spec_path: str, queries_path: str | None = None, *,
     spec = ReleaseSpec.from_toml(spec_path)
     queries = list(spec.workload.queries) if spec.workload else []
     if queries_path:
-        queries += read_queries(_read_text("queries", Path(queries_path)), queries_path)
+        queries += read_queries(read_text("queries", Path(queries_path)), queries_path)
     if not queries:
         console.print("error: no workload: give QUERIES.sql or a [workload] in the spec "
                       "(see docs/spec.md)")
