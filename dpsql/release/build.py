@@ -18,7 +18,9 @@ build has run for half a second:
    (:mod:`dpsql.release.reconcile`: the views agree on their shared marginals) and the
    **calibration** of InfTDA views (:mod:`dpsql.release.bootstrap`: a parametric
    bootstrap of InfTDA alone, or of every agreeing view's mechanism and the
-   reconciliation), both post-processing.
+   reconciliation), both post-processing. Between the two, every real-valued count is
+   put on one dyadic grid with each node exactly the sum of its children
+   (:mod:`dpsql.release.exact_sums`), so that every sum of nodes is exact.
 5. **Write** (:mod:`dpsql.release.store`): level, prefix and domain tables, atomically,
    in one transaction on the same DuckDB connection; the returned catalog is built from
    the rows written, not read back.
@@ -48,7 +50,7 @@ from dpsql import domains
 from dpsql.errors import DataError, InternalError, InvalidPrivacyParameterError, SpecError
 from dpsql.mechanisms.base import PrivateTree
 from dpsql.privacy import ApproxDP, Budget, PureDP, describe_rng, rng as make_rng
-from dpsql.release import counts, files, ledger
+from dpsql.release import counts, exact_sums, files, ledger
 from dpsql.release.bootstrap import calibrate_alone, calibrate_views
 from dpsql.release.duckdb_settings import configure
 from dpsql.release.ingest import ingest
@@ -184,10 +186,13 @@ def _build_release(spec: ReleaseSpec, out: str | Path, seed: int | None,
                 leaf = counts.leaf_count_arrays(con, list(view.levels))
                 bar.stage(f"{which}: {view.mechanism}")
                 outputs.append(_run_mechanism(spec, view, budget, trees, leaf, generator))
+            # one dyadic grid for every real-valued count: sums exact in any order
+            grid = exact_sums.grid_exponent([t for t, _ in outputs])
             if spec.reconcile and len(spec.views) > 1:
                 bar.stage("reconciling the views' shared marginals")
                 from dpsql.release.reconcile import reconcile_release
-                outputs = reconcile_release(spec, trees, outputs)
+                outputs = reconcile_release(spec, trees, outputs, grid=grid)
+            outputs = exact_sums.snap_views(outputs, grid)
             tables: dict[str, Columns] = {}
             view_rows: list[dict[str, Any]] = []
 

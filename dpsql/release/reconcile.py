@@ -90,6 +90,7 @@ from dpsql.errors import InternalError
 from dpsql.mechanisms.base import PrivateLevel, PrivateTree
 from dpsql.mechanisms.intopt import even_projection, public_priority
 from dpsql.release import marginals as mg
+from dpsql.release.exact_sums import from_units, snap_level, to_units
 
 INTEGER_MECHANISMS = ("inftda",)
 TREE_MECHANISMS = ("inftda", "gaussian_tree", "laplace_tree")
@@ -121,15 +122,21 @@ class Agreed:
 
 
 def reconcile(views: list[ReleasedView], spec: Any,
-              trees: dict[str, domains.DomainTree], node_variances: bool = True
-              ) -> tuple[dict[str, PrivateTree], dict]:
+              trees: dict[str, domains.DomainTree], node_variances: bool = True,
+              grid: int | None = None) -> tuple[dict[str, PrivateTree], dict]:
     """The views' trees after reconciliation (only changed ones are returned) and the
     record of what was agreed: ``{"marginals": [...], "not_reconciled": [...]}``.
     ``node_variances=False`` keeps a real-valued tree's old per-node variances (its
     error model is still the reconciled one): for the calibration bootstrap's replicates,
     which read counts only. The reconciled variances of every node of level D cost
     O(n²) in its n nodes (accuracy/reconciled.py, ``posterior``): 66 s of a 68 s build
-    for InfTDA and a Gaussian tree over a 50 × 50 domain, 33 times over."""
+    for InfTDA and a Gaussian tree over a 50 × 50 domain, 33 times over.
+
+    ``grid``: the release's count grid exponent s (:mod:`dpsql.release.exact_sums`).
+    Each real-valued agreed marginal is then put on the grid 2^−s once, here, its
+    sibling groups summing exactly to their agreed parents, so that every view that
+    shares it holds the same doubles and their sums are exact (None: left as computed,
+    for the calibration bootstrap's replicates, which compare InfTDA counts only)."""
     members: dict[mg.Key, list[tuple[int, int]]] = {}
     for i, v in enumerate(views):
         for k, key in enumerate(v.levels.keys):
@@ -140,7 +147,7 @@ def reconcile(views: list[ReleasedView], spec: Any,
     skipped = []
     for key in mg.order(shared, spec, trees):
         group = members[key]
-        result = _agree(key, group, views, agreed, spec, trees)
+        result = _agree(key, group, views, agreed, spec, trees, grid)
         if isinstance(result, str):
             skipped.append({"marginal": mg.label(key, spec),
                             "views": sorted({views[i].name for i, _ in group}),
@@ -173,7 +180,7 @@ def reconcile(views: list[ReleasedView], spec: Any,
 
 def reconcile_release(spec: Any, trees: dict[str, domains.DomainTree],
                       outputs: list[tuple[PrivateTree, domains.DomainTree | None]],
-                      node_variances: bool = True
+                      node_variances: bool = True, grid: int | None = None
                       ) -> list[tuple[PrivateTree, domains.DomainTree | None]]:
     """The build's step: each view's (tree, domain tree) after :func:`reconcile`, in the
     order of ``spec.views``; a changed view's ``info["reconciled"]`` says what it agreed
@@ -186,7 +193,7 @@ def reconcile_release(spec: Any, trees: dict[str, domains.DomainTree],
     own = {v.name for v in spec.views if any(
         getattr(spec.attributes[a], "on_null", "error") == "drop" for a in v.levels)}
     changed, summary = reconcile([r for r in released if r.name not in own], spec, trees,
-                                 node_variances)
+                                 node_variances, grid)
     out = []
     for view, (tree, dtree) in zip(spec.views, outputs):
         if view.name in changed:
@@ -269,7 +276,8 @@ def _member(v: ReleasedView, j: int | None, k: int) -> _Member:
 
 # --------------------------------------------------------------------------- combining
 def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
-           agreed: dict[mg.Key, Agreed], spec: Any, trees: dict) -> Agreed | str:
+           agreed: dict[mg.Key, Agreed], spec: Any, trees: dict,
+           grid: int | None = None) -> Agreed | str:
     integer = any(views[i].mechanism in INTEGER_MECHANISMS for i, _ in group)
     parent_key, at = None, [None] * len(group)
     if key:
@@ -338,6 +346,8 @@ def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
                              "size": int(m.ids.size), "steps": m.steps})
     if pa is None:
         values = np.maximum(np.rint(est), 0).astype(np.int64) if integer else est
+        if grid is not None and not integer:  # the total on the grid (exact_sums.py)
+            values = from_units(np.rint(np.ldexp(values, grid)).astype(np.int64), grid)
         # rounding adds an error close to uniform on ±0.5, nearly independent of the
         # estimate when its standard deviation is ≥ 1 (Sheppard): variance 1/12; an exact
         # total (public under substitute: w = 0) is a whole count, and rounds to itself
@@ -351,6 +361,9 @@ def _agree(key: mg.Key, group: list[tuple[int, int]], views: list[ReleasedView],
             raise InternalError("a shared node has no agreed parent; this is a bug, please "
                                 "report")
         values = _towards_parents(est, w, parent, pa.values, integer)
+        if grid is not None and not integer:  # exact sums (exact_sums.py)
+            values = from_units(snap_level(values, parent, to_units(pa.values, grid), grid),
+                                grid)
         step = {"w": w.tolist(), "parent": parent.tolist(), "kappa": kappa.tolist(),
                 "members": step_members}
     names = sorted({views[i].name for i, _ in group})
