@@ -7,7 +7,8 @@ privacy loss actually spent. The release writer turns it into ``<view>__l<k>`` t
 Conventions every mechanism follows (tests check them on every mechanism):
 
 * **Consistency.** Each released level equals the aggregate of the level below it,
-  exactly for integer mechanisms and to float rounding for real-valued ones.
+  exactly for integer mechanisms and to float rounding for real-valued ones (the
+  release build then makes those exact: :mod:`dpsql.release.exact_sums`).
 * **Ids.** ``ids`` are int64 and strictly ascending. For trees over a public domain
   (``dpsql.domains``) they are that tree's node ids. For range mechanisms over K bins
   they are positions in level order: node j at level k covers leaf bins

@@ -75,6 +75,16 @@ values where shared, sums of level D elsewhere):
 * Cascade and b-ary tree views share their total only (their finer levels are bin
   ranges of their own split, and no other kind of view has them): each leaf moves by
   Cov(leaf, total)/Var(total) × (agreed − own), and upper levels are sums of leaves.
+
+**Exact, not to float rounding.** The float arithmetic above leaves a real-valued
+view's leaves summing to its agreed values only to rounding (a Cascade total of
+19999.999999999993 for an agreed 20000). Given the release's count grid
+(:mod:`dpsql.release.exact_sums`), each real-valued agreed marginal is put on the grid
+here, once, in the order of its public codes, its sibling groups summing exactly to
+their agreed parents; the build then puts every real-valued view on the same grid
+top-down, which keeps these values as they are (the rule is idempotent) and makes every
+level below them sum to them exactly. Two views sharing a marginal therefore hold the
+same doubles for it, and any sum of their nodes is exact.
 """
 
 from __future__ import annotations
