@@ -141,19 +141,19 @@ def test_views_sharing_a_marginal_answer_it_bit_for_bit(modes_release):
 @settings(max_examples=5, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(1, 400), bins=st.integers(2, 24), rho=st.sampled_from([0.05, 1.0, 1e4]),
-       seed=st.integers(0, 2**16))
-def test_random_releases_agree_exactly(tmp_path, n, bins, rho, seed):
-    """Random data, domain and budget: every view answers the same total and every range
-    view's prefix sums are exact sums of its leaves, through SQL."""
+       neighbouring=st.sampled_from(["add_remove", "substitute"]), seed=st.integers(0, 2**16))
+def test_random_releases_agree_exactly(tmp_path, n, bins, rho, neighbouring, seed):
+    """Random data, domain, budget and neighbouring: every view answers the same total
+    and every range view's prefix sums are exact sums of its leaves, through SQL."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     g = np.random.default_rng(seed)
-    base = tmp_path / f"r{seed}_{n}_{bins}"
-    base.mkdir()
+    base = tmp_path / f"r{seed}_{n}_{bins}_{neighbouring}_{rho}"
+    base.mkdir(exist_ok=True)  # hypothesis may run an example twice
     pq.write_table(pa.table({"mode": np.array(MODES[:3])[g.integers(0, 3, n)].tolist(),
                              "x": g.integers(0, bins, n)}), base / "t.parquet")
-    spec = {"name": "r", "source": "t.parquet", "neighbouring": "add_remove",
+    spec = {"name": "r", "source": "t.parquet", "neighbouring": neighbouring,
             "budget": {"rho": rho},
             "attributes": {"mode": {"kind": "categorical", "domain": MODES[:3]},
                            "x": {"kind": "range", "lower": 0, "upper": bins, "bins": bins}},
@@ -163,7 +163,7 @@ def test_random_releases_agree_exactly(tmp_path, n, bins, rho, seed):
                       {"name": "b", "levels": ["x"], "mechanism": "btree"}]}
     path = base / "r.duckdb"
     build_release(ReleaseSpec.from_dict(spec, base_dir=base), path, seed=seed,
-                  progress=False)
+                  progress=False, replace=True)
     cur = _cursor(path)
     total = _one(cur, "SELECT COUNT(*) FROM i")
     assert [_one(cur, f"SELECT COUNT(*) FROM {v}") for v in "gcb"] == [total] * 3
