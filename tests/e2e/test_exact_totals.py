@@ -87,6 +87,23 @@ def test_every_view_of_the_trips_release_answers_the_same_total(trips_release):
     assert rows[-1][1] == agreed == rows[0][1] + rows[1][1]
 
 
+def test_every_entry_point_returns_the_same_exact_total(trips_release, capsys):
+    """DuckDB (attach + sql) and the CLI's JSON carry the same doubles as the DB-API."""
+    from dpsql.cli import main
+
+    agreed = _one(_cursor(trips_release), "SELECT COUNT(*) FROM geo_mode")
+    con = duckdb.connect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        dpsql.attach(con, str(trips_release))
+    for view in ("dist", "age_tree", "geo_gauss"):
+        (got,), = dpsql.sql(con, f"SELECT COUNT(*) AS n FROM {view}").fetchall()
+        assert got == agreed, view
+        assert main(["query", str(trips_release), f"SELECT COUNT(*) AS n FROM {view}",
+                     "--format", "json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rows"][0]["n"] == agreed, view
+
+
 @pytest.mark.parametrize("view, attr, lower, width, bins", [
     ("dist", "distance", 0, 4, 64), ("age_tree", "age", 0, 1, 100)])
 def test_range_sums_are_exact_sums_of_the_leaves(trips_release, view, attr, lower, width,
