@@ -16,8 +16,8 @@ from dpsql.mechanisms.tree_counts import gaussian_tree
 from dpsql.privacy import ZCDP, rng
 from dpsql.release import build_release, open_release
 from dpsql.release.marginals import ViewLevels
-from dpsql.release.reconcile import (ReleasedView, _reproject, _towards_parents,
-                                     reconcile)
+from dpsql.release.reconcile import _towards_parents, reconcile
+from dpsql.release.reconcile_views import ReleasedView, _reproject
 from dpsql.spec import ReleaseSpec
 
 
