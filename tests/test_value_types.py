@@ -13,7 +13,8 @@ import sqlglot
 from sqlglot import exp
 
 import dpsql
-from dpsql.planner.value_intervals import complement, intersect, predicate_intervals, union
+from dpsql.planner.predicate_truth import predicate_intervals
+from dpsql.planner.value_intervals import complement, intersect, union
 from dpsql.release import build_release, open_release
 from dpsql.release_file import AttributeMeta
 from dpsql.release.value_types import infer_value_type, with_value_types

@@ -48,9 +48,9 @@ from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.refuse_correlated import refuse_correlated
 from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
-from dpsql.planner.value_intervals import (EVERYTHING, Intervals, intersect,
-                                           predicate_intervals, predicate_keeps_null,
-                                           rejects_null)
+from dpsql.planner.predicate_truth import (TRUE, Truth, predicate_keeps_null,
+                                           predicate_truth, refuse_dropped_nulls, rejects_null)
+from dpsql.planner.value_intervals import EVERYTHING, Intervals
 
 @dataclass(frozen=True)
 class RangeFilter:
@@ -289,7 +289,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
-    nulls: dict[str, bool] = {}  # per attribute with a NULL node: does the WHERE keep it
+    truths: dict[str, tuple[Truth, exp.Expression]] = {}  # per binned attribute: the AND
     non_null: set[str] = set()
     drops_nulls = any(v.null_dropped for v in views)  # else no view cares (no walk)
     removed: list[exp.Expression] = []
@@ -333,19 +333,29 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"OR across attributes ({', '.join(sorted(col_attrs))}) is not supported; "
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
-        if drops_nulls and len(col_attrs) == 1 and rejects_null(c):
-            non_null.update(col_attrs)
-        elif drops_nulls and len(col_attrs) == 1:
-            _refuse_dropped_nulls(c, next(iter(col_attrs)), release, owned)
         if range_attr is None:
+            if drops_nulls and len(col_attrs) == 1 and rejects_null(c):
+                non_null.update(col_attrs)
+            elif drops_nulls and len(col_attrs) == 1:
+                _refuse_dropped_nulls(c, next(iter(col_attrs)), release, owned)
             continue
-        ranges[range_attr] = intersect(ranges.get(range_attr, EVERYTHING), predicate_intervals(
-            c, attrs[range_attr], _column_test(range_attr, owned)))
-        if attrs[range_attr].null_category:  # the NULL node: kept while every conjunct is
-            nulls[range_attr] = nulls.get(range_attr, True) and predicate_keeps_null(
-                c, _column_test(range_attr, owned))
+        truth = predicate_truth(c, attrs[range_attr], _column_test(range_attr, owned))
+        if range_attr in truths:  # its conjuncts: AND, three-valued on the axis
+            truth, first = truths[range_attr][0].both(truth), truths[range_attr][1]
+            truths[range_attr] = truth, first
+        else:
+            truths[range_attr] = truth, c
+        ranges[range_attr] = truth.true
         removed.append(c)
         removed_ids.update(map(id, c_columns))
+
+    nulls: dict[str, bool] = {}  # per attribute with a NULL node: does the WHERE keep it
+    for a, (truth, first) in truths.items():
+        refuse_dropped_nulls(truth, first, attrs[a], _column_test(a, owned))
+        if truth.at_null != TRUE:  # the WHERE leaves its NULL rows out
+            non_null.add(a)
+        if attrs[a].null_category:  # the NULL node: kept where the WHERE is TRUE on it
+            nulls[a] = truth.at_null == TRUE
 
     # ---- aggregates
     aggregates: list[Aggregate] = []

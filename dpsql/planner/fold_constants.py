@@ -14,8 +14,9 @@ Decision: the expression is run by a DuckDB of the planner's own, never the anal
 connection: an in-memory database with no table and no data, one per process, locked
 down as an analyst's connection is (:func:`dpsql.lockdown.lock_duckdb`: no file or
 network access, no extension loaded, its configuration frozen). Only expressions built
-of literals, casts to built-in types, intervals, parentheses and the arithmetic
-operators are run (:data:`ALLOWED`): no column, subquery, parameter or function call, so
+of literals, NULL, casts to built-in types, intervals, parentheses, the arithmetic
+operators, ``COALESCE``, ``NULLIF``, ``CASE`` and comparisons and logic of them are run
+(:data:`ALLOWED`): no column, subquery, parameter or other function call, so
 what it runs cannot read a table, a file or a setting, draw a random number or depend
 on the time of day, and every node of it has already passed the lock-down checks of the
 whole query (:mod:`~dpsql.planner.refuse_file_reads`). A string cast to a date or a
@@ -39,11 +40,14 @@ from sqlglot import exp
 from dpsql.errors import DataError, InternalError, UnsupportedQueryError
 from dpsql.lockdown import lock_duckdb
 
-ALLOWED = (exp.Literal, exp.Paren, exp.Neg, exp.Add, exp.Sub, exp.Mul, exp.Div,
-           exp.IntDiv, exp.Mod, exp.Pow, exp.Cast, exp.DataType, exp.DataTypeParam,
-           exp.Interval, exp.Var)
+ALLOWED = (exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.Neg, exp.Add, exp.Sub,
+           exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Pow, exp.Cast, exp.DataType,
+           exp.DataTypeParam, exp.Interval, exp.Var, exp.Coalesce, exp.Nullif, exp.Case,
+           exp.If, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
+           exp.NullSafeNEQ, exp.Is, exp.And, exp.Or, exp.Not, exp.Between, exp.In)
 """The node kinds of an expression the planner asks DuckDB to value (TryCast is a
-Cast)."""
+Cast): literals, NULL, casts, intervals, arithmetic, COALESCE, NULLIF, CASE, and
+comparisons and logic of them."""
 
 _T = exp.DataType.Type
 _CALENDAR = {_T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ, _T.DATETIME, _T.TIMESTAMP_S,
@@ -72,12 +76,13 @@ class Constant:
 
 
 def fold_constant(node: exp.Expression, what: str) -> Constant | None:
-    """The value of ``node`` as DuckDB computes it, or None when ``node`` is not a
-    constant expression of :data:`ALLOWED` nodes (a column, a function call, a
-    parameter...). Raises :class:`~dpsql.errors.DataError` where DuckDB fails on it
-    (as it would on the query: ``CAST('2013-02-30' AS DATE)``, an overflow), and
-    :class:`~dpsql.errors.UnsupportedQueryError` for a time zone or a NULL (a bound
-    that is NULL keeps no row, nor does its NOT); ``what`` names the bound."""
+    """The value of ``node`` as DuckDB computes it (a NULL is a value of None: ``NULL``,
+    ``CAST(NULL AS INT)``, ``NULLIF(5, 5)``), or None when ``node`` is not a constant
+    expression of :data:`ALLOWED` nodes (a column, a function call, a parameter...).
+    Raises :class:`~dpsql.errors.DataError` where DuckDB fails on it (as it would on the
+    query: ``CAST('2013-02-30' AS DATE)``, an overflow), and
+    :class:`~dpsql.errors.UnsupportedQueryError` for a time zone; ``what`` names the
+    bound."""
     for x in node.walk():
         if not isinstance(x, ALLOWED):
             return None
@@ -94,11 +99,17 @@ def fold_constant(node: exp.Expression, what: str) -> Constant | None:
     value = _fold(node.sql("duckdb"))
     if isinstance(value, str):
         raise DataError(f"{what} {node.sql('duckdb')!r} cannot be computed: {value}")
-    if value.value is None:
-        raise UnsupportedQueryError(
-            f"{what} {node.sql('duckdb')!r} is NULL, so the comparison is never true (nor "
-            "its NOT); write the bound as a value, or x IS NULL for the NULL rows")
     return value
+
+
+def fold_condition(node: exp.Expression) -> Constant | None:
+    """The value (True, False or None for NULL) of a constant condition (``TRUE``,
+    ``NULL``, ``1 = 1``, ``NULL IS NULL``), as DuckDB computes it; None when ``node`` is
+    not a constant expression of :data:`ALLOWED` nodes or not a boolean one."""
+    folded = fold_constant(node, "the condition")
+    if folded is None or folded.type not in ("BOOLEAN", '"NULL"'):
+        return None
+    return folded
 
 
 def cast_text(text: str, to: str, what: str) -> Constant:
@@ -153,4 +164,5 @@ def _fold(sql: str) -> Constant | str:
     return Constant(value, kind)
 
 
-__all__ = ["ALLOWED", "Constant", "cast_text", "fold_constant", "plain_calendar"]
+__all__ = ["ALLOWED", "Constant", "cast_text", "fold_condition", "fold_constant",
+           "plain_calendar"]

@@ -1,5 +1,7 @@
-"""Predicates on a binned attribute as sets of intervals of its axis, following SQL on the
-attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
+"""Comparisons with a binned attribute as sets of intervals of its axis, following SQL
+on the attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface"). The
+predicates built of them (AND, OR, NOT, NULLs: three-valued) are walked by
+:mod:`~dpsql.planner.predicate_truth`.
 
 * **integer / decimal** values lie on a grid of step ``r`` (1, or the resolution). A
   value v stands for the cell [v, v + r) of the axis, so every comparison includes or
@@ -7,14 +9,12 @@ attribute's value type (``AttributeMeta.value_type``; DESIGN "SQL surface").
   ``x < ⌈b/r⌉·r``, ``x >= a`` is ``x >= ⌈a/r⌉·r``, ``x > a`` is ``x >= (⌊a/r⌋ + 1)·r``;
   ``BETWEEN a AND b`` keeps both ends; ``x = v`` is the cell of v (empty when v is off
   the grid: an integer is never 2.5); ``IN`` is a union of cells; ``<>``, ``NOT IN``,
-  ``NOT BETWEEN`` and ``NOT (...)`` are complements; ``OR`` of predicates on the one
-  attribute is a union. ``IS NOT NULL`` keeps every value (it tells the planner that the
-  query leaves NULLs out, so a view that dropped them may answer); ``IS NULL`` keeps no
-  value: under ``on_null = "error"`` the attribute is never NULL, so no row; under
-  ``on_null = "category"`` the NULL node, which :func:`predicate_keeps_null` says is
-  kept; under ``on_null = "drop"`` it is refused (no view over the attribute holds
-  those rows: :func:`~dpsql.planner.dropped_nulls.is_null_error`). The grid arithmetic is exact (decimal fractions, not binary
-  floating point).
+  ``NOT BETWEEN`` and ``NOT (...)`` are complements (where no bound is NULL); ``OR`` of
+  predicates on the one attribute is a union. NULLs are no point of the axis: ``IS NOT
+  NULL`` keeps every value (it tells the planner that the query leaves NULLs out, so a
+  view that dropped them may answer), ``IS NULL`` none (under ``on_null = "category"``
+  the NULL node is kept instead, under ``"drop"`` it is refused). The grid arithmetic is
+  exact (decimal fractions, not binary floating point).
 * **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
   value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
   that work.
@@ -37,7 +37,6 @@ from sqlglot import exp
 from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
-from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import (Constant, cast_text, fold_constant,
                                           not_plain_calendar, plain_calendar)
 from dpsql.planner.refuse_time_zones import refuse_time_zone
@@ -114,11 +113,7 @@ def _normal(items: list[tuple[float, float]]) -> Intervals:
     return tuple(out)
 
 
-_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE,
-         exp.EQ: exp.EQ, exp.NEQ: exp.NEQ}
-
-
-class _Axis:
+class Axis:
     """One attribute's axis: its name, value type and grid step."""
 
     def __init__(self, meta) -> None:
@@ -128,8 +123,9 @@ class _Axis:
         step = meta.step if self.value_type in GRID_TYPES else None
         self.step = None if not step else 1 if step == 1 else as_fraction(step)
 
-    def literal(self, node: exp.Expression, what: str) -> Fraction | float:
-        """A bound's value on the axis, as DuckDB compares it with a column of the
+    def literal(self, node: exp.Expression, what: str) -> Fraction | float | None:
+        """A bound's value on the axis (None for a NULL: ``NULL``, ``CAST(NULL AS
+        INT)``, a constant expression DuckDB values as NULL), as DuckDB compares it with a column of the
         attribute's type: a number (exact where DuckDB's is:
         :func:`~dpsql.planner.classify_calls.literal_value`), or for a date or timestamp
         attribute a date or timestamp (``DATE 'x'``, ``TIMESTAMP 'x'``, ``'x'``, ``CAST('x'
@@ -150,7 +146,7 @@ class _Axis:
             folded = fold_constant(node, what)
             if folded is None:
                 raise
-            return self._number(folded, node, what)
+            return None if folded.value is None else self._number(folded, node, what)
 
     def _number(self, c: Constant, node: exp.Expression, what: str) -> Fraction | float:
         """A constant's value as a numeric bound: integers and DECIMALs exact, a DOUBLE
@@ -196,7 +192,7 @@ class _Axis:
             "and PostgreSQL refuses it; write the number without quotes "
             f"({text.strip()}) or {whole}")
 
-    def _calendar(self, node: exp.Expression, what: str) -> float:
+    def _calendar(self, node: exp.Expression, what: str) -> float | None:
         v, to = node, self.value_type
         if isinstance(node, exp.Cast) and node.to.this in (exp.DataType.Type.DATE,
                                                           exp.DataType.Type.TIMESTAMP):
@@ -204,6 +200,8 @@ class _Axis:
         if isinstance(v, exp.Literal) and v.is_string:
             return to_axis(self.value_type, _calendar_text(v.this, to, what))
         folded = fold_constant(node, what)
+        if folded is not None and folded.value is None:
+            return None
         if folded is not None and folded.type in _CALENDAR_RESULTS \
                 and isinstance(folded.value, (date, datetime)):
             return to_axis(self.value_type, folded.value)
@@ -269,105 +267,7 @@ class _Axis:
             "in the spec to compare whole values")
 
 
-def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
-    """The intervals of the axis of the binned attribute ``meta`` where the predicate
-    ``c`` holds; ``is_attr(node)`` says whether a node is that attribute's column.
-    Raises :class:`UnsupportedQueryError` for any other shape, naming what works."""
-    axis = _Axis(meta)
-
-    def walk(node: exp.Expression) -> Intervals:
-        if isinstance(node, exp.Paren):
-            return walk(node.this)
-        if isinstance(node, exp.And):
-            return intersect(walk(node.this), walk(node.expression))
-        if isinstance(node, exp.Or):
-            return union(walk(node.this), walk(node.expression))
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
-                and is_attr(node.this) and meta.null_category:
-            return ()  # no value: the NULL node alone (predicate_keeps_null)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
-                and is_attr(node.this):
-            if meta.on_null == "drop":  # no view over it holds those rows
-                raise is_null_error(meta, node.this.name, node.sql("duckdb"))
-            return ()  # on_null = "error": never NULL, no row kept (as categorical labels)
-        if isinstance(node, exp.Not):
-            inner = node.this
-            if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null) \
-                    and is_attr(inner.this):
-                return EVERYTHING  # IS NOT NULL: every value (NULLs are in no interval)
-            return complement(walk(inner))
-        if isinstance(node, exp.Between) and is_attr(node.this):
-            lo = axis.literal(node.args["low"], "a BETWEEN bound")
-            hi = axis.literal(node.args["high"], "a BETWEEN bound")
-            out = intersect(axis.compare(exp.GTE, lo), axis.compare(exp.LTE, hi))
-            if node.args.get("symmetric"):  # SQL's BETWEEN SYMMETRIC: either order
-                out = union(out, intersect(axis.compare(exp.GTE, hi),
-                                           axis.compare(exp.LTE, lo)))
-            return out
-        if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("query") \
-                and not node.args.get("unnest"):
-            out: Intervals = ()
-            for e in node.expressions:
-                out = union(out, axis.cell(axis.literal(e, f"an IN value of {meta.name}")))
-            return out
-        if type(node) in _FLIP:
-            left, right, kind = node.this, node.expression, type(node)
-            if is_attr(right) and not is_attr(left):
-                left, right, kind = right, left, _FLIP[kind]
-            if is_attr(left) and not any(map(is_attr, right.find_all(exp.Column))) \
-                    and not is_attr(right):
-                return axis.compare(kind, axis.literal(right, f"the bound of {meta.name}"))
-        raise _unsupported(c, axis)
-
-    return walk(c)
-
-
-_TRUE, _UNKNOWN, _FALSE = 2, 1, 0
-
-
-def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
-    """Whether a row whose binned attribute is NULL satisfies ``c`` (a predicate that
-    :func:`predicate_intervals` accepted), in SQL's three-valued logic: a comparison,
-    ``BETWEEN`` or ``IN`` of NULL is unknown, ``IS NULL`` true, ``NOT`` swaps true and
-    false, ``AND``/``OR`` take the least/greatest; the row is kept only when true. For
-    an attribute with ``on_null = "category"``, whose NULL node the rewrite keeps or
-    leaves out accordingly."""
-
-    def value(node: exp.Expression) -> int:
-        if isinstance(node, exp.Paren):
-            return value(node.this)
-        if isinstance(node, exp.And):
-            return min(value(node.this), value(node.expression))
-        if isinstance(node, exp.Or):
-            return max(value(node.this), value(node.expression))
-        if isinstance(node, exp.Not):
-            return 2 - value(node.this)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
-                and is_attr(node.this):
-            return _TRUE
-        return _UNKNOWN
-
-    return value(c) == _TRUE
-
-
-_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
-                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
-                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
-                   exp.DataType, exp.DataTypeParam, exp.Add, exp.Sub, exp.Mul, exp.Div,
-                   exp.IntDiv, exp.Mod, exp.Pow, exp.Interval, exp.Var)
-
-
-def rejects_null(c: exp.Expression) -> bool:
-    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
-    built of comparisons, IN, BETWEEN, LIKE, arithmetic, AND/OR/NOT and ``IS NOT NULL``
-    only (no IS NULL, COALESCE, CASE...)."""
-    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
-            and isinstance(c.this.expression, exp.Null):
-        return True  # attr IS NOT NULL
-    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
-
-
-def _unsupported(c: exp.Expression, axis: _Axis) -> UnsupportedQueryError:
+def unsupported(c: exp.Expression, axis: Axis) -> UnsupportedQueryError:
     a = axis.name
     v = "v" if a.lower() != "v" else "w"  # the bound's placeholder: not the attribute's name
     forms = (f"{a} BETWEEN lo AND hi, {a} < {v}, {a} <= {v}, {a} > {v}, {a} >= {v}"

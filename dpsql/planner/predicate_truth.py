@@ -1,0 +1,274 @@
+"""A WHERE predicate on one binned attribute, in SQL's three-valued logic, as the parts of
+the attribute's axis where it is TRUE and where it is FALSE, and its value on a row where
+the attribute is NULL (:class:`Truth`).
+
+A row is kept where the predicate is TRUE. Where it is FALSE its ``NOT`` keeps the row;
+where it is UNKNOWN (NULL) neither does. So the walk carries both sets: ``NOT`` swaps them,
+``AND`` keeps TRUE where both are TRUE and FALSE where either is FALSE, ``OR`` the other
+way round, exactly DuckDB's rules. The comparisons, ``BETWEEN``, ``IN`` and ``IS [NOT]
+DISTINCT FROM`` of the attribute with a value are cut on the axis by
+:mod:`~dpsql.planner.value_intervals`, and each is UNKNOWN on a NULL row:
+
+* **a NULL bound** (``NULL``, ``CAST(NULL AS INT)``, ``NULL + 1``, ``NULLIF(5, 5)``...:
+  any constant expression DuckDB values as NULL, :mod:`~dpsql.planner.fold_constants`)
+  makes its comparison UNKNOWN at every value: ``k = NULL``, ``k <> NULL``, ``k < NULL``
+  and their ``NOT`` keep no row; ``k BETWEEN NULL AND 5`` keeps none, and its ``NOT``
+  keeps ``k > 5`` (FALSE AND UNKNOWN is FALSE); ``k IN (1, NULL)`` keeps ``k = 1``, and
+  ``k NOT IN (1, NULL)`` keeps no row. ``IS NOT DISTINCT FROM NULL`` is ``IS NULL``, ``IS
+  DISTINCT FROM NULL`` is ``IS NOT NULL``; ``IS [NOT] DISTINCT FROM`` a value is TRUE or
+  FALSE on a NULL row too (never UNKNOWN). ``COALESCE``/``NULLIF`` of constants are valued
+  by DuckDB.
+* **a constant subquery** (``k = (SELECT 5)``, ``k IN (SELECT 3)``, ``k < ANY (SELECT
+  5)``, ``k >= ALL (SELECT 7)``): a SELECT with one constant expression and no FROM,
+  WHERE or any other clause has one row, that value; the comparison with it (``= ANY``,
+  ``IN``, ``ALL`` of one row) is the comparison with the value, NULL included. Any other
+  subquery (one that reads a table, has several rows or columns, or a clause that could
+  drop its row) is refused: the planner never runs a subquery to cut a bound.
+* constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
+  value and on NULL rows; ``(p) IS [NOT] TRUE``, ``IS [NOT] FALSE`` and ``(p) IS [NOT]
+  NULL`` of a predicate ``p`` are TRUE or FALSE everywhere, read from ``p``'s sets.
+
+The policy of the attribute's NULL rows (``on_null``, :mod:`~dpsql.planner.dropped_nulls`)
+decides what :attr:`Truth.at_null` means: ``"error"`` has none, ``"category"`` keeps its
+NULL node where the predicate is TRUE on it, and ``"drop"`` refuses a predicate TRUE on it
+(no view over the attribute holds those rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.dropped_nulls import is_null_error
+from dpsql.planner.fold_constants import fold_condition
+from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
+                                           intersect, unsupported, union)
+
+FALSE, UNKNOWN, TRUE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Where a predicate is TRUE and where FALSE on the attribute's axis (UNKNOWN on the
+    rest), and its value (:data:`TRUE`, :data:`UNKNOWN` or :data:`FALSE`) on a row where
+    the attribute is NULL."""
+
+    true: Intervals
+    false: Intervals
+    at_null: int
+
+    def negate(self) -> "Truth":
+        return Truth(self.false, self.true, TRUE - self.at_null)
+
+    def both(self, other: "Truth") -> "Truth":
+        """``self AND other``."""
+        return Truth(intersect(self.true, other.true), union(self.false, other.false),
+                     min(self.at_null, other.at_null))
+
+    def either(self, other: "Truth") -> "Truth":
+        """``self OR other``."""
+        return Truth(union(self.true, other.true), intersect(self.false, other.false),
+                     max(self.at_null, other.at_null))
+
+    def unknown(self) -> Intervals:
+        return complement(union(self.true, self.false))
+
+
+_UNKNOWN_EVERYWHERE = Truth((), (), UNKNOWN)
+_IS_NULL = Truth((), EVERYTHING, TRUE)
+
+
+def _constant(value: bool | None) -> Truth:
+    if value is None:
+        return _UNKNOWN_EVERYWHERE
+    return Truth(EVERYTHING, (), TRUE) if value else Truth((), EVERYTHING, FALSE)
+
+
+def _two_valued(true: Intervals, at_null: int = UNKNOWN) -> Truth:
+    return Truth(true, complement(true), at_null)
+
+
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE,
+         exp.EQ: exp.EQ, exp.NEQ: exp.NEQ, exp.NullSafeEQ: exp.NullSafeEQ,
+         exp.NullSafeNEQ: exp.NullSafeNEQ}
+
+
+def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
+    """The :class:`Truth` of the predicate ``c`` on the binned attribute ``meta``;
+    ``is_attr(node)`` says whether a node is that attribute's column. Raises
+    :class:`UnsupportedQueryError` for any other shape, naming what works.
+    :func:`refuse_dropped_nulls` refuses a WHERE clause TRUE on the NULL rows of an
+    attribute with ``on_null = "drop"``."""
+    axis = Axis(meta)
+
+    def bound(node: exp.Expression, what: str):
+        """A bound's value on the axis, None for NULL (a constant subquery's value)."""
+        return axis.literal(constant_subquery(node, what, meta.name), what)
+
+    def compare(kind: type, node: exp.Expression, what: str) -> Truth:
+        if isinstance(node, (exp.Any, exp.All)):  # of a one-row subquery: its value
+            node = _one_row(node, what, meta.name)
+        v = bound(node, what)
+        if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
+            t = _IS_NULL if v is None else _two_valued(axis.cell(v), FALSE)
+            return t if kind is exp.NullSafeEQ else t.negate()
+        if v is None:
+            return _UNKNOWN_EVERYWHERE
+        return _two_valued(axis.compare(kind, v))
+
+    def walk(node: exp.Expression) -> Truth:
+        if isinstance(node, exp.Paren):
+            return walk(node.this)
+        if isinstance(node, exp.And):
+            return walk(node.this).both(walk(node.expression))
+        if isinstance(node, exp.Or):
+            return walk(node.this).either(walk(node.expression))
+        if isinstance(node, exp.Not):
+            return walk(node.this).negate()
+        if isinstance(node, exp.Is) and is_attr(node.this):
+            if isinstance(node.expression, exp.Null):
+                return _IS_NULL
+            raise unsupported(c, axis)
+        if isinstance(node, exp.Is) and isinstance(node.expression, (exp.Null, exp.Boolean)):
+            inner = walk(node.this)  # (p) IS NULL / TRUE / FALSE: never UNKNOWN
+            if isinstance(node.expression, exp.Null):
+                return _two_valued(inner.unknown(), TRUE if inner.at_null == UNKNOWN else FALSE)
+            if node.expression.this:
+                return _two_valued(inner.true, TRUE if inner.at_null == TRUE else FALSE)
+            return _two_valued(inner.false, TRUE if inner.at_null == FALSE else FALSE)
+        if isinstance(node, exp.Between) and is_attr(node.this):
+            lo, hi = node.args["low"], node.args["high"]
+            what = "a BETWEEN bound"
+            out = compare(exp.GTE, lo, what).both(compare(exp.LTE, hi, what))
+            if node.args.get("symmetric"):  # SQL's BETWEEN SYMMETRIC: either order
+                out = out.either(compare(exp.GTE, hi, what).both(compare(exp.LTE, lo, what)))
+            return out
+        if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("unnest"):
+            what = f"an IN value of {meta.name}"
+            items = list(node.expressions)
+            if node.args.get("query") is not None:  # IN (SELECT v): one value
+                items.append(node.args["query"])
+            out = Truth((), EVERYTHING, UNKNOWN)
+            for e in items:  # x IN (a, b) is x = a OR x = b
+                v = bound(e, what)
+                out = out.either(_UNKNOWN_EVERYWHERE if v is None
+                                 else _two_valued(axis.cell(v)))
+            return out
+        if type(node) in _FLIP:
+            left, right, kind = node.this, node.expression, type(node)
+            if is_attr(right) and not is_attr(left):
+                left, right, kind = right, left, _FLIP[kind]
+            if is_attr(left) and not is_attr(right) \
+                    and not any(map(is_attr, right.find_all(exp.Column))):
+                return compare(kind, right, f"the bound of {meta.name}")
+        if node.find(exp.Column) is None:  # TRUE, NULL, 1 = 1: the same on every row
+            folded = fold_condition(node)
+            if folded is not None:
+                return _constant(folded.value)
+        raise unsupported(c, axis)
+
+    return walk(c)
+
+
+def refuse_dropped_nulls(truth: Truth, c: exp.Expression, meta, is_attr) -> None:
+    """Refuse the predicate ``c`` (of :class:`Truth` ``truth``: the AND of a WHERE
+    clause's conjuncts on the attribute ``meta``) when it is TRUE on the rows where the
+    attribute is NULL and the attribute has ``on_null = "drop"``: no view over it holds
+    those rows. ``n IS NULL AND n > 5`` is never TRUE, so it is answered (0)."""
+    if truth.at_null == TRUE and meta.on_null == "drop":
+        col = next(x for x in c.find_all(exp.Column) if is_attr(x))
+        raise is_null_error(meta, col.name, c.sql("duckdb"))
+
+
+def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
+    """The intervals of the axis of the binned attribute ``meta`` where the predicate
+    ``c`` is TRUE (:func:`predicate_truth`), refused as :func:`refuse_dropped_nulls`
+    says."""
+    truth = predicate_truth(c, meta, is_attr)
+    refuse_dropped_nulls(truth, c, meta, is_attr)
+    return truth.true
+
+
+def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Expression:
+    """``node``, or for a subquery the constant expression it selects (``(SELECT 5)`` is
+    5): a SELECT of one expression and nothing else, so one row. Refuses any other
+    subquery, naming what to write."""
+    inner = node
+    while isinstance(inner, (exp.Subquery, exp.Paren)) and isinstance(
+            inner.this, (exp.Subquery, exp.Paren, exp.Select)):
+        inner = inner.this
+    if not isinstance(inner, exp.Query):
+        return node
+    clauses = {k for k, v in inner.args.items() if v not in (None, [], False)}
+    if isinstance(inner, exp.Select) and clauses == {"expressions"} \
+            and len(inner.expressions) == 1:
+        value = inner.expressions[0]
+        value = value.this if isinstance(value, exp.Alias) else value
+        if value.find(exp.Query, exp.Column, exp.Star) is None:
+            return value
+    raise UnsupportedQueryError(
+        f"{what} {node.sql('duckdb')!r} is a subquery that the planner does not run: only "
+        "a constant one, a SELECT of one value with no FROM or other clause (SELECT 5), "
+        "is read as its value. List the values as literals (x IN (1, 2), x < 5), or count "
+        f"by {name} first and filter the released bins in an outer query")
+
+
+def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
+    """The subquery of ``x op ANY (...)`` / ``ALL (...)``, which must be a constant one
+    (one row: the comparison with its value)."""
+    sub = node.this
+    while isinstance(sub, exp.Paren) and not isinstance(sub.this, exp.Array):
+        sub = sub.this
+    if not isinstance(sub, (exp.Subquery, exp.Select)):
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} compares with a list, which is not supported; "
+            f"write {name} IN (a, b) for = ANY, or one comparison per value joined with "
+            "OR (ANY) or AND (ALL)")
+    return constant_subquery(sub, what, name)
+
+
+_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
+                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
+                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
+                   exp.DataType, exp.DataTypeParam, exp.Add, exp.Sub, exp.Mul, exp.Div,
+                   exp.IntDiv, exp.Mod, exp.Pow, exp.Interval, exp.Var, exp.Null)
+
+
+def rejects_null(c: exp.Expression) -> bool:
+    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
+    built of comparisons, IN, BETWEEN, LIKE, arithmetic, NULL, AND/OR/NOT and ``IS NOT
+    NULL`` only (no IS NULL, COALESCE, CASE...). A NULL literal is UNKNOWN under every one
+    of them, as the attribute's NULL is."""
+    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
+            and isinstance(c.this.expression, exp.Null):
+        return True  # attr IS NOT NULL
+    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
+
+
+def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
+    """Whether a row whose attribute (a label column: ``is_attr``) is NULL satisfies
+    ``c``, in SQL's three-valued logic: a comparison, ``BETWEEN`` or ``IN`` of NULL is
+    unknown, ``IS NULL`` true, ``NOT`` swaps true and false, ``AND``/``OR`` take the
+    least/greatest; the row is kept only when true."""
+
+    def value(node: exp.Expression) -> int:
+        if isinstance(node, exp.Paren):
+            return value(node.this)
+        if isinstance(node, exp.And):
+            return min(value(node.this), value(node.expression))
+        if isinstance(node, exp.Or):
+            return max(value(node.this), value(node.expression))
+        if isinstance(node, exp.Not):
+            return TRUE - value(node.this)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
+                and is_attr(node.this):
+            return TRUE
+        return UNKNOWN
+
+    return value(c) == TRUE
+
+
+__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery", "predicate_intervals",
+           "predicate_keeps_null", "predicate_truth", "refuse_dropped_nulls", "rejects_null"]

@@ -1,0 +1,132 @@
+"""NULL literals and constant subqueries in the bounds of binned attributes, answered as
+DuckDB answers them on the raw table (the fuzz release, ρ = 1e11: the noise is
+negligible), in SQL's three-valued logic (dpsql/planner/predicate_truth.py).
+
+Each of these was refused ("the bound of k must be a numeric literal ..., got 'NULL'",
+"a BETWEEN bound must be a numeric literal ...", "predicate 'k IN (SELECT 3)' ... is not
+supported"), where DuckDB answers: mostly no row, as a comparison with NULL is UNKNOWN,
+but ``k NOT BETWEEN NULL AND 5`` keeps k > 5 (3,958 rows of the data), ``k IN (1, NULL)``
+keeps k = 1 (277 rows) and ``k IS DISTINCT FROM NULL`` every row with a value (5,654).
+k has a NULL node (on_null = "category"), n drops its NULL rows (on_null = "drop").
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import fuzz_sql_support as fz
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    base = fz.write_data(tmp_path_factory.mktemp("fuzz_nulls"))
+    fz.build(base)
+    return base
+
+
+@pytest.fixture(scope="module")
+def cons(base):
+    dp, raw = fz.dp_connection(fz.build(base)), fz.raw_connection(base)
+    yield dp, raw
+    dp.close()
+    raw.close()
+
+
+NULL_BOUNDS = [
+    "k = NULL", "k <> NULL", "NOT (k = NULL)", "k < NULL", "NULL >= k",
+    "k BETWEEN NULL AND 5", "k NOT BETWEEN NULL AND 5", "k NOT BETWEEN 5 AND NULL",
+    "k IN (NULL)", "k IN (1, NULL)", "k NOT IN (1, NULL)", "NOT (k NOT IN (1, NULL))",
+    "k IS DISTINCT FROM NULL", "k IS NOT DISTINCT FROM NULL", "k IS DISTINCT FROM 3",
+    "k IS NOT DISTINCT FROM 3", "NOT (k IS DISTINCT FROM 3)",
+    "k < coalesce(NULL, 5)", "k < nullif(5, 5)", "NOT (k < nullif(5, 5))",
+    "k < CAST(NULL AS INT)", "k < NULL + 1", "k > 5 OR NULL", "NOT (k > 5 OR NULL)",
+    "NOT (k > 5 AND NULL)", "k > 5 AND TRUE", "(k = 3) IS TRUE", "(k = 3) IS NOT TRUE",
+    "(k = 3) IS FALSE", "(k = 3) IS NOT FALSE", "(k = NULL) IS NULL", "(k = 3) IS NULL",
+    "(k IN (1, NULL)) IS NULL", "NOT (k IN (2, NULL) OR k IS NULL)",
+    "n = NULL", "n NOT IN (1, NULL)", "n IN (1, NULL)", "NOT (n BETWEEN NULL AND 5)",
+    "n IS DISTINCT FROM NULL", "n IS NOT DISTINCT FROM 3", "n IS NULL AND n > 5",
+    "d = NULL", "d NOT BETWEEN NULL AND DATE '2013-05-01'", "d < CAST(NULL AS DATE)",
+    "x < NULL", "x = NULL", "x NOT BETWEEN NULL AND 2.5", "x IN (NULL)",
+    "p NOT IN (2.5, NULL)", "p IN (2.5, NULL)", "m < NULL",
+    "ts NOT BETWEEN NULL AND TIMESTAMP '2013-01-03 00:00:00'",
+]
+
+CONSTANT_SUBQUERIES = [
+    "k < ANY (SELECT 5)", "k >= ALL (SELECT 7)", "k = SOME (SELECT 4)", "k IN (SELECT 3)",
+    "k NOT IN (SELECT 3)", "k = (SELECT 5)", "k < (SELECT 10 + 5 AS v)",
+    "k IN ((SELECT 5), 6)", "k IN (SELECT NULL)", "k NOT IN (SELECT NULL)",
+    "k = ANY (SELECT NULL)", "n < ANY (SELECT 5)", "d < (SELECT DATE '2013-05-01')",
+    "x < ANY (SELECT 2.5)", "NOT (p >= ALL (SELECT 2.5))",
+]
+
+
+@pytest.mark.parametrize("where", NULL_BOUNDS + CONSTANT_SUBQUERIES)
+def test_a_null_or_constant_subquery_bound_is_duckdbs_answer(cons, where):
+    dp, raw = cons
+    queries = [(f"SELECT COUNT(*) FROM t WHERE {where}", 0)]
+    if not re.search(r"\b(d|x|p|m|ts)\b", where):  # a view with k: its NULL node too
+        queries.append((f"SELECT k, COUNT(*) FROM t WHERE ({where}) AND n IS NOT NULL "
+                        "GROUP BY k", 1))
+    for sql, keys in queries:
+        kind, detail = fz.classify(dp, raw, sql, keys)
+        assert kind == "equal", (sql, kind, detail)
+
+
+def test_the_null_bounds_keep_what_the_data_keeps(cons):
+    """The counts of the module docstring, on both sides."""
+    dp, raw = cons
+    from dpsql import duck
+
+    for where, want in (("k NOT BETWEEN NULL AND 5", 3958), ("k IN (1, NULL)", 277),
+                        ("k IS DISTINCT FROM NULL", 5654), ("k NOT IN (1, NULL)", 0)):
+        sql = f"SELECT COUNT(*) FROM t WHERE {where}"
+        assert raw.execute(sql).fetchall() == [(want,)], where
+        got = duck.execute(dp, sql)[0].fetchall()[0][0]
+        assert abs(got - want) < 0.5, (where, got, want)
+
+
+@pytest.mark.parametrize("where,words", [
+    ("k < (SELECT max(w) FROM pub)", "the bound of k '(SELECT MAX(w) FROM pub)' is a "
+                                     "subquery that the planner does not run"),
+    ("k IN (SELECT w FROM pub)", "an IN value of k"),
+    ("k < ANY (SELECT w FROM pub)", "is a subquery that the planner does not run"),
+    ("k IN (SELECT 3 UNION ALL SELECT 4)", "only a constant one, a SELECT of one value"),
+    ("k < (SELECT 5 LIMIT 0)", "with no FROM or other clause"),
+    ("k = ANY ([1, 2])", "compares with a list, which is not supported; write k IN (a, b)"),
+    ("n IS NOT DISTINCT FROM NULL", "the release cannot count the rows where n is NULL"),
+    ("n IS DISTINCT FROM 3", "the release cannot count the rows where n is NULL"),
+    ("n IS NULL OR n = NULL", "the release cannot count the rows where n is NULL"),
+])
+def test_a_bound_the_planner_does_not_value_is_refused_saying_what_to_write(
+        cons, where, words):
+    import dpsql
+    from dpsql import duck
+
+    dp, _ = cons
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:
+        duck.execute(dp, f"SELECT COUNT(*) FROM t WHERE {where}")
+    assert words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("bound", [
+    "(SELECT length(read_text('/etc/passwd')))",
+    "ANY (SELECT count(*) FROM glob('/*'))",
+    "(SELECT getvariable('x'))",
+    "(SELECT count(*) FROM duckdb_settings())",
+])
+def test_a_subquery_bound_that_reads_outside_is_refused_on_an_analysts_connection(
+        base, bound):
+    """The analyst's connection refuses what reads outside before any bound is valued;
+    the planner's own folder never runs a subquery."""
+    import dpsql
+
+    con = dpsql.connect(str(fz.build(base)))
+    try:
+        with pytest.raises(dpsql.UnsupportedQueryError):
+            con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE k < {bound}")
+    finally:
+        con.close()
