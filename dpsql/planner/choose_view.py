@@ -15,9 +15,11 @@ half-width of one output row, from each view's own error model (no data): for a 
 view queried without grouping, ``range_variance`` of the query's bin range (of each of
 its disjoint pieces, with their covariances, for ``NOT BETWEEN`` or a scattered ``IN``);
 otherwise ``m`` nodes of the chosen level, with ``m`` = level size / number of groups ×
-filter selectivity (the pieces' widths), as ``sum_bound(level, m nodes, 0.05)`` for bound models and
-``1.96·sqrt(sum_variance(level, m sibling nodes))`` for variance models (a prediction to
-rank views; the error columns themselves use the row's actual nodes). Ties go to the
+filter selectivity (the pieces' widths), as ``sum_bound(level, m nodes, 0.05)`` for bound models,
+``1.96·sqrt(sum_variance(level, m sibling nodes))`` for variance models, and the
+Laplace-sum quantile of the same nodes for Laplace-family views (``btree``,
+``laplace_tree``), which is what their intervals are (a prediction to rank views; the
+error columns themselves use the row's actual nodes). Ties go to the
 shallower level, then to the view name.
 
 **Speed.** The error models are numpy code: one evaluation costs 10-200 µs, several per
@@ -39,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpsql.accuracy.laplace_sum import half_width
 from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
@@ -210,6 +213,8 @@ def range_errors(v: ViewInfo, bins: int) -> np.ndarray | None:
     """The predicted 95 % half-width of every bin range [b0, b1) of a one-attribute
     range view, as ``table[b0, b1]`` (NaN below the diagonal); None when the view's
     model has no range variance. Computed once per attach, in one vectorised call."""
+    if v.model.laplace_cumulants(v.model.depth, np.zeros(1, np.int64)) is not None:
+        return None  # Laplace quantiles: per range, memoized (_range_prediction)
     lo, hi = np.triu_indices(bins + 1, k=1)
     rv = v.model.range_variance(lo, hi)
     if rv is None:
@@ -244,7 +249,7 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
             return hit
         rv = model.range_variance(np.array([b0]), np.array([b1]))
         if rv is not None:
-            out = Z95 * math.sqrt(float(np.asarray(rv)[0]))
+            out = _half95(model, model.depth, np.arange(b0, b1), float(np.asarray(rv)[0]))
             if len(v.predictions) < MAX_MEMO:
                 v.predictions[("range", b0, b1)] = out
             return out
@@ -269,14 +274,28 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     hit = memo.get(key)
     if hit is not None:
         return hit
-    var = model.sum_variance(level, np.arange(min(m, lv.n_nodes)))
+    ids = np.arange(min(m, lv.n_nodes))
+    var = model.sum_variance(level, ids)
     if var is None:
         out = float(model.sum_bound(level, np.arange(m), 0.05))
     else:
-        out = Z95 * math.sqrt(var.value)
+        out = _half95(model, level, ids, var.value)
     if len(memo) < MAX_MEMO:
         memo[key] = out
     return out
+
+
+def _half95(model, level: int, ids: np.ndarray, variance: float) -> float:
+    """The 95 % half-width of the interval the view gives the released sum of ``ids`` at
+    ``level`` (of this ``variance``): the Laplace-sum quantile of a Laplace-family model
+    (``btree``, ``laplace_tree``: :func:`dpsql.accuracy.laplace_sum.half_width`, as
+    ``dp_ci_low/high``), ±1.96σ for the others. Ranking a Laplace view by 1.96σ made it
+    look up to 8 % better than its interval (2.12σ for one Laplace draw), and so preferred
+    over a Gaussian view whose interval is narrower."""
+    cum = model.laplace_cumulants(level, ids)
+    if cum is not None:
+        return float(half_width(cum, 0.95))
+    return Z95 * math.sqrt(variance)
 
 
 MAX_PIECES = 256
@@ -330,7 +349,8 @@ def _pieces_prediction(v: ViewInfo, pieces: tuple[tuple[int, int], ...]) -> floa
     prefix = np.asarray(prefix, dtype=np.float64)
     cov = np.diag(prefix)
     cov[lo, hi] = cov[hi, lo] = (prefix[lo] + prefix[hi] - np.asarray(between)) / 2.0
-    out = Z95 * math.sqrt(max(float(c @ cov @ c), 0.0))
+    leaves = np.concatenate([np.arange(a, b) for a, b in pieces])
+    out = _half95(v.model, v.model.depth, leaves, max(float(c @ cov @ c), 0.0))
     if len(v.predictions) < MAX_MEMO:
         v.predictions[("pieces", pieces)] = out
     return out
