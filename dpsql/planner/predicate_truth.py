@@ -105,7 +105,13 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
 
     def bound(node: exp.Expression, what: str):
         """A bound's value on the axis, None for NULL (a constant subquery's value)."""
-        return axis.literal(constant_subquery(node, what, meta.name), what)
+        value = constant_subquery(node, what, meta.name)
+        if value is not node and isinstance(value, exp.Literal) and value.is_string:
+            raise UnsupportedQueryError(
+                f"{what} {node.sql('duckdb')!r} is a string from a subquery, which DuckDB "
+                f"compares with the attribute {meta.name!r} only after a cast (a VARCHAR, "
+                f"not a literal); write the string itself ({meta.name} < {value.sql()})")
+        return axis.literal(value, what)
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
         if isinstance(node, (exp.Any, exp.All)):  # of a one-row subquery: its value
@@ -217,7 +223,7 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
 
 def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
     """The subquery of ``x op ANY (...)`` / ``ALL (...)``, which must be a constant one
-    (one row: the comparison with its value)."""
+    (:func:`constant_subquery`: one row, so the comparison with its value)."""
     sub = node.this
     while isinstance(sub, exp.Paren) and not isinstance(sub.this, exp.Array):
         sub = sub.this
@@ -226,7 +232,7 @@ def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
             f"{what} {node.sql('duckdb')!r} compares with a list, which is not supported; "
             f"write {name} IN (a, b) for = ANY, or one comparison per value joined with "
             "OR (ANY) or AND (ALL)")
-    return constant_subquery(sub, what, name)
+    return sub
 
 
 _NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,

@@ -47,6 +47,9 @@ GRID_TYPES = ("integer", "decimal", "date", "timestamp")
 _CALENDAR_RESULTS = ("DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS")
 """DuckDB types of a constant that a date or timestamp attribute compares with exactly
 (a TIMESTAMP_NS holds nanoseconds, which a Python datetime does not)."""
+_NUMERIC_TYPE = re.compile(r"U?(?:TINY|SMALL|BIG|HUGE)?INT(?:EGER)?|DECIMAL\(\d+,\d+\)"
+                           r"|FLOAT|DOUBLE")
+"""DuckDB's names (``typeof``) of the numeric types."""
 _PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*")
 _CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)?")
 
@@ -146,7 +149,9 @@ class Axis:
             folded = fold_constant(node, what)
             if folded is None:
                 raise
-            return None if folded.value is None else self._number(folded, node, what)
+            if folded.value is None:
+                return self._null(folded, node, what)
+            return self._number(folded, node, what)
 
     def _number(self, c: Constant, node: exp.Expression, what: str) -> Fraction | float:
         """A constant's value as a numeric bound: integers and DECIMALs exact, a DOUBLE
@@ -167,6 +172,23 @@ class Axis:
             f"{what} {node.sql('duckdb')!r} is {v!r} of type {c.type}, which is not compared "
             f"exactly with the {self.value_type} attribute {self.name!r}; write it as an "
             "integer, a decimal or a DOUBLE")
+
+    def _null(self, c: Constant, node: exp.Expression, what: str) -> None:
+        """A NULL bound (None: every comparison with it is unknown), when DuckDB compares
+        it with the attribute: an untyped NULL, or one of a type of the attribute's kind
+        (a number for a numeric attribute, a date or timestamp for a calendar one).
+        Another type is refused, as DuckDB refuses ``k < CAST(NULL AS DATE)`` or ``d <
+        NULL + 1`` ("Cannot compare values of type DATE and type INTEGER")."""
+        calendar = self.value_type in CALENDAR_TYPES
+        if c.type == '"NULL"' or (c.type in _CALENDAR_RESULTS + ("TIMESTAMP_NS",)
+                                  if calendar else _NUMERIC_TYPE.fullmatch(c.type)):
+            return None
+        kind = "a date or timestamp" if calendar else "a number"
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} is a NULL of type {c.type}, which DuckDB does "
+            f"not compare with the {self.value_type} attribute {self.name!r} without a "
+            f"cast; write NULL, or a NULL of {kind} (CAST(NULL AS "
+            f"{'DATE' if calendar else 'INTEGER'}))")
 
     def _text(self, text: str, what: str) -> Fraction | float:
         """A string compared with a numeric attribute: DuckDB casts it to the column's
@@ -201,7 +223,7 @@ class Axis:
             return to_axis(self.value_type, _calendar_text(v.this, to, what))
         folded = fold_constant(node, what)
         if folded is not None and folded.value is None:
-            return None
+            return self._null(folded, node, what)
         if folded is not None and folded.type in _CALENDAR_RESULTS \
                 and isinstance(folded.value, (date, datetime)):
             return to_axis(self.value_type, folded.value)

@@ -1,4 +1,5 @@
-"""Differential SQL fuzzing of the planner: a seeded query generator, one release with
+"""Differential SQL fuzzing of the planner: a seeded query generator (NULL bounds and
+constant subqueries among its spellings), one release with
 several views at an enormous budget, and a classifier that compares dpsql's answer with
 plain DuckDB's on the raw table.
 
@@ -130,7 +131,12 @@ class Gen:
         return self.g.random() < p
 
     # -- literals
+    NULL_TYPES = {"n": "INT", "k": "BIGINT", "p": "DECIMAL(6, 2)", "x": "DOUBLE", "d": "DATE",
+                  "m": "DATE", "ts": "TIMESTAMP"}
+
     def lit(self, attr: str) -> str:
+        if self.chance(0.05):
+            return self.null_value(attr)
         if self.chance(0.25):
             return self.spelled(attr)
         g = self.g
@@ -169,12 +175,22 @@ class Gen:
             return f"DATE '{first}'"
         return "'" + self.pick(self.CATS[attr]) + "'"
 
+    def null_value(self, attr: str) -> str:
+        """A NULL as a bound: the literal, a typed one, a constant expression or a
+        constant subquery DuckDB values as NULL (every comparison with it is unknown)."""
+        v = self.lit(attr) if attr != "ts" else "TIMESTAMP '2013-01-02 00:00:00'"
+        return self.pick(["NULL", f"CAST(NULL AS {self.NULL_TYPES.get(attr, 'VARCHAR')})",
+                          f"nullif({v}, {v})", "(SELECT NULL)", f"(SELECT nullif({v}, {v}))"])
+
     def spelled(self, attr: str) -> str:
         """A value written as DuckDB also accepts it, on the same grid as :meth:`lit`'s:
         a constant expression DuckDB folds (``(10 + 5)``, ``CAST('7' AS SMALLINT)``, ``DATE
         '2013-01-31' + INTERVAL 1 MONTH``, ``TIMESTAMP '...' + INTERVAL 3 HOUR``), a number
         in quotes, a date or time without zero padding (``'2013-1-5'``)."""
         g = self.g
+        if self.chance(0.15):  # a constant subquery, a COALESCE: the value itself
+            v = self.lit(attr)
+            return self.pick([f"(SELECT {v})", f"coalesce(NULL, {v})", f"(SELECT {v} AS v)"])
         if attr in ("n", "k"):
             v = g.randint(-2, 100 if attr == "n" else 20)
             a = g.randint(-5, 5)
@@ -205,7 +221,7 @@ class Gen:
         if attr == "m":
             y, mo, k = g.randint(2011, 2015), g.randint(1, 12), g.randint(-3, 14)
             return self.pick([f"DATE '{y}-{mo}-1'",
-                              f"DATE '{datetime.date(y, mo, 1)}' + INTERVAL {k} MONTH"])
+                              f"DATE '{datetime.date(y, mo, 1)}' + INTERVAL ({k}) MONTH"])
         return "'" + self.pick(self.CATS[attr]) + "'"
 
     # -- atoms on one attribute
@@ -227,6 +243,10 @@ class Gen:
             op, lit = self.pick(ops), self.lit(attr)
             if attr == "m" and op == "<=":
                 op = "<"
+            if self.chance(0.1):  # of a one-row constant subquery: the comparison
+                return f"{attr} {op} {self.pick(['ANY', 'ALL', 'SOME'])} (SELECT {lit})"
+            if self.chance(0.06) and attr not in ("x", "m"):
+                return f"{attr} IS {self.pick(['', 'NOT '])}DISTINCT FROM {lit}"
             if self.chance(0.2):
                 flip = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "<>": "<>"}
                 return f"{lit} {flip[op]} {attr}"
@@ -261,6 +281,9 @@ class Gen:
                          f"TIMESTAMP '{hour}' + INTERVAL 3599 SECOND",
                          f"TIMESTAMP '{hour + datetime.timedelta(hours=1)}' - INTERVAL 1 SECOND"])
         r = g.random()
+        if r < 0.04:
+            return (f"ts {'NOT ' if self.chance(0.5) else ''}BETWEEN "
+                    f"{self.null_value('ts')} AND {start}")
         if r < 0.15:
             return f"ts {self.pick(['<', '>='])} DATE '{hour.date()}'"
         if r < 0.45:
@@ -311,12 +334,17 @@ class Gen:
                       f"{attr} < '2013-05-01'::TIMESTAMP", f"{attr} = {attr}"]
         if attr in ("x", "m"):  # no points: a day inside a month bin interpolates
             forms = [f for f in forms if not any(t in f for t in (" IN ", "DISTINCT", " = "))]
+        if attr == "m":  # NOT (m BETWEEN NULL AND day) is m > day: inside a month bin
+            forms = [f for f in forms if "BETWEEN NULL" not in f]
         return self.pick(forms).replace(" < ?", " < 5")
 
     def tree(self, attr: str, depth: int) -> str:
         if depth <= 0 or self.chance(0.45):
             return self.atom(attr)
         r = self.g.random()
+        if r < 0.05:  # three-valued: IS [NOT] TRUE / FALSE / NULL of a predicate
+            return (f"({self.tree(attr, depth - 1)}) IS {self.pick(['', 'NOT '])}"
+                    f"{self.pick(['TRUE', 'FALSE', 'NULL'])}")
         if r < 0.2:
             return f"NOT ({self.tree(attr, depth - 1)})"
         op = "AND" if r < 0.55 else "OR"
@@ -505,8 +533,10 @@ def _zero(row, key_width: int) -> bool:
     if key_width and len(row) > key_width:
         v = row[key_width]  # NULL: SQL's SUM over no rows, where a released 0 sums to 0
         return v is None or (_num(v) and abs(float(v)) < 0.25)
+    # an outer aggregate over no rows is all NULL (SUM, MAX): over the released zero
+    # groups dpsql lists, 0
     return all(v is None or (_num(v) and abs(float(v)) < 0.25) for v in row[key_width:]) \
-        and any(_num(v) for v in row[key_width:])
+        and (any(_num(v) for v in row[key_width:]) or len(row) > key_width)
 
 
 def same(got, want, kw: int, ordered_limit: bool = False) -> bool:
@@ -560,7 +590,8 @@ def _width_bucket(m: re.Match) -> str:
 
 
 def classify(dp, raw, q: str, kw: int) -> tuple[str, str]:
-    """('equal' | 'refused' | 'raw_error' | 'unclear' | 'crash' | 'wrong', detail)."""
+    """('equal' | 'refused' | 'raw_error' | 'answered' | 'unclear' | 'crash' | 'wrong',
+    detail): 'answered' is a number from dpsql where DuckDB fails on the data."""
     import dpsql
     from dpsql import duck
 
@@ -568,7 +599,11 @@ def classify(dp, raw, q: str, kw: int) -> tuple[str, str]:
     try:
         want = raw.execute(q_raw).fetchall()
     except duckdb.Error as e:
-        return "raw_error", str(e).splitlines()[0]
+        try:  # DuckDB fails on the data: dpsql must not answer either
+            duck.execute(dp, q)[0].fetchall()
+        except Exception:  # noqa: BLE001 - any refusal or error is DuckDB's outcome
+            return "raw_error", str(e).splitlines()[0]
+        return "answered", f"DuckDB on the data: {str(e).splitlines()[0]}"
     limit = " LIMIT " in q
     try:
         cur, _ = duck.execute(dp, q)

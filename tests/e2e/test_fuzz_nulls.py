@@ -112,6 +112,39 @@ def test_a_bound_the_planner_does_not_value_is_refused_saying_what_to_write(
     assert words in str(err.value), str(err.value)
 
 
+# DuckDB refuses to compare a column with a string from a subquery or with a NULL of
+# another type ("Cannot compare values of type BIGINT and VARCHAR in IN/ANY/ALL clause",
+# "... DATE and type INTEGER"); the planner answered them (k < ANY (SELECT '5') as k < 5,
+# d < NULL + 1 as unknown, 0 rows). The fuzzer now checks that a query DuckDB fails on is
+# not answered ('answered').
+DUCKDB_FAILS = [
+    ("k < ANY (SELECT '5')", "is a string from a subquery"),
+    ("n <> ANY (SELECT '53')", "is a string from a subquery"),
+    ("k < (SELECT '5')", "is a string from a subquery"),
+    ("d < SOME (SELECT '2013-10-23')", "is a string from a subquery"),
+    ("x >= ALL (SELECT '3.5')", "is a string from a subquery"),
+    ("k IN (SELECT CAST(NULL AS VARCHAR))", "is a NULL of type VARCHAR"),
+    ("k < nullif('5', '5')", "is a NULL of type VARCHAR"),
+    ("k < CAST(NULL AS DATE)", "is a NULL of type DATE, which DuckDB does not compare"),
+    ("d < NULL + 1", "is a NULL of type INTEGER"),
+    ("d < CAST(NULL AS INT)", "write NULL, or a NULL of a date or timestamp"),
+    ("k BETWEEN CAST(NULL AS VARCHAR) AND 5", "is a NULL of type VARCHAR"),
+]
+
+
+@pytest.mark.parametrize("where,words", DUCKDB_FAILS)
+def test_a_bound_duckdb_does_not_compare_is_refused(cons, where, words):
+    import dpsql
+    from dpsql import duck
+
+    dp, raw = cons
+    sql = f"SELECT COUNT(*) FROM t WHERE {where}"
+    assert fz.classify(dp, raw, sql, 0)[0] == "raw_error"
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:
+        duck.execute(dp, sql)
+    assert words in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("bound", [
     "(SELECT length(read_text('/etc/passwd')))",
     "ANY (SELECT count(*) FROM glob('/*'))",
