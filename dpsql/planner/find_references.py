@@ -48,7 +48,7 @@ from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.refuse_correlated import refuse_correlated
 from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
-from dpsql.planner.predicate_truth import (TRUE, Truth, predicate_keeps_null,
+from dpsql.planner.predicate_truth import (TRUE, UNKNOWN, Truth, null_row_value,
                                            predicate_truth, refuse_dropped_nulls, rejects_null)
 from dpsql.planner.value_intervals import EVERYTHING, Intervals
 
@@ -290,6 +290,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
     truths: dict[str, tuple[Truth, exp.Expression]] = {}  # per binned attribute: the AND
+    label_nulls: dict[str, tuple[int, exp.Expression]] = {}  # the AND on a NULL label
+    unknown_nulls: set[str] = set()  # with a conjunct of no known value there
     non_null: set[str] = set()
     drops_nulls = any(v.null_dropped for v in views)  # else no view cares (no walk)
     removed: list[exp.Expression] = []
@@ -334,10 +336,16 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
         if range_attr is None:
-            if drops_nulls and len(col_attrs) == 1 and rejects_null(c):
-                non_null.update(col_attrs)
-            elif drops_nulls and len(col_attrs) == 1:
-                _refuse_dropped_nulls(c, next(iter(col_attrs)), release, owned)
+            if drops_nulls and len(col_attrs) == 1:  # its value on the attribute's NULLs
+                a = next(iter(col_attrs))
+                v = _null_row_value(c, a, release, owned)
+                if v is None and rejects_null(c):
+                    v = UNKNOWN
+                if v is None:
+                    unknown_nulls.add(a)
+                else:
+                    label_nulls[a] = (min(label_nulls[a][0], v), label_nulls[a][1]) \
+                        if a in label_nulls else (v, c)
             continue
         truth = predicate_truth(c, attrs[range_attr], _column_test(range_attr, owned))
         if range_attr in truths:  # its conjuncts: AND, three-valued on the axis
@@ -349,6 +357,11 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         removed.append(c)
         removed_ids.update(map(id, c_columns))
 
+    for a, (v, first) in label_nulls.items():
+        if v != TRUE:  # never TRUE on its NULL rows: a view that dropped them answers
+            non_null.add(a)
+        elif a not in unknown_nulls:
+            _refuse_dropped_nulls(first, a, release, owned)
     nulls: dict[str, bool] = {}  # per attribute with a NULL node: does the WHERE keep it
     for a, (truth, first) in truths.items():
         refuse_dropped_nulls(truth, first, attrs[a], _column_test(a, owned))
@@ -472,20 +485,32 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      frozenset(a.skips for a in aggregates if a.skips))
 
 
+def _label_columns(c: exp.Expression, attribute: str, release: ReleaseInfo, owned
+                   ) -> list[exp.Column]:
+    meta = release.attributes.get(attribute)
+    return [x for x in c.find_all(exp.Column) if owned(x)
+            and meta is not None and release.column_attribute(x.name) is meta]
+
+
+def _null_row_value(c: exp.Expression, attribute: str, release: ReleaseInfo, owned
+                    ) -> int | None:
+    """The value of the WHERE conjunct ``c`` on a row where the label attribute is NULL
+    (:func:`~dpsql.planner.predicate_truth.null_row_value`; None: not known)."""
+    cols = _label_columns(c, attribute, release, owned)
+    if not cols:
+        return None
+    return null_row_value(c, lambda x: any(x is y for y in cols))
+
+
 def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInfo,
                           owned) -> None:
-    """Refuse the WHERE conjunct ``c`` on the one ``attribute`` when it keeps the rows
-    where the attribute is NULL (``x IS NULL``, ``x IS NULL OR ...``) and the attribute
-    has ``on_null = "drop"``: no view over it holds those rows."""
+    """Refuse the WHERE clause (its conjunct ``c`` named) on the one label ``attribute``
+    when it is TRUE on the rows where the attribute is NULL (``x IS NULL``, ``x IS NULL OR
+    ...``, ``x IS DISTINCT FROM 'a'``) and the attribute has ``on_null = "drop"``: no view
+    over it holds those rows."""
     meta = release.attributes.get(attribute)
-    if meta is None or meta.on_null != "drop":
-        return
-    cols = [x for x in c.find_all(exp.Column) if owned(x)
-            and release.column_attribute(x.name) is meta]
-
-    def is_attr(x: exp.Expression) -> bool:
-        return any(x is y for y in cols)
-    if cols and predicate_keeps_null(c, is_attr):
+    cols = _label_columns(c, attribute, release, owned)
+    if meta is not None and meta.on_null == "drop" and cols:
         raise is_null_error(meta, cols[0].name, c.sql("duckdb"))
 
 

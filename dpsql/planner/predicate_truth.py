@@ -42,7 +42,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
-from dpsql.planner.fold_constants import fold_condition
+from dpsql.planner.fold_constants import fold_condition, fold_constant
 from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
                                            intersect, unsupported, union)
 
@@ -108,9 +108,9 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         value = constant_subquery(node, what, meta.name)
         if value is not node and isinstance(value, exp.Literal) and value.is_string:
             raise UnsupportedQueryError(
-                f"{what} {node.sql('duckdb')!r} is a string from a subquery, which DuckDB "
-                f"compares with the attribute {meta.name!r} only after a cast (a VARCHAR, "
-                f"not a literal); write the string itself ({meta.name} < {value.sql()})")
+                f"{what} {node.sql('duckdb')!r} is a string from a subquery, a VARCHAR "
+                f"that DuckDB does not compare with the attribute {meta.name!r} without a "
+                f"cast (a string literal it casts); write the string itself: {value.sql()}")
         return axis.literal(value, what)
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
@@ -207,9 +207,7 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
         inner = inner.this
     if not isinstance(inner, exp.Query):
         return node
-    clauses = {k for k, v in inner.args.items() if v not in (None, [], False)}
-    if isinstance(inner, exp.Select) and clauses == {"expressions"} \
-            and len(inner.expressions) == 1:
+    if _one_value(inner):
         value = inner.expressions[0]
         value = value.this if isinstance(value, exp.Alias) else value
         if value.find(exp.Query, exp.Column, exp.Star) is None:
@@ -253,28 +251,87 @@ def rejects_null(c: exp.Expression) -> bool:
     return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
 
 
-def predicate_keeps_null(c: exp.Expression, is_attr) -> bool:
-    """Whether a row whose attribute (a label column: ``is_attr``) is NULL satisfies
-    ``c``, in SQL's three-valued logic: a comparison, ``BETWEEN`` or ``IN`` of NULL is
-    unknown, ``IS NULL`` true, ``NOT`` swaps true and false, ``AND``/``OR`` take the
-    least/greatest; the row is kept only when true."""
+_NULL_IN = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike,
+            exp.Glob, exp.SimilarTo, exp.RegexpLike, exp.Between, exp.In)
+"""Comparisons that are UNKNOWN where their column is NULL, whatever the constants."""
 
-    def value(node: exp.Expression) -> int:
+
+def null_row_value(c: exp.Expression, is_attr) -> int | None:
+    """The value (:data:`TRUE`, :data:`UNKNOWN` or :data:`FALSE`) of the predicate ``c``
+    on a row where the attribute (a label column: ``is_attr``) is NULL, in DuckDB's
+    three-valued logic; None for a shape it does not know (a function of the column, a
+    subquery that reads a table: ``x IN (SELECT ...)`` of no row is FALSE). A comparison,
+    ``LIKE``, ``BETWEEN`` or ``IN`` of the column with constants is UNKNOWN, ``IS NULL`` and
+    ``IS NOT DISTINCT FROM NULL`` TRUE, ``IS [NOT] DISTINCT FROM`` a value FALSE (TRUE),
+    ``(p) IS TRUE / FALSE / NULL`` TRUE or FALSE, ``NOT`` swaps TRUE and FALSE, ``AND`` /
+    ``OR`` take the least / greatest."""
+
+    def constant(node: exp.Expression) -> bool:
+        """No column, and each SELECT in it one constant value (one row)."""
+        return node.find(exp.Column, exp.Table, exp.Star) is None and all(
+            _one_value(q) for q in node.find_all(exp.Query)
+            if not isinstance(q, exp.Subquery))
+
+    def value(node: exp.Expression) -> int | None:
         if isinstance(node, exp.Paren):
             return value(node.this)
-        if isinstance(node, exp.And):
-            return min(value(node.this), value(node.expression))
-        if isinstance(node, exp.Or):
-            return max(value(node.this), value(node.expression))
+        if isinstance(node, (exp.And, exp.Or)):
+            a, b = value(node.this), value(node.expression)
+            if isinstance(node, exp.And):  # FALSE AND anything is FALSE
+                return FALSE if FALSE in (a, b) else None if None in (a, b) else min(a, b)
+            return TRUE if TRUE in (a, b) else None if None in (a, b) else max(a, b)
         if isinstance(node, exp.Not):
-            return TRUE - value(node.this)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) \
-                and is_attr(node.this):
-            return TRUE
-        return UNKNOWN
+            v = value(node.this)
+            return None if v is None else TRUE - v
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            if is_attr(node.this):
+                return TRUE
+            v = value(node.this)
+            return None if v is None else TRUE if v == UNKNOWN else FALSE
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            v = value(node.this)
+            return None if v is None else TRUE if v == (
+                TRUE if node.expression.this else FALSE) else FALSE
+        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
+            left, right = node.this, node.expression
+            if is_attr(right):
+                left, right = right, left
+            if not is_attr(left) or not constant(right):
+                return None
+            other = constant_subquery_or_none(right)
+            folded = None if other is None else fold_constant(other, "the value")
+            if folded is None:
+                return None
+            same = TRUE if folded.value is None else FALSE  # NULL IS NOT DISTINCT FROM NULL
+            return same if isinstance(node, exp.NullSafeEQ) else TRUE - same
+        if isinstance(node, _NULL_IN):
+            args = [x for x in node.iter_expressions()]
+            if any(is_attr(x) for x in args) and all(
+                    is_attr(x) or constant(x) for x in args):
+                return UNKNOWN
+            return None
+        if isinstance(node, (exp.Boolean, exp.Null)) or constant(node):
+            folded = fold_condition(node)
+            if folded is not None:
+                return UNKNOWN if folded.value is None else TRUE if folded.value else FALSE
+        return None
 
-    return value(c) == TRUE
+    return value(c)
 
 
-__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery", "predicate_intervals",
-           "predicate_keeps_null", "predicate_truth", "refuse_dropped_nulls", "rejects_null"]
+def _one_value(q: exp.Query) -> bool:
+    """A SELECT of one expression and no other clause (one row)."""
+    return isinstance(q, exp.Select) and len(q.expressions) == 1 and {
+        k for k, v in q.args.items() if v not in (None, [], False)} == {"expressions"}
+
+
+def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
+    """:func:`constant_subquery`'s value, or None where it would refuse."""
+    try:
+        return constant_subquery(node, "", "")
+    except UnsupportedQueryError:
+        return None
+
+
+__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery", "null_row_value",
+           "predicate_intervals", "predicate_truth", "refuse_dropped_nulls", "rejects_null"]
