@@ -34,7 +34,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
-from dpsql.planner.dropped_nulls import is_null_error, null_safe
+from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
 from dpsql.planner.group_bins import TRUNCS, BinGroup, bin_group, trunc_unit
@@ -48,8 +48,8 @@ from dpsql.planner.parse_sql import Scope, Walked, columns_below, walk_tree
 from dpsql.planner.refuse_correlated import refuse_correlated
 from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
-from dpsql.planner.predicate_truth import (TRUE, UNKNOWN, Truth, null_row_value,
-                                           predicate_truth, refuse_dropped_nulls, rejects_null)
+from dpsql.planner.null_rows import NullRows
+from dpsql.planner.predicate_truth import predicate_truth
 from dpsql.planner.value_intervals import EVERYTHING, Intervals
 
 @dataclass(frozen=True)
@@ -289,10 +289,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
 
     # ---- WHERE: range predicates move inside, the rest stays
     ranges: dict[str, Intervals] = {}
-    truths: dict[str, tuple[Truth, exp.Expression]] = {}  # per binned attribute: the AND
-    label_nulls: dict[str, tuple[int, exp.Expression]] = {}  # the AND on a NULL label
-    unknown_nulls: set[str] = set()  # with a conjunct of no known value there
-    non_null: set[str] = set()
+    null_rows = NullRows(release, owned)  # the clause on each attribute's NULL rows
     drops_nulls = any(v.null_dropped for v in views)  # else no view cares (no walk)
     removed: list[exp.Expression] = []
     removed_ids: set[int] = set()  # the scope's columns in them
@@ -329,6 +326,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 if range_attr is None and a.kind == "range":
                     range_attr = a.name  # declared spelling
         if not col_attrs:
+            null_rows.constant(c)
             continue
         if has_or and len(col_attrs) > 1:
             raise UnsupportedQueryError(
@@ -336,39 +334,15 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 "combine predicates with AND, use IN for several values of one attribute, or "
                 "UNION ALL two queries")
         if range_attr is None:
-            if drops_nulls and len(col_attrs) == 1:  # its value on the attribute's NULLs
-                a = next(iter(col_attrs))
-                v = _null_row_value(c, a, release, owned)
-                if v is None and rejects_null(c):
-                    v = UNKNOWN
-                if v is None:
-                    unknown_nulls.add(a)
-                else:
-                    label_nulls[a] = (min(label_nulls[a][0], v), label_nulls[a][1]) \
-                        if a in label_nulls else (v, c)
+            if drops_nulls and len(col_attrs) == 1:
+                null_rows.label(c, next(iter(col_attrs)))
             continue
         truth = predicate_truth(c, attrs[range_attr], _column_test(range_attr, owned))
-        if range_attr in truths:  # its conjuncts: AND, three-valued on the axis
-            truth, first = truths[range_attr][0].both(truth), truths[range_attr][1]
-            truths[range_attr] = truth, first
-        else:
-            truths[range_attr] = truth, c
-        ranges[range_attr] = truth.true
+        ranges[range_attr] = null_rows.range(c, range_attr, truth).true  # the AND
         removed.append(c)
         removed_ids.update(map(id, c_columns))
 
-    for a, (v, first) in label_nulls.items():
-        if v != TRUE:  # never TRUE on its NULL rows: a view that dropped them answers
-            non_null.add(a)
-        elif a not in unknown_nulls:
-            _refuse_dropped_nulls(first, a, release, owned)
-    nulls: dict[str, bool] = {}  # per attribute with a NULL node: does the WHERE keep it
-    for a, (truth, first) in truths.items():
-        refuse_dropped_nulls(truth, first, attrs[a], _column_test(a, owned))
-        if truth.at_null != TRUE:  # the WHERE leaves its NULL rows out
-            non_null.add(a)
-        if attrs[a].null_category:  # the NULL node: kept where the WHERE is TRUE on it
-            nulls[a] = truth.at_null == TRUE
+    non_null, nulls = null_rows.settle(lambda a: _column_test(a, owned))
 
     # ---- aggregates
     aggregates: list[Aggregate] = []
@@ -483,35 +457,6 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      None if plain is None else tuple(plain), tuple(long_names), measured,
                      tuple(bins), frozenset(non_null), tuple(truncs),
                      frozenset(a.skips for a in aggregates if a.skips))
-
-
-def _label_columns(c: exp.Expression, attribute: str, release: ReleaseInfo, owned
-                   ) -> list[exp.Column]:
-    meta = release.attributes.get(attribute)
-    return [x for x in c.find_all(exp.Column) if owned(x)
-            and meta is not None and release.column_attribute(x.name) is meta]
-
-
-def _null_row_value(c: exp.Expression, attribute: str, release: ReleaseInfo, owned
-                    ) -> int | None:
-    """The value of the WHERE conjunct ``c`` on a row where the label attribute is NULL
-    (:func:`~dpsql.planner.predicate_truth.null_row_value`; None: not known)."""
-    cols = _label_columns(c, attribute, release, owned)
-    if not cols:
-        return None
-    return null_row_value(c, lambda x: any(x is y for y in cols))
-
-
-def _refuse_dropped_nulls(c: exp.Expression, attribute: str, release: ReleaseInfo,
-                          owned) -> None:
-    """Refuse the WHERE clause (its conjunct ``c`` named) on the one label ``attribute``
-    when it is TRUE on the rows where the attribute is NULL (``x IS NULL``, ``x IS NULL OR
-    ...``, ``x IS DISTINCT FROM 'a'``) and the attribute has ``on_null = "drop"``: no view
-    over it holds those rows."""
-    meta = release.attributes.get(attribute)
-    cols = _label_columns(c, attribute, release, owned)
-    if meta is not None and meta.on_null == "drop" and cols:
-        raise is_null_error(meta, cols[0].name, c.sql("duckdb"))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

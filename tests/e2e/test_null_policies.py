@@ -24,65 +24,18 @@ import duckdb
 import pytest
 
 import dpsql
-from dpsql.release import build_release
-from dpsql.spec import ReleaseSpec
+import null_policy_support as nps
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 
-N = 3000
-ABC = ["a", "b", "c"]
-SPINE = [["N", "n1"], ["N", "n2"], ["S", "s1"]]
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    base = tmp_path_factory.mktemp("nulls")
-    duckdb.connect().execute(f"""
-        COPY (SELECT
-            CASE WHEN i % 5 = 0 THEN NULL ELSE ['a', 'b', 'c'][1 + i % 3] END AS cd,
-            CASE WHEN i % 5 = 0 THEN NULL ELSE i % 10 END AS nd,
-            CASE WHEN i % 5 = 0 THEN NULL ELSE ['N', 'N', 'S'][1 + i % 3] END AS r,
-            CASE WHEN i % 5 = 0 THEN NULL ELSE ['n1', 'n2', 's1'][1 + i % 3] END AS ci,
-            CASE WHEN i % 4 = 0 THEN NULL ELSE ['a', 'b', 'c'][1 + i % 3] END AS cc,
-            CASE WHEN i % 4 = 0 THEN NULL ELSE i % 10 END AS nc,
-            ['a', 'b', 'c'][1 + i % 3] AS ce, (i * 7) % 10 AS ne,
-            ['x', 'y'][1 + i % 2] AS g
-          FROM range({N}) r(i)) TO '{base / "t.parquet"}'""")
-    return base
+    return nps.write_data(tmp_path_factory.mktemp("nulls"))
 
 
 @pytest.fixture(scope="module")
 def release(data):
-    spec = {
-        "name": "t", "source": "t.parquet", "neighbouring": "add_remove",
-        "budget": {"rho": 1e6},
-        "attributes": {
-            "cd": {"kind": "categorical", "domain": ABC, "on_null": "drop"},
-            "nd": {"kind": "range", "lower": 0, "upper": 10, "bins": 10, "on_null": "drop"},
-            "h": {"kind": "hierarchy", "columns": ["r", "ci"], "spine": SPINE,
-                  "on_null": "drop"},
-            "cc": {"kind": "categorical", "domain": ABC, "on_null": "category"},
-            "nc": {"kind": "range", "lower": 0, "upper": 10, "bins": 10,
-                   "on_null": "category"},
-            # "d" is in the domain, in no row: a public group whose count is 0
-            "ce": {"kind": "categorical", "domain": ABC + ["d"]},
-            "ne": {"kind": "range", "lower": 0, "upper": 10, "bins": 10},
-            "g": {"kind": "categorical", "domain": ["x", "y"]},
-        },
-        "views": [
-            {"name": "vcd", "levels": ["g", "cd"], "mechanism": "gaussian_tree"},
-            {"name": "vnd", "levels": ["nd"], "mechanism": "gaussian_tree"},
-            {"name": "vh", "levels": ["h"], "mechanism": "gaussian_tree"},
-            {"name": "vcc", "levels": ["g", "cc"], "mechanism": "gaussian_tree"},
-            {"name": "vnc", "levels": ["nc"], "mechanism": "gaussian_tree"},
-            {"name": "vce", "levels": ["g", "ce"], "mechanism": "gaussian_tree"},
-            {"name": "vcen", "levels": ["ce", "ne"], "mechanism": "gaussian_tree"},
-            {"name": "vci", "levels": ["ce"], "mechanism": "inftda"},  # sparse: no 'd' row
-        ],
-    }
-    out = data / "t.duckdb"
-    build_release(ReleaseSpec.from_dict(spec, base_dir=data), out, seed=5, progress=False)
-    return out
+    return nps.build(data)
 
 
 @pytest.fixture(scope="module")
