@@ -77,6 +77,22 @@ def build(base: Path) -> Path:
     return out
 
 
+def opened(base: Path):
+    """Yields (dpsql's connection to the exact release, DuckDB's to the raw table) over
+    ``base``, written and built if need be, then closes them (a fixture's body)."""
+    import dpsql
+
+    if not (base / "t.parquet").exists():
+        write_data(base)
+    con, raw = dpsql.connect(str(build(base))), duckdb.connect()
+    raw.execute(f"CREATE VIEW t AS SELECT * FROM '{base / 't.parquet'}'")
+    try:
+        yield con, raw
+    finally:
+        con.close()
+        raw.close()
+
+
 DROPPED = ("cd", "nd", "r", "ci")
 """The columns of the attributes with on_null = "drop"."""
 
@@ -171,15 +187,9 @@ if __name__ == "__main__":
     import warnings
     from collections import Counter
 
-    import dpsql
-
     warnings.simplefilter("ignore")
     base = Path(sys.argv[3]) if len(sys.argv) > 3 else Path(tempfile.mkdtemp())
-    if not (base / "t.parquet").exists():
-        write_data(base)
-    con = dpsql.connect(str(build(base)))
-    raw = duckdb.connect()
-    raw.execute(f"CREATE VIEW t AS SELECT * FROM '{base / 't.parquet'}'")
+    con, raw = next(opened(base))
     gen, kinds = NullTrees(int(sys.argv[2])), Counter()
     for _ in range(int(sys.argv[1])):
         x, where = gen.where()

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-import duckdb
 import pytest
 
-import dpsql
 import null_policy_support as nps
 
 pytestmark = [pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning"),
@@ -26,13 +24,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarni
 
 @pytest.fixture(scope="module")
 def cons(tmp_path_factory):
-    base = nps.write_data(tmp_path_factory.mktemp("fuzz_null_policies"))
-    con = dpsql.connect(str(nps.build(base)))
-    raw = duckdb.connect()
-    raw.execute(f"CREATE VIEW t AS SELECT * FROM '{base / 't.parquet'}'")
-    yield con, raw
-    con.close()
-    raw.close()
+    yield from nps.opened(tmp_path_factory.mktemp("fuzz_null_policies"))
 
 
 def test_the_generator_is_deterministic():

@@ -1,5 +1,5 @@
 """Differential fuzzing of the planner, bounded and deterministic: seeded random queries
-(tests/e2e/fuzz_sql_support.py: WHERE trees over every attribute kind, GROUP BY sets
+(tests/e2e/fuzz_sql_gen.py: WHERE trees over every attribute kind, GROUP BY sets
 with ROLLUP/CUBE/GROUPING SETS, HAVING, ORDER BY/LIMIT, CTEs, subqueries, joins with a
 public table, output aliases named like attributes, NULL bounds and constant
 subqueries...) answered by dpsql on a release at ρ = 1e11 and by plain DuckDB on the raw
@@ -13,7 +13,7 @@ VARCHAR), fails with another dpsql error (``unclear``: for instance DuckDB rejec
 the planned query) or raises something else (``crash``) fails the test with
 the query, so the case can be minimized into tests/e2e/test_fuzz_regressions.py.
 
-A longer campaign: ``python tests/e2e/fuzz_sql_support.py 20000 SEED``.
+A longer campaign: ``python tests/e2e/fuzz_sql_gen.py 20000 SEED``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from collections import Counter
 
 import pytest
 
+import fuzz_sql_gen
 import fuzz_sql_support as fz
 
 SEEDS = (20261127, 1)
@@ -38,7 +39,7 @@ def cons(tmp_path_factory):
 
 
 def test_the_generator_is_deterministic():
-    a, b = fz.Gen(7), fz.Gen(7)
+    a, b = fuzz_sql_gen.Gen(7), fuzz_sql_gen.Gen(7)
     assert [a.query() for _ in range(50)] == [b.query() for _ in range(50)]
 
 
@@ -46,7 +47,7 @@ def test_the_generator_is_deterministic():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_every_generated_query_is_duckdbs_answer_or_a_clear_refusal(cons, seed):
     dp, raw = cons
-    gen = fz.Gen(seed)
+    gen = fuzz_sql_gen.Gen(seed)
     kinds: Counter = Counter()
     bad = []
     for _ in range(QUERIES_PER_SEED):
