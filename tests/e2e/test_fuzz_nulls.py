@@ -153,3 +153,20 @@ def test_a_subquery_bound_that_reads_outside_is_refused_on_an_analysts_connectio
             con.cursor().execute(f"SELECT COUNT(*) FROM t WHERE k < {bound}")
     finally:
         con.close()
+
+
+def test_a_null_parameter_is_a_null_bound(fuzz):
+    """A ? bound to None through the DB-API is SQL's NULL, as DuckDB binds it (these were
+    refused: "the bound of k must be a numeric literal ..., got 'NULL'")."""
+    import dpsql
+
+    _, raw, base = fuzz
+    con = dpsql.connect(str(fz.build(base)))
+    try:
+        for where in ("k < ?", "k NOT BETWEEN ? AND 5", "d < ?", "k IN (?, 3)",
+                      "k NOT IN (?, 3)", "k IS DISTINCT FROM ?"):
+            sql = f"SELECT COUNT(*) FROM t WHERE {where}"
+            want = raw.execute(sql, [None]).fetchall()[0][0]
+            assert abs(con.execute(sql, [None]).fetchall()[0][0] - want) < 0.5, where
+    finally:
+        con.close()
