@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import duckdb
 import pytest
 
 import dpsql
+from dpsql import duck
 from dpsql.datasets import trips_spec
 from dpsql.errors import SpecError
+from dpsql.planner.choose_view import choose_view
+from dpsql.planner.find_references import find_references
+from dpsql.planner.parse_sql import parse_walked
 from dpsql.release import build_release
 from dpsql.release.build import plan_release
 from dpsql.spec import ReleaseSpec
@@ -110,11 +115,17 @@ def test_predictions_are_the_planners_on_the_built_release(trips_data, tmp_path)
     out = tmp_path / "r.duckdb"
     build_release(spec, out, seed=5, progress=False)
     cur = dpsql.connect(str(out)).cursor()
+    con = duckdb.connect()
+    duck.attach(con, str(out))
     for q, p in zip(qs, preds):
         cur.execute(q.sql)
         assert cur.dp_info["view"] == p.views[0][0]
-        assert 1.959963984540054 * p.rmse == pytest.approx(cur.dp_info["predicted_error95"],
-                                                           rel=1e-9)
+        tree, walked = parse_walked(q.sql)
+        choice = choose_view(find_references(tree, duck.catalog_of(con), walked)[0])
+        assert choice.predicted == pytest.approx(cur.dp_info["predicted_error95"], rel=1e-12)
+        assert p.rmse == pytest.approx(choice.stderr, rel=1e-9)
+        # the b-ary tree's interval is its Laplace quantile, wider than 1.96 sigma
+        assert 1.959963984540054 * p.rmse <= choice.predicted * (1 + 1e-12)
 
 
 # ------------------------------------------------------------------------ the optimiser

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,6 +62,16 @@ class Choice:
     aligned: bool  # every range filter falls on the bin grid of ``level`` (no weights)
     predicted: float  # predicted 95 % half-width of one output row
     candidates: tuple[tuple[str, int, float], ...]  # (view, level, predicted) per candidate
+    stderr: float = math.nan
+    """The predicted standard error of one output row (for a model that gives bounds
+    only, its 95 % half-width / 1.96): the workload's variance (dpsql/workload)."""
+
+
+class Predicted(NamedTuple):
+    """A view's predicted 95 % half-width of one output row, and its standard error."""
+
+    half: float
+    stderr: float
 
 
 def choose_view(ref: Reference) -> Choice:
@@ -108,10 +119,10 @@ def _choose(ref: Reference) -> Choice:
     for v in covering:
         level, aligned = _level_for(v, ref, edges)
         scored.append((_predict(v, level, ref, bins), level, v.name, v, aligned))
-    scored.sort(key=lambda s: (s[0], s[1], s[2]))
+    scored.sort(key=lambda s: (s[0].half, s[1], s[2]))
     best = scored[0]
-    return Choice(best[3], best[1], best[4], best[0],
-                  tuple((s[2], s[1], s[0]) for s in scored))
+    return Choice(best[3], best[1], best[4], best[0].half,
+                  tuple((s[2], s[1], s[0].half) for s in scored), best[0].stderr)
 
 
 def _level_for(v: ViewInfo, ref: Reference,
@@ -225,7 +236,7 @@ def range_errors(v: ViewInfo, bins: int) -> np.ndarray | None:
 
 
 def _predict(v: ViewInfo, level: int, ref: Reference,
-             bins: dict[str, tuple[int, int]] | None = None) -> float:
+             bins: dict[str, tuple[int, int]] | None = None) -> Predicted:
     model = v.model
     rel = ref.release
     attrs = v.meta.attributes
@@ -243,7 +254,7 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
         b1 = max(b1, b0 + 1)  # is ranked like the last bin (model ranges are non-empty)
         table = v.range_errors
         if table is not None and b1 < table.shape[1]:
-            return float(table[b0, b1])
+            return Predicted(float(table[b0, b1]), float(table[b0, b1]) / Z95)
         hit = v.predictions.get(("range", b0, b1))
         if hit is not None:
             return hit
@@ -277,7 +288,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     ids = np.arange(min(m, lv.n_nodes))
     var = model.sum_variance(level, ids)
     if var is None:
-        out = float(model.sum_bound(level, np.arange(m), 0.05))
+        bound = float(model.sum_bound(level, np.arange(m), 0.05))
+        out = Predicted(bound, bound / Z95)
     else:
         out = _half95(model, level, ids, var.value)
     if len(memo) < MAX_MEMO:
@@ -285,17 +297,18 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     return out
 
 
-def _half95(model, level: int, ids: np.ndarray, variance: float) -> float:
+def _half95(model, level: int, ids: np.ndarray, variance: float) -> Predicted:
     """The 95 % half-width of the interval the view gives the released sum of ``ids`` at
     ``level`` (of this ``variance``): the Laplace-sum quantile of a Laplace-family model
     (``btree``, ``laplace_tree``: :func:`dpsql.accuracy.laplace_sum.half_width`, as
     ``dp_ci_low/high``), ±1.96σ for the others. Ranking a Laplace view by 1.96σ made it
     look up to 8 % better than its interval (2.12σ for one Laplace draw), and so preferred
     over a Gaussian view whose interval is narrower."""
+    sd = math.sqrt(variance)
     cum = model.laplace_cumulants(level, ids)
     if cum is not None:
-        return float(half_width(cum, 0.95))
-    return Z95 * math.sqrt(variance)
+        return Predicted(float(half_width(cum, 0.95)), sd)
+    return Predicted(Z95 * sd, sd)
 
 
 MAX_PIECES = 256
@@ -323,7 +336,8 @@ def _piece_bins(release: ReleaseInfo, r: RangeFilter | None
     return tuple((a, b) for a, b in out) if len(out) > 1 else None
 
 
-def _pieces_prediction(v: ViewInfo, pieces: tuple[tuple[int, int], ...]) -> float | None:
+def _pieces_prediction(v: ViewInfo, pieces: tuple[tuple[int, int], ...]
+                       ) -> Predicted | None:
     """The predicted 95 % half-width of a sum of disjoint bin ranges of a one-attribute
     range view, with the covariances between the pieces: the sum is Σ (S(b) − S(a)) over
     its pieces [a, b), S(x) the released count of bins [0, x), and

@@ -4,10 +4,10 @@ Each query is planned as the planner plans it (:mod:`dpsql.planner`: parse, find
 logical-table references, :func:`~dpsql.planner.choose_view.choose_view`) against the
 catalog of a dry run (:func:`dpsql.release.build.plan_release`: the same budget split,
 trees and mechanisms on an all-zero stand-in, whose error models are exactly a real
-build's). The prediction is the planner's own: the predicted 95 % half-width of one output
-row, from the chosen view's error model. Its variance is ``(half-width / 1.96)²``; for a
-model that gives bounds only, that is the variance of a normal with the same 95 %
-half-width (stated as ``family = "bound"``). A query with several references adds their
+build's). The prediction is the planner's own: the predicted standard error of one output
+row, from the chosen view's error model (which the planner chose by its 95 % interval);
+for a model that gives bounds only, the standard error of a normal with the same 95 %
+half-width, (half-width / 1.96) (stated as ``family = "bound"``). A query with several references adds their
 variances. A query the spec cannot answer keeps the planner's one-line refusal.
 
 No second error model is written here: everything comes from ``dpsql.accuracy`` through
@@ -23,7 +23,7 @@ from typing import Sequence
 
 from dpsql.errors import Error
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
-from dpsql.planner.choose_view import Z95, Choice, choose_view, range_errors
+from dpsql.planner.choose_view import Choice, choose_view, range_errors
 from dpsql.planner.find_references import Reference, find_references
 from dpsql.planner.parse_sql import bind_params, parse_walked
 from dpsql.privacy import rng as make_rng
@@ -182,7 +182,7 @@ def predict(planned: Sequence[Planned], catalog: Catalog | None = None,
             if swap is not None:
                 r = swap(r, choose_view(r).view.name if fixed else None)
             c: Choice = choose_view(r)
-            var += (c.predicted / Z95) ** 2
+            var += c.stderr ** 2
             views.append((c.view.name, c.level))
             if c.view.bound_model(c.level):
                 family = "bound"

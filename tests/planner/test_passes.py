@@ -104,7 +104,7 @@ def test_prediction_of_nested_group_columns_is_that_of_the_finest(catalog, colum
     choice = choose_view(finest)
     ref = ref_of(f"SELECT {', '.join(columns)}, COUNT(*) FROM trips GROUP BY ALL")
     ordered = dataclasses.replace(ref, columns=columns)  # iterated in exactly this order
-    assert _predict(choice.view, choice.level, ordered) == choice.predicted
+    assert _predict(choice.view, choice.level, ordered).half == choice.predicted
 
 
 def test_memoized_view_choice_is_the_choice(catalog):
