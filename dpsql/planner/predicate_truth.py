@@ -215,8 +215,8 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
     raise UnsupportedQueryError(
         f"{what} {node.sql('duckdb')!r} is a subquery that the planner does not run: only "
         "a constant one, a SELECT of one value with no FROM or other clause (SELECT 5), "
-        "is read as its value. List the values as literals (x IN (1, 2), x < 5), or count "
-        f"by {name} first and filter the released bins in an outer query")
+        f"is read as its value. List the values as literals ({name} IN (1, 2), {name} < 5), "
+        f"or count by {name} first and filter the released bins in an outer query")
 
 
 def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
