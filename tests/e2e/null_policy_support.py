@@ -189,7 +189,8 @@ if __name__ == "__main__":
 
     warnings.simplefilter("ignore")
     base = Path(sys.argv[3]) if len(sys.argv) > 3 else Path(tempfile.mkdtemp())
-    con, raw = next(opened(base))
+    connections = opened(base)  # kept: the generator closes them when collected
+    con, raw = next(connections)
     gen, kinds = NullTrees(int(sys.argv[2])), Counter()
     for _ in range(int(sys.argv[1])):
         x, where = gen.where()
