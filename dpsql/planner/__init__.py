@@ -13,8 +13,11 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
    (:mod:`~dpsql.planner.refuse_stars`), no volatile function where it would pick
    released nodes (:mod:`~dpsql.planner.refuse_volatile`) and no WHERE subquery
    correlated with a binned attribute (:mod:`~dpsql.planner.refuse_correlated`); range
-   bounds written as constant expressions are valued by a locked DuckDB of the planner's
-   own (:mod:`~dpsql.planner.fold_constants`);
+   bounds written as constant expressions (NULLs and one-row constant subqueries
+   included) are valued by a locked DuckDB of the planner's own
+   (:mod:`~dpsql.planner.fold_constants`), predicates on a binned attribute are walked in
+   three-valued logic (:mod:`~dpsql.planner.predicate_truth`) and the WHERE clause's value
+   on each attribute's NULL rows is settled by its policy (:mod:`~dpsql.planner.null_rows`);
 3. :mod:`~dpsql.planner.choose_view` — pick the covering view with the smallest
    predicted error and the level to read;
 4. :mod:`~dpsql.planner.rewrite_query` — replace the reference by a subquery over that
