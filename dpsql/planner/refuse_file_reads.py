@@ -44,11 +44,14 @@ TABLE_FUNCTIONS = frozenset({
     "range", "generate_series", "unnest", "repeat", "repeat_row", "json_each", "json_tree",
     "pg_timezone_names", "icu_calendar_names", "duckdb_keywords", "duckdb_types",
     "duckdb_functions", "duckdb_tables", "duckdb_columns", "duckdb_views",
-    "duckdb_schemas", "duckdb_databases", "duckdb_constraints",
+    "duckdb_schemas", "duckdb_constraints",
     "pragma_table_info", "pragma_version", "pragma_platform",
     "dp_level", "dp_attribute_bounds"})
 """Table functions a locked connection may call in FROM: they compute rows or read
-DuckDB's own catalog (``dp_level``/``dp_attribute_bounds`` are the release's macros)."""
+DuckDB's own catalog (``dp_level``/``dp_attribute_bounds`` are the release's macros).
+Not ``duckdb_databases()``: it lists the attached release with its path on the host
+(over ``dpsql serve``, a host fact; the catalog database, which has none, still answers
+it)."""
 
 _FILE_LIKE = re.compile(r"[./\\:*?~]")
 

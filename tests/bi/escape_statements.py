@@ -219,8 +219,8 @@ ALL = ALL + SHAPE_PROBES
 # host information: DuckDB settings whose value is a host path (secret_directory names the
 # home directory, allowed_directories the working directory's .tmp), and functions whose
 # error names one (duckdb_extensions() names the extension directory under the home). Not
-# in ALL: no planted file is read; test_escape checks that no entry point shows the home
-# or the working directory.
+# in ALL: no planted file is read; test_escape checks that no entry point shows the home,
+# the working directory or the release's directory.
 HOST_INFO = [
     "SELECT current_setting('secret_directory')",
     "SELECT current_setting('allowed_directories')",
@@ -238,4 +238,10 @@ HOST_INFO = [
     "SELECT COUNT(*) FROM trips, duckdb_settings() WHERE value LIKE '/%'",
     "SELECT * FROM duckdb_extensions()",
     "SELECT COUNT(*) FROM trips, duckdb_extensions()",
+    # duckdb_databases() lists the attached release with its path on the host
+    "SELECT path FROM duckdb_databases()",
+    "SELECT (SELECT COUNT(*) FROM trips) AS n, path FROM duckdb_databases()",
+    "SELECT region, COUNT(*), (SELECT max(path) FROM duckdb_databases()) FROM trips "
+    "GROUP BY 1",
+    "WITH t AS (SELECT COUNT(*) AS n FROM trips) SELECT * FROM t, duckdb_databases()",
 ]
