@@ -92,10 +92,10 @@ def fold_constant(node: exp.Expression, what: str) -> Constant | None:
                 "and timestamps have none; write a DATE or a TIMESTAMP in the data's own time")
         if isinstance(x, exp.DataType) and x.this == _T.USERDEFINED:
             return None
-        if isinstance(x, exp.Cast) and x.to.this in _CALENDAR \
-                and isinstance(x.this, exp.Literal) and x.this.is_string \
-                and not plain_calendar(x.this.this):
-            raise not_plain_calendar(what, x.this.this)
+        if isinstance(x, exp.Cast) and x.to.this in _CALENDAR:
+            text = _cast_string(x)
+            if text is not None and not plain_calendar(text):
+                raise not_plain_calendar(what, text)
     value = _fold(node.sql("duckdb"))
     if isinstance(value, str):
         raise DataError(f"{what} {node.sql('duckdb')!r} cannot be computed: {value}")
@@ -110,6 +110,16 @@ def fold_condition(node: exp.Expression) -> Constant | None:
     if folded is None or folded.type not in ("BOOLEAN", '"NULL"'):
         return None
     return folded
+
+
+def _cast_string(cast: exp.Cast) -> str | None:
+    """The string literal ``cast`` casts, through parentheses and casts to other types
+    (``CAST(CAST('infinity' AS TEXT) AS DATE)``, ``CAST(('epoch') AS DATE)``: DuckDB reads
+    the text as it would read it cast directly), or None."""
+    inner = cast.this
+    while isinstance(inner, (exp.Cast, exp.Paren)):
+        inner = inner.this
+    return inner.this if isinstance(inner, exp.Literal) and inner.is_string else None
 
 
 def cast_text(text: str, to: str, what: str) -> Constant:
@@ -133,7 +143,7 @@ def not_plain_calendar(what: str, text: str) -> UnsupportedQueryError:
 class _Folder:
     """The planner's DuckDB for constant expressions (module docstring): one for the
     process, opened on first use, used by one thread at a time (a bound is valued in
-    well under a millisecond, and each distinct one once: :func:`_fold` is cached)."""
+    well under a millisecond, and each distinct short one once: :func:`_fold`)."""
 
     def __init__(self) -> None:
         self.con: duckdb.DuckDBPyConnection | None = None
@@ -152,11 +162,26 @@ class _Folder:
 
 _FOLDER = _Folder()
 
+CACHED_CHARS = 256
+"""The longest expression whose value is remembered (:func:`_fold`). A bound is short;
+a long one (a megabyte of digits or spaces in a cast string, which the server accepts in
+a statement) is valued each time: remembering 1,024 of them kept about 2 GB in a
+long-lived process (a planning process of ``dpsql serve``), outside every session's
+memory limit."""
 
-@functools.lru_cache(maxsize=1024)
+
 def _fold(sql: str) -> Constant | str:
     """The value of the constant expression ``sql`` (DuckDB SQL of :data:`ALLOWED`
-    nodes), or DuckDB's error message."""
+    nodes), or DuckDB's error message; remembered when ``sql`` is short."""
+    return _fold_cached(sql) if len(sql) <= CACHED_CHARS else _fold_now(sql)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fold_cached(sql: str) -> Constant | str:
+    return _fold_now(sql)
+
+
+def _fold_now(sql: str) -> Constant | str:
     try:
         kind, value = _FOLDER.run(sql)
     except duckdb.Error as err:

@@ -339,7 +339,10 @@ def describe_intervals(pieces: Intervals, value_type: str | None = None) -> str:
 
     def show(x: float) -> str:
         if value_type in CALENDAR_TYPES and math.isfinite(x):
-            return from_axis(value_type, x).isoformat(sep=" ") if value_type == "timestamp" \
-                else from_axis(value_type, x).isoformat()
+            try:
+                return from_axis(value_type, x).isoformat(sep=" ") \
+                    if value_type == "timestamp" else from_axis(value_type, x).isoformat()
+            except OverflowError:  # past 9999-12-31 (d <= DATE '9999-12-31' ends there)
+                return f"1970-01-01 + {x:g} {'days' if value_type == 'date' else 'seconds'}"
         return f"{x:g}"
     return " ∪ ".join(f"[{show(lo)}, {show(hi)})" for lo, hi in pieces)
