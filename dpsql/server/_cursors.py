@@ -24,7 +24,8 @@ import re
 from typing import Any, Protocol
 
 from dpsql.errors import InterfaceError, SqlSyntaxError, UnsupportedQueryError
-from dpsql.server._commands import Result, SessionState
+from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
+from dpsql.server._commands import Result, SessionState, first_word
 
 
 class CursorError(InterfaceError):
@@ -95,6 +96,11 @@ def declare(s: Any, text: str, params: list | None) -> Result:
     if not hold and not s.in_transaction():
         raise DeclareOutsideBlockError("DECLARE CURSOR can only be used in transaction "
                                        "blocks: send BEGIN first, or declare it WITH HOLD")
+    word = first_word(m.group("query"))
+    if word in _NOT_QUERIES:
+        raise SqlSyntaxError(f"DECLARE ... CURSOR FOR {word} is not supported: a cursor "
+                             "needs a query (SELECT, WITH, VALUES, TABLE, FROM); write "
+                             "DECLARE name CURSOR [WITH HOLD] FOR SELECT ...")
     cursors, name = _cursors(s), _name(m)
     try:
         cursors.cursor(name)
@@ -164,6 +170,12 @@ def close(s: SessionState, text: str) -> Result:
 CURSOR_COMMANDS = {"FETCH": fetch, "MOVE": fetch, "CLOSE": close}
 """Cursor commands that take the statement's text only (``DECLARE`` takes its
 parameters too: :func:`declare`)."""
+
+_NOT_QUERIES = frozenset(_SESSION_COMMANDS) | frozenset(CURSOR_COMMANDS) | {"DECLARE"}
+"""What a cursor's query may not be: the statements the session answers itself. Its
+query runs through the session, so ``DECLARE c CURSOR FOR SET ...`` changed the setting
+and ``FOR DECLARE d CURSOR FOR ...`` declared ``d`` (1,500 of them nested exhausted the
+recursion: XX000); PostgreSQL refuses them as a syntax error (42601), with no effect."""
 
 __all__ = ["CURSOR_COMMANDS", "CursorError", "DeclareOutsideBlockError",
            "DuplicateCursorError", "close", "declare", "fetch", "fetch_shape"]

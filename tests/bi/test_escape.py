@@ -9,8 +9,9 @@ every analyst entry point: ``dpsql.connect`` (``Connection.execute``), a DB-API 
 ``dpsql.attach(con, path, lockdown=True)`` (through the planner, and raw SQL on the
 locked DuckDB connection itself), the ``dpsql query`` command, ``dpsql serve`` over the
 simple and the extended query protocol (libpq; each also with the statement made
-longer than 1 KiB, so that a planning process routes and plans it), and the SQLAlchemy
-dialect. Each must be
+longer than 1 KiB, so that a planning process routes and plans it), the same as the
+query of a SQL cursor (``DECLARE c CURSOR WITH HOLD FOR <statement>``, then ``FETCH
+ALL``), and the SQLAlchemy dialect. Each must be
 refused (the raw DuckDB connection may run what reads no file), and neither file's
 content may appear in any output or error message; nothing may be written. The control
 (:func:`test_the_markers_are_found_when_file_access_is_allowed`) shows that the same
@@ -132,6 +133,21 @@ def _run_pg(ctx, sql, extended):
     return shown + repr(rows)
 
 
+def _run_declared(ctx, sql, extended):
+    """``sql`` as the query of a SQL cursor (``DECLARE ... WITH HOLD FOR sql``, then
+    ``FETCH ALL``), as psycopg's named cursors and psqlODBC's UseDeclareFetch send it."""
+    pg = ctx["libpq"]
+    run = (lambda q: pg.exec_params(q.encode(), [])) if extended else \
+        (lambda q: pg.exec_(q.encode()))
+    try:
+        res = run(f"DECLARE escape_c CURSOR WITH HOLD FOR {sql}")
+        if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
+            raise RuntimeError((res.error_message or b"").decode(errors="replace"))
+        return _run_pg(ctx, "FETCH ALL FROM escape_c", extended)
+    finally:
+        pg.exec_(b"CLOSE ALL")
+
+
 def _run_sqlalchemy(ctx, sql):
     with ctx["engine"].connect() as c:
         return repr(c.exec_driver_sql(sql).fetchall())
@@ -147,6 +163,10 @@ ENTRY_POINTS = {
     # over 1 KiB: routed and planned in a planning process (dpsql.server._planning)
     "serve_simple_long": lambda ctx, sql: _run_pg(ctx, sql + LONG, extended=False),
     "serve_extended_long": lambda ctx, sql: _run_pg(ctx, sql + LONG, extended=True),
+    # the statement as a SQL cursor's query (dpsql.server._cursors), short and long
+    "serve_declare": lambda ctx, sql: _run_declared(ctx, sql, extended=False),
+    "serve_declare_extended": lambda ctx, sql: _run_declared(ctx, sql, extended=True),
+    "serve_declare_long": lambda ctx, sql: _run_declared(ctx, sql + LONG, extended=False),
     "sqlalchemy": _run_sqlalchemy,
 }
 
@@ -157,7 +177,9 @@ def ctx(request, trips_release, planted, capsys):
     out = {"release": trips_release, "capsys": capsys, "planted": planted}
     needs = {"connect": "connection", "cursor": "connection", "attach_lockdown": "attached",
              "serve_simple": "libpq", "serve_extended": "libpq", "sqlalchemy": "engine",
-             "serve_simple_long": "libpq", "serve_extended_long": "libpq"}
+             "serve_simple_long": "libpq", "serve_extended_long": "libpq",
+             "serve_declare": "libpq", "serve_declare_extended": "libpq",
+             "serve_declare_long": "libpq"}
     if entry in needs:
         out[needs[entry]] = request.getfixturevalue(needs[entry])
     return out
@@ -321,7 +343,14 @@ def _shape(entry, ctx, sql) -> tuple[list[str], list]:  # noqa: ANN001
             return list(res.keys()), res.fetchall()
     pg = ctx["libpq"]
     sql += LONG if entry.endswith("_long") else ""
-    res = pg.exec_params(sql.encode(), []) if "extended" in entry else pg.exec_(sql.encode())
+    if "declare" in entry:
+        res = pg.exec_(f"DECLARE shape_c CURSOR WITH HOLD FOR {sql}".encode())
+        if res.status != psycopg.pq.ExecStatus.FATAL_ERROR:
+            res = pg.exec_(b"FETCH ALL FROM shape_c")
+        pg.exec_(b"CLOSE ALL")
+    else:
+        res = pg.exec_params(sql.encode(), []) if "extended" in entry else \
+            pg.exec_(sql.encode())
     if res.status == psycopg.pq.ExecStatus.FATAL_ERROR:
         raise RuntimeError((res.error_message or b"").decode(errors="replace"))
     return [res.fname(i).decode() for i in range(res.nfields)], [None] * res.ntuples
@@ -413,3 +442,30 @@ def test_cli_call_prints_the_refusal_only(trips_release):
     assert out.returncode == 1
     assert "unsupported syntax" not in out.stderr and "Command" not in out.stderr
     assert "error: CALL statements are not supported" in out.stderr
+
+
+@pytest.mark.parametrize("query", [
+    "DECLARE inner_c CURSOR WITH HOLD FOR SELECT 1", "SET application_name = 'changed'",
+    "RESET ALL", "SHOW ALL", "FETCH ALL FROM inner_c", "CLOSE ALL", "DISCARD ALL",
+    "DEALLOCATE ALL", "BEGIN",
+    "DECLARE c CURSOR WITH HOLD FOR " * 1500 + "SELECT 1"])
+def test_a_cursor_is_declared_over_a_query_only(libpq, query):
+    """A SQL cursor's query runs through the session like any statement, so ``DECLARE c
+    CURSOR FOR <session command>`` ran the command: ``DECLARE c ... FOR DECLARE d ...``
+    declared ``d`` (1,500 such prefixes exhausted the server's recursion: XX000
+    "maximum recursion depth exceeded", and a traceback in its log), ``FOR SET ...``
+    changed the setting before "its query returns no rows", ``FOR SHOW ALL`` was
+    declared. PostgreSQL refuses them all as a syntax error (42601), with no effect."""
+    res = libpq.exec_(f"DECLARE outer_c CURSOR WITH HOLD FOR {query}".encode())
+    try:
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"42601"
+        assert b"needs a query" in (res.error_message or b""), res.error_message
+        names = libpq.exec_(b"SELECT name FROM pg_catalog.pg_cursors")
+        assert names.ntuples == 0
+        shown = libpq.exec_(b"SHOW application_name")
+        assert shown.get_value(0, 0) != b"changed"
+        assert libpq.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    finally:
+        libpq.exec_(b"ROLLBACK")
+        libpq.exec_(b"CLOSE ALL")
