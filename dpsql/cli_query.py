@@ -42,8 +42,8 @@ def _one_statement(query: str) -> Any:
 
     try:  # quiet: `CALL f()` is refused by the planner, not warned about by sqlglot
         trees = [t for t in parse_duckdb(query) if t is not None]
-    except (sqlglot.errors.ParseError, RecursionError):
-        return None
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError, RecursionError):
+        return None  # an unterminated quote: the planner reports the syntax error
     return trees[0] if len(trees) == 1 else None
 
 

@@ -7,7 +7,8 @@ SET/PRAGMA/EXPORT, multi-statement and quoting tricks, raw reads inside subqueri
 UNIONs, IN lists and lateral joins, ``query()``, ``getvariable``, URLs) is run through
 every analyst entry point: ``dpsql.connect`` (``Connection.execute``), a DB-API cursor,
 ``dpsql.attach(con, path, lockdown=True)`` (through the planner, and raw SQL on the
-locked DuckDB connection itself), the ``dpsql query`` command, ``dpsql serve`` over the
+locked DuckDB connection itself), the ``dpsql query`` command (the statement as an
+argument, or on standard input: ``dpsql query r.duckdb -``), ``dpsql serve`` over the
 simple and the extended query protocol (libpq; each also with the statement made
 longer than 1 KiB, so that a planning process routes and plans it), the same as the
 query of a SQL cursor (``DECLARE c CURSOR WITH HOLD FOR <statement>``, then ``FETCH
@@ -123,6 +124,14 @@ def _run_cli(ctx, sql):
     return out.out + out.err
 
 
+def _run_cli_stdin(ctx, sql):
+    """``dpsql query release -`` with the statement on standard input."""
+    import io
+
+    ctx["monkeypatch"].setattr("sys.stdin", io.StringIO(sql))
+    return _run_cli(ctx, "-")
+
+
 def _run_pg(ctx, sql, extended):
     pg = ctx["libpq"]
     res = pg.exec_params(sql.encode(), []) if extended else pg.exec_(sql.encode())
@@ -158,6 +167,7 @@ ENTRY_POINTS = {
     "cursor": _run_cursor,
     "attach_lockdown": _run_attach,
     "cli_query": _run_cli,
+    "cli_query_stdin": _run_cli_stdin,
     "serve_simple": lambda ctx, sql: _run_pg(ctx, sql, extended=False),
     "serve_extended": lambda ctx, sql: _run_pg(ctx, sql, extended=True),
     # over 1 KiB: routed and planned in a planning process (dpsql.server._planning)
@@ -172,9 +182,10 @@ ENTRY_POINTS = {
 
 
 @pytest.fixture
-def ctx(request, trips_release, planted, capsys):
+def ctx(request, trips_release, planted, capsys, monkeypatch):
     entry = request.node.callspec.params["entry"]
-    out = {"release": trips_release, "capsys": capsys, "planted": planted}
+    out = {"release": trips_release, "capsys": capsys, "planted": planted,
+           "monkeypatch": monkeypatch}
     needs = {"connect": "connection", "cursor": "connection", "attach_lockdown": "attached",
              "serve_simple": "libpq", "serve_extended": "libpq", "sqlalchemy": "engine",
              "serve_simple_long": "libpq", "serve_extended_long": "libpq",
@@ -360,7 +371,7 @@ INTERNAL = ("dp_var", "dp_parent", "dp_fanout", "dp_bias")
 PUBLIC_TRIPS = ["region", "province", "city", "mode", "distance", "age", "dp_count"]
 
 
-@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"cli_query"}))
+@pytest.mark.parametrize("entry", sorted(set(ENTRY_POINTS) - {"cli_query", "cli_query_stdin"}))
 def test_limit_0_probes_show_the_public_columns_only(entry, ctx):
     """A row-level ``LIMIT 0`` probe of a logical table (Metabase's ``SELECT TRUE AS "_"
     FROM "public"."trips" WHERE 1 <> 1 LIMIT 0``, a tool's ``SELECT * FROM t LIMIT 0``)
@@ -419,7 +430,8 @@ def test_non_queries_are_refused_without_a_sqlglot_warning(entry, sql, ctx, capl
     ("SHOW ALL", "SHOW statements are not supported"),
     ("VALUES", "'VALUES' is not a query"),  # it said "COLUMN statements are not supported"
     ("TABLE", "'TABLE' is not a query")])
-@pytest.mark.parametrize("entry", ["connect", "cursor", "cli_query", "sqlalchemy"])
+@pytest.mark.parametrize("entry", ["connect", "cursor", "cli_query", "cli_query_stdin",
+                                   "sqlalchemy"])
 def test_odd_statements_get_a_clear_refusal_in_process(entry, sql, says, ctx):
     """``SHOW ALL`` made sqlglot's parser raise a bare IndexError ("list index out of
     range") at every in-process entry point; it is the SHOW refusal. (Over the server
@@ -429,6 +441,21 @@ def test_odd_statements_get_a_clear_refusal_in_process(entry, sql, says, ctx):
         ENTRY_POINTS[entry](ctx, sql)
     assert says in str(info.value), info.value
     assert not isinstance(info.value, IndexError)
+
+
+@pytest.mark.parametrize("sql", ['SELECT "abc', "SELECT COUNT(*) FROM trips WHERE mode = 'a",
+                                 "SELECT 1 FROM trips WHERE $$x"])
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_a_statement_that_does_not_tokenize_is_a_syntax_error(entry, sql, ctx):
+    """An unterminated quote: ``dpsql query`` (with the SQL as an argument or, as a query
+    kept in a file, on standard input) crashed with sqlglot's TokenError and a traceback
+    while it looked for the outer SELECT to add interval columns to; every other entry
+    point said "syntax error". All do now."""
+    with pytest.raises(Exception) as info:
+        ENTRY_POINTS[entry](ctx, sql)
+    assert "syntax error" in str(info.value).lower() or "unterminated" in str(
+        info.value).lower(), (type(info.value), info.value)
+    assert "TokenError" not in type(info.value).__name__
 
 
 def test_cli_call_prints_the_refusal_only(trips_release):
