@@ -133,6 +133,7 @@ class ReleaseSpec:
         attrs_raw = data.get("attributes")
         if not isinstance(attrs_raw, dict) or not attrs_raw:
             raise _err("attributes", "missing; declare at least one [attributes.<name>] table")
+        _refuse_source_as_domain(source, attrs_raw, base)
         attributes = {k: _parse_attribute(f"attributes.{k}", k, v, base)
                       for k, v in attrs_raw.items()}
         _check_columns_unique(attributes)
@@ -291,6 +292,29 @@ def _refuse_per_view_drops(attributes: dict[str, Attribute], views) -> None:
                     f"public under substitution), and so the exact number of rows where "
                     f"{a!r} is NULL. Use on_null = \"category\" (NULL released as a value, "
                     f"with noise) or \"error\", or neighbouring = \"add_remove\""))
+
+
+def _refuse_source_as_domain(source: str | None, attrs_raw: dict, base: Path) -> None:
+    """A ``domain_file`` or ``spine_file`` may not be the source file (or one its glob
+    matches): its values would be the data's, released as the public domain (privacy
+    rule 1); with ``domain_column`` naming a column of distinct values (a person id),
+    every one of them. A copy of the data under another name cannot be told from a
+    public list: that is the curator's to avoid."""
+    if source is None or source.startswith("duckdb:"):
+        return
+    src = (base / source).resolve()
+    for name, raw in attrs_raw.items():
+        for key in ("domain_file", "spine_file"):
+            given = raw.get(key) if isinstance(raw, dict) else None
+            if not isinstance(given, str):
+                continue
+            f = (base / given).resolve()
+            if f == src or (any(c in source for c in "*?[") and f.match(str(src))):
+                raise _err(f"attributes.{name}.{key}",
+                           f"{given!r} is the source {source!r} itself: a domain read from "
+                           "the data would release the data's own values as public (privacy "
+                           "rule 1: domains are public and declared); give a public file "
+                           "that lists the values, or list them in 'domain'")
 
 
 def _check_columns_unique(attributes: dict[str, Attribute]) -> None:
