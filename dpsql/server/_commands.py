@@ -21,7 +21,7 @@ from buenavista.core import BVType, QueryResult
 from dpsql.errors import DataError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._bounds import check_setting
 from dpsql.server._limits import (OPERATOR_SETTINGS, operator_setting, parse_pg_timeout,
-                                  pg_timeout, row_bytes)
+                                  pg_timeout, rows_bytes)
 
 
 class FailedTransactionError(UnsupportedQueryError):
@@ -54,9 +54,9 @@ class Result(QueryResult):
         self.types = [str(t) for t in types]
         self._rows: Iterator[Sequence[Any]] = iter(rows)
         self.row_count = len(rows)
-        # bytes of the rows as Python objects, estimated from up to 16 of them (a portal
-        # or cursor that keeps the result counts them: dpsql.server._context)
-        self.size = len(rows) * row_bytes(rows[::max(1, len(rows) // 16)]) if rows else 0
+        # bytes of the rows as Python objects (a portal or cursor that keeps the result
+        # counts them: dpsql.server._context)
+        self.size = rows_bytes(rows) if rows else 0
         self._status = status
 
     def has_results(self) -> bool:
