@@ -63,7 +63,8 @@ def parse_copy_out(sql: str) -> CopyOut | None:
     if out is None:
         return None  # TO 'file', TO PROGRAM: the server's files, refused as a write
     query = sql[m.end():end].strip()
-    if first_word(query) in _COMMANDS:  # SET, SHOW, BEGIN ...: refused before they run
+    # SET, SHOW, BEGIN ..., and the cursor commands but FETCH: refused before they run
+    if first_word(query) in _COMMANDS or first_word(query) in ("DECLARE", "MOVE", "CLOSE"):
         raise UnsupportedQueryError(
             f"COPY ({query[:60]}) TO STDOUT needs a query that returns rows: write COPY "
             "(SELECT ...) TO STDOUT")

@@ -488,11 +488,31 @@ def test_a_cursor_is_declared_over_a_query_only(libpq, query):
         assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
         assert res.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"42601"
         assert b"needs a query" in (res.error_message or b""), res.error_message
-        names = libpq.exec_(b"SELECT name FROM pg_catalog.pg_cursors")
-        assert names.ntuples == 0
+        for name in (b"outer_c", b"inner_c", b"c"):  # no cursor was declared
+            gone = libpq.exec_(b"FETCH ALL FROM " + name)
+            assert gone.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"34000", name
         shown = libpq.exec_(b"SHOW application_name")
         assert shown.get_value(0, 0) != b"changed"
         assert libpq.transaction_status == psycopg.pq.TransactionStatus.IDLE
     finally:
         libpq.exec_(b"ROLLBACK")
+        libpq.exec_(b"CLOSE ALL")
+
+
+@pytest.mark.parametrize("query", ["DECLARE copied_c CURSOR WITH HOLD FOR SELECT 1",
+                                   "MOVE ALL FROM copied_c", "CLOSE ALL"])
+def test_copy_runs_a_query_only(libpq, query):
+    """``COPY (query) TO STDOUT`` refused session commands before they ran, but not the
+    cursor commands: ``COPY (DECLARE c CURSOR WITH HOLD FOR SELECT 1) TO STDOUT`` said
+    "needs a query that returns rows" after declaring ``c``. Nothing runs now."""
+    libpq.exec_(b"DECLARE kept_c CURSOR WITH HOLD FOR SELECT 1")
+    try:
+        res = libpq.exec_(f"COPY ({query}) TO STDOUT".encode())
+        assert res.status == psycopg.pq.ExecStatus.FATAL_ERROR
+        assert b"needs a query that returns rows" in (res.error_message or b"")
+        kept = libpq.exec_(b"FETCH ALL FROM kept_c")  # not closed
+        assert kept.status == psycopg.pq.ExecStatus.TUPLES_OK, kept.error_message
+        gone = libpq.exec_(b"FETCH ALL FROM copied_c")  # not declared
+        assert gone.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"34000"
+    finally:
         libpq.exec_(b"CLOSE ALL")
