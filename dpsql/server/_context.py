@@ -33,7 +33,8 @@ from dpsql.server._bounds import Held
 from dpsql.server._commands import Result
 from dpsql.server._limits import OutOfMemoryError
 from dpsql.server._scram import Exchange
-from dpsql.server._sqlstates import UnknownPortalError, UnknownStatementError
+from dpsql.server._sqlstates import (DuplicateStatementError, UnknownPortalError,
+                                     UnknownStatementError)
 
 
 @dataclass
@@ -81,6 +82,20 @@ class Context(BVContext):
     # -- prepared statements ---------------------------------------------------------------
 
     def add_statement(self, name: str, sql: str, param_oids: Any) -> None:
+        """Parse: a new named statement, or the unnamed one replaced. A named statement
+        that already exists is 42P05, as in PostgreSQL: a name is redefined only after a
+        Close or ``DEALLOCATE`` (it was replaced silently, so a client whose two
+        statements got the same name ran the second's text under the first's
+        expectations). A syntax error is answered here too, as PostgreSQL does
+        (:meth:`dpsql.server._session.Session.check_syntax`), and the statement is not
+        kept."""
+        if name and name in self.stmts:
+            raise DuplicateStatementError(
+                f'prepared statement "{name}" already exists: Close it (or DEALLOCATE '
+                f"{name}) before preparing another statement under that name, or use the "
+                "unnamed statement")
+        if self.session is not None:
+            self.session.check_syntax(sql)  # 42601 in answer to the Parse
         self.held.hold("prepared statement", name, sql)
         super().add_statement(name, sql, param_oids)
 

@@ -61,10 +61,11 @@ from buenavista.core import Session as _BVSession
 
 from dpsql import duck
 from dpsql.planner import PlannedQuery
+from dpsql.planner.parse_sql import parse_walked
 from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
-from dpsql.errors import UnsupportedQueryError
+from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
@@ -281,6 +282,39 @@ class Session(_BVSession):
         except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
             return None
         return result if result.has_results() else None
+
+    def check_syntax(self, sql: str) -> None:
+        """Parse: raise the syntax error (42601) that ``sql`` would meet when it runs,
+        running nothing, as PostgreSQL answers a Parse (its syntax errors came at Bind or
+        Execute, after ParseComplete). A statement is well formed when DuckDB's parser
+        (PostgreSQL's grammar) reads it; else it goes the way it would run: routed, then
+        read by the planner's parser or, on the catalog route, by DuckDB's after the
+        PostgreSQL spellings are rewritten. Only syntax is checked here: a refusal (a
+        write, EXPLAIN) or an unknown column is answered at Execute, with the values
+        bound. Session commands are read when they run, and so is a statement over
+        :data:`INLINE_BYTES` (it is parsed in a planning process, under the timeout)."""
+        text = _strip(sql)
+        word = _first_word(text)
+        if not text or word in _COMMANDS or len(text) > INLINE_BYTES:
+            return
+        try:
+            duckdb.extract_statements(text)
+            return
+        except duckdb.Error:
+            pass
+        try:
+            route, routed = self._route_cached(text)
+        except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
+            return
+        if route == "catalog":
+            duckdb.extract_statements(routed)  # its ParserException: 42601
+            return
+        try:
+            parse_walked(routed)
+        except SqlSyntaxError:
+            raise
+        except Exception:  # noqa: BLE001  (not a syntax error: the Execute answers it)
+            return
 
     # -- routing -------------------------------------------------------------------------
 

@@ -39,6 +39,10 @@ class UnknownStatementError(ProgrammingError):
     """Bind or Describe of a prepared statement never parsed: SQLSTATE 26000."""
 
 
+class DuplicateStatementError(ProgrammingError):
+    """A Parse naming a prepared statement that already exists: SQLSTATE 42P05."""
+
+
 class UnknownPortalError(ProgrammingError):
     """Describe or Execute of a portal never bound: SQLSTATE 34000."""
 
@@ -60,6 +64,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (UnknownDatabaseError, "3D000"),     # invalid_catalog_name
     (UnknownStatementError, "26000"),    # invalid_sql_statement_name
     (UnknownPortalError, "34000"),       # invalid_cursor_name
+    (DuplicateStatementError, "42P05"),  # duplicate_prepared_statement
     (DuplicateCursorError, "42P03"),     # duplicate_cursor
     (DeclareOutsideBlockError, "25P01"),  # no_active_sql_transaction
     (StatementTimeoutError, "57014"),    # query_canceled
@@ -114,5 +119,5 @@ def sqlstate_of(err: BaseException) -> str:
     return "XX000"
 
 
-__all__ = ["SQLSTATES", "TooManyConnectionsError", "UnknownPortalError",
+__all__ = ["SQLSTATES", "DuplicateStatementError", "TooManyConnectionsError", "UnknownPortalError",
            "UnknownStatementError", "sqlstate_of"]

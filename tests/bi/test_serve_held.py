@@ -35,7 +35,10 @@ def test_prepared_statements_are_bounded_in_number(server):
         res = pg.prepare(b"one_more", b"SELECT 1")
         assert _state(res) == "54000"
         assert b"too many prepared statements" in res.error_message
-        assert _state(pg.prepare(b"s0", b"SELECT 2")) is None  # a name it has: replaced
+        assert _state(pg.prepare(b"s0", b"SELECT 2")) == "42P05"  # a name it has
+        assert _state(pg.exec_(b"DEALLOCATE s0")) is None
+        assert _state(pg.prepare(b"s0", b"SELECT 2")) is None  # closed: its slot is free
+        assert _state(pg.prepare(b"one_more", b"SELECT 1")) == "54000"
         assert _state(pg.prepare(b"", b"SELECT 3")) is None  # the unnamed one: replaced
         assert _alive(con)
     with psycopg.connect(_dsn(server), autocommit=True) as con:  # a new session: empty
@@ -51,7 +54,9 @@ def test_prepared_statements_are_bounded_in_bytes(server):
             assert _state(pg.prepare(f"big{i}".encode(), body)) is None, i
         res = pg.prepare(b"too_much", body)
         assert _state(res) == "54000" and b"bytes of prepared statements" in res.error_message
-        assert _state(pg.prepare(b"big0", body)) is None  # replacing: no more bytes
+        assert _state(pg.exec_(b"DEALLOCATE big0")) is None
+        assert _state(pg.prepare(b"big0", body)) is None  # closed first: its bytes are free
+        assert _state(res := pg.prepare(b"too_much", body)) == "54000", res.error_message
         assert _alive(con)
 
 
