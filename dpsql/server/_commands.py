@@ -92,6 +92,8 @@ class PreparedStatements(Protocol):
 
     def discard_all(self) -> None: ...
 
+    def end_transaction(self, committed: bool) -> None: ...
+
 
 class SessionState(Protocol):
     """What a session command reads and sets (:class:`dpsql.server._session.Session`)."""
@@ -112,9 +114,17 @@ def _begin(s: SessionState, text: str) -> Result:
     return Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
 
 
+def _end(s: SessionState, committed: bool) -> None:
+    """The end of a transaction block: its cursors end with it (:meth:`dpsql.server.
+    _context.Context.end_transaction`: a ``WITH HOLD`` cursor survives a commit only)."""
+    if s.in_txn and s.prepared is not None:
+        s.prepared.end_transaction(committed)
+    s.in_txn = s.failed = False
+
+
 def _commit(s: SessionState, text: str) -> Result:
     failed = s.failed
-    s.in_txn = s.failed = False
+    _end(s, committed=not failed)
     return Result(status="ROLLBACK" if failed else "COMMIT")
 
 
@@ -122,7 +132,7 @@ def _rollback(s: SessionState, text: str) -> Result:
     if re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", text, re.I):
         s.failed = False  # back to a savepoint: the block continues
         return Result(status="ROLLBACK")
-    s.in_txn = s.failed = False
+    _end(s, committed=False)
     return Result(status="ROLLBACK")
 
 

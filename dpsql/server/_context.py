@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from buenavista.postgres import BVContext
@@ -46,6 +47,9 @@ class Portal:
     result_formats: list[int]
     result: Result | None = field(default=None)
     hold: bool = False  # a cursor declared WITH HOLD: outlives its transaction
+    declared: str | None = None  # a SQL cursor: its DECLARE statement (pg_cursors)
+    created: datetime | None = None  # a SQL cursor: when it was declared (pg_cursors)
+    pending: bool = False  # declared in the open block: dropped if it does not commit
 
 
 def unknown_statement(name: str) -> UnknownStatementError:
@@ -162,16 +166,36 @@ class Context(BVContext):
         self._rows[name], self.rows_kept = size, total
 
     def declare(self, name: str, sql: str, params: list, result: Result,
-                hold: bool) -> None:
-        """SQL ``DECLARE name CURSOR FOR sql``: a portal that already ran
-        (:mod:`dpsql.server._cursors`)."""
+                hold: bool, statement: str = "") -> None:
+        """SQL ``DECLARE name CURSOR FOR sql`` (``statement``: the whole DECLARE): a
+        portal that already ran (:mod:`dpsql.server._cursors`)."""
         self.held.hold("portal", name, params)
         try:
             self._keep_rows(name, result)
         except OutOfMemoryError:
             self.held.drop("portal", name)
             raise
-        self.portals[name] = Portal(sql, params, [], result, hold)
+        pending = self.session is not None and self.session.in_transaction()
+        self.portals[name] = Portal(sql, params, [], result, hold, statement or sql,
+                                    datetime.now(timezone.utc), pending)
+
+    def end_transaction(self, committed: bool) -> None:
+        """COMMIT or ROLLBACK of a block: its SQL cursors end with it, except those
+        declared ``WITH HOLD`` whose transaction committed (PostgreSQL's rule; a WITH
+        HOLD cursor declared in a block that was rolled back survived, and FETCH read
+        it). Protocol portals end at the Sync after it (:meth:`end_of_message_cycle`)."""
+        for name, portal in list(self.portals.items()):
+            if portal.declared is None:
+                continue
+            if portal.hold and (committed or not portal.pending):
+                portal.pending = False
+            else:
+                self.close_portal(name)
+
+    def cursors(self) -> list[tuple[str, Portal]]:
+        """The session's open SQL cursors by name, in the order they were declared (what
+        ``pg_cursors`` lists; protocol portals are not listed, as in PostgreSQL)."""
+        return [(n, p) for n, p in self.portals.items() if p.declared is not None]
 
     def cursor(self, name: str) -> Portal:
         """The portal ``name`` for SQL's FETCH, MOVE and CLOSE: 34000 in PostgreSQL's

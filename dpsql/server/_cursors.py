@@ -23,6 +23,7 @@ import itertools
 import re
 from typing import Any, Protocol
 
+from dpsql._sql import quote_literal
 from dpsql.errors import InterfaceError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import Result, SessionState, first_word
@@ -44,13 +45,15 @@ class Cursors(Protocol):
     """The connection's portals, as :class:`dpsql.server._context.Context` keeps them."""
 
     def declare(self, name: str, sql: str, params: list, result: Result,
-                hold: bool) -> None: ...
+                hold: bool, statement: str = "") -> None: ...
 
     def cursor(self, name: str) -> Any: ...
 
     def close_portal(self, name: str) -> None: ...
 
     def close_portals(self) -> None: ...
+
+    def cursors(self) -> list[tuple[str, Any]]: ...
 
 
 _NAME = r'(?:"(?P<quoted>(?:[^"]|"")+)"|(?P<name>[A-Za-z_][\w$]*))'
@@ -112,7 +115,7 @@ def declare(s: Any, text: str, params: list | None) -> Result:
     if not result.has_results():
         raise SqlSyntaxError(f"cursor {name!r}: its query returns no rows; DECLARE ... "
                              "CURSOR FOR needs a SELECT")
-    cursors.declare(name, m.group("query"), list(params or []), result, hold)
+    cursors.declare(name, m.group("query"), list(params or []), result, hold, text)
     return Result(status="DECLARE CURSOR")
 
 
@@ -167,6 +170,30 @@ def close(s: SessionState, text: str) -> Result:
     return Result(status="CLOSE CURSOR")
 
 
+_PG_CURSORS = "dpsql_pg_cursors()"  # what the catalog route reads pg_cursors as
+
+
+def with_cursors(s: SessionState, sql: str) -> str:
+    """A catalog statement with ``pg_cursors`` listing the session's open SQL cursors
+    (name, its DECLARE statement, WITH HOLD or not, never binary or scrollable here, when
+    it was declared), as PostgreSQL lists them; it listed none. The catalog database is
+    shared by the sessions, so the rows are written into this session's statement as
+    literals (quoted, :func:`dpsql._sql.quote_literal`), in place of the catalog's empty
+    relation."""
+    if _PG_CURSORS not in sql or s.prepared is None:
+        return sql
+    rows = [f"({quote_literal(name)}, {quote_literal(p.declared)}, {str(p.hold).lower()}, "
+            f"false, false, {quote_literal(p.created.isoformat())}::TIMESTAMPTZ)"
+            for name, p in _cursors(s).cursors()]
+    if not rows:
+        return sql
+    listing = (f"(SELECT name::VARCHAR AS name, statement::VARCHAR AS statement, "
+               "is_holdable, is_binary, is_scrollable, creation_time FROM (VALUES "
+               f"{', '.join(rows)}) AS c(name, statement, is_holdable, is_binary, "
+               "is_scrollable, creation_time))")
+    return sql.replace(_PG_CURSORS, listing)
+
+
 CURSOR_COMMANDS = {"FETCH": fetch, "MOVE": fetch, "CLOSE": close}
 """Cursor commands that take the statement's text only (``DECLARE`` takes its
 parameters too: :func:`declare`)."""
@@ -178,4 +205,5 @@ and ``FOR DECLARE d CURSOR FOR ...`` declared ``d`` (1,500 of them nested exhaus
 recursion: XX000); PostgreSQL refuses them as a syntax error (42601), with no effect."""
 
 __all__ = ["CURSOR_COMMANDS", "CursorError", "DeclareOutsideBlockError",
-           "DuplicateCursorError", "close", "declare", "fetch", "fetch_shape"]
+           "DuplicateCursorError", "close", "declare", "fetch", "fetch_shape",
+           "with_cursors"]

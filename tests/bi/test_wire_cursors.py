@@ -169,3 +169,74 @@ def test_rows_held_by_cursors_count_against_the_memory_limit(trips_release):
         con.execute("CLOSE c0")
         con.execute(f"DECLARE again CURSOR WITH HOLD FOR {big}")
         assert len(con.execute("FETCH ALL FROM again").fetchall()) == 100000
+
+
+def test_a_with_hold_cursor_ends_with_a_rolled_back_transaction(server):
+    """PostgreSQL drops a WITH HOLD cursor whose declaring transaction is rolled back
+    (or fails), and keeps one whose transaction committed, through a later rollback; it
+    survived the rollback, and FETCH read it."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        for end in ("ROLLBACK", "ABORT", "COMMIT"):  # COMMIT of a failed block: rolled back
+            con.execute("BEGIN")
+            con.execute(f"DECLARE h CURSOR WITH HOLD FOR {QUERY}")
+            if end == "COMMIT":
+                with pytest.raises(psycopg.Error):
+                    con.execute("SELECT nope FROM nothing")
+            con.execute(end)
+            with pytest.raises(psycopg.Error) as err:
+                con.execute("FETCH 1 FROM h")
+            assert err.value.sqlstate == "34000", end
+        whole = _whole(server)
+        con.execute("BEGIN")
+        con.execute(f"DECLARE kept CURSOR WITH HOLD FOR {QUERY}")
+        con.execute("COMMIT")
+        con.execute("BEGIN")
+        assert con.execute("FETCH 2 FROM kept").fetchall() == whole[:2]
+        con.execute("ROLLBACK")  # declared by a committed transaction: it stays
+        assert con.execute("FETCH ALL FROM kept").fetchall() == whole[2:]
+        # a simple query's string: the cursor ends at its ROLLBACK, not at its end
+        with pytest.raises(psycopg.Error) as err:
+            con.execute(f"BEGIN; DECLARE g CURSOR WITH HOLD FOR {QUERY}; ROLLBACK; "
+                        "FETCH 1 FROM g")
+        assert err.value.sqlstate == "34000"
+
+
+def test_pg_cursors_lists_the_sessions_cursors(server):
+    """pg_cursors lists the session's open SQL cursors as PostgreSQL does (it was always
+    empty): name, the DECLARE statement, holdable or not, never binary or scrollable here
+    (forward only), and when; not another session's, not protocol portals, not closed
+    ones."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con, \
+            psycopg.connect(_dsn(server), autocommit=True) as other:
+        con.execute("BEGIN")
+        con.execute(f"DECLARE c1 CURSOR FOR {QUERY}")
+        con.execute("DECLARE \"It's\" NO SCROLL CURSOR WITH HOLD FOR SELECT 'a''b' AS x")
+        listed = con.execute(
+            "SELECT name, statement, is_holdable, is_binary, is_scrollable, "
+            "creation_time IS NOT NULL FROM pg_catalog.pg_cursors ORDER BY name").fetchall()
+        assert listed == [
+            ("It's", "DECLARE \"It's\" NO SCROLL CURSOR WITH HOLD FOR SELECT 'a''b' AS x",
+             True, False, False, True),
+            ("c1", f"DECLARE c1 CURSOR FOR {QUERY}", False, False, False, True)]
+        assert other.execute("SELECT COUNT(*) FROM pg_cursors").fetchone() == (0,)
+        con.execute("CLOSE c1")
+        assert con.execute("SELECT name FROM pg_cursors WHERE name = %s",
+                           ["c1"]).fetchall() == []
+        con.execute("COMMIT")
+        assert con.execute("SELECT name, is_holdable FROM pg_cursors").fetchall() == [
+            ("It's", True)]
+        con.execute("CLOSE ALL")
+        assert con.execute("SELECT COUNT(*) FROM pg_cursors").fetchone() == (0,)
+
+
+def test_psycopg_closes_a_named_cursor_it_finds_in_pg_cursors(server):
+    """psycopg looks a named cursor up in pg_cursors before it closes one it did not
+    describe: listed now, it is closed (the name is free again); it was never listed,
+    so psycopg sent no CLOSE and the cursor stayed open until the transaction ended."""
+    with psycopg.connect(_dsn(server)) as con:
+        con.execute("DECLARE mine CURSOR FOR SELECT 1")  # declared outside psycopg's cursor
+        with con.cursor("mine"):
+            pass  # psycopg closes it at exit, having found it in pg_cursors
+        assert con.execute("SELECT COUNT(*) FROM pg_cursors").fetchone() == (0,)
+        con.execute("DECLARE mine CURSOR FOR SELECT 2")  # free: no 42P03
+        con.rollback()
