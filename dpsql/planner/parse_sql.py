@@ -294,7 +294,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
     except ParseError as err:
         word = _first_word(sql)
         if word in _NOT_QUERIES:  # EXPORT DATABASE 'x', which sqlglot cannot parse
-            raise _not_a_query(word) from None
+            raise not_a_query(word) from None
         raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
     except TokenError as err:
         raise SqlSyntaxError(f"syntax error: {err}") from err
@@ -312,7 +312,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         if what not in _NOT_QUERIES:  # WITH ... INSERT: the statement's own kind
             what = str(tree.this).upper() if isinstance(tree, exp.Command) else \
                 type(tree).__name__.upper()
-        raise _not_a_query(what)
+        raise not_a_query(what)
     if _LEADING_DOT.search(sql):
         keep_leading_dots(tree, sql)
     walked = walk_tree(tree)
@@ -367,7 +367,9 @@ _READS = frozenset("DESCRIBE EXPLAIN SHOW SUMMARIZE".split())
 plan or a summary would describe the private rows), not because it is read-only."""
 
 
-def _not_a_query(what: str) -> UnsupportedQueryError:
+def not_a_query(what: str) -> UnsupportedQueryError:
+    """The refusal of a statement that is not a query (``what``: its first word), the
+    same at every entry point (``dpsql serve``'s guard raises it too)."""
     why = ("a release answers" if what in _READS else
            "a release is read-only and answers")
     return UnsupportedQueryError(

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.parse_sql import not_a_query
 from dpsql.schema_catalog import array_items
 
 
@@ -49,9 +50,8 @@ def check_select(sql: str, route: str) -> None:
     kind = stmts[0].type.name
     if kind in _READ_TYPES:
         return
-    if kind == "EXPLAIN":
-        raise UnsupportedQueryError("EXPLAIN is not supported by dpsql serve; send the "
-                                    "SELECT itself")
+    if kind == "EXPLAIN":  # a read, refused as in process (it said "by dpsql serve")
+        raise not_a_query(kind)
     raise ReadOnlyError(read_only(kind.replace("_", " ")))
 
 
