@@ -3,9 +3,13 @@ Close; Sync and Flush are buenavista's), as a mixin of the protocol handler
 (:class:`dpsql.server._wire.Handler`), with PostgreSQL's answers where buenavista's
 differ:
 
-* **Describe(statement)** answers the parameter types and the row shape from a run with
-  dummy parameters that can never change the session (no transaction state, no error to
-  the client): a failing dummy run answers NoData, and the client's Execute then runs.
+* **Parse** answers a syntax error itself (42601) and refuses a name in use (42P05)
+  (:meth:`dpsql.server._context.Context.add_statement`).
+* **Describe(statement)** answers the parameter types (those the Parse left open as
+  PostgreSQL infers them, :mod:`dpsql.server._param_types`) and the row shape from a run
+  with dummy parameters that can never change the session (no transaction state, no
+  error to the client): a failing dummy run answers NoData, and the client's Execute
+  then runs.
 * **Errors in the extended protocol** (a Bind whose value does not decode or whose
   number of values is not the statement's (08P01), an unknown statement (26000) or
   portal (34000)...) are an ErrorResponse; the messages that follow, a simple Query
@@ -19,7 +23,8 @@ differ:
 * **COPY (query) TO STDOUT** answers as through a simple Query (CopyOutResponse, the
   rows, CopyDone; NoData to a Describe); it was refused as a write (25006).
 * **Bind** decodes each value by its declared type OID (module docstring of
-  :mod:`dpsql.server._wire`, "Typed parameters").
+  :mod:`dpsql.server._wire`, "Typed parameters"); a binary value of an open type by the
+  type Describe gave it.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from dpsql.server._commands import Result
 from dpsql.server._context import unknown_statement
 from dpsql.server._copy import parse_copy_out
 from dpsql.server._guard import UntypedText
+from dpsql.server._param_types import TEXT, infer_param_types
 from dpsql.server._route import _NOT_CODE
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param
 
@@ -140,6 +146,9 @@ class ExtendedProtocol:
         oids = list(ctx.stmts[stmt][1]) + [0] * n
         if len(formats) <= 1:
             formats = (formats or [0]) * max(n, 1)
+        if any(formats[i] == 1 and not oids[i] for i in range(n)):
+            # binary values of types the client left open: sent as Describe said
+            oids = _open_types(ctx, ctx.stmts[stmt][0], oids)
         params = []
         for i in range(n):
             size = buf.read_int32()
@@ -174,18 +183,37 @@ class ExtendedProtocol:
         # The shape comes from a run with dummy parameters that can never change the
         # session (Session.describe): no transaction state, no error sent to the client.
         # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
-        oids = list(oids) + [0] * (_parameter_count(sql, oids) - len(oids))
+        # Open types are described as PostgreSQL infers them (age > $1: int8), else text
+        # (:mod:`dpsql.server._param_types`).
+        declared = list(oids) + [0] * (_parameter_count(sql, oids) - len(oids))
+        oids = _open_types(ctx, sql, declared)
         try:
-            dummies = [decode_param(b"{}" if oid in ARRAY_ELEMENTS else b"0", oid, 0)
-                       if oid else UntypedText("0") for oid in oids]
+            dummies = [decode_param(_DUMMIES.get(oid, b"0"), oid, 0) if oid
+                       else UntypedText("0") for oid in oids]
         except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
             dummies = None
-        self.send_paramter_description([oid or 25 for oid in oids])
+        self.send_paramter_description([oid or TEXT for oid in oids])
         result = ctx.session.describe(sql, dummies) if dummies is not None else None
         if result is not None:
             self.send_row_description(result)
         else:
             self.wfile.write(struct.pack("!ci", b"n", 4))  # NoData
+
+
+_DUMMIES = {**{oid: b"{}" for oid in ARRAY_ELEMENTS}, 1082: b"2000-01-01",
+            1114: b"2000-01-01 00:00:00", 1083: b"00:00:00", 16: b"f"}
+"""A value of each type for Describe's dummy run, in text (``0`` for the rest): a date
+column compared with ``0`` failed to bind, and Describe answered NoData for a
+statement that returns rows."""
+
+
+def _open_types(ctx, sql: str, oids: list[int]) -> list[int]:  # noqa: ANN001
+    """``oids`` with each open (0) type as inferred from the statement (0 when its place
+    says nothing: :func:`infer_param_types`)."""
+    if all(oids) or ctx.session is None:
+        return list(oids)
+    inferred = infer_param_types(sql, ctx.session.catalog.tables)
+    return [oid or inferred.get(i + 1, 0) for i, oid in enumerate(oids)]
 
 
 def _io(payload: bytes) -> io.BytesIO:

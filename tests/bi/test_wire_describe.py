@@ -1,0 +1,86 @@
+"""Describe(statement) on ``dpsql serve`` describes the parameters a client left open
+(type OID 0 in its Parse) as PostgreSQL infers them (each expectation was checked
+against a PostgreSQL 15 server with the same columns): a client that encodes each value
+by the described type (asyncpg; pgjdbc's ``setObject`` without a type) sends an ``int``
+for ``age < $1`` in binary int8, and gets the answer. Every open parameter was described
+as text (25), so asyncpg refused a Python ``int`` there ("expected str")."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from tests.bi.pg_client import (SYNC, connected, data_rows, describe, execute, kinds,
+                                message, parse, query, startup_packet, until_ready)
+from tests.bi.test_serve import _start, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+
+def _parameter_types(body: bytes) -> list[int]:
+    n = struct.unpack("!h", body[:2])[0]
+    return list(struct.unpack(f"!{n}i", body[2:2 + 4 * n]))
+
+
+@pytest.mark.parametrize("sql,types", [
+    ("SELECT COUNT(*) AS n FROM trips WHERE age < $1", [20]),
+    ("SELECT mode, COUNT(*) AS n FROM trips WHERE distance BETWEEN $1 AND $2 AND mode IN "
+     "($3, $4) GROUP BY mode ORDER BY mode LIMIT $5 OFFSET $6", [701, 701, 25, 25, 20, 20]),
+    ("SELECT COUNT(*) FROM trips WHERE ($1) <= age", [20]),
+    ("SELECT $1::int AS x, $2::numeric AS y, $3::date AS z", [23, 1700, 1082]),
+    ("SELECT COUNT(*) FROM trips WHERE mode = ANY($1)", [1009]),
+    ("SELECT $1 AS anything", [25]),  # nothing says its type: text, as PostgreSQL
+])
+def test_open_parameters_are_described_as_postgresql_infers_them(server, sql, types):
+    with connected(server.port) as s:
+        s.sendall(parse("s", sql) + describe(b"S", "s") + SYNC)
+        got = until_ready(s)
+        assert kinds(got)[:2] == "1t", got
+        assert _parameter_types(got[1][1]) == types
+
+
+def test_a_binary_value_of_an_open_type_is_read_as_described(server):
+    """asyncpg's flow: Parse without types, Describe, then Bind each value in binary by
+    the described type (int8 for ``age < $1``): the answer is the one for 40. The value
+    was read as text of unknown type (eight bytes of binary int8)."""
+    sql = "SELECT COUNT(*) AS n FROM trips WHERE age < $1"
+    with connected(server.port) as s:
+        s.sendall(query(sql.replace("$1", "40")))
+        expected = data_rows(until_ready(s))
+        s.sendall(parse("s", sql) + describe(b"S", "s") + SYNC)
+        assert kinds(until_ready(s)) == "1tTZ"
+        value = struct.pack("!q", 40)
+        body = (b"\x00s\x00" + struct.pack("!hhh", 1, 1, 1) + struct.pack("!i", len(value))
+                + value + struct.pack("!hh", 1, 0))
+        s.sendall(message(b"B", body) + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "2DCZ", got
+        assert data_rows(got) == expected
+
+
+@pytest.fixture(scope="module")
+def typed_server(typed_release):
+    srv = _start(typed_release)
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("sql,types", [
+    ("SELECT COUNT(*) AS k FROM t WHERE d < $1", [1082]),
+    ("SELECT COUNT(*) AS k FROM t WHERE ts >= $1", [1114]),
+    ("SELECT COUNT(*) AS k FROM t WHERE p < $1", [701]),  # p is listed as float8
+    ("SELECT COUNT(*) AS k FROM t WHERE d BETWEEN $1::date AND $2", [1082, 1082]),
+])
+def test_describe_of_dates_and_timestamps_is_their_shape(typed_server, sql, types):
+    """A statement on a date or timestamp column is described by its row shape; its
+    dummy run compared the column with ``0``, failed, and Describe answered NoData (a
+    client then expects no rows)."""
+    with socket.create_connection(("127.0.0.1", typed_server.port), timeout=60) as s:
+        s.sendall(startup_packet(database=typed_server.database))
+        assert kinds(until_ready(s))[-1] == "Z"
+        s.sendall(parse("s", sql) + describe(b"S", "s") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "1tTZ", got
+        assert _parameter_types(got[1][1]) == types
