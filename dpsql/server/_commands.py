@@ -74,6 +74,12 @@ class Result(QueryResult):
     def status(self) -> str:
         return self._status
 
+    def tag(self, count: int) -> str:
+        """The CommandComplete tag after ``count`` rows: ``SELECT 3``, ``FETCH 3``, and
+        ``SHOW`` without a count, as PostgreSQL tags them (SHOW was ``SELECT 1``)."""
+        status = self._status or "SELECT"
+        return status if status == "SHOW" else f"{status} {count}"
+
 
 def first_word(sql: str) -> str:
     m = re.match(r"[A-Za-z_]+", sql)
@@ -228,11 +234,12 @@ def _show(s: SessionState, text: str) -> Result:
             "time zone": "timezone"}.get(re.sub(r"\s+", " ", name), name)
     if name == "all":
         rows = sorted((k, v, _DESCRIPTIONS.get(k, "")) for k, v in s.settings.items())
-        return Result(["name", "setting", "description"], ["VARCHAR"] * 3, rows)
+        return Result(["name", "setting", "description"], ["VARCHAR"] * 3, rows,
+                      status="SHOW")
     if name not in s.settings:
         raise UnknownSettingError(f'unrecognized configuration parameter "{name}"; SHOW ALL '
                                   "lists the settings this server knows")
-    return Result([name], ["VARCHAR"], [(s.settings[name],)])
+    return Result([name], ["VARCHAR"], [(s.settings[name],)], status="SHOW")
 
 
 def _noop(tag: str):

@@ -110,7 +110,7 @@ class ExtendedProtocol:
             if 0 < limit <= count:
                 self.send_portal_suspend()
             else:
-                self.send_command_complete(f"{result.status() or 'SELECT'} {count}\x00")
+                self.send_command_complete(f"{result.tag(count)}\x00")
 
     def _close(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         """Close: a statement or portal that does not exist is no error (CloseComplete),

@@ -295,7 +295,7 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
             elif result.has_results():
                 self.send_row_description(result)
                 count = self.send_data_rows(result)
-                self.send_command_complete(f"{result.status() or 'SELECT'} {count}\x00")
+                self.send_command_complete(f"{result.tag(count)}\x00")
             else:
                 self.send_command_complete(f"{result.status()}\x00")
         except Exception as err:  # noqa: BLE001  (every error goes to the client)

@@ -77,3 +77,14 @@ def test_reset_restores_the_session_default(server):
             con.execute("DISCARD ALL")
         assert err.value.sqlstate == "25001"
         con.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["simple", "extended"])
+def test_show_is_tagged_show(server, prepared):
+    """PostgreSQL's CommandComplete tag for SHOW is ``SHOW``, without a row count; it
+    was ``SELECT 1`` (``SELECT 22`` for SHOW ALL)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        for sql in ("SHOW TimeZone", "SHOW ALL"):
+            cur = con.execute(sql, prepare=prepared)
+            assert cur.pgresult.command_status == b"SHOW", sql
+            assert cur.fetchall()
