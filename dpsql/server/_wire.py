@@ -277,11 +277,28 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         if ctx.has_error:
             return
         sql = payload.decode("utf-8").rstrip("\x00")
-        for statement in split_simple_query(sql) or [""]:
-            if not self._simple(ctx, statement):
-                break
+        statements = split_simple_query(sql) or [""]
+        if len(statements) == 1 or self._well_formed(ctx, statements):
+            for statement in statements:
+                if not self._simple(ctx, statement):
+                    break
         ctx.end_of_message_cycle()
         self.send_ready_for_query(ctx)
+
+    def _well_formed(self, ctx, statements: list[str]) -> bool:  # noqa: ANN001
+        """PostgreSQL parses a whole query string before it runs any of it: a syntax
+        error in its third statement answers that error alone, and the first two never
+        run (they ran: ``BEGIN; SELECT 1; SELEC 2`` left the session in a failed block,
+        where PostgreSQL leaves it idle). False, the error sent, when one is malformed."""
+        try:
+            for statement in statements:
+                ctx.session.check_syntax(statement)
+        except Exception as err:  # noqa: BLE001  (the syntax error goes to the client)
+            if ctx.session.in_txn:
+                ctx.session.failed = True  # as any error inside a block
+            self.send_error(err)
+            return False
+        return True
 
     def _simple(self, ctx, sql: str) -> bool:  # noqa: ANN001
         """Run one statement of a simple query and send its answer; False on an error."""

@@ -126,3 +126,22 @@ def test_a_huge_unclosed_dollar_quote_is_answered_and_the_session_goes_on(server
             con.execute(sql.encode())
         assert err.value.sqlstate in ("42601", "54000", "0A000"), err.value
         assert con.execute("SELECT COUNT(*) > 1000 FROM trips").fetchone() == (True,)
+
+
+def test_a_syntax_error_anywhere_in_the_string_runs_none_of_it(server):
+    """PostgreSQL parses the whole string first: a syntax error in a later statement is
+    the only answer, and the statements before it never run. They ran: ``BEGIN; SELECT
+    1; SELEC 2`` began a block, answered a row, then failed the block (25P02 after), where
+    PostgreSQL leaves the session idle."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.errors.SyntaxError):
+            con.execute("BEGIN; SET application_name = 'ran'; SELEC 2; SELECT 3")
+        assert con.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert con.execute("SHOW application_name").fetchone() == ("",)
+        con.execute("BEGIN")
+        with pytest.raises(psycopg.errors.SyntaxError):
+            con.execute("SELECT 1; SELECT COUNT(*) FROM trips WHERE")
+        assert con.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        con.execute("ROLLBACK")
+        assert _results(con, "SELECT 1; SELECT COUNT(*) > 1000 FROM trips") == [
+            [(1,)], [(True,)]]
