@@ -32,6 +32,16 @@ class ActiveTransactionError(UnsupportedQueryError):
     """A command that cannot run inside a transaction block: SQLSTATE 25001."""
 
 
+class NoActiveTransactionError(UnsupportedQueryError):
+    """``SAVEPOINT``, ``RELEASE`` or ``ROLLBACK TO`` outside a transaction block:
+    SQLSTATE 25P01."""
+
+
+class UnknownSavepointError(UnsupportedQueryError):
+    """``RELEASE`` or ``ROLLBACK TO`` a savepoint the block does not have: SQLSTATE
+    3B001."""
+
+
 class UnknownSettingError(UnsupportedQueryError):
     """``SHOW`` of a setting the server does not know: SQLSTATE 42704."""
 
@@ -107,6 +117,7 @@ class SessionState(Protocol):
     prepared: PreparedStatements | None  # set by the wire handler once authenticated
 
     in_txn: bool  # inside a BEGIN ... COMMIT block
+    savepoints: list[str]  # the block's savepoints, oldest first
     failed: bool  # ... and a statement in it failed: the rest is refused until its end
     settings: dict[str, str]  # what SHOW answers
     defaults: dict[str, str]  # what RESET restores (the start-up values, else the server's)
@@ -126,6 +137,7 @@ def _end(s: SessionState, committed: bool) -> None:
     if s.in_txn and s.prepared is not None:
         s.prepared.end_transaction(committed)
     s.in_txn = s.failed = False
+    s.savepoints.clear()
 
 
 def _commit(s: SessionState, text: str) -> Result:
@@ -135,11 +147,59 @@ def _commit(s: SessionState, text: str) -> Result:
 
 
 def _rollback(s: SessionState, text: str) -> Result:
-    if re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\b", text, re.I):
+    m = re.match(r"ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO\s+(?:SAVEPOINT\s+)?(.*)$",
+                 text, re.I | re.S)
+    if m:
+        kept = _savepoint_index(s, m.group(1), "ROLLBACK TO SAVEPOINT") + 1
+        del s.savepoints[kept:]  # the savepoint stays; those after it go
         s.failed = False  # back to a savepoint: the block continues
         return Result(status="ROLLBACK")
     _end(s, committed=False)
     return Result(status="ROLLBACK")
+
+
+_SAVEPOINT_NAME = re.compile(r'(?:"(?P<quoted>(?:[^"]|"")+)"|(?P<name>[A-Za-z_][\w$]*))'
+                             r"\s*;?\s*$", re.S)
+
+
+def _savepoint_name(text: str, what: str) -> str:
+    m = _SAVEPOINT_NAME.match(text.strip())
+    if m is None:
+        raise SqlSyntaxError(f"syntax error in {what} {text[:60]!r}: write {what} name")
+    if m.group("quoted") is not None:
+        return m.group("quoted").replace('""', '"')
+    return m.group("name").lower()
+
+
+def _savepoint_index(s: SessionState, text: str, what: str) -> int:
+    """The position of the savepoint ``text`` names (its latest, as PostgreSQL); 25P01
+    outside a block, 3B001 when the block has none of that name (both were accepted,
+    and a client that lost track of its savepoints was never told)."""
+    name = _savepoint_name(text, what)
+    if not s.in_txn:
+        raise NoActiveTransactionError(f"{what} can only be used in transaction blocks: "
+                                       "send BEGIN first")
+    for i in range(len(s.savepoints) - 1, -1, -1):
+        if s.savepoints[i] == name:
+            return i
+    raise UnknownSavepointError(f'savepoint "{name}" does not exist')
+
+
+def _savepoint(s: SessionState, text: str) -> Result:
+    """``SAVEPOINT name``: in a transaction block only (25P01), as in PostgreSQL."""
+    name = _savepoint_name(re.sub(r"^SAVEPOINT\s+", "", text, flags=re.I), "SAVEPOINT")
+    if not s.in_txn:
+        raise NoActiveTransactionError("SAVEPOINT can only be used in transaction blocks: "
+                                       "send BEGIN first")
+    s.savepoints.append(name)
+    return Result(status="SAVEPOINT")
+
+
+def _release(s: SessionState, text: str) -> Result:
+    """``RELEASE [SAVEPOINT] name``: that savepoint and those after it go."""
+    rest = re.sub(r"^RELEASE\s+(?:SAVEPOINT\s+)?", "", text, flags=re.I)
+    del s.savepoints[_savepoint_index(s, rest, "RELEASE SAVEPOINT"):]
+    return Result(status="RELEASE")
 
 
 _SET = re.compile(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?(?P<name>[\w.]+)\s*"
@@ -300,7 +360,7 @@ _COMMANDS = {
     "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
     "DISCARD": _discard, "DEALLOCATE": _deallocate,
     "PREPARE": _prepare_or_execute, "EXECUTE": _prepare_or_execute,
-    "SAVEPOINT": _noop("SAVEPOINT"), "RELEASE": _noop("RELEASE"),
+    "SAVEPOINT": _savepoint, "RELEASE": _release,
     "UNLISTEN": _noop("UNLISTEN"),
 }
 

@@ -22,6 +22,7 @@ from dpsql.errors import (
 )
 from dpsql.server._bounds import StatementTooComplexError, StatementTooLongError
 from dpsql.server._commands import (ActiveTransactionError, FailedTransactionError,
+                                     NoActiveTransactionError, UnknownSavepointError,
                                      UnknownSettingError)
 from dpsql.server._cursors import DeclareOutsideBlockError, DuplicateCursorError
 from dpsql.server._guard import ReadOnlyError
@@ -57,6 +58,8 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (ReadOnlyError, "25006"),            # read_only_sql_transaction
     (FailedTransactionError, "25P02"),   # in_failed_sql_transaction
     (ActiveTransactionError, "25001"),   # active_sql_transaction
+    (NoActiveTransactionError, "25P01"),  # no_active_sql_transaction
+    (UnknownSavepointError, "3B001"),    # invalid_savepoint_specification
     (UnknownSettingError, "42704"),      # undefined_object
     (AuthenticationError, "28P01"),      # invalid_password
     (TlsRequiredError, "28000"),         # invalid_authorization_specification

@@ -1,0 +1,87 @@
+"""Transaction blocks and savepoints on ``dpsql serve`` as PostgreSQL keeps them (each
+expectation was checked against a PostgreSQL 15 server). A release is read-only, so a
+transaction is bookkeeping, but clients rely on its answers: SQLAlchemy's
+``begin_nested()`` and psycopg's nested ``transaction()`` are savepoints, and a client
+that lost track of its savepoints is told so (3B001) rather than answered as if they
+were there."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from tests.bi.test_serve import _dsn, server  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+
+IDLE, INTRANS, INERROR = (psycopg.pq.TransactionStatus.IDLE,
+                          psycopg.pq.TransactionStatus.INTRANS,
+                          psycopg.pq.TransactionStatus.INERROR)
+
+
+def _state(con: psycopg.Connection, sql: str) -> str | None:
+    try:
+        con.execute(sql)
+    except psycopg.Error as err:
+        return err.sqlstate
+    return None
+
+
+def test_savepoints_are_kept_as_postgresql_keeps_them(server):
+    """ROLLBACK TO or RELEASE of a savepoint the block does not have is 3B001 and fails
+    the block; SAVEPOINT, RELEASE and ROLLBACK TO outside a block are 25P01. All were
+    accepted."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        assert _state(con, "SAVEPOINT a") == "25P01"
+        assert _state(con, "RELEASE SAVEPOINT a") == "25P01"
+        assert _state(con, "ROLLBACK TO SAVEPOINT a") == "25P01"
+        assert con.info.transaction_status == IDLE
+        con.execute("BEGIN")
+        assert _state(con, "ROLLBACK TO SAVEPOINT nope") == "3B001"
+        assert con.info.transaction_status == INERROR
+        con.execute("ROLLBACK")
+        con.execute("BEGIN")
+        for sql in ("SAVEPOINT a", "SAVEPOINT \"B\"", "SAVEPOINT c"):
+            con.execute(sql)
+        assert _state(con, "SELECT nope FROM nowhere") is not None
+        assert con.info.transaction_status == INERROR
+        con.execute("ROLLBACK TO \"B\"")  # back before the error; c goes, B stays
+        assert con.info.transaction_status == INTRANS
+        assert _state(con, "RELEASE SAVEPOINT c") == "3B001"
+        assert _state(con, "ROLLBACK TO B") == "3B001"  # unquoted, b: not "B"
+        con.execute("ROLLBACK")
+        con.execute("BEGIN")
+        con.execute("SAVEPOINT a")
+        con.execute("SAVEPOINT b")
+        con.execute("RELEASE SAVEPOINT a")  # a and everything after it
+        assert _state(con, "ROLLBACK TO SAVEPOINT b") == "3B001"
+        con.execute("ROLLBACK")
+        con.execute("BEGIN")
+        con.execute("SAVEPOINT a")
+        con.execute("COMMIT")  # the block's savepoints end with it
+        con.execute("BEGIN")
+        assert _state(con, "RELEASE a") == "3B001"
+        con.execute("ROLLBACK")
+
+
+def test_nested_transactions_of_psycopg_and_sqlalchemy(server):
+    with psycopg.connect(_dsn(server)) as con:
+        with con.transaction():
+            with pytest.raises(psycopg.Error):
+                with con.transaction():  # a savepoint, rolled back to
+                    con.execute("SELECT nope FROM nowhere")
+            assert con.execute("SELECT COUNT(*) > 1000 FROM trips").fetchone() == (True,)
+            with con.transaction():
+                assert con.execute("SELECT 1").fetchone() == (1,)
+    engine = sa.create_engine(f"postgresql+psycopg://analyst@127.0.0.1:{server.port}/"
+                              f"{server.database}?sslmode=disable")
+    with engine.connect() as conn:
+        with conn.begin():
+            nested = conn.begin_nested()
+            assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+            nested.rollback()
+            nested = conn.begin_nested()
+            nested.commit()
+            assert conn.execute(sa.text("SELECT COUNT(*) > 1000 FROM trips")).scalar()
+    engine.dispose()
