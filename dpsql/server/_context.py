@@ -32,6 +32,7 @@ from buenavista.postgres import BVContext
 
 from dpsql.server._bounds import Held
 from dpsql.server._commands import Result
+from dpsql.server._cursors import DuplicateCursorError
 from dpsql.server._limits import OutOfMemoryError
 from dpsql.server._scram import Exchange
 from dpsql.server._sqlstates import (DuplicateStatementError, UnknownPortalError,
@@ -128,8 +129,16 @@ class Context(BVContext):
     # -- portals ---------------------------------------------------------------------------
 
     def add_portal(self, name: str, stmt: str, params: Any, result_formats: Any) -> None:
+        """Bind: a new named portal, or the unnamed one replaced. A named portal (or SQL
+        cursor) that is still open is 42P03, as in PostgreSQL: it was replaced, and a
+        client that bound two queries to one name read the second where it expected the
+        first's rows."""
         if stmt not in self.stmts:
             raise unknown_statement(stmt)
+        if name and name in self.portals:
+            raise DuplicateCursorError(f'cursor "{name}" already exists: Close the portal '
+                                       "(or CLOSE the cursor) before binding another under "
+                                       "that name, or use the unnamed portal")
         self.held.hold("portal", name, params)
         self.rows_kept -= self._rows.pop(name, 0)  # a new Bind: the old rows go
         self.portals[name] = Portal(self.stmts[stmt][0], params, list(result_formats))

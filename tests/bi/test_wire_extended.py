@@ -53,11 +53,34 @@ def test_a_new_bind_never_answers_with_the_previous_querys_rows(server):
         s.sendall(parse("", "SELECT 42 AS answer") + bind("", "") + execute("") + SYNC)
         got = until_ready(s)
         assert kinds(got) == "12DCZ" and data_rows(got) == [["42"]]
-        # within one batch too: Bind "p", read one row, Bind "p" again
+        # within one batch too: bind "", read one row, bind "" again
+        s.sendall(parse("r", REGIONS) + bind("", "r") + execute("", 1)
+                  + parse("a", "SELECT 42 AS answer") + bind("", "a") + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "12Ds12DCZ" and data_rows(got) == regions[:1] + [["42"]]
+
+
+def test_a_bind_to_an_open_named_portal_is_42P03(server):
+    """PostgreSQL refuses a Bind (or a DECLARE) to a name whose portal or cursor is
+    still open (42P03, duplicate_cursor); it replaced the portal, so the client read the
+    second query's rows under the first one's name. The unnamed portal is replaced."""
+    with connected(server.port) as s:
+        regions = _simple_rows(s, REGIONS)
         s.sendall(parse("r", REGIONS) + bind("p", "r") + execute("p", 1)
                   + parse("a", "SELECT 42 AS answer") + bind("p", "a") + execute("p") + SYNC)
         got = until_ready(s)
-        assert kinds(got) == "12Ds12DCZ" and data_rows(got) == regions[:1] + [["42"]]
+        assert kinds(got) == "12Ds1EZ" and data_rows(got) == regions[:1]
+        assert fields(got[-2][1])["C"] == "42P03"
+        assert 'cursor "p" already exists' in fields(got[-2][1])["M"]
+        assert _simple_rows(s, "BEGIN") == []
+        assert _simple_rows(s, "DECLARE c CURSOR FOR SELECT 1") == []
+        s.sendall(bind("c", "a") + SYNC)  # a cursor's name
+        got = until_ready(s)
+        assert kinds(got) == "EZ" and fields(got[0][1])["C"] == "42P03"
+        assert got[-1][1] == b"E"  # in a failed block, as PostgreSQL
+        assert _simple_rows(s, "ROLLBACK") == []
+        s.sendall(bind("p", "a") + execute("p") + SYNC)  # closed at the Sync: free again
+        assert data_rows(until_ready(s)) == [["42"]]
 
 
 def test_execute_with_a_row_limit_resumes_then_completes_once(server):
