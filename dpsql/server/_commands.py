@@ -122,11 +122,16 @@ class SessionState(Protocol):
     settings: dict[str, str]  # what SHOW answers
     defaults: dict[str, str]  # what RESET restores (the start-up values, else the server's)
     client_timeout: float  # SET statement_timeout, in seconds (0: none)
+    # in a block: the settings (and client_timeout) ROLLBACK and COMMIT restore
+    txn_settings: tuple[tuple[dict[str, str], float], tuple[dict[str, str], float]] | None
 
     @property
     def statement_timeout(self) -> float: ...
 
 def _begin(s: SessionState, text: str) -> Result:
+    if not s.in_txn:
+        s.txn_settings = ((dict(s.settings), s.client_timeout),
+                          (dict(s.settings), s.client_timeout))
     s.in_txn = True
     return Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
 
@@ -136,6 +141,11 @@ def _end(s: SessionState, committed: bool) -> None:
     _context.Context.end_transaction`: a ``WITH HOLD`` cursor survives a commit only)."""
     if s.in_txn and s.prepared is not None:
         s.prepared.end_transaction(committed)
+    if s.txn_settings is not None:  # the block's SETs: kept by COMMIT, undone by ROLLBACK
+        settings, s.client_timeout = s.txn_settings[1 if committed else 0]
+        s.settings.clear()
+        s.settings.update(settings)
+        s.txn_settings = None
     s.in_txn = s.failed = False
     s.savepoints.clear()
 
@@ -234,6 +244,34 @@ def _client_encoding(value: str) -> str:
     raise UnsupportedQueryError(
         f"client_encoding {value.strip()!r} is not supported: dpsql serve sends UTF8 only; "
         "read its answers as UTF8 (psql: \\encoding UTF8)")
+
+
+def _scoped(change: Any) -> Any:
+    """``SET``/``RESET`` as PostgreSQL scopes them: inside a block, ROLLBACK undoes them,
+    and ``SET LOCAL`` lasts until the block ends, COMMIT included; outside a block ``SET
+    LOCAL`` has no effect (PostgreSQL warns). Every SET was for the session: after
+    ``BEGIN; SET application_name = 'x'; ROLLBACK`` the session kept 'x', and a ``SET
+    LOCAL statement_timeout`` outlived its transaction."""
+    def run(s: SessionState, text: str) -> Result:
+        local = re.match(r"SET\s+LOCAL\b", text, re.I) is not None
+        if local and not s.in_txn:
+            return Result(status="SET")
+        before, timeout = dict(s.settings), s.client_timeout
+        result = change(s, text)
+        if s.txn_settings is not None and not local:  # COMMIT keeps this change
+            kept, kept_timeout = s.txn_settings[1]
+            for name in set(before) | set(s.settings):
+                if before.get(name) != s.settings.get(name):
+                    if name in s.settings:
+                        kept[name] = s.settings[name]
+                    else:
+                        kept.pop(name, None)
+            if s.client_timeout != timeout:
+                kept_timeout = s.client_timeout
+            s.txn_settings = (s.txn_settings[0], (kept, kept_timeout))
+        return result
+    run.__doc__ = change.__doc__
+    return run
 
 
 def _set(s: SessionState, text: str) -> Result:
@@ -357,7 +395,7 @@ def _discard(s: SessionState, text: str) -> Result:
 
 _COMMANDS = {
     "BEGIN": _begin, "START": _begin, "COMMIT": _commit, "END": _commit,
-    "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _set, "RESET": _reset, "SHOW": _show,
+    "ROLLBACK": _rollback, "ABORT": _rollback, "SET": _scoped(_set), "RESET": _scoped(_reset), "SHOW": _show,
     "DISCARD": _discard, "DEALLOCATE": _deallocate,
     "PREPARE": _prepare_or_execute, "EXECUTE": _prepare_or_execute,
     "SAVEPOINT": _savepoint, "RELEASE": _release,

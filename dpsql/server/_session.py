@@ -147,6 +147,7 @@ class Session(_BVSession):
         self.in_txn = False
         self.failed = False
         self.savepoints: list[str] = []  # the block's, oldest first (_commands)
+        self.txn_settings = None  # in a block: what ROLLBACK / COMMIT restore (_commands)
         self.prepared = None  # the connection's statements (_context.Context), for DEALLOCATE
         self.logical = {name.lower() for name in catalog.tables}
         self._routes: OrderedDict[str, tuple[str, str]] = OrderedDict()

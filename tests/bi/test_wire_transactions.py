@@ -85,3 +85,45 @@ def test_nested_transactions_of_psycopg_and_sqlalchemy(server):
             nested.commit()
             assert conn.execute(sa.text("SELECT COUNT(*) > 1000 FROM trips")).scalar()
     engine.dispose()
+
+
+def _show(con: psycopg.Connection, name: str) -> str:
+    return con.execute(f"SHOW {name}").fetchone()[0]
+
+
+def test_a_rolled_back_set_is_undone_and_set_local_ends_with_its_block(server):
+    """PostgreSQL undoes the SETs of a block that rolls back (or fails), and a SET LOCAL
+    ends with its block, commit included; outside a block SET LOCAL does nothing. Every
+    SET lasted for the session: after ``BEGIN; SET application_name = 'x'; ROLLBACK`` it
+    was still 'x' (and psycopg was told so)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        timeout = _show(con, "statement_timeout")
+        con.execute("SET application_name = 'before'")
+        con.execute("BEGIN")
+        con.execute("SET application_name = 'rolled back'")
+        con.execute("SET statement_timeout = '1s'")
+        con.execute("ROLLBACK")
+        assert _show(con, "application_name") == "before"
+        assert con.info.parameter_status("application_name") == "before"
+        assert _show(con, "statement_timeout") == timeout
+        con.execute("BEGIN")
+        con.execute("SET application_name = 'failed'")
+        assert _state(con, "SELECT nope FROM nowhere") is not None
+        con.execute("COMMIT")  # of a failed block: a rollback
+        assert _show(con, "application_name") == "before"
+        con.execute("BEGIN")
+        con.execute("SET LOCAL application_name = 'local'")
+        con.execute("SET LOCAL statement_timeout = '1s'")
+        con.execute("SET TimeZone = 'Europe/Rome'")
+        assert (_show(con, "application_name"), _show(con, "statement_timeout")) == (
+            "local", "1s")
+        con.execute("COMMIT")
+        assert _show(con, "application_name") == "before"
+        assert _show(con, "statement_timeout") == timeout
+        assert _show(con, "TimeZone") == "Europe/Rome"  # a plain SET: committed
+        con.execute("SET LOCAL application_name = 'outside a block'")
+        assert _show(con, "application_name") == "before"
+        con.execute("BEGIN")
+        con.execute("RESET application_name")
+        con.execute("COMMIT")
+        assert _show(con, "application_name") == ""
