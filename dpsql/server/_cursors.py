@@ -119,6 +119,12 @@ def declare(s: Any, text: str, params: list | None) -> Result:
     return Result(status="DECLARE CURSOR")
 
 
+def declared_query(text: str) -> str | None:
+    """The query of a ``DECLARE ... CURSOR FOR query`` (None when it is not one)."""
+    m = _DECLARE.match(text)
+    return m.group("query") if m else None
+
+
 def fetch(s: SessionState, text: str) -> Result:
     """``FETCH [NEXT | n | ALL | FORWARD [n | ALL]] [FROM | IN] name`` (``MOVE`` alike,
     without the rows): the next rows of the cursor."""
@@ -205,5 +211,5 @@ and ``FOR DECLARE d CURSOR FOR ...`` declared ``d`` (1,500 of them nested exhaus
 recursion: XX000); PostgreSQL refuses them as a syntax error (42601), with no effect."""
 
 __all__ = ["CURSOR_COMMANDS", "CursorError", "DeclareOutsideBlockError",
-           "DuplicateCursorError", "close", "declare", "fetch", "fetch_shape",
-           "with_cursors"]
+           "DuplicateCursorError", "close", "declare", "declared_query", "fetch",
+           "fetch_shape", "with_cursors"]

@@ -69,7 +69,8 @@ from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
-from dpsql.server._cursors import CURSOR_COMMANDS, declare, fetch_shape, with_cursors
+from dpsql.server._cursors import (CURSOR_COMMANDS, declare, declared_query, fetch_shape,
+                                   with_cursors)
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
@@ -297,6 +298,9 @@ class Session(_BVSession):
         :data:`INLINE_BYTES` (it is parsed in a planning process, under the timeout)."""
         text = _strip(sql)
         word = _first_word(text)
+        if word == "DECLARE":  # its query is read as any statement (psycopg's cursors)
+            query = declared_query(without_comments(text))
+            return self.check_syntax(query) if query is not None else None
         if not text or word in _COMMANDS or len(text) > INLINE_BYTES:
             return
         try:

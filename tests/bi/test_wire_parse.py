@@ -72,6 +72,7 @@ def test_psycopg_prepared_statements_reuse_names_after_closing_them(server):
 
 
 @pytest.mark.parametrize("sql", ["SELEC 1", "SELECT COUNT(*) FROM trips WHERE",
+                                 "DECLARE c CURSOR WITH HOLD FOR SELECT COUNT(*) FROM",
                                  "SELECT region FROM trips GROUP BY region ORDER",
                                  "SELECT * FROM pg_class WHERE relname = 'x' AND"])
 def test_a_syntax_error_is_answered_to_the_parse(server, sql):
