@@ -117,7 +117,7 @@ class SessionState(Protocol):
     prepared: PreparedStatements | None  # set by the wire handler once authenticated
 
     in_txn: bool  # inside a BEGIN ... COMMIT block
-    savepoints: list[str]  # the block's savepoints, oldest first
+    savepoints: list[tuple[str, Any]]  # the block's savepoints (name, settings), oldest first
     failed: bool  # ... and a statement in it failed: the rest is refused until its end
     settings: dict[str, str]  # what SHOW answers
     defaults: dict[str, str]  # what RESET restores (the start-up values, else the server's)
@@ -161,6 +161,12 @@ def _rollback(s: SessionState, text: str) -> Result:
                  text, re.I | re.S)
     if m:
         kept = _savepoint_index(s, m.group(1), "ROLLBACK TO SAVEPOINT") + 1
+        settings, timeout, committed = s.savepoints[kept - 1][1]  # the SETs since: undone
+        s.settings.clear()
+        s.settings.update(settings)
+        s.client_timeout = timeout
+        if s.txn_settings is not None:
+            s.txn_settings = (s.txn_settings[0], (dict(committed[0]), committed[1]))
         del s.savepoints[kept:]  # the savepoint stays; those after it go
         s.failed = False  # back to a savepoint: the block continues
         return Result(status="ROLLBACK")
@@ -190,18 +196,21 @@ def _savepoint_index(s: SessionState, text: str, what: str) -> int:
         raise NoActiveTransactionError(f"{what} can only be used in transaction blocks: "
                                        "send BEGIN first")
     for i in range(len(s.savepoints) - 1, -1, -1):
-        if s.savepoints[i] == name:
+        if s.savepoints[i][0] == name:
             return i
     raise UnknownSavepointError(f'savepoint "{name}" does not exist')
 
 
 def _savepoint(s: SessionState, text: str) -> Result:
-    """``SAVEPOINT name``: in a transaction block only (25P01), as in PostgreSQL."""
+    """``SAVEPOINT name``: in a transaction block only (25P01), as in PostgreSQL; it
+    remembers the settings, which ``ROLLBACK TO`` restores."""
     name = _savepoint_name(re.sub(r"^SAVEPOINT\s+", "", text, flags=re.I), "SAVEPOINT")
     if not s.in_txn:
         raise NoActiveTransactionError("SAVEPOINT can only be used in transaction blocks: "
                                        "send BEGIN first")
-    s.savepoints.append(name)
+    kept = s.txn_settings[1] if s.txn_settings is not None else ({}, 0.0)
+    s.savepoints.append((name, (dict(s.settings), s.client_timeout,
+                                (dict(kept[0]), kept[1]))))
     return Result(status="SAVEPOINT")
 
 

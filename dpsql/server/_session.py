@@ -147,7 +147,7 @@ class Session(_BVSession):
         self._running_lock = threading.Lock()
         self.in_txn = False
         self.failed = False
-        self.savepoints: list[str] = []  # the block's, oldest first (_commands)
+        self.savepoints: list[tuple[str, Any]] = []  # the block's, oldest first (_commands)
         self.txn_settings = None  # in a block: what ROLLBACK / COMMIT restore (_commands)
         self.prepared = None  # the connection's statements (_context.Context), for DEALLOCATE
         self.logical = {name.lower() for name in catalog.tables}

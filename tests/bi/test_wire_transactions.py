@@ -121,6 +121,17 @@ def test_a_rolled_back_set_is_undone_and_set_local_ends_with_its_block(server):
         assert _show(con, "application_name") == "before"
         assert _show(con, "statement_timeout") == timeout
         assert _show(con, "TimeZone") == "Europe/Rome"  # a plain SET: committed
+        con.execute("BEGIN")
+        con.execute("SET application_name = 'kept'")
+        con.execute("SAVEPOINT s")
+        con.execute("SET application_name = 'undone'")
+        con.execute("SET LOCAL statement_timeout = '2s'")
+        con.execute("ROLLBACK TO SAVEPOINT s")  # the SETs since the savepoint: undone
+        assert (_show(con, "application_name"), _show(con, "statement_timeout")) == (
+            "kept", timeout)
+        con.execute("COMMIT")
+        assert _show(con, "application_name") == "kept"
+        con.execute("SET application_name = 'before'")
         con.execute("SET LOCAL application_name = 'outside a block'")
         assert _show(con, "application_name") == "before"
         con.execute("BEGIN")
