@@ -110,6 +110,10 @@ class PreparedStatements(Protocol):
 
     def end_transaction(self, committed: bool) -> None: ...
 
+    def cursors(self) -> list[tuple[str, Any]]: ...
+
+    def close_portal(self, name: str) -> None: ...
+
 
 class SessionState(Protocol):
     """What a session command reads and sets (:class:`dpsql.server._session.Session`)."""
@@ -161,7 +165,10 @@ def _rollback(s: SessionState, text: str) -> Result:
                  text, re.I | re.S)
     if m:
         kept = _savepoint_index(s, m.group(1), "ROLLBACK TO SAVEPOINT") + 1
-        settings, timeout, committed = s.savepoints[kept - 1][1]  # the SETs since: undone
+        settings, timeout, committed, opened = s.savepoints[kept - 1][1]
+        for name, cursor in s.prepared.cursors() if s.prepared is not None else ():
+            if not any(cursor is c for c in opened):  # declared since: closed
+                s.prepared.close_portal(name)
         s.settings.clear()
         s.settings.update(settings)
         s.client_timeout = timeout
@@ -203,14 +210,16 @@ def _savepoint_index(s: SessionState, text: str, what: str) -> int:
 
 def _savepoint(s: SessionState, text: str) -> Result:
     """``SAVEPOINT name``: in a transaction block only (25P01), as in PostgreSQL; it
-    remembers the settings, which ``ROLLBACK TO`` restores."""
+    remembers the settings, which ``ROLLBACK TO`` restores, and the open cursors (those
+    declared after it are closed by ``ROLLBACK TO``)."""
     name = _savepoint_name(re.sub(r"^SAVEPOINT\s+", "", text, flags=re.I), "SAVEPOINT")
     if not s.in_txn:
         raise NoActiveTransactionError("SAVEPOINT can only be used in transaction blocks: "
                                        "send BEGIN first")
     kept = s.txn_settings[1] if s.txn_settings is not None else ({}, 0.0)
+    opened = [c for _, c in s.prepared.cursors()] if s.prepared is not None else []
     s.savepoints.append((name, (dict(s.settings), s.client_timeout,
-                                (dict(kept[0]), kept[1]))))
+                                (dict(kept[0]), kept[1]), opened)))
     return Result(status="SAVEPOINT")
 
 

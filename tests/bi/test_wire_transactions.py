@@ -138,3 +138,18 @@ def test_a_rolled_back_set_is_undone_and_set_local_ends_with_its_block(server):
         con.execute("RESET application_name")
         con.execute("COMMIT")
         assert _show(con, "application_name") == ""
+
+
+def test_rollback_to_a_savepoint_closes_the_cursors_declared_since(server):
+    """PostgreSQL closes the cursors opened after a savepoint that is rolled back to;
+    those declared before it stay. They all stayed."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("BEGIN")
+        con.execute("DECLARE before_sp CURSOR FOR SELECT 1")
+        con.execute("SAVEPOINT s")
+        con.execute("DECLARE after_sp CURSOR FOR SELECT 2")
+        con.execute("ROLLBACK TO SAVEPOINT s")
+        assert _state(con, "FETCH after_sp") == "34000"
+        con.execute("ROLLBACK TO SAVEPOINT s")
+        assert con.execute("FETCH before_sp").fetchall() == [(1,)]
+        con.execute("ROLLBACK")
