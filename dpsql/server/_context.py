@@ -33,6 +33,7 @@ from buenavista.postgres import BVContext
 from dpsql.server._bounds import Held
 from dpsql.server._commands import Result
 from dpsql.server._cursors import DuplicateCursorError
+from dpsql.server._session import syntax_position
 from dpsql.server._limits import OutOfMemoryError
 from dpsql.server._scram import Exchange
 from dpsql.server._sqlstates import (DuplicateStatementError, UnknownPortalError,
@@ -100,7 +101,13 @@ class Context(BVContext):
                 f"{name}) before preparing another statement under that name, or use the "
                 "unnamed statement")
         if self.session is not None:
-            self.session.check_syntax(sql)  # 42601 in answer to the Parse
+            try:
+                self.session.check_syntax(sql)  # 42601 in answer to the Parse
+            except Exception as err:
+                at = syntax_position(err, sql)
+                if at is not None:
+                    err.position = at  # the ErrorResponse's P field
+                raise
         self.held.hold("prepared statement", name, sql)
         super().add_statement(name, sql, param_oids)
 

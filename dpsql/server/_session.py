@@ -95,6 +95,25 @@ def _strip(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
 
 
+def syntax_position(err: BaseException, sql: str) -> int | None:
+    """Where in ``sql`` (as the client sent it, 1-based, PostgreSQL's ErrorResponse field
+    ``P``) the syntax error ``err`` is, when it says (its line and column in the text
+    the parser read, which is ``sql`` without leading comments); None when it does not,
+    or when that place does not hold the word it names."""
+    line, col = getattr(err, "line", None), getattr(err, "col", None)
+    word = getattr(err, "highlight", None) or ""
+    if not isinstance(err, SqlSyntaxError) or not line or not col:
+        return None
+    start = _COMMENT.match(sql).end()
+    lines = sql[start:].split("\n")
+    if line > len(lines):
+        return None
+    at = start + sum(len(x) + 1 for x in lines[:line - 1]) + col - 1
+    if word and sql[at:at + len(word)].lower() != word.lower():
+        return None
+    return at + 1
+
+
 _COMMANDS: dict[str, Any] = {**_SESSION_COMMANDS, **CURSOR_COMMANDS, "DECLARE": declare}
 """Statements the session answers itself (never sent to DuckDB as they are): session
 commands and SQL cursors (``DECLARE`` runs its query through the session)."""

@@ -57,6 +57,7 @@ from dpsql.server._guard import split_simple_query
 from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._bounds import MessageTooLongError
+from dpsql.server._session import syntax_position
 from dpsql.server._sqlstates import TooManyConnectionsError, UnknownDatabaseError, sqlstate_of
 from dpsql.server._types import ProtocolError, pg_type
 
@@ -278,22 +279,29 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
             return
         sql = payload.decode("utf-8").rstrip("\x00")
         statements = split_simple_query(sql) or [""]
-        if len(statements) == 1 or self._well_formed(ctx, statements):
+        if self._well_formed(ctx, sql, statements):
             for statement in statements:
                 if not self._simple(ctx, statement):
                     break
         ctx.end_of_message_cycle()
         self.send_ready_for_query(ctx)
 
-    def _well_formed(self, ctx, statements: list[str]) -> bool:  # noqa: ANN001
+    def _well_formed(self, ctx, sql: str, statements: list[str]) -> bool:  # noqa: ANN001
         """PostgreSQL parses a whole query string before it runs any of it: a syntax
         error in its third statement answers that error alone, and the first two never
         run (they ran: ``BEGIN; SELECT 1; SELEC 2`` left the session in a failed block,
-        where PostgreSQL leaves it idle). False, the error sent, when one is malformed."""
+        where PostgreSQL leaves it idle). False, the error sent (with its place in
+        ``sql``, field P), when one is malformed."""
+        offset = 0
         try:
             for statement in statements:
+                offset = max(sql.find(statement, offset), 0)
                 ctx.session.check_syntax(statement)
+                offset += len(statement)
         except Exception as err:  # noqa: BLE001  (the syntax error goes to the client)
+            at = syntax_position(err, statement)
+            if at is not None:
+                err.position = at + offset
             if ctx.session.in_txn:
                 ctx.session.failed = True  # as any error inside a block
             self.send_error(err)
@@ -362,6 +370,10 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
             buf.write_bytes(b"H")
             buf.write_string("dpsql answers COUNT(*) aggregates over its logical tables; "
                              "see the message for the supported form")
+        position = getattr(exception, "position", None)
+        if position:  # where a syntax error is (psql draws its caret there)
+            buf.write_bytes(b"P")
+            buf.write_string(str(position))
         buf.write_bytes(b"\x00")
         out = buf.get_value()
         self.wfile.write(struct.pack("!ci", b"E", len(out) + 4) + out)

@@ -119,3 +119,19 @@ def test_statements_that_parse_are_parse_complete(server, sql):
     with connected(server.port) as s:
         s.sendall(parse("ok", sql) + SYNC)
         assert kinds(until_ready(s)) == "1Z"
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["simple", "extended"])
+def test_a_syntax_error_says_where_it_is(server, prepared):
+    """The ErrorResponse of a syntax error carries its place in the query string (field
+    P, 1-based), as PostgreSQL's do: psql draws its caret there, psycopg reads
+    ``diag.statement_position``. It had none."""
+    sql = "/* q */ SELECT COUNT(*)\nFROM trips WHERE"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.errors.SyntaxError) as err:
+            con.execute(sql, prepare=prepared)
+        assert err.value.diag.statement_position == str(sql.index("WHERE") + 1)
+        if not prepared:  # a later statement of a string: its place in the whole string
+            with pytest.raises(psycopg.errors.SyntaxError) as err:
+                con.execute("SELECT 1; SELEC 2")
+            assert err.value.diag.statement_position == "11"
