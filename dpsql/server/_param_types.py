@@ -97,7 +97,14 @@ def _duck_type(node: exp.Expression, columns: dict[str, set[str]]) -> str | None
     return None
 
 
+_OWN = {"OID": 26, "OID[]": 1028, "NAME": 19}
+"""PostgreSQL types DuckDB has no name for (asyncpg's type introspection binds
+``$1::oid[]``)."""
+
+
 def _oid(duck_type: str) -> int | None:
+    if duck_type.upper().replace(" ", "") in _OWN:
+        return _OWN[duck_type.upper().replace(" ", "")]
     if duck_type.upper().startswith("INT") and not duck_type[3:4].isalnum():
         duck_type = "INTEGER" + duck_type[3:]  # sqlglot writes DuckDB's INTEGER so
     return pg_type(duck_type)[0] or None

@@ -32,6 +32,8 @@ def _parameter_types(body: bytes) -> list[int]:
     ("SELECT $1::int AS x, $2::numeric AS y, $3::date AS z", [23, 1700, 1082]),
     ("SELECT COUNT(*) FROM trips WHERE mode = ANY($1)", [1009]),
     ("SELECT $1 AS anything", [25]),  # nothing says its type: text, as PostgreSQL
+    # asyncpg's type introspection
+    ("SELECT t.typname FROM pg_catalog.pg_type t WHERE t.oid = any($1::oid[])", [1028]),
 ])
 def test_open_parameters_are_described_as_postgresql_infers_them(server, sql, types):
     with connected(server.port) as s:
