@@ -68,6 +68,7 @@ class Result(QueryResult):
         # counts them: dpsql.server._context)
         self.size = rows_bytes(rows) if rows else 0
         self._status = status
+        self.warnings: list[tuple[str, str]] = []  # (SQLSTATE, message): WARNING notices
 
     def has_results(self) -> bool:
         return self.names is not None
@@ -133,11 +134,21 @@ class SessionState(Protocol):
     def statement_timeout(self) -> float: ...
 
 def _begin(s: SessionState, text: str) -> Result:
-    if not s.in_txn:
+    result = Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
+    if s.in_txn:  # PostgreSQL's warning; the block goes on
+        result.warnings.append(("25001", "there is already a transaction in progress"))
+    else:
         s.txn_settings = ((dict(s.settings), s.client_timeout),
                           (dict(s.settings), s.client_timeout))
     s.in_txn = True
-    return Result(status="BEGIN" if first_word(text) == "BEGIN" else "START TRANSACTION")
+    return result
+
+
+def _outside(result: Result, s: SessionState) -> Result:
+    """COMMIT or ROLLBACK outside a block: PostgreSQL's warning (and nothing else)."""
+    if not s.in_txn:
+        result.warnings.append(("25P01", "there is no transaction in progress"))
+    return result
 
 
 def _end(s: SessionState, committed: bool) -> None:
@@ -156,8 +167,9 @@ def _end(s: SessionState, committed: bool) -> None:
 
 def _commit(s: SessionState, text: str) -> Result:
     failed = s.failed
+    result = _outside(Result(status="ROLLBACK" if failed else "COMMIT"), s)
     _end(s, committed=not failed)
-    return Result(status="ROLLBACK" if failed else "COMMIT")
+    return result
 
 
 def _rollback(s: SessionState, text: str) -> Result:
@@ -177,8 +189,9 @@ def _rollback(s: SessionState, text: str) -> Result:
         del s.savepoints[kept:]  # the savepoint stays; those after it go
         s.failed = False  # back to a savepoint: the block continues
         return Result(status="ROLLBACK")
+    result = _outside(Result(status="ROLLBACK"), s)
     _end(s, committed=False)
-    return Result(status="ROLLBACK")
+    return result
 
 
 _SAVEPOINT_NAME = re.compile(r'(?:"(?P<quoted>(?:[^"]|"")+)"|(?P<name>[A-Za-z_][\w$]*))'
@@ -272,8 +285,11 @@ def _scoped(change: Any) -> Any:
     LOCAL statement_timeout`` outlived its transaction."""
     def run(s: SessionState, text: str) -> Result:
         local = re.match(r"SET\s+LOCAL\b", text, re.I) is not None
-        if local and not s.in_txn:
-            return Result(status="SET")
+        if local and not s.in_txn:  # no effect, and PostgreSQL's warning
+            result = Result(status="SET")
+            result.warnings.append(("25P01", "SET LOCAL can only be used in transaction "
+                                             "blocks"))
+            return result
         before, timeout = dict(s.settings), s.client_timeout
         result = change(s, text)
         if s.txn_settings is not None and not local:  # COMMIT keeps this change

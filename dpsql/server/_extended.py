@@ -104,6 +104,7 @@ class ExtendedProtocol:
             if result.status() == "EMPTY":
                 self.wfile.write(struct.pack("!ci", b"I", 4))
             else:
+                self.send_warnings(result)
                 self.send_command_complete(f"{result.status()}\x00")
         else:
             count = self.send_data_rows(result, limit)

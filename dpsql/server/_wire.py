@@ -322,11 +322,17 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
                 count = self.send_data_rows(result)
                 self.send_command_complete(f"{result.tag(count)}\x00")
             else:
+                self.send_warnings(result)
                 self.send_command_complete(f"{result.status()}\x00")
         except Exception as err:  # noqa: BLE001  (every error goes to the client)
             self.send_error(err)
             return False
         return True
+
+    def send_warnings(self, result: Result) -> None:
+        """The WARNINGs of a command (:attr:`Result.warnings`), before its tag."""
+        for code, message in getattr(result, "warnings", ()):
+            self.send_notice(message, "WARNING", code)
 
     def _send_copy(self, result: Result, copy: CopyOut) -> None:
         """The rows of ``result`` as a COPY TO STDOUT (:mod:`dpsql.server._copy`)."""
@@ -397,11 +403,13 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         except OSError:  # the client went away, or sent nothing for a while: done
             pass
 
-    def send_notice(self, message: str) -> None:
+    def send_notice(self, message: str, severity: str = "NOTICE", code: str = "00000"
+                    ) -> None:
         """A NoticeResponse (psql prints ``NOTICE:  ...``; psycopg calls its notice
-        handlers): a literal outside a public domain, which changes no answer."""
+        handlers): a literal outside a public domain, which changes no answer; or a
+        command's WARNING (``COMMIT`` outside a block: 25P01)."""
         buf = BVBuffer()
-        for field, value in (("S", "NOTICE"), ("V", "NOTICE"), ("C", "00000"),
+        for field, value in (("S", severity), ("V", severity), ("C", code),
                              ("M", message)):
             buf.write_bytes(field.encode("ascii"))
             buf.write_string(value)

@@ -153,3 +153,24 @@ def test_rollback_to_a_savepoint_closes_the_cursors_declared_since(server):
         con.execute("ROLLBACK TO SAVEPOINT s")
         assert con.execute("FETCH before_sp").fetchall() == [(1,)]
         con.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize("prepared", [False, True], ids=["simple", "extended"])
+def test_transaction_commands_out_of_place_warn_as_postgresql(server, prepared):
+    """PostgreSQL answers COMMIT or ROLLBACK outside a block, BEGIN inside one and SET
+    LOCAL outside one with a WARNING (25P01, 25001) and goes on; nothing was said, so a
+    client that lost track of its transaction (psql prints the warning, JDBC keeps it as
+    a SQLWarning) was never told."""
+    heard: list[tuple[str, str, str]] = []
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.add_notice_handler(lambda d: heard.append(
+            (d.severity_nonlocalized, d.sqlstate, d.message_primary)))
+        for sql in ("COMMIT", "ROLLBACK", "BEGIN", "BEGIN", "COMMIT",
+                    "SET LOCAL application_name = 'x'"):
+            con.execute(sql, prepare=prepared)
+        assert heard == [
+            ("WARNING", "25P01", "there is no transaction in progress"),
+            ("WARNING", "25P01", "there is no transaction in progress"),
+            ("WARNING", "25001", "there is already a transaction in progress"),
+            ("WARNING", "25P01", "SET LOCAL can only be used in transaction blocks")]
+        assert con.info.transaction_status == IDLE
