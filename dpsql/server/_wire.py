@@ -280,9 +280,21 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         sql = payload.decode("utf-8").rstrip("\x00")
         statements = split_simple_query(sql) or [""]
         if self._well_formed(ctx, sql, statements):
+            session, saved = ctx.session, None
             for statement in statements:
+                if saved is None and len(statements) > 1 and not session.in_txn:
+                    saved = (dict(session.settings), session.client_timeout)
                 if not self._simple(ctx, statement):
+                    if saved is not None and not session.in_txn:
+                        # PostgreSQL runs the string as one implicit transaction, and an
+                        # error rolls back its SETs ("SET application_name = 'a';
+                        # SELECT nope" kept 'a')
+                        session.settings.clear()
+                        session.settings.update(saved[0])
+                        session.client_timeout = saved[1]
                     break
+                if session.in_txn:
+                    saved = None  # an explicit block keeps its own (_commands._scoped)
         ctx.end_of_message_cycle()
         self.send_ready_for_query(ctx)
 

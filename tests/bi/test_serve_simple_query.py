@@ -55,7 +55,14 @@ def test_statements_run_in_turn_and_the_first_error_ends_the_string(server):
         with pytest.raises(psycopg.errors.FeatureNotSupported, match="SELECT \\*"):
             con.execute("SET application_name = 'first'; SELECT * FROM trips; "
                         "SET application_name = 'never'")
-        assert con.execute("SHOW application_name").fetchone()[0] == "first"
+        # one implicit transaction, as in PostgreSQL: the error rolls back its SET (it
+        # kept 'first'); a COMMIT in the string commits what came before it
+        assert con.execute("SHOW application_name").fetchone()[0] == ""
+        assert con.info.parameter_status("application_name") == ""
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            con.execute("BEGIN; SET application_name = 'kept'; COMMIT; "
+                        "SET application_name = 'undone'; SELECT * FROM trips")
+        assert con.execute("SHOW application_name").fetchone()[0] == "kept"
         for sql, state in (("SELECT 1; DROP TABLE trips", "25006"),
                            ("SELECT 1; SELECT * FROM read_text('/etc/hostname')", "0A000"),
                            ("SELECT 1; SET threads = 64", "42501")):
