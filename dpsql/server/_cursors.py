@@ -23,6 +23,8 @@ import itertools
 import re
 from typing import Any, Protocol
 
+import duckdb
+
 from dpsql._sql import quote_literal
 from dpsql.errors import InterfaceError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
@@ -185,8 +187,15 @@ def with_cursors(s: SessionState, sql: str) -> str:
     it was declared), as PostgreSQL lists them; it listed none. The catalog database is
     shared by the sessions, so the rows are written into this session's statement as
     literals (quoted, :func:`dpsql._sql.quote_literal`), in place of the catalog's empty
-    relation."""
+    relation: only where DuckDB's tokenizer reads it as code (in a client's string, the
+    listing's quotes would have ended the client's string, and a cursor's name become
+    SQL)."""
     if _PG_CURSORS not in sql or s.prepared is None:
+        return sql
+    try:  # the catalog's relation where it is code, never inside a string or comment
+        at = [pos for pos, kind in duckdb.tokenize(sql)
+              if kind == duckdb.token_type.identifier and sql.startswith(_PG_CURSORS, pos)]
+    except duckdb.Error:
         return sql
     rows = [f"({quote_literal(name)}, {quote_literal(p.declared)}, {str(p.hold).lower()}, "
             f"false, false, {quote_literal(p.created.isoformat())}::TIMESTAMPTZ)"
@@ -197,7 +206,9 @@ def with_cursors(s: SessionState, sql: str) -> str:
                "is_holdable, is_binary, is_scrollable, creation_time FROM (VALUES "
                f"{', '.join(rows)}) AS c(name, statement, is_holdable, is_binary, "
                "is_scrollable, creation_time))")
-    return sql.replace(_PG_CURSORS, listing)
+    for pos in reversed(at):
+        sql = sql[:pos] + listing + sql[pos + len(_PG_CURSORS):]
+    return sql
 
 
 CURSOR_COMMANDS = {"FETCH": fetch, "MOVE": fetch, "CLOSE": close}

@@ -240,3 +240,17 @@ def test_psycopg_closes_a_named_cursor_it_finds_in_pg_cursors(server):
         assert con.execute("SELECT COUNT(*) FROM pg_cursors").fetchone() == (0,)
         con.execute("DECLARE mine CURSOR FOR SELECT 2")  # free: no 42P03
         con.rollback()
+
+
+def test_pg_cursors_is_listed_in_code_only(server):
+    """The session's cursors are written into a statement where it reads pg_cursors;
+    the same words inside a client's string stay the client's text (the listing, quotes
+    and all, was written into the string too: a cursor's name could end the string and
+    become SQL)."""
+    name = "x', (SELECT 42), '"
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute(f'DECLARE "{name}" CURSOR WITH HOLD FOR SELECT 1')
+        for text in ("dpsql_pg_cursors()", "a dpsql_pg_cursors() b"):
+            assert con.execute(f"SELECT '{text}' AS t").fetchone() == (text,)
+        assert con.execute("SELECT name FROM pg_cursors").fetchall() == [(name,)]
+        con.execute("CLOSE ALL")
