@@ -84,6 +84,9 @@ class Context(BVContext):
         self._rows: dict[str, float] = {}  # bytes of rows each portal keeps
         self.rows_kept = 0.0
         self.reported: dict[str, str] | None = None  # settings the client was told of
+        # the settings before the messages since the last Sync (an implicit transaction,
+        # which an error rolls back: dpsql.server._extended)
+        self.cycle_settings: tuple[dict[str, str], float] | None = None
 
     # -- prepared statements ---------------------------------------------------------------
 
@@ -243,6 +246,7 @@ class Context(BVContext):
 
     def sync(self) -> None:
         super().sync()
+        self.cycle_settings = None
         self.end_of_message_cycle()
 
 

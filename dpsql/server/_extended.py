@@ -55,6 +55,11 @@ class ExtendedProtocol:
     def _extended(self, ctx, step, payload: bytes) -> None:  # noqa: ANN001
         if ctx.has_error:
             return  # skipped until Sync (buenavista's sync() clears the flag)
+        session = ctx.session
+        if session is not None and ctx.cycle_settings is None and not session.in_txn:
+            # the messages up to Sync are one implicit transaction (PostgreSQL's rule):
+            # an error in it undoes its SETs
+            ctx.cycle_settings = (dict(session.settings), session.client_timeout)
         try:
             step(ctx, payload or b"")
         except ConnectionError:
@@ -65,9 +70,16 @@ class ExtendedProtocol:
                 # terminator missing): PostgreSQL's 08P01, not XX000 "unpack requires..."
                 err = ProtocolError("invalid message format: insufficient data left in "
                                     "message")
-            if ctx.session is not None and ctx.session.in_txn:
-                ctx.session.failed = True  # as a failed statement in a block
+            if session is not None and session.in_txn:
+                session.failed = True  # as a failed statement in a block
+            elif session is not None and ctx.cycle_settings is not None:
+                settings, session.client_timeout = ctx.cycle_settings
+                session.settings.clear()
+                session.settings.update(settings)
             self.send_error(err, ctx)
+        else:
+            if session is not None and session.in_txn:
+                ctx.cycle_settings = None  # an explicit block keeps its own
 
     def handle_parse(self, ctx, payload: bytes) -> None:  # noqa: ANN001
         self._extended(ctx, super().handle_parse, payload)

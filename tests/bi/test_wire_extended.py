@@ -284,3 +284,22 @@ def test_copy_to_stdout_through_the_extended_protocol(server):
         assert kinds(got) == "12HddcCZ"
         assert [body for kind, body in got if kind == b"d"] == [b"ok\n", b"t\n"]
         _alive(s)
+
+
+def test_an_error_before_sync_undoes_the_sets_since_the_last_sync(server):
+    """The messages up to Sync run as one implicit transaction (PostgreSQL's rule): an
+    error in it rolls back a SET executed before it in the same batch; a SET whose Sync
+    came first stays. The SET stayed."""
+    with connected(server.port) as s:
+        s.sendall(parse("", "SET application_name = 'x'") + bind("", "") + execute("")
+                  + parse("", "SELECT nope FROM trips") + bind("", "") + execute("")
+                  + SYNC)
+        got = kinds(until_ready(s))  # (PostgreSQL's error comes at the Parse: 12CEZ)
+        assert got.startswith("12C") and got.endswith("EZ"), got
+        assert _simple_rows(s, "SHOW application_name") == [[""]]
+        s.sendall(parse("", "SET application_name = 'y'") + bind("", "") + execute("")
+                  + SYNC)
+        until_ready(s)
+        s.sendall(parse("", "SELECT nope FROM trips") + bind("", "") + execute("") + SYNC)
+        assert kinds(until_ready(s)).endswith("EZ")
+        assert _simple_rows(s, "SHOW application_name") == [["y"]]
