@@ -101,11 +101,7 @@ def declare(s: Any, text: str, params: list | None) -> Result:
     if not hold and not s.in_transaction():
         raise DeclareOutsideBlockError("DECLARE CURSOR can only be used in transaction "
                                        "blocks: send BEGIN first, or declare it WITH HOLD")
-    word = first_word(m.group("query"))
-    if word in _NOT_QUERIES:
-        raise SqlSyntaxError(f"DECLARE ... CURSOR FOR {word} is not supported: a cursor "
-                             "needs a query (SELECT, WITH, VALUES, TABLE, FROM); write "
-                             "DECLARE name CURSOR [WITH HOLD] FOR SELECT ...")
+    a_query(m.group("query"))
     cursors, name = _cursors(s), _name(m)
     try:
         cursors.cursor(name)
@@ -122,9 +118,22 @@ def declare(s: Any, text: str, params: list | None) -> Result:
 
 
 def declared_query(text: str) -> str | None:
-    """The query of a ``DECLARE ... CURSOR FOR query`` (None when it is not one)."""
+    """The query of a ``DECLARE ... CURSOR FOR query`` (None when it is not one), refused
+    as a syntax error when it is a statement the session answers itself (:func:`a_query`)."""
     m = _DECLARE.match(text)
-    return m.group("query") if m else None
+    return a_query(m.group("query")) if m else None
+
+
+def a_query(query: str) -> str:
+    """``query``, the query of a cursor; a syntax error (42601, PostgreSQL's answer) when
+    it is one of :data:`_NOT_QUERIES`, before anything reads it further: nested
+    ``DECLARE ... FOR DECLARE ...`` is then refused at its first level, not recursed into."""
+    word = first_word(query)
+    if word in _NOT_QUERIES:
+        raise SqlSyntaxError(f"DECLARE ... CURSOR FOR {word} is not supported: a cursor "
+                             "needs a query (SELECT, WITH, VALUES, TABLE, FROM); write "
+                             "DECLARE name CURSOR [WITH HOLD] FOR SELECT ...")
+    return query
 
 
 def fetch(s: SessionState, text: str) -> Result:
