@@ -19,6 +19,10 @@ models or the public prefix sums loaded at attach time and never touch the conne
   (:func:`~dpsql.accuracy.base.count_interval`; NULL for a NULL count);
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
+* ``dp_quantile_ci(end, 'alias.view', level, nodes BIGINT[], counts[], lo[], hi[], p,
+  conf, step)`` — ``dp_quantile_low`` / ``dp_quantile_high``: the ``low`` or ``high`` end
+  of the ``conf`` interval of the group's true p-quantile, the view's CDF band inverted
+  at the bin edges (:mod:`dpsql.quantile_ci`); NULL where the quantile is;
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
   ``dp_quantile(view, attr, p)`` — over a range view's prefix table, with uniform
   interpolation inside a bin. ``view`` is ``'view'`` or ``'alias.view'``.
@@ -47,6 +51,7 @@ from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_pa
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
+from dpsql.quantile_ci import edge_half_widths, quantile_interval
 
 
 class _State(Protocol):
@@ -74,6 +79,9 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
     def dp_interval(what, key, level, nodes, conf, count):
         return _dp_interval(ref(), what, key, level, nodes, conf, count)
 
+    def dp_quantile_ci(end, key, level, nodes, counts, lo, hi, p, conf, step):
+        return _dp_quantile_ci(ref(), end, key, level, nodes, counts, lo, hi, p, conf, step)
+
     def dp_range_count(view, attr, lo, hi):
         return _dp_prefix(ref(), "range", view, attr, lo, hi)
 
@@ -88,6 +96,9 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
         ("dp_interval", dp_interval, [V, V, I, duckdb.list_type(B), D, D]),
         ("dp_hist_quantile", _dp_hist_quantile,
          [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
+        ("dp_quantile_ci", dp_quantile_ci,
+         [V, V, I, duckdb.list_type(B), duckdb.list_type(D), duckdb.list_type(D),
+          duckdb.list_type(D), D, D, D]),
         ("dp_range_count", dp_range_count, [V, V, D, D]),
         ("dp_cdf", dp_cdf, [V, V, D]),
         ("dp_quantile", dp_quantile, [V, V, D]),
@@ -95,7 +106,8 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
     for fname, fn, params in fns:
         # dp_error / dp_interval / dp_hist_quantile may return NULL (no variance; a NULL
         # count; an empty histogram)
-        nulls = "special" if fname in ("dp_error", "dp_interval", "dp_hist_quantile") \
+        nulls = "special" if fname in ("dp_error", "dp_interval", "dp_hist_quantile",
+                                       "dp_quantile_ci") \
             else "default"
         con.create_function(fname, fn, params, D, type="arrow", side_effects=False,
                             null_handling=nulls)
@@ -283,6 +295,37 @@ def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
     out = [None if c is None or q is None else
            hist_quantile(np.asarray(c, float), np.asarray(a, float), np.asarray(b, float), q)
            for c, a, b, q in zip(_py(counts), _py(lo), _py(hi), _py(p))]
+    return pa.array(out, pa.float64())
+
+
+def _dp_quantile_ci(st: _State | None, end, key, level, nodes, counts, lo, hi, p, conf,
+                    step) -> pa.Array:
+    """``dp_quantile_low``/``dp_quantile_high`` of each group (:mod:`dpsql.quantile_ci`):
+    NULL over no rows or a total that is not positive, as the quantile itself."""
+    out = []
+    for w, k, lv, ids, c, a, b, q, g, s in zip(
+            _py(end), _py(key), _py(level), _py(nodes), _py(counts), _py(lo), _py(hi),
+            _py(p), _py(conf), _py(step)):
+        if None in (w, k, lv, q, g) or not c:
+            out.append(None)
+            continue
+        if w not in ("low", "high"):
+            raise ProgrammingError(f"dp_quantile_ci: unknown end {w!r} (low or high)")
+        v = _view(st, k)
+        if v.model.reads_support:
+            raise ProgrammingError(
+                f"dp_quantile_ci: view {k!r} has a calibrated (InfTDA) error model, which "
+                "gives intervals for sums of nodes, not for a quantile")
+        keep = [i for i, (n, x) in enumerate(zip(ids or (), c)) if n is not None
+                and x is not None]  # not the NULL rows an outer join padded on
+        ids_np = np.asarray([ids[i] for i in keep], dtype=np.int64)
+        c, a, b = ([xs[i] for i in keep] for xs in (c, a, b))
+
+        def halves(row_bin, bins, D, v=v, lv=lv, ids_np=ids_np, q=q, g=g):
+            return edge_half_widths(v.model, lv, ids_np, row_bin, bins, q, g, D)
+        got = quantile_interval(np.asarray(c, float), np.asarray(a, float),
+                                np.asarray(b, float), halves, q, s or 0.0)
+        out.append(None if got is None else got[0 if w == "low" else 1])
     return pa.array(out, pa.float64())
 
 

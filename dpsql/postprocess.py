@@ -19,7 +19,7 @@ import numpy as np
 from dpsql.errors import InvalidPrivacyParameterError
 
 __all__ = ["isotonic", "project_cdf", "monotone_cdf_from_leaves", "cdf", "quantile",
-           "histogram_quantile"]
+           "histogram_quantile", "merge_bins"]
 
 def _extended_pool(means: np.ndarray, sums: np.ndarray, cnts: np.ndarray,
                    viol: np.ndarray) -> np.ndarray:
@@ -202,28 +202,32 @@ def quantile(cum: np.ndarray, p: np.ndarray, edges: np.ndarray | None = None) ->
     return xs[j] + np.clip(frac, 0.0, 1.0) * (xs[j + 1] - xs[j])
 
 
+def merge_bins(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The histogram of a group's released rows [lo_i, hi_i): (its bin edges, the bin of
+    each row). Rows with the same lower edge share a bin (a group's leaves over other
+    attributes); a gap between public bins (sparse levels store only positive nodes)
+    becomes an empty bin."""
+    starts, inv = np.unique(np.asarray(lo, dtype=np.float64), return_inverse=True)
+    tops = np.full(starts.size, -np.inf)
+    np.maximum.at(tops, inv, np.asarray(hi, dtype=np.float64))
+    if np.any(tops[:-1] > starts[1:]) or np.any(tops <= starts):
+        raise InvalidPrivacyParameterError("histogram_quantile needs non-overlapping bins")
+    edges = np.unique(np.concatenate((starts, tops)))   # gaps become empty bins
+    return edges, np.searchsorted(edges, starts)[inv]
+
+
 def histogram_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                        p: float) -> float | None:
-    """The p-quantile of released bins [lo_i, hi_i) with released (real) counts.
-
-    Bins with the same lower edge are merged (a group's leaves over other attributes);
-    public bins missing from the input (sparse levels store only positive nodes) count 0.
+    """The p-quantile of released bins [lo_i, hi_i) with released (real) counts
+    (:func:`merge_bins`; public bins missing from the input count 0).
     The CDF is the isotonic fit of the cumulative counts, clipped to [0, total]
     (module doc). None when the released total is not positive.
     """
     c = np.asarray(counts, dtype=np.float64)
     if c.size == 0:
         return None
-    starts, inv = np.unique(np.asarray(lo, dtype=np.float64), return_inverse=True)
-    merged = np.bincount(inv, weights=c)
-    tops = np.full(starts.size, -np.inf)
-    np.maximum.at(tops, inv, np.asarray(hi, dtype=np.float64))
-    if np.any(tops[:-1] > starts[1:]) or np.any(tops <= starts):
-        raise InvalidPrivacyParameterError("histogram_quantile needs non-overlapping bins")
-    edges = np.unique(np.concatenate((starts, tops)))   # gaps become empty bins
-    full = np.zeros(edges.size - 1)
-    full[np.searchsorted(edges, starts)] = merged
-    cum = np.cumsum(full)
+    edges, row_bin = merge_bins(lo, hi)
+    cum = np.cumsum(np.bincount(row_bin, weights=c, minlength=edges.size - 1))
     total = cum[-1]
     if not total > 0:
         return None

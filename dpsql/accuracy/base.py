@@ -104,6 +104,56 @@ class ErrorModel(ABC):
                                 "override sum_bound")
         return z_value(1.0 - beta) * v.stderr
 
+    def linear_variance(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                        ) -> Variance | None:
+        """The variance of Σᵢ coefᵢ·(released count of node_idsᵢ) over *distinct* ids
+        with real coefficients (a quantile interval's comparison count(< x) − p·count:
+        :mod:`dpsql.quantile_ci`); None if this model gives bounds, not variances.
+
+        The default polarises over the groups of nodes with equal coefficients through
+        :meth:`sum_variance`: Var(Σ_g c_g S_g) = Σ_g c_g² V_g + Σ_{g<h} c_g c_h (V_{g∪h} −
+        V_g − V_h), exact when the set variances are, for up to
+        :data:`MAX_COEFFICIENT_GROUPS` groups; beyond, Minkowski's (Σ_g |c_g| sd_g)², an
+        upper bound (``exact=False``). Models with a weighted carry-up override it."""
+        ids = np.asarray(node_ids, dtype=np.int64)
+        c = np.asarray(coef, dtype=np.float64)
+        values, group = np.unique(c, return_inverse=True)
+        keep = values != 0.0
+        sets = [ids[group == g] for g in np.flatnonzero(keep)]
+        cs = values[keep]
+        vs = [self.sum_variance(level, t) for t in sets]
+        if any(v is None for v in vs):
+            return None
+        if len(sets) > MAX_COEFFICIENT_GROUPS:
+            sd = sum(abs(ci) * math.sqrt(max(v.value, 0.0)) for ci, v in zip(cs, vs))
+            return Variance(sd * sd, False)
+        total = sum(ci * ci * v.value for ci, v in zip(cs, vs))
+        exact = all(v.exact for v in vs)
+        for i in range(len(sets)):
+            for j in range(i + 1, len(sets)):
+                both = self.sum_variance(level, np.concatenate((sets[i], sets[j])))
+                exact = exact and both.exact
+                total += cs[i] * cs[j] * (both.value - vs[i].value - vs[j].value)
+        return Variance(max(float(total), 0.0), exact)
+
+    def linear_variances(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                         ) -> np.ndarray | None:
+        """:meth:`linear_variance`'s values for each row of ``coef`` (m × n: m linear
+        queries of the same distinct ids); models with a vectorised carry-up override it."""
+        out = np.empty(np.shape(coef)[0])
+        for r, c in enumerate(np.asarray(coef, dtype=np.float64)):
+            v = self.linear_variance(level, node_ids, c)
+            if v is None:
+                return None
+            out[r] = v.value
+        return out
+
+    def linear_cumulants(self, level: int, node_ids: np.ndarray, coef: np.ndarray) -> Any:
+        """Laplace-family models with a weighted carry-up: the cumulants
+        (:class:`dpsql.accuracy.laplace_sum.Cumulants`) of Σᵢ coefᵢ·(released count of
+        node_idsᵢ) over distinct ids; None (the default) otherwise."""
+        return None
+
     def laplace_cumulants(self, level: int, node_ids: np.ndarray) -> Any:
         """Laplace-family models: the variance and fourth-cumulant sums of the released sum
         over ``node_ids`` (:class:`dpsql.accuracy.laplace_sum.Cumulants`), from which
@@ -120,6 +170,10 @@ class ErrorModel(ABC):
     def level_summary(self) -> list[dict[str, Any]]:
         """One dict per noisy level k = 1..depth for CLI and reports: ``level``,
         ``stderr`` (one node, or None) and ``bound95`` (one node at β = 0.05, or None)."""
+
+
+MAX_COEFFICIENT_GROUPS = 8
+"""Distinct coefficients :meth:`ErrorModel.linear_variance` polarises exactly."""
 
 
 def count_interval(count: float, below: float, above: float) -> tuple[float, float]:

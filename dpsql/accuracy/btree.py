@@ -159,15 +159,18 @@ class BTreeErrorModel(ErrorModel):
     # -- arbitrary node sets: O(#nodes) ----------------------------------------------------
     def sum_variance(self, level: int, node_ids: np.ndarray) -> Variance:
         """Exact variance of the sum of the released counts of ``node_ids`` at ``level``."""
-        self._check_level(level)
+        ids = self._ids(level, node_ids)
+        return self.linear_variance(level, ids, np.ones(ids.size))
+
+    def linear_variance(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                        ) -> Variance:
+        """Exact variance of Σ coef·(released count) over the distinct ``node_ids``:
+        the carry-up of the module doc with the node weights W = coef."""
+        ids = self._ids(level, node_ids)
         a = self._arrays()
         V, S = a["V"], a["S"]
-        ids = np.unique(np.asarray(node_ids, dtype=np.int64))
-        if ids.size and (ids[0] < 0 or ids[-1] >= self.sizes[level]):
-            raise InvalidPrivacyParameterError(
-                f"node ids at level {level} must lie in [0, {self.sizes[level]})")
         W = np.zeros(self.sizes[level])
-        W[ids] = 1.0
+        W[ids] = np.asarray(coef, dtype=np.float64)
         total = 0.0
         for i in range(level - 1, -1, -1):
             parent = np.arange(self.sizes[i + 1]) // self.fanouts[i]
@@ -179,15 +182,46 @@ class BTreeErrorModel(ErrorModel):
         total += float(a["post"][0][0] * W[0] * W[0])
         return Variance(max(total, 0.0), exact=True)
 
+    def linear_variances(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                         ) -> np.ndarray:
+        """:meth:`linear_variance` for each row of ``coef`` (m × n) at once."""
+        ids = self._ids(level, node_ids)
+        a = self._arrays()
+        V, S = a["V"], a["S"]
+        c = np.asarray(coef, dtype=np.float64)
+        W = np.zeros((c.shape[0], self.sizes[level]))
+        W[:, ids] = c
+        total = np.zeros(c.shape[0])
+        for i in range(level - 1, -1, -1):
+            starts = np.arange(0, self.sizes[i + 1], self.fanouts[i])
+            vw = V[i + 1] * W
+            svw = np.add.reduceat(vw, starts, axis=1)
+            svw2 = np.add.reduceat(vw * W, starts, axis=1)
+            total += np.sum(svw2 - svw * svw / S[i], axis=1)
+            W = svw / S[i]
+        return np.maximum(total + a["post"][0][0] * W[:, 0] * W[:, 0], 0.0)
+
+    def _ids(self, level: int, node_ids: np.ndarray) -> np.ndarray:
+        self._check_level(level)
+        ids = np.asarray(node_ids, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.sizes[level]):
+            raise InvalidPrivacyParameterError(
+                f"node ids at level {level} must lie in [0, {self.sizes[level]})")
+        return ids
+
     def laplace_cumulants(self, level: int, node_ids: np.ndarray):
         """κ₂, P, Q of the sum of the released counts of the distinct ``node_ids`` at
         ``level`` (:class:`dpsql.accuracy.laplace_sum.Cumulants`; κ₂ = :meth:`sum_variance`)."""
+        ids = np.unique(self._ids(level, node_ids))
+        got = self.linear_cumulants(level, ids, np.ones(ids.size))
+        # one level, root unmeasured: every count is a raw measurement or a sum of them
+        return got._replace(lattice=self.depth == 1 and self.root_variance is None)
+
+    def linear_cumulants(self, level: int, node_ids: np.ndarray, coef: np.ndarray):
+        """κ₂, P, Q of Σ coef·(released count) over the distinct ``node_ids``."""
         from dpsql.accuracy.laplace_sum import LaplaceTree
-        self._check_level(level)
-        ids = np.unique(np.asarray(node_ids, dtype=np.int64))
-        if ids.size and (ids[0] < 0 or ids[-1] >= self.sizes[level]):
-            raise InvalidPrivacyParameterError(
-                f"node ids at level {level} must lie in [0, {self.sizes[level]})")
+        ids = self._ids(level, node_ids)
+        order = np.argsort(ids, kind="stable")
         if self._laplace is None:
             a = self._arrays()
             parents = [np.arange(self.sizes[i]) // self.fanouts[i - 1]
@@ -195,9 +229,8 @@ class BTreeErrorModel(ErrorModel):
             own = [math.inf if self.root_variance is None else self.root_variance]
             self._laplace = LaplaceTree(parents, a["V"], a["S"], own + list(self.variances),
                                         [True] * (self.depth + 1))
-        got = self._laplace.cumulants(level, ids, np.ones(ids.size))
-        # one level, root unmeasured: every count is a raw measurement or a sum of them
-        return got._replace(lattice=self.depth == 1 and self.root_variance is None)
+        return self._laplace.cumulants(level, ids[order],
+                                       np.asarray(coef, dtype=np.float64)[order])
 
     # -- ranges: O(h) each, vectorised ----------------------------------------------------
     def _prefix_terms(self, p: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray],

@@ -353,6 +353,40 @@ class ReconciledErrorModel(ErrorModel):
         return Variance(max(base.value - cov * cov * self._shrink(), 0.0),
                         self._exact and base.exact)
 
+    def linear_variance(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                        ) -> Variance:
+        """A tree: the variance of Σ coef·(released count) over the distinct ``node_ids``
+        (the carry of :meth:`sum_variance` with real weights); a range view: the default
+        polarisation."""
+        if not self._tree:
+            return super().linear_variance(level, node_ids, coef)
+        got = self.linear_variances(level, node_ids, np.asarray(coef)[None, :])
+        return Variance(float(got[0]), self._exact)
+
+    def linear_variances(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                         ) -> np.ndarray:
+        """:meth:`linear_variance` for each row of ``coef`` (m × n); the agreed part of
+        every row in one evaluation of the chain."""
+        c = np.asarray(coef, dtype=np.float64)
+        if not self._tree:
+            return super().linear_variances(level, node_ids, c)
+        k = int(level)
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        size = len(self._shape.P[k])
+        if ids.size and (ids.min() < 0 or ids.max() >= size):
+            raise InvalidPrivacyParameterError(
+                f"node ids at level {k} must lie in [0, {size})")
+        uniq, inv = np.unique(ids, return_inverse=True)
+        if uniq.size == 0:
+            return np.zeros(c.shape[0])
+        cond = np.empty(c.shape[0])
+        bb = np.zeros((c.shape[0], self._prepared.size))
+        for r, row in enumerate(c):
+            w = np.bincount(inv, weights=row, minlength=uniq.size)
+            cond[r], b = self._carry(k, uniq, w)
+            bb[r] = np.bincount(self._node, weights=b, minlength=self._prepared.size)
+        return cond + self._prepared.variance(bb, self.scale)
+
     def laplace_cumulants(self, level: int, node_ids: np.ndarray) -> Any:
         """A Laplace-family base (btree, laplace_tree): the reconciled variance with the
         base's shape (its fourth-cumulant sums scaled by (κ₂'/κ₂)², so the same effective

@@ -120,19 +120,26 @@ class _Shape:
         self.z, self.Z, self.g, self.P = z, Z, g, P
 
     def sum_variance(self, level: int, ids: np.ndarray, coef: np.ndarray) -> float:
-        A = coef.astype(np.float64)
+        return float(self.sum_variances(level, ids, np.asarray(coef)[None, :])[0])
+
+    def sum_variances(self, level: int, ids: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """The variance of Σ coef[r]·(count of ids) for each row r of ``coef`` (m × n),
+        over the sorted distinct ``ids``: the carry-up of every row at once."""
+        A = np.asarray(coef, dtype=np.float64)
         V = np.zeros_like(A)
+        if not ids.size:
+            return np.zeros(A.shape[0])
         for k in range(level, 0, -1):
             p = self.parents[k - 1][ids]
             starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
             zz = self.z[k][ids]
             Zp = self.Z[k - 1][p[starts]]
-            a_g = np.add.reduceat(A * self.g[k][ids], starts)
-            az = np.add.reduceat(A * zz, starts)
+            a_g = np.add.reduceat(A * self.g[k][ids], starts, axis=1)
+            az = np.add.reduceat(A * zz, starts, axis=1)
             corr = np.divide(az * az, Zp, out=np.zeros_like(az), where=Zp > 0)
-            V = np.add.reduceat(V + A * A * zz, starts) - corr
+            V = np.add.reduceat(V + A * A * zz, starts, axis=1) - corr
             ids, A = p[starts], a_g
-        return float(V[0] + A[0] * A[0] * self.P[0][0]) if ids.size else 0.0
+        return V[:, 0] + A[:, 0] * A[:, 0] * self.P[0][0]
 
 
 def posterior_variances(parents: Sequence[np.ndarray],
@@ -260,6 +267,51 @@ class TreeCountsErrorModel(ErrorModel):
         if uniq.size == 1:
             return Variance(float(coef[0] ** 2 * shape.P[k][uniq[0]]), True)
         return Variance(max(shape.sum_variance(k, uniq, coef), 0.0), True)
+
+    def linear_variance(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                        ) -> Variance:
+        """The variance of Σ coef·(released count) over the distinct ``node_ids``: the
+        smoother's carry-up with real weights (exact with the shape stored)."""
+        k = self._level(level)
+        uniq, inv = np.unique(self._check_ids(k, node_ids), return_inverse=True)
+        w = np.bincount(inv, weights=np.asarray(coef, dtype=np.float64), minlength=uniq.size)
+        shape = self._get_shape()
+        if uniq.size == 0:
+            return Variance(0.0, True)
+        if shape is None:
+            return Variance(float((w ** 2).sum() * self._var[k]), False)
+        return Variance(max(shape.sum_variance(k, uniq, w), 0.0), True)
+
+    def linear_variances(self, level: int, node_ids: np.ndarray, coef: np.ndarray
+                         ) -> np.ndarray:
+        """:meth:`linear_variance` for each row of ``coef`` (m × n) at once."""
+        k = self._level(level)
+        ids = self._check_ids(k, node_ids)
+        c = np.asarray(coef, dtype=np.float64)
+        shape = self._get_shape()
+        if shape is None or ids.size == 0:
+            return super().linear_variances(level, ids, c)
+        order = np.argsort(ids, kind="stable")
+        if np.any(np.diff(ids[order]) == 0):
+            return super().linear_variances(level, ids, c)
+        return np.maximum(shape.sum_variances(k, ids[order], c[:, order]), 0.0)
+
+    def linear_cumulants(self, level: int, node_ids: np.ndarray, coef: np.ndarray):
+        """κ₂, P, Q of Σ coef·(released count) over the distinct ``node_ids`` of a
+        Laplace tree with its shape stored; None otherwise."""
+        if self.laplace_cumulants(level, np.zeros(0, dtype=np.int64)) is None:
+            return None  # Gaussian noise or no shape (and the Laplace tree is built)
+        k = self._level(level)
+        uniq, inv = np.unique(self._check_ids(k, node_ids), return_inverse=True)
+        w = np.bincount(inv, weights=np.asarray(coef, dtype=np.float64), minlength=uniq.size)
+        return self._laplace.cumulants(k, uniq, w)
+
+    def _check_ids(self, k: int, node_ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(node_ids, dtype=np.int64).ravel()
+        if ids.size and (ids.min() < 0 or ids.max() >= self._sizes[k]):
+            raise InvalidPrivacyParameterError(
+                f"node ids at level {k} must lie in [0, {self._sizes[k]})")
+        return ids
 
     def laplace_cumulants(self, level: int, node_ids: np.ndarray):
         """κ₂, P, Q (:class:`dpsql.accuracy.laplace_sum.Cumulants`) of the released sum over

@@ -51,6 +51,12 @@ from dpsql.planner.rewrite_query import rewrite_reference
 from dpsql.planner.value_intervals import describe_intervals
 
 INTERPOLATION = "uniform"
+QUANTILE_INTERVAL_NOTE = (
+    "dp_quantile_low/dp_quantile_high: the view's confidence band for the cumulative "
+    "counts (count(< x) - p * count as one linear query of the nodes, total included), "
+    "inverted at the bin edges: covers the true quantile of the rows with at least the "
+    "stated confidence, per quantile and per row, at the resolution of the bins "
+    "(dpsql.quantile_ci)")
 
 
 @dataclass(frozen=True)
@@ -165,6 +171,10 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
     if approx:
         notes.append("SUM/AVG/quantiles of binned attributes are approximate: computed from "
                      "the released histogram (bin midpoints, uniform within a bin)")
+    intervals = [{"attribute": a.attribute, "p": a.param, "confidence": a.conf,
+                  "end": a.end} for a in ref.aggregates if a.kind == "quantile" and a.end]
+    if intervals:
+        notes.append(QUANTILE_INTERVAL_NOTE)
     if ref.ranges and not choice.aligned:
         notes.append("a range bound falls inside a bin: uniform interpolation (the bin "
                      "contributes the fraction of its width inside the range); error columns "
@@ -216,6 +226,7 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                     + (" ∪ NULL" if r.null else "")}
                    for r in ref.ranges],
         "approximate": approx,
+        "quantile_intervals": intervals,
         "predicted_error95": choice.predicted,
         "candidates": [{"view": n, "level": k, "predicted_error95": p}
                        for n, k, p in choice.candidates],

@@ -25,12 +25,16 @@ from dpsql.planner.catalog import ReleaseInfo
 ERROR_FUNCTIONS = {"dp_stderr": 0, "dp_ci_low": 1, "dp_ci_high": 1, "dp_bound": 1,
                    "dp_estimate": 0, "dp_estimate_stderr": 0}
 QUANTILE_FUNCTIONS = {"dp_quantile"}
+QUANTILE_CI_FUNCTIONS = {"dp_quantile_low": "low", "dp_quantile_high": "high"}
+"""The ends of a quantile's confidence interval (:mod:`dpsql.quantile_ci`): (attr, p,
+conf), aggregates like ``dp_quantile``."""
 MEASURE = "dp_count"
 MEASURE_HELP = ("dp_count is the measure column that BI tools see on a logical table: only "
                  "SUM(dp_count) is supported, and it is exactly COUNT(*) (same answer, same "
                  "error columns); write SUM(dp_count) or COUNT(*)")
 SUPPORTED = ("supported: COUNT(*), COUNT(1), SUM(1), approximate SUM/AVG of a binned "
-              "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute, and "
+              "attribute, MEDIAN(attr) or dp_quantile(attr, p) of a binned attribute and "
+              "its interval dp_quantile_low/dp_quantile_high(attr, p, conf), and "
               "dp_stderr(), dp_ci_low(conf), dp_ci_high(conf), dp_bound(beta), "
               "dp_estimate(), dp_estimate_stderr()")
 
@@ -52,6 +56,10 @@ class Aggregate:
     """For ``COUNT(x)`` of an attribute with ``on_null = "drop"``: its name. The count is
     of the rows where it has a value, which are exactly the rows of the views over it
     (:mod:`~dpsql.planner.dropped_nulls`): a plain count of such a view."""
+    end: str | None = None
+    """For a quantile: None for the quantile itself, ``"low"`` / ``"high"`` for an end of
+    its interval at confidence :attr:`conf` (``dp_quantile_low/high``)."""
+    conf: float | None = None
 
 
 @functools.cache
@@ -217,6 +225,20 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             if len(args) != 2:
                 raise UnsupportedQueryError("dp_quantile(attr, p) takes two arguments")
             return _quantile(node, args[0], args[1], owned, release)
+        if name in QUANTILE_CI_FUNCTIONS:
+            args = node.expressions
+            if len(args) != 3:
+                raise UnsupportedQueryError(
+                    f"{name}(attr, p, conf) takes three arguments (the binned attribute, the "
+                    f"quantile probability and the confidence, as in {name}(x, 0.5, 0.95)), "
+                    f"got {len(args)}")
+            conf = literal_number(args[2], f"the confidence of {name}()")
+            if not 0.0 < conf < 1.0:
+                raise UnsupportedQueryError(
+                    f"the confidence of {name}() must be in (0, 1), as in 0.95, got {conf}")
+            agg = _quantile(node, args[0], args[1], owned, release)
+            return Aggregate(node, "quantile", agg.attribute, agg.param,
+                             end=QUANTILE_CI_FUNCTIONS[name], conf=conf)
         if not windowed and name in engine_aggregates():
             # an aggregate DuckDB has and sqlglot does not know (count_star(), fsum(),
             # histogram(), entropy()...): it would run over the released nodes, one row

@@ -57,6 +57,7 @@ from sqlglot import exp
 
 from dpsql._sql import quote_ident as q, quote_literal
 from dpsql.domains.calendar import axis_to_value_sql
+from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of, output_name
@@ -296,11 +297,17 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                    f"NULLIF(SUM({rows.count}), 0)")
         elif agg.kind == "quantile":
             lo_e, hi_e = rows.edges[agg.attribute]
-            skip = (f" FILTER (WHERE {lo_e} IS NOT NULL)"
-                    if ref.release.attributes[agg.attribute].null_category else "")
-            new = on_grid(agg.attribute, f"DP_HIST_QUANTILE(LIST({rows.count}){skip}, "
-                                         f"LIST({lo_e}){skip}, LIST({hi_e}){skip}, "
-                                         f"{num(agg.param)})")
+            meta = ref.release.attributes[agg.attribute]
+            skip = f" FILTER (WHERE {lo_e} IS NOT NULL)" if meta.null_category else ""
+            lists = f"LIST({rows.count}){skip}, LIST({lo_e}){skip}, LIST({hi_e}){skip}"
+            if agg.end is None:
+                new = on_grid(agg.attribute, f"DP_HIST_QUANTILE({lists}, {num(agg.param)})")
+            else:  # an end of its interval (dpsql.quantile_ci)
+                _refuse_quantile_interval(agg, view, k)
+                new = on_grid(agg.attribute, (
+                    f"DP_QUANTILE_CI('{agg.end}', {quote_literal(view.key)}, {k}, "
+                    f"LIST({rows.node}){skip}, {lists}, {num(agg.param)}, "
+                    f"{num(agg.conf)}, {num(meta.step or 0.0)})"))
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind == "estimate_stderr":
@@ -341,6 +348,22 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         col.set("catalog", None)
     ref.table.replace(V(rows.source))
     return rows.table
+
+
+def _refuse_quantile_interval(agg, view: ViewInfo, level: int) -> None:
+    """``dp_quantile_low/high`` need the variance of a weighted sum of nodes
+    (:mod:`dpsql.quantile_ci`): refused on a view whose model gives only bounds or
+    calibrated intervals of plain sums (InfTDA)."""
+    if view.model.reads_support or view.bound_model(level):
+        name = f"dp_quantile_{agg.end}"
+        raise UnsupportedQueryError(
+            f"{name}({agg.attribute}, {agg.param:g}, {agg.conf:g}) is not supported on the "
+            f"view {view.name!r} ({view.meta.mechanism}), which answers this query: its "
+            "error model gives intervals for sums of released counts, not for the "
+            "comparison count(< x) − p·count that a quantile's interval inverts. "
+            f"MEDIAN/dp_quantile({agg.attribute}, p) itself is answered; for its interval, "
+            f"query a view over {agg.attribute!r} with a Gaussian, Laplace, b-ary or "
+            "Cascade mechanism (without the grouping or filter that needs this view)")
 
 
 def _count_type(t: str) -> str:

@@ -1,0 +1,211 @@
+"""Confidence intervals for quantiles of a binned attribute: the released CDF's
+confidence band, inverted at the bin edges.
+
+``MEDIAN(x)`` / ``dp_quantile(x, p)`` invert the isotonic fit of a group's released
+cumulative counts (:mod:`dpsql.postprocess`). ``dp_quantile_low(x, p, conf)`` and
+``dp_quantile_high(x, p, conf)`` give the ends of a ``conf`` interval for the *true*
+p-quantile of the group's rows, from the view's own error model. No noise is drawn and
+no data read: this is post-processing, like every answer.
+
+**The statistic.** Let e₀ < e₁ < … < e_B be the group's bin edges (:func:`merge_bins`),
+C_j the true number of its rows below e_j and N = C_B its true total. The true
+p-quantile q (the smallest value v with #{X ≤ v} ≥ p·N, ``quantile_disc`` on the
+source) lies in bin i, [e_i, e_{i+1}), exactly when T_i < 0 ≤ T_{i+1} with
+T_j = C_j − p·N, which is non-decreasing in j (T_0 = −p·N ≤ 0, T_B = (1 − p)·N ≥ 0).
+Its released estimate D_j = Ĉ_j − p·N̂ is **one linear query of the released nodes**
+(coefficient 1 − p on the nodes below e_j, −p on the others), so its error, total
+included, has an exact variance under the view's model
+(:meth:`~dpsql.accuracy.base.ErrorModel.linear_variance`); its half-width h_j at
+``conf`` is ±z·σ for Gaussian-family views, the Laplace-sum quantile of its cumulants
+for b-ary and Laplace trees (:mod:`dpsql.accuracy.laplace_sum`;
+:meth:`~dpsql.accuracy.base.ErrorModel.linear_cumulants`).
+
+**The ends.** With U_j = D_j + h_j and L_j = D_j − h_j:
+
+* low end: e_{a−1}, with a the first edge where U reaches 0 (a = B if none does);
+* high end: e_b, with b the first edge from which L stays ≥ 0 to the last edge
+  (b = B if L_{B−1} < 0); for values on a grid (integers, decimals, dates) the last grid
+  value below it, e_b − step.
+
+Each end fails only through the error at **one fixed edge**, the one next to the true
+quantile: the low end is above q only if U_{i+1} < 0 although T_{i+1} ≥ 0, and the high
+end is at or below q only if L_i ≥ 0 although T_i < 0, each with probability at most
+(1 − conf)/2 (a symmetric error's one-sided tail at the two-sided half-width). So
+[low, high] holds q with probability ≥ conf, pointwise per quantile and per group.
+(That is why the high end takes the edge from which L *stays* non-negative, not the
+first edge where it does: the first crossing would fail whenever *any* edge below q
+crossed, a union of events.) The low end is always below the high end (a ≤ b).
+
+**Resolution and approximations.** The ends are bin edges: a quantile inside a bin
+cannot be located finer than the bin, so the interval is at least one bin wide, and on
+a grid whose bins hold one value each it is exact to the value. The probability
+statement is exact for Gaussian noise with exact variances, and for Laplace noise as
+good as the Laplace-sum quantile (an approximation for unequal weights, measured in
+:mod:`dpsql.accuracy.laplace_sum`). A range bound inside a bin (interpolated counts)
+uses the nodes of the outer cover, as the other error columns do. Views with bound or
+calibrated (InfTDA) error models are refused by the planner: their models give
+intervals for sums of nodes, not for the weighted comparison above.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from dpsql.accuracy import laplace_sum
+from dpsql.accuracy.base import z_value
+from dpsql.errors import InvalidPrivacyParameterError
+from dpsql.postprocess import merge_bins
+
+__all__ = ["CHUNK", "edge_half_widths", "linear_half_width", "quantile_interval"]
+
+
+def linear_half_width(model: Any, level: int, ids: np.ndarray, coef: np.ndarray,
+                      confidence: float) -> float | None:
+    """The two-sided half-width at ``confidence`` of the error of Σ coef·(released count)
+    over the distinct ``ids`` of ``level``: the Laplace-sum quantile of its cumulants for
+    a Laplace-family model, ±z·σ of its exact variance otherwise; None for a model that
+    gives no variances. A Laplace-family model without a weighted carry-up (a reconciled
+    b-ary tree) takes its exact σ times the widest quantile-to-σ ratio of the positive
+    and the negative part (as :mod:`dpsql.accuracy.multiset` does for repeated nodes)."""
+    var = model.linear_variance(level, ids, coef)
+    if var is None:
+        return None
+    cum = model.linear_cumulants(level, ids, coef)
+    if cum is not None:
+        return laplace_sum.half_width(cum, confidence)
+    sd = math.sqrt(var.value)
+    ratio = None
+    for part in (ids[coef > 0], ids[coef < 0]):
+        c = model.laplace_cumulants(level, part) if part.size else None
+        if c is not None and c.k2 > 0:
+            r = laplace_sum.half_width(c, confidence) / math.sqrt(c.k2)
+            ratio = r if ratio is None else max(ratio, r)
+    return (z_value(confidence) if ratio is None else ratio) * sd
+
+
+CHUNK = 256
+"""Edges whose variances are evaluated in one vectorised call (memory: CHUNK × nodes)."""
+
+
+def _edge_coefficients(inv: np.ndarray, nodes: int, row_bin: np.ndarray, edges: np.ndarray,
+                       p: float) -> np.ndarray:
+    """The coefficient of each distinct node (columns) in D_j for each edge j (rows):
+    Σ over the rows that hold it of [bin < j] − p."""
+    rows = (row_bin[None, :] < edges[:, None]) - p
+    if inv.size == nodes:  # every row its own node: a permutation
+        out = np.empty_like(rows)
+        out[:, inv] = rows
+        return out
+    order = np.argsort(inv, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+    return np.add.reduceat(rows[:, order], starts, axis=1)
+
+
+def _block_variances(model: Any, level: int, uniq: np.ndarray, inv: np.ndarray,
+                     row_bin: np.ndarray, bins: int, p: float) -> np.ndarray | None:
+    """Var(D_j) of every interior edge in O(depth) each, from the model's
+    ``range_variance``, when the group is one block of leaf bins [s, s + bins) of a
+    range view's leaf level, one row per bin in order (an ungrouped quantile): with the
+    blocks A = [s, s + j) and B = [s + j, s + bins), D_j = (1 − p)·A − p·B and
+    Var(D_j) = (1 − p)²V_A + p²V_B − 2(1 − p)p·Cov(A, B), where
+    Cov(A, B) = (V_{A∪B} − V_A − V_B)/2. None otherwise."""
+    n = uniq.size
+    if level != model.depth or inv.size != n or n != bins or n < 2 \
+            or np.any(uniq[inv] - uniq[0] != row_bin) \
+            or uniq[-1] - uniq[0] != n - 1:
+        return None
+    s = int(uniq[0])
+    mid = s + np.arange(1, bins)
+    try:
+        va = model.range_variance(np.full(mid.size, s), mid)
+        if va is None:
+            return None
+        vb = model.range_variance(mid, np.full(mid.size, s + bins))
+        vall = float(model.range_variance(np.array([s]), np.array([s + bins]))[0])
+    except InvalidPrivacyParameterError:  # not leaf bins of the model: the general path
+        return None
+    cov = (vall - va - vb) / 2.0
+    return np.maximum((1 - p) ** 2 * va + p * p * vb - 2.0 * (1 - p) * p * cov, 0.0)
+
+
+def _laplace_reach(confidence: float) -> float:
+    """A multiple of σ that no Laplace-family half-width at ``confidence`` exceeds, with
+    room (:func:`~dpsql.accuracy.laplace_sum.half_width`: one Laplace draw is the widest
+    at high confidence, the normal at low; its whole-count roundings add at most one
+    coefficient, which the caller adds)."""
+    return 1.5 * max(laplace_sum.laplace_sum_quantile(1, confidence), z_value(confidence))
+
+
+def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarray,
+                     bins: int, p: float, confidence: float, D: np.ndarray | None = None
+                     ) -> np.ndarray | None:
+    """h_j for the interior edges j = 1..bins−1 (module doc): the half-width of the
+    error of D_j = Σ_rows ([bin < j] − p)·count over the rows' nodes ``ids`` (a node
+    that several rows hold, through a join that repeats it, counts as often).
+
+    The variances of every edge come in vectorised calls
+    (:meth:`~dpsql.accuracy.base.ErrorModel.linear_variances`). A Laplace-family
+    model's exact half-width (its cumulants, one call per edge) is only needed where
+    it can change a comparison: given the released ``D``, at the edges with |D_j| below
+    a generous bound of it (:func:`_laplace_reach`·σ_j + the largest coefficient); the
+    other edges get that bound, which decides their comparisons the same way."""
+    uniq, inv = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    j_all = np.arange(1, bins)
+    var = _block_variances(model, level, uniq, inv, row_bin, bins, p)
+    for s in range(0 if var is None else j_all.size, j_all.size, CHUNK):
+        if var is None:
+            var = np.empty(j_all.size)
+        coefs = _edge_coefficients(inv, uniq.size, row_bin, j_all[s:s + CHUNK], p)
+        got = model.linear_variances(level, uniq, coefs)
+        if got is None:
+            return None
+        var[s:s + CHUNK] = got
+    sd = np.sqrt(np.maximum(var, 0.0))
+    laplace = uniq.size and model.laplace_cumulants(level, uniq[:1]) is not None
+    if not laplace:
+        return z_value(confidence) * sd
+    weight = max(1.0, float(np.bincount(inv).max()))
+    h = _laplace_reach(confidence) * sd + weight
+    near = j_all if D is None else j_all[np.abs(D) < h]
+    for j in near.tolist():
+        coef = _edge_coefficients(inv, uniq.size, row_bin, np.array([j]), p)[0]
+        h[j - 1] = linear_half_width(model, level, uniq, coef, confidence)
+    return h
+
+
+def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                      halves, p: float, step: float = 0.0
+                      ) -> tuple[float, float] | None:
+    """The (low, high) ends of a group's quantile interval (module doc) from its rows'
+    released ``counts`` and bins [lo, hi); ``halves(row_bin, bins, D)`` gives the interior
+    edges' half-widths given the released D_j (:func:`edge_half_widths`; where
+    |D_j| is large any h_j below it decides the same), ``step`` the grid step (0: a
+    continuous axis). None when the released total is not positive (the quantile
+    itself is NULL there) or the model gives no half-widths.
+
+    >>> flat = lambda row_bin, bins, D: np.full(bins - 1, 3.0)
+    >>> quantile_interval(np.array([10., 10, 10, 10]), np.arange(4.), np.arange(1., 5),
+    ...                   flat, 0.5, step=1.0)
+    (1.0, 2.0)
+    """
+    c = np.asarray(counts, dtype=np.float64)
+    if c.size == 0:
+        return None
+    edges, row_bin = merge_bins(lo, hi)
+    bins = edges.size - 1
+    cum = np.cumsum(np.bincount(row_bin, weights=c, minlength=bins))
+    total = cum[-1]
+    if not total > 0:
+        return None
+    D = cum[:-1] - p * total
+    h = halves(row_bin, bins, D)
+    if h is None:
+        return None
+    up = np.flatnonzero(D + h >= 0)
+    a = int(up[0]) + 1 if up.size else bins
+    below = np.flatnonzero(D - h < 0)
+    b = int(below[-1]) + 2 if below.size else 1
+    return float(edges[a - 1]), float(edges[b] - step)
