@@ -311,22 +311,41 @@ def _dp_quantile_ci(st: _State | None, end, key, level, nodes, counts, lo, hi, p
             continue
         if w not in ("low", "high"):
             raise ProgrammingError(f"dp_quantile_ci: unknown end {w!r} (low or high)")
-        v = _view(st, k)
-        if v.model.reads_support:
-            raise ProgrammingError(
-                f"dp_quantile_ci: view {k!r} has a calibrated (InfTDA) error model, which "
-                "gives intervals for sums of nodes, not for a quantile")
-        keep = [i for i, (n, x) in enumerate(zip(ids or (), c)) if n is not None
-                and x is not None]  # not the NULL rows an outer join padded on
-        ids_np = np.asarray([ids[i] for i in keep], dtype=np.int64)
-        c, a, b = ([xs[i] for i in keep] for xs in (c, a, b))
-
-        def halves(row_bin, bins, D, v=v, lv=lv, ids_np=ids_np, q=q, g=g):
-            return edge_half_widths(v.model, lv, ids_np, row_bin, bins, q, g, D)
-        got = quantile_interval(np.asarray(c, float), np.asarray(a, float),
-                                np.asarray(b, float), halves, q, s or 0.0)
+        got = _quantile_ends(st, k, lv, ids, c, a, b, q, g, s or 0.0)
         out.append(None if got is None else got[0 if w == "low" else 1])
     return pa.array(out, pa.float64())
+
+
+def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: list,
+                   lo: list, hi: list, p: float, conf: float, step: float
+                   ) -> tuple[float, float] | None:
+    """Both ends of a group's quantile interval, computed once: ``dp_quantile_low`` and
+    ``dp_quantile_high`` of a row are two UDF calls on the same inputs. Memoised in
+    :attr:`_State.answers` by a 128-bit digest of those inputs (a deterministic function
+    of released values and public parameters)."""
+    v = _view(st, key)
+    if v.model.reads_support:
+        raise ProgrammingError(
+            f"dp_quantile_ci: view {key!r} has a calibrated (InfTDA) error model, which "
+            "gives intervals for sums of nodes, not for a quantile")
+    keep = [i for i, (n, x) in enumerate(zip(ids or (), counts)) if n is not None
+            and x is not None]  # not the NULL rows an outer join padded on
+    ids_np = np.asarray([ids[i] for i in keep], dtype=np.int64)
+    c, a, b = (np.asarray([xs[i] for i in keep], dtype=np.float64)
+               for xs in (counts, lo, hi))
+    digest = hashlib.blake2b(b"".join(x.tobytes() for x in (ids_np, c, a, b)),
+                             digest_size=16).digest()
+    memo = ("quantile_ci", v.key, level, p, conf, step, digest)
+    if memo in st.answers:
+        return st.answers[memo]  # type: ignore[return-value]
+
+    def halves(row_bin, bins, D):
+        return edge_half_widths(v.model, level, ids_np, row_bin, bins, p, conf, D)
+    got = quantile_interval(c, a, b, halves, p, step)
+    if len(st.answers) >= _MAX_ANSWERS:
+        st.answers.clear()
+    st.answers[memo] = got  # type: ignore[assignment]
+    return got
 
 
 def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:

@@ -379,13 +379,39 @@ class ReconciledErrorModel(ErrorModel):
         uniq, inv = np.unique(ids, return_inverse=True)
         if uniq.size == 0:
             return np.zeros(c.shape[0])
-        cond = np.empty(c.shape[0])
+        if inv.size == uniq.size:  # distinct ids: the columns in id order
+            W = np.empty_like(c)
+            W[:, inv] = c
+        else:
+            W = np.stack([np.bincount(inv, weights=row, minlength=uniq.size) for row in c])
+        if k >= self.level:
+            cond, b = self._carry_rows(k, uniq, W)
+        else:
+            parts = [self._carry(k, uniq, w) for w in W]
+            cond = np.array([x[0] for x in parts])
+            b = np.stack([x[1] for x in parts])
         bb = np.zeros((c.shape[0], self._prepared.size))
-        for r, row in enumerate(c):
-            w = np.bincount(inv, weights=row, minlength=uniq.size)
-            cond[r], b = self._carry(k, uniq, w)
-            bb[r] = np.bincount(self._node, weights=b, minlength=self._prepared.size)
+        np.add.at(bb.T, self._node, b.T)  # level-D nodes onto the chain's last marginal
         return cond + self._prepared.variance(bb, self.scale)
+
+    def _carry_rows(self, k: int, ids: np.ndarray, A: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_carry` of every row of ``A`` (m × ids) at once, for k ≥ D."""
+        s, D = self._shape, self.level
+        V = np.zeros(A.shape[0])
+        for lvl in range(k, D, -1):
+            p = s.parents[lvl - 1][ids]
+            starts = np.flatnonzero(np.r_[True, p[1:] != p[:-1]])
+            zz = s.z[lvl][ids]
+            Zp = s.Z[lvl - 1][p[starts]]
+            az = np.add.reduceat(A * zz, starts, axis=1)
+            corr = np.divide(az * az, Zp, out=np.zeros_like(az), where=Zp > 0)
+            V += np.sum(A * A * zz, axis=1) - corr.sum(axis=1)
+            A = np.add.reduceat(A * s.g[lvl][ids], starts, axis=1)
+            ids = p[starts]
+        b = np.zeros((A.shape[0], len(s.P[D])))
+        b[:, ids] = A
+        return np.maximum(V, 0.0), b
 
     def laplace_cumulants(self, level: int, node_ids: np.ndarray) -> Any:
         """A Laplace-family base (btree, laplace_tree): the reconciled variance with the
