@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 CI_LOW, CI_HIGH = "dp_ci_low", "dp_ci_high"
 _ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound", "dp_estimate",
-                    "dp_estimate_stderr"}
+                    "dp_estimate_stderr", "dp_quantile_low", "dp_quantile_high"}
 
 
 def with_ci_columns(query: str, confidence: float) -> str | None:

@@ -155,3 +155,16 @@ def test_refusals_say_what_and_what_to_do(trips_release, query, message):
         con.cursor().execute(query)
     con.close()
     assert message in str(err.value)
+
+
+def test_cli_query_shows_the_interval_without_denying_error_columns(capsys, grouped):
+    """``dpsql query`` with dp_quantile_low/high: the footer used to say "no error
+    columns for this query" although the query had asked for its interval."""
+    from dpsql.cli import main
+
+    path, _ = grouped
+    code = main(["query", str(path), "SELECT MEDIAN(age) AS m, dp_quantile_low(age, 0.5, "
+                 "0.95) AS lo, dp_quantile_high(age, 0.5, 0.95) AS hi FROM ages"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert " lo " in out and " hi " in out and "no error columns" not in out
