@@ -146,8 +146,10 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
     error of D_j = Σ_rows ([bin < j] − p)·count over the rows' nodes ``ids`` (a node
     that several rows hold, through a join that repeats it, counts as often).
 
-    The variances of every edge come in vectorised calls
-    (:meth:`~dpsql.accuracy.base.ErrorModel.linear_variances`). A Laplace-family
+    The variances of every edge come from the model's range variances (a block of leaf
+    bins), its prefix carry-up (one row per bin in node order: a Gaussian or Laplace
+    tree's group, :meth:`~dpsql.accuracy.base.ErrorModel.prefix_linear_variances`), or
+    else vectorised calls (:meth:`~dpsql.accuracy.base.ErrorModel.linear_variances`). A Laplace-family
     model's exact half-width (its cumulants, one call per edge) is only needed where
     it can change a comparison: given the released ``D``, at the edges with |D_j| below
     a generous bound of it (:func:`_laplace_reach`·σ_j + the largest coefficient); the
@@ -155,6 +157,8 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
     uniq, inv = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
     j_all = np.arange(1, bins)
     var = _block_variances(model, level, uniq, inv, row_bin, bins, p)
+    if var is None and inv.size == uniq.size == bins and np.array_equal(inv, row_bin):
+        var = model.prefix_linear_variances(level, uniq, p)  # one row per bin, in id order
     for s in range(0 if var is None else j_all.size, j_all.size, CHUNK):
         if var is None:
             var = np.empty(j_all.size)

@@ -148,6 +148,14 @@ class ErrorModel(ABC):
             out[r] = v.value
         return out
 
+    def prefix_linear_variances(self, level: int, node_ids: np.ndarray, p: float
+                                ) -> np.ndarray | None:
+        """For j = 1..n−1, the variance of (1 − p)·Σ node_ids[:j] − p·Σ node_ids[j:] over
+        the sorted distinct ids (a quantile interval's comparisons, one per bin edge);
+        None (the default) where the model has no faster way than
+        :meth:`linear_variances`."""
+        return None
+
     def linear_cumulants(self, level: int, node_ids: np.ndarray, coef: np.ndarray) -> Any:
         """Laplace-family models with a weighted carry-up: the cumulants
         (:class:`dpsql.accuracy.laplace_sum.Cumulants`) of Σᵢ coefᵢ·(released count of
