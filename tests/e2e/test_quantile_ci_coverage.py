@@ -134,30 +134,23 @@ def test_gaussian_tree_quantile_intervals_cover():
     _check(_coverage(runs()), GROUPS * len(PS), power=True)
 
 
-@pytest.mark.statistical
-def test_btree_quantile_intervals_cover():
+def _btree_runs(releases: int, first_seed: int, fanouts):
+    """Seeded b-ary trees (ε = 0.02) of group 0's data, as ``_coverage`` reads them."""
     data, hist = _data()
     truths = {p: _true_quantile(data[0], p) for p in PS}
+    for seed in range(releases):
+        tree = btree(hist[0], PureDP("0.02"), neighbouring="add_remove",
+                     rng=rng(first_seed + seed), fanouts=fanouts)
+        yield tree.error_model, tree.depth, [(tree.levels[-1].counts, np.arange(K), truths, 0)]
 
-    def runs():
-        for seed in range(RELEASES_BTREE):
-            tree = btree(hist[0], PureDP("0.02"), neighbouring="add_remove",
-                         rng=rng(20_000 + seed), fanouts=(K,))
-            yield tree.error_model, tree.depth, [
-                (tree.levels[-1].counts, np.arange(K), truths, 0)]
-    _check(_coverage(runs()), len(PS), power=True)
+
+@pytest.mark.statistical
+def test_btree_quantile_intervals_cover():
+    _check(_coverage(_btree_runs(RELEASES_BTREE, 20_000, (K,))), len(PS), power=True)
 
 
 @pytest.mark.statistical
 def test_btree_with_automatic_fanouts_covers_at_least():
-    data, hist = _data()
-    truths = {p: _true_quantile(data[0], p) for p in PS}
-
-    def runs():
-        for seed in range(RELEASES_AUTO):
-            tree = btree(hist[0], PureDP("0.02"), neighbouring="add_remove",
-                         rng=rng(30_000 + seed))
-            assert tree.depth >= 2
-            yield tree.error_model, tree.depth, [
-                (tree.levels[-1].counts, np.arange(K), truths, 0)]
-    _check(_coverage(runs()), len(PS), power=False)
+    runs = list(_btree_runs(RELEASES_AUTO, 30_000, "auto"))
+    assert all(depth >= 2 for _, depth, _ in runs)
+    _check(_coverage(iter(runs)), len(PS), power=False)
