@@ -153,7 +153,9 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
     model's exact half-width (its cumulants, one call per edge) is only needed where
     it can change a comparison: given the released ``D``, at the edges with |D_j| below
     a generous bound of it (:func:`_laplace_reach`·σ_j + the largest coefficient); the
-    other edges get that bound, which decides their comparisons the same way."""
+    other edges get that bound, which decides their comparisons the same way. (A model
+    without weighted cumulants, whose half-width is a ratio of its parts', gets every
+    edge exactly.)"""
     uniq, inv = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
     j_all = np.arange(1, bins)
     var = _block_variances(model, level, uniq, inv, row_bin, bins, p)
@@ -173,7 +175,10 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
         return z_value(confidence) * sd
     weight = max(1.0, float(np.bincount(inv).max()))
     h = _laplace_reach(confidence) * sd + weight
-    near = j_all if D is None else j_all[np.abs(D) < h]
+    exact = model.linear_cumulants(level, uniq[:1], np.ones(1)) is not None
+    # the bound holds for the Laplace-sum quantile of exact cumulants; the fallback's
+    # ratio (a reconciled tree's parts) is not bounded by it: every edge exactly
+    near = j_all if D is None or not exact else j_all[np.abs(D) < h]
     for j in near.tolist():
         coef = _edge_coefficients(inv, uniq.size, row_bin, np.array([j]), p)[0]
         h[j - 1] = linear_half_width(model, level, uniq, coef, confidence)

@@ -433,6 +433,17 @@ class ReconciledErrorModel(ErrorModel):
         r = v / cum.k2
         return cum._replace(k2=v, p=cum.p * r * r, q=cum.q * r * r, lattice=False)
 
+    def linear_cumulants(self, level: int, node_ids: np.ndarray, coef: np.ndarray) -> Any:
+        """:meth:`laplace_cumulants` for Σ coef·(released count) over distinct ids: the
+        base's weighted cumulants at the reconciled variance (the same shape, the same
+        approximation on the wide side); None for a base without them."""
+        cum = self.base.linear_cumulants(level, node_ids, coef)
+        if cum is None or cum.k2 <= 0:
+            return cum
+        v = self.linear_variance(level, node_ids, coef).value
+        r = v / cum.k2
+        return cum._replace(k2=v, p=cum.p * r * r, q=cum.q * r * r, lattice=False)
+
     def range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
         base = self.base.range_variance(lo, hi)
         if base is None or self._tree:

@@ -199,3 +199,23 @@ def test_prefix_variances_equal_the_general_carry():
                            atol=1e-12)
         checked += 1
     assert checked > 100
+
+
+def test_laplace_window_decides_as_every_edge_exactly(grouped):
+    """A Laplace-family view evaluates its exact half-widths only at the edges whose
+    released comparison is within a bound of it: the ends are those of evaluating every
+    edge (the release's b-ary view is reconciled with the Gaussian tree on age: its
+    weighted cumulants are the base's at the reconciled variance)."""
+    path, _ = grouped
+    model, depth, ids, counts, lo, hi = _released(path, "ages")
+    assert type(model).__name__ == "ReconciledErrorModel"
+    assert model.linear_cumulants(depth, ids[:3], np.array([0.5, -0.5, 0.5])) is not None
+    for p in (0.05, 0.3, 0.5, 0.9):
+        for conf in (0.5, 0.95, 0.999):
+            def windowed(row_bin, bins, D):
+                return edge_half_widths(model, depth, ids, row_bin, bins, p, conf, D)
+
+            def every(row_bin, bins, D):
+                return edge_half_widths(model, depth, ids, row_bin, bins, p, conf)
+            assert quantile_interval(counts, lo, hi, windowed, p, 1.0) == \
+                quantile_interval(counts, lo, hi, every, p, 1.0)
