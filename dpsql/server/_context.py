@@ -84,6 +84,7 @@ class Context(BVContext):
         self._rows: dict[str, float] = {}  # bytes of rows each portal keeps
         self.rows_kept = 0.0
         self.reported: dict[str, str] | None = None  # settings the client was told of
+        self.active: str | None = None  # the portal whose statement is running
         # the settings before the messages since the last Sync (an implicit transaction,
         # which an error rolls back: dpsql.server._extended)
         self.cycle_settings: tuple[dict[str, str], float] | None = None
@@ -163,7 +164,11 @@ class Context(BVContext):
         """The portal's result: run by its first Execute or Describe, then read on."""
         portal = self.portal(name)
         if portal.result is None:
-            result = self.execute_sql(portal.sql, portal.params, portal.result_formats)
+            self.active = name  # DISCARD ALL / CLOSE ALL leave it open (close_portals)
+            try:
+                result = self.execute_sql(portal.sql, portal.params, portal.result_formats)
+            finally:
+                self.active = None
             self._keep_rows(name, result)
             portal.result = result
         return portal.result
@@ -233,8 +238,13 @@ class Context(BVContext):
             self.rows_kept -= self._rows.pop(name, 0)
 
     def close_portals(self) -> None:
+        """``CLOSE ALL`` and ``DISCARD ALL``: every portal but the one that runs them, as
+        PostgreSQL's ``PortalHashTableDeleteAll`` skips the active portal (sent through
+        the extended protocol they closed their own portal, and its Execute answered
+        34000 ``portal "" does not exist``)."""
         for name in list(self.portals):
-            self.close_portal(name)
+            if name != self.active:
+                self.close_portal(name)
 
     def end_of_message_cycle(self) -> None:
         """Sync, or the end of a simple Query: outside a transaction block that ends the
