@@ -20,6 +20,7 @@ from buenavista.core import BVType, QueryResult
 
 from dpsql.errors import DataError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._bounds import check_setting
+from dpsql.server._pg_parameters import PG_PARAMETERS
 from dpsql.server._limits import (OPERATOR_SETTINGS, operator_setting, parse_pg_timeout,
                                   pg_timeout, rows_bytes)
 
@@ -43,7 +44,8 @@ class UnknownSavepointError(UnsupportedQueryError):
 
 
 class UnknownSettingError(UnsupportedQueryError):
-    """``SHOW`` of a setting the server does not know: SQLSTATE 42704."""
+    """``SHOW``, ``SET`` or ``RESET`` of a setting the server does not know: SQLSTATE
+    42704."""
 
 
 # --------------------------------------------------------------------------------------
@@ -277,6 +279,22 @@ def _client_encoding(value: str) -> str:
         "read its answers as UTF8 (psql: \\encoding UTF8)")
 
 
+def check_known(s: SessionState, text: str) -> None:
+    """``SET``/``RESET`` of a parameter neither this server nor PostgreSQL knows, without a
+    dot: 42704, as in PostgreSQL (``SET foo = 1`` was accepted, so a misspelt
+    ``SET statment_timeout`` went unnoticed). A dotted name (``myapp.user_id``) is a
+    custom setting, accepted as PostgreSQL does; so is a PostgreSQL parameter this
+    server has no use for (:data:`dpsql.server._pg_parameters.PG_PARAMETERS`)."""
+    m = _SET.match(text) if first_word(text) == "SET" else _SET_NAME.match(text)
+    name = m.group("name").lower() if m else "all"
+    if name == "all" or "." in name or name in s.settings or name in s.defaults or \
+            name in PG_PARAMETERS or name in OPERATOR_SETTINGS:  # the last: 42501
+        return
+    raise UnknownSettingError(f'unrecognized configuration parameter "{name}": SHOW ALL '
+                              "lists the settings this server knows; a setting of your "
+                              f"own needs a dotted name (myapp.{name})")
+
+
 def _scoped(change: Any) -> Any:
     """``SET``/``RESET`` as PostgreSQL scopes them: inside a block, ROLLBACK undoes them,
     and ``SET LOCAL`` lasts until the block ends, COMMIT included; outside a block ``SET
@@ -284,6 +302,7 @@ def _scoped(change: Any) -> Any:
     ``BEGIN; SET application_name = 'x'; ROLLBACK`` the session kept 'x', and a ``SET
     LOCAL statement_timeout`` outlived its transaction."""
     def run(s: SessionState, text: str) -> Result:
+        check_known(s, text)
         local = re.match(r"SET\s+LOCAL\b", text, re.I) is not None
         if local and not s.in_txn:  # no effect, and PostgreSQL's warning
             result = Result(status="SET")

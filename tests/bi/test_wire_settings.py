@@ -88,3 +88,33 @@ def test_show_is_tagged_show(server, prepared):
             cur = con.execute(sql, prepare=prepared)
             assert cur.pgresult.command_status == b"SHOW", sql
             assert cur.fetchall()
+
+
+@pytest.mark.parametrize("sql", ["SET foo = 1", "SET SESSION foo TO 'x'", "SET foo TO DEFAULT",
+                                 "RESET foo", "SET statment_timeout = 5000"])
+def test_an_unknown_parameter_is_42704(server, sql):
+    """``SET`` / ``RESET`` of a parameter without a dot that neither the server nor
+    PostgreSQL knows is 42704 (unrecognized configuration parameter), as PostgreSQL 15
+    answers; it was accepted (``SET foo = 1`` answered SET, so a misspelt setting went
+    unnoticed). Nothing is set."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as err:
+            con.execute(sql)
+        assert err.value.sqlstate == "42704"
+        assert 'unrecognized configuration parameter "' in str(err.value)
+        with pytest.raises(psycopg.Error) as err:
+            con.execute("SHOW foo")
+        assert err.value.sqlstate == "42704"
+
+
+def test_custom_and_postgresql_parameters_are_accepted(server):
+    """A dotted name is a custom setting (PostgreSQL accepts any, and RESET of one never
+    set); a PostgreSQL parameter this server has no use for is kept for SHOW (JDBC sets
+    extra_float_digits on connect, Npgsql lock_timeout)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        con.execute("SET myapp.user_id = '42'")
+        assert con.execute("SHOW myapp.user_id").fetchone() == ("42",)
+        con.execute("RESET myapp.never_set")
+        con.execute("SET lock_timeout = 0")
+        con.execute("SET extra_float_digits TO 3")
+        assert con.execute("SHOW extra_float_digits").fetchone() == ("3",)
