@@ -372,10 +372,12 @@ def not_a_query(what: str) -> UnsupportedQueryError:
     same at every entry point (``dpsql serve``'s guard raises it too)."""
     why = ("a release answers" if what in _READS else
            "a release is read-only and answers")
-    return UnsupportedQueryError(
+    err = UnsupportedQueryError(
         f"{what} statements are not supported: {why} SELECT queries only (write "
         "SELECT ... FROM <release> ... GROUP BY ...; the tables and columns are in "
         "information_schema)")
+    err.hint = ""  # the message says what to write: no hint (dpsql serve's ErrorResponse)
+    return err
 
 
 def _number_qmarks(sql: str) -> str:

@@ -20,6 +20,7 @@ from buenavista.core import BVType, QueryResult
 
 from dpsql.errors import DataError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.server._bounds import check_setting
+from dpsql.server._guard import Refusal
 from dpsql.server._pg_parameters import PG_PARAMETERS
 from dpsql.server._limits import (OPERATOR_SETTINGS, operator_setting, parse_pg_timeout,
                                   pg_timeout, rows_bytes)
@@ -274,7 +275,7 @@ def _client_encoding(value: str) -> str:
     plain = value.strip().strip("'").replace("-", "").replace("_", "").upper()
     if plain in ("UTF8", "UNICODE", "DEFAULT"):
         return "UTF8"
-    raise UnsupportedQueryError(
+    raise Refusal(
         f"client_encoding {value.strip()!r} is not supported: dpsql serve sends UTF8 only; "
         "read its answers as UTF8 (psql: \\encoding UTF8)")
 
@@ -329,7 +330,7 @@ def _scoped(change: Any) -> Any:
 
 def _set(s: SessionState, text: str) -> Result:
     if re.match(r"SET\s+(?:SESSION\s+|LOCAL\s+|GLOBAL\s+)?VARIABLE\b", text, re.I):
-        raise UnsupportedQueryError("SET VARIABLE is not supported: dpsql serve keeps no "
+        raise Refusal("SET VARIABLE is not supported: dpsql serve keeps no "
                                     "DuckDB variables; write the value into the query")
     _refuse_operator_setting(text)
     m = _SET.match(text)
@@ -425,7 +426,7 @@ def _deallocate(s: SessionState, text: str) -> Result:
 def _prepare_or_execute(s: SessionState, text: str) -> Result:
     """SQL ``PREPARE``/``EXECUTE``: refused as unsupported (they were refused as writes,
     25006, which they are not), saying what works: the protocol's prepared statements."""
-    raise UnsupportedQueryError(
+    raise Refusal(
         f"SQL PREPARE and EXECUTE are not supported by dpsql serve ({text[:60]!r}): use "
         "your driver's prepared statements (the protocol's Parse and Bind: psycopg's "
         "prepare=True, JDBC's PreparedStatement), or send the SELECT itself")

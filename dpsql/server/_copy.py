@@ -18,10 +18,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from dpsql.errors import UnsupportedQueryError
 from dpsql.pg_emulation import closing_paren
 from dpsql.server._commands import _COMMANDS, Result, first_word
-from dpsql.server._guard import MULTI
+from dpsql.server._guard import MULTI, Refusal
 from dpsql.server._types import pg_type
 
 _COPY_QUERY = re.compile(r"\s*COPY\s*\(", re.I)
@@ -46,12 +45,12 @@ class CopyOut:
 
 def parse_copy_out(sql: str) -> CopyOut | None:
     """The :class:`CopyOut` that ``sql`` asks for, or None when it is no ``COPY ... TO
-    STDOUT``; raises :class:`UnsupportedQueryError` for a table's rows or an option this
+    STDOUT``; raises :class:`dpsql.server._guard.Refusal` (0A000) for a table's rows or an option this
     server does not write."""
     m = _COPY_TABLE.match(sql)
     if m is not None:
         table = m.group("table")
-        raise UnsupportedQueryError(
+        raise Refusal(
             f"COPY {table} TO STDOUT would copy the table's rows, which a release does not "
             f"have: write COPY (SELECT <columns>, COUNT(*) FROM {table} GROUP BY <columns>) "
             "TO STDOUT (psql: \\copy (SELECT ...) TO 'file.csv' WITH CSV HEADER)")
@@ -65,7 +64,7 @@ def parse_copy_out(sql: str) -> CopyOut | None:
     query = sql[m.end():end].strip()
     # SET, SHOW, BEGIN ..., and the cursor commands but FETCH: refused before they run
     if first_word(query) in _COMMANDS or first_word(query) in ("DECLARE", "MOVE", "CLOSE"):
-        raise UnsupportedQueryError(
+        raise Refusal(
             f"COPY ({query[:60]}) TO STDOUT needs a query that returns rows: write COPY "
             "(SELECT ...) TO STDOUT")
     return _options(query, out.group("options"))
@@ -75,7 +74,7 @@ def _options(query: str, text: str) -> CopyOut:
     """PostgreSQL's option list, new (``WITH (FORMAT csv, HEADER)``) or old (``WITH CSV
     HEADER DELIMITER ','``) spelling."""
     if ";" in re.sub(r"'(?:[^']|'')*'", "", text):
-        raise UnsupportedQueryError(MULTI)
+        raise Refusal(MULTI)
     words = _TOKEN.findall(text)
     if words and words[0].upper() == "WITH":
         words = words[1:]
@@ -100,7 +99,7 @@ def _options(query: str, text: str) -> CopyOut:
             opts[word.lower()] = value[1:-1].replace("''", "'")
             i += 2
         else:
-            raise UnsupportedQueryError(
+            raise Refusal(
                 f"COPY ... TO STDOUT option {words[i]!r} is not supported: use FORMAT text "
                 "or csv, HEADER, DELIMITER '<char>' and NULL '<text>'")
     if "csv" in opts and opts["csv"] and "delimiter" not in opts:

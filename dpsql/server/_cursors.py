@@ -26,9 +26,10 @@ from typing import Any, Protocol
 import duckdb
 
 from dpsql._sql import quote_literal
-from dpsql.errors import InterfaceError, SqlSyntaxError, UnsupportedQueryError
+from dpsql.errors import InterfaceError, SqlSyntaxError
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import Result, SessionState, first_word
+from dpsql.server._guard import Refusal
 
 
 class CursorError(InterfaceError):
@@ -94,7 +95,7 @@ def declare(s: Any, text: str, params: list | None) -> Result:
         raise CursorError("SCROLL cursors are not supported: dpsql serve's cursors read "
                           "forward only; declare it NO SCROLL or without SCROLL")
     if re.search(r"\bBINARY\b", m.group("options"), re.I):
-        raise UnsupportedQueryError("BINARY cursors are not supported: declare it without "
+        raise Refusal("BINARY cursors are not supported: declare it without "
                                     "BINARY and ask for binary results in the Bind of the "
                                     "FETCH (psycopg: connection.cursor(name, binary=True))")
     hold = (m.group("hold") or "").upper() == "WITH"

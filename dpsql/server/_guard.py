@@ -24,6 +24,16 @@ class ReadOnlyError(UnsupportedQueryError):
     """A write (DDL/DML) sent to the read-only server: SQLSTATE 25006."""
 
 
+class Refusal(UnsupportedQueryError):
+    """Something ``dpsql serve`` does not support (0A000) whose message already says
+    what to do instead: its ``hint`` (none unless given) replaces the generic one of the
+    planner's refusals of a query's form (:func:`dpsql.server._sqlstates.hint_of`)."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
 MULTI = "several statements in one query string: send one statement at a time"
 # The only DuckDB statement type that runs: everything else changes state or is refused
 _READ_TYPES = {"SELECT"}
@@ -46,7 +56,7 @@ def check_select(sql: str, route: str) -> None:
             raise
         return
     if len(stmts) != 1:
-        raise UnsupportedQueryError(MULTI)
+        raise Refusal(MULTI)
     kind = stmts[0].type.name
     if kind in _READ_TYPES:
         return

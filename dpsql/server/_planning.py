@@ -243,8 +243,9 @@ def _send(worker: _Worker, message: tuple, errors: list) -> None:
         errors.append(err if isinstance(err, OSError) else OSError(str(err)))
 
 
-def _rebuild(module: str, name: str, message: str) -> Exception:
-    """The exception a planning process raised, as the same class here."""
+def _rebuild(module: str, name: str, message: str, hint: str | None = None) -> Exception:
+    """The exception a planning process raised, as the same class here (with its
+    ``hint``, :func:`dpsql.server._sqlstates.hint_of`)."""
     cls = None
     if module.startswith(("dpsql.", "duckdb")):
         try:
@@ -254,6 +255,8 @@ def _rebuild(module: str, name: str, message: str) -> Exception:
     if isinstance(cls, type) and issubclass(cls, Error):
         err = cls.__new__(cls)
         Exception.__init__(err, message)
+        if hint is not None:
+            err.hint = hint
         return err
     if isinstance(cls, type) and issubclass(cls, duckdb.Error):
         return cls(message)
@@ -298,7 +301,7 @@ def _worker_main(fd: int) -> None:
                      "(a CTE per level, fewer nested conditions)")
         except BaseException as err:  # noqa: BLE001  (sent back, rebuilt there)
             reply = ("error", type(err).__module__, type(err).__qualname__,
-                     " ".join(str(err).split()))
+                     " ".join(str(err).split()), getattr(err, "hint", None))
         try:
             conn.send(reply)
         except (OSError, ValueError):
@@ -312,13 +315,12 @@ def prepare_statement(text: str, params: list | None, catalog: Any, logical: set
     one statement, route, DuckDB's parser, plan. Runs in a planning process."""
     from dpsql.planner import plan_query
     from dpsql.server._bounds import check_statement
-    from dpsql.server._guard import MULTI, check_select
+    from dpsql.server._guard import MULTI, Refusal, check_select
     from dpsql.server._route import _NOT_CODE, route_statement
-    from dpsql.errors import UnsupportedQueryError
 
     check_statement(text, max_statement_size)
     if ";" in _NOT_CODE.sub("", text):
-        raise UnsupportedQueryError(MULTI)
+        raise Refusal(MULTI)
     route, sql = route_statement(text, logical, relations, alias)
     check_select(sql, route)
     if route == "catalog":

@@ -13,7 +13,6 @@ import re
 import sqlglot
 from sqlglot import exp
 
-from dpsql.errors import UnsupportedQueryError
 from dpsql.planner import too_complex
 from dpsql.planner._sqlglot_compat import parse_duckdb
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
@@ -21,7 +20,7 @@ from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
 from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
                                          route_catalog, shape_probe)
-from dpsql.server._guard import MULTI, ReadOnlyError, read_only
+from dpsql.server._guard import MULTI, ReadOnlyError, Refusal, read_only
 
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
 
@@ -58,7 +57,7 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     except RecursionError:  # 54001, as the planner would say; its traceback is huge
         raise too_complex() from None
     if len(trees) > 1:
-        raise UnsupportedQueryError(MULTI)
+        raise Refusal(MULTI)
     if not trees:  # unparsable: text heuristics
         if _first_word(text) in _WRITE_COMMANDS:
             raise ReadOnlyError(read_only(_first_word(text)))
@@ -66,7 +65,7 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
                 not any(re.search(rf"\b{re.escape(n)}\b", text, re.I)
                         for n in logical):
             if BY_NAME.search(text):
-                raise UnsupportedQueryError(by_name())
+                raise Refusal(by_name())
             return "catalog", fix_catalog_sql(text)
         return "planner", text
     tree = trees[0]
@@ -81,7 +80,7 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
         route_catalog(text, logical, relations)  # refuses SUMMARIZE of a logical table
     if catalog_only(tree, logical, relations, ("public", alias.lower()), tableless=True):
         if BY_NAME.search(text):  # on the text: however sqlglot names the call
-            raise UnsupportedQueryError(by_name())
+            raise Refusal(by_name())
         refuse_file_reads_in(tree)  # the planner's check (DuckDB is locked as well)
         return "catalog", fix_catalog_sql(text)
     probe = shape_probe(tree, logical, relations, ("public", alias.lower()))

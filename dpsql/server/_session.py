@@ -65,7 +65,7 @@ from dpsql.planner.parse_sql import parse_walked
 from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
-from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
+from dpsql.errors import SqlSyntaxError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
@@ -73,7 +73,7 @@ from dpsql.server._cursors import (CURSOR_COMMANDS, declare, declared_query, fet
                                    with_cursors)
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
-from dpsql.server._guard import MULTI, UntypedText, check_select, spelled
+from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
                                   check_statement)
 from dpsql.server._planning import PlanningPool
@@ -352,7 +352,7 @@ class Session(_BVSession):
         if long and self.planning is not None and word not in _COMMANDS:
             return self._execute_planned(text, params, shape)
         if ";" in _NOT_CODE.sub("", text):
-            raise UnsupportedQueryError(MULTI)
+            raise Refusal(MULTI)
         if word == "DECLARE":  # its query, with the parameters, runs as any statement
             return declare(self, without_comments(text), params)
         command = _COMMANDS.get(word)

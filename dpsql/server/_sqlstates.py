@@ -109,6 +109,23 @@ error raised from a DuckDB error takes that error's more precise code (a mistype
 42P01, as in PostgreSQL, not 42000)."""
 
 
+QUERY_HINT = ("dpsql answers COUNT(*) aggregates over its logical tables; see the message "
+              "for the supported form")
+"""The hint of a 0A000 refusal of a query's form (the planner's: an aggregate or a
+construct a release cannot answer)."""
+
+
+def hint_of(err: BaseException, code: str) -> str | None:
+    """The ErrorResponse's hint (field ``H``) for ``err``: its own ``hint`` when it has
+    one ("" for none: a refusal of a statement, a setting or an encoding, whose message
+    says what to do), else :data:`QUERY_HINT` for 0A000. Every 0A000 carried the COUNT(*)
+    hint, EXPLAIN, SQL PREPARE and SET client_encoding included."""
+    hint = getattr(err, "hint", None)
+    if hint is not None:
+        return hint or None
+    return QUERY_HINT if code == "0A000" else None
+
+
 def sqlstate_of(err: BaseException) -> str:
     """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
     cause = err.__cause__
@@ -123,4 +140,4 @@ def sqlstate_of(err: BaseException) -> str:
 
 
 __all__ = ["SQLSTATES", "DuplicateStatementError", "TooManyConnectionsError", "UnknownPortalError",
-           "UnknownStatementError", "sqlstate_of"]
+           "UnknownStatementError", "hint_of", "sqlstate_of"]

@@ -48,17 +48,18 @@ from typing import Any
 import duckdb
 from buenavista.postgres import BuenaVistaHandler, BVBuffer
 
-from dpsql.errors import Error, OperationalError, UnsupportedQueryError
+from dpsql.errors import Error, OperationalError
 from dpsql.server._commands import Result
 from dpsql.server._context import Context
 from dpsql.server._copy import CopyOut, copy_lines, copy_out_response, parse_copy_out
 from dpsql.server._extended import ExtendedProtocol
-from dpsql.server._guard import split_simple_query
+from dpsql.server._guard import Refusal, split_simple_query
 from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._bounds import MessageTooLongError
 from dpsql.server._session import syntax_position
-from dpsql.server._sqlstates import TooManyConnectionsError, UnknownDatabaseError, sqlstate_of
+from dpsql.server._sqlstates import (TooManyConnectionsError, UnknownDatabaseError, hint_of,
+                                     sqlstate_of)
 from dpsql.server._types import ProtocolError, pg_type
 
 logger = logging.getLogger("dpsql.server")
@@ -349,7 +350,7 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
     def _send_copy(self, result: Result, copy: CopyOut) -> None:
         """The rows of ``result`` as a COPY TO STDOUT (:mod:`dpsql.server._copy`)."""
         if not result.has_results():
-            raise UnsupportedQueryError(
+            raise Refusal(
                 f"COPY ({copy.query[:60]}) TO STDOUT needs a query that returns rows: "
                 "write COPY (SELECT ...) TO STDOUT")
         self.wfile.write(copy_out_response(result.column_count()))
@@ -384,10 +385,10 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         for field, value in (("S", severity), ("V", severity), ("C", code), ("M", message)):
             buf.write_bytes(field.encode("ascii"))
             buf.write_string(value)
-        if code == "0A000":
+        hint = hint_of(exception, code) if isinstance(exception, BaseException) else None
+        if hint:
             buf.write_bytes(b"H")
-            buf.write_string("dpsql answers COUNT(*) aggregates over its logical tables; "
-                             "see the message for the supported form")
+            buf.write_string(hint)
         position = getattr(exception, "position", None)
         if position:  # where a syntax error is (psql draws its caret there)
             buf.write_bytes(b"P")

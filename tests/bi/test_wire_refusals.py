@@ -34,3 +34,23 @@ def test_explain_is_refused_as_in_process(server, local, sql, prepared):
         assert there.value.diag.message_primary == str(here.value)
         assert "read-only" not in str(there.value)
         assert con.execute("SELECT COUNT(*) > 0 FROM trips").fetchone() == (True,)
+
+
+@pytest.mark.parametrize("sql, hint", [
+    ("EXPLAIN SELECT COUNT(*) FROM trips", None),
+    ("EXPLAIN SELECT COUNT(*) FROM trips" + LONG, None),  # from a planning process
+    ("PREPARE q AS SELECT COUNT(*) FROM trips", None),
+    ("SET client_encoding = 'LATIN1'", None),
+    ("SELECT 1; SELECT 2", None), ("SELECT 1; SELECT 2" + LONG, None),
+    ("SELECT MAX(age) FROM trips", "COUNT(*)")])
+def test_each_refusal_has_its_own_hint_or_none(server, sql, hint):
+    """Every 0A000 carried the hint "dpsql answers COUNT(*) aggregates over its logical
+    tables; see the message for the supported form", EXPLAIN, SQL PREPARE and SET
+    client_encoding included, where it says nothing relevant; their messages say what
+    to do, and they now have no hint. A refusal of a query's form keeps it."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        with pytest.raises(psycopg.Error) as err:
+            con.execute(sql, prepare=True)  # one statement: no split in a Parse
+        assert err.value.sqlstate == "0A000"
+        got = err.value.diag.message_hint
+        assert got is None if hint is None else hint in got
