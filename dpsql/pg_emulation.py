@@ -137,10 +137,16 @@ RELATIONS: dict[str, str] = {
                             "0 AS partnatts WHERE false",
     "pg_foreign_table": "SELECT 0::BIGINT AS ftrelid, 0::BIGINT AS ftserver WHERE false",
     # SQL cursors are per session (dpsql.server._cursors): psycopg asks here before it
-    # closes a named cursor it did not describe; none are listed, so it sends no CLOSE
+    # closes a named cursor it did not describe (a session lists its own:
+    # dpsql.server._session_views)
     "pg_cursors": "SELECT ''::VARCHAR AS name, ''::VARCHAR AS statement, false AS "
                   "is_holdable, false AS is_binary, false AS is_scrollable, "
                   "NULL::TIMESTAMPTZ AS creation_time WHERE false",
+    # a session's named prepared statements (dpsql.server._session_views)
+    "pg_prepared_statements": "SELECT ''::VARCHAR AS name, ''::VARCHAR AS statement, "
+                              "NULL::TIMESTAMPTZ AS prepare_time, []::VARCHAR[] AS "
+                              "parameter_types, false AS from_sql, 0::BIGINT AS "
+                              "generic_plans, 0::BIGINT AS custom_plans WHERE false",
     "pg_roles": "SELECT 10::BIGINT AS oid, 'dpsql' AS rolname, false AS rolsuper, "
                 "false AS rolinherit, false AS rolcreatedb, false AS rolcreaterole, "
                 "true AS rolcanlogin, false AS rolreplication, -1 AS rolconnlimit, "

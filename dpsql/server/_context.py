@@ -85,6 +85,7 @@ class Context(BVContext):
         self.rows_kept = 0.0
         self.reported: dict[str, str] | None = None  # settings the client was told of
         self.active: str | None = None  # the portal whose statement is running
+        self.prepared_at: dict[str, datetime] = {}  # pg_prepared_statements' prepare_time
         # the settings before the messages since the last Sync (an implicit transaction,
         # which an error rolls back: dpsql.server._extended)
         self.cycle_settings: tuple[dict[str, str], float] | None = None
@@ -114,11 +115,13 @@ class Context(BVContext):
                 raise
         self.held.hold("prepared statement", name, sql)
         super().add_statement(name, sql, param_oids)
+        self.prepared_at[name] = datetime.now(timezone.utc)
 
     def close_statement(self, name: str) -> None:
         """The protocol's Close: no error for a name that does not exist."""
         if self.stmts.pop(name, None) is not None:
             self.held.drop("prepared statement", name)
+            self.prepared_at.pop(name, None)
 
     def deallocate(self, name: str | None) -> None:
         """SQL ``DEALLOCATE name`` (26000 when there is none) or, ``name=None``,
@@ -131,6 +134,13 @@ class Context(BVContext):
             raise unknown_statement(name)
         else:
             self.close_statement(name)
+
+    def statements(self) -> list[tuple[str, str, Any, datetime]]:
+        """The named prepared statements (name, text, declared parameter type OIDs, when
+        prepared), in the order they were prepared: what ``pg_prepared_statements``
+        lists (the unnamed one is not listed, as in PostgreSQL)."""
+        return [(n, sql, oids, self.prepared_at[n])
+                for n, (sql, oids) in self.stmts.items() if n]
 
     def discard_all(self) -> None:
         """``DISCARD ALL``: every named statement and every portal."""

@@ -23,9 +23,6 @@ import itertools
 import re
 from typing import Any, Protocol
 
-import duckdb
-
-from dpsql._sql import quote_literal
 from dpsql.errors import InterfaceError, SqlSyntaxError
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import Result, SessionState, first_word
@@ -188,39 +185,6 @@ def close(s: SessionState, text: str) -> Result:
     return Result(status="CLOSE CURSOR")
 
 
-_PG_CURSORS = "dpsql_pg_cursors()"  # what the catalog route reads pg_cursors as
-
-
-def with_cursors(s: SessionState, sql: str) -> str:
-    """A catalog statement with ``pg_cursors`` listing the session's open SQL cursors
-    (name, its DECLARE statement, WITH HOLD or not, never binary or scrollable here, when
-    it was declared), as PostgreSQL lists them; it listed none. The catalog database is
-    shared by the sessions, so the rows are written into this session's statement as
-    literals (quoted, :func:`dpsql._sql.quote_literal`), in place of the catalog's empty
-    relation: only where DuckDB's tokenizer reads it as code (in a client's string, the
-    listing's quotes would have ended the client's string, and a cursor's name become
-    SQL)."""
-    if _PG_CURSORS not in sql or s.prepared is None:
-        return sql
-    try:  # the catalog's relation where it is code, never inside a string or comment
-        at = [pos for pos, kind in duckdb.tokenize(sql)
-              if kind == duckdb.token_type.identifier and sql.startswith(_PG_CURSORS, pos)]
-    except duckdb.Error:
-        return sql
-    rows = [f"({quote_literal(name)}, {quote_literal(p.declared)}, {str(p.hold).lower()}, "
-            f"false, false, {quote_literal(p.created.isoformat())}::TIMESTAMPTZ)"
-            for name, p in _cursors(s).cursors()]
-    if not rows:
-        return sql
-    listing = (f"(SELECT name::VARCHAR AS name, statement::VARCHAR AS statement, "
-               "is_holdable, is_binary, is_scrollable, creation_time FROM (VALUES "
-               f"{', '.join(rows)}) AS c(name, statement, is_holdable, is_binary, "
-               "is_scrollable, creation_time))")
-    for pos in reversed(at):
-        sql = sql[:pos] + listing + sql[pos + len(_PG_CURSORS):]
-    return sql
-
-
 CURSOR_COMMANDS = {"FETCH": fetch, "MOVE": fetch, "CLOSE": close}
 """Cursor commands that take the statement's text only (``DECLARE`` takes its
 parameters too: :func:`declare`)."""
@@ -233,4 +197,4 @@ recursion: XX000); PostgreSQL refuses them as a syntax error (42601), with no ef
 
 __all__ = ["CURSOR_COMMANDS", "CursorError", "DeclareOutsideBlockError",
            "DuplicateCursorError", "close", "declare", "declared_query", "fetch",
-           "fetch_shape", "with_cursors"]
+           "fetch_shape"]

@@ -30,9 +30,7 @@ differ:
 from __future__ import annotations
 
 import io
-import re
 import struct
-from typing import Any
 
 from buenavista.postgres import BVBuffer
 
@@ -40,8 +38,7 @@ from dpsql.server._commands import Result
 from dpsql.server._context import unknown_statement
 from dpsql.server._copy import parse_copy_out
 from dpsql.server._guard import UntypedText
-from dpsql.server._param_types import TEXT, infer_param_types
-from dpsql.server._route import _NOT_CODE
+from dpsql.server._param_types import TEXT, open_types, parameter_count, parameter_types
 from dpsql.server._types import ARRAY_ELEMENTS, ProtocolError, decode_param
 
 
@@ -152,7 +149,7 @@ class ExtendedProtocol:
         if len(formats) not in (0, 1, n):
             raise ProtocolError(f"bind message has {len(formats)} parameter formats but {n} "
                                 "parameters")
-        required = _parameter_count(*ctx.stmts[stmt])
+        required = parameter_count(*ctx.stmts[stmt])
         if n != required:
             raise ProtocolError(f"bind message supplies {n} parameters, but prepared "
                                 f'statement "{stmt}" requires {required}')
@@ -198,8 +195,7 @@ class ExtendedProtocol:
         # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
         # Open types are described as PostgreSQL infers them (age > $1: int8), else text
         # (:mod:`dpsql.server._param_types`).
-        declared = list(oids) + [0] * (_parameter_count(sql, oids) - len(oids))
-        oids = _open_types(ctx, sql, declared)
+        oids = parameter_types(sql, oids, ctx.session.catalog.tables)
         try:
             dummies = [decode_param(_DUMMIES.get(oid, b"0"), oid, 0) if oid
                        else UntypedText("0") for oid in oids]
@@ -221,23 +217,13 @@ statement that returns rows."""
 
 
 def _open_types(ctx, sql: str, oids: list[int]) -> list[int]:  # noqa: ANN001
-    """``oids`` with each open (0) type as inferred from the statement (0 when its place
-    says nothing: :func:`infer_param_types`)."""
-    if all(oids) or ctx.session is None:
+    if ctx.session is None:
         return list(oids)
-    inferred = infer_param_types(sql, ctx.session.catalog.tables)
-    return [oid or inferred.get(i + 1, 0) for i, oid in enumerate(oids)]
+    return open_types(sql, oids, ctx.session.catalog.tables)
 
 
 def _io(payload: bytes) -> io.BytesIO:
     return io.BytesIO(payload)
-
-
-def _parameter_count(sql: str, oids: Any) -> int:
-    """The parameters of a statement: the types its Parse declared, or its highest
-    ``$n`` outside strings and comments if that is more (PostgreSQL's count)."""
-    code = _NOT_CODE.sub("", sql)
-    return max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
 
 
 def _cstring(buf: BVBuffer) -> str:

@@ -14,12 +14,14 @@ is decoded (a client sends binary only for the type it was told)."""
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 import sqlglot
 from sqlglot import exp
 
 from dpsql.planner._sqlglot_compat import parse_duckdb
+from dpsql.server._route import _NOT_CODE
 from dpsql.server._types import pg_type
 
 TEXT = 25
@@ -110,4 +112,30 @@ def _oid(duck_type: str) -> int | None:
     return pg_type(duck_type)[0] or None
 
 
-__all__ = ["TEXT", "infer_param_types"]
+def parameter_count(sql: str, oids: Sequence[int]) -> int:
+    """The parameters of a statement: the types its Parse declared, or its highest
+    ``$n`` outside strings and comments if that is more (PostgreSQL's count)."""
+    code = _NOT_CODE.sub("", sql)
+    return max([len(oids)] + [int(k) for k in re.findall(r"\$(\d+)", code)])
+
+
+def parameter_types(sql: str, oids: Sequence[int],
+                    tables: Mapping[str, Sequence[tuple[str, str]]]) -> list[int]:
+    """The type OID of every parameter of ``sql`` (:func:`parameter_count` of them): the
+    one its Parse declared, else as inferred from its place (:func:`infer_param_types`),
+    else 0 (open: described as text)."""
+    oids = list(oids) + [0] * (parameter_count(sql, oids) - len(oids))
+    return open_types(sql, oids, tables)
+
+
+def open_types(sql: str, oids: Sequence[int],
+               tables: Mapping[str, Sequence[tuple[str, str]]]) -> list[int]:
+    """``oids`` with each open (0) type as inferred from the statement (0 when its place
+    says nothing: :func:`infer_param_types`)."""
+    if all(oids):
+        return list(oids)
+    inferred = infer_param_types(sql, tables)
+    return [oid or inferred.get(i + 1, 0) for i, oid in enumerate(oids)]
+
+
+__all__ = ["TEXT", "infer_param_types", "open_types", "parameter_count", "parameter_types"]

@@ -69,8 +69,8 @@ from dpsql.errors import SqlSyntaxError
 from dpsql.schema_catalog import CatalogDatabase, default_settings
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
-from dpsql.server._cursors import (CURSOR_COMMANDS, declare, declared_query, fetch_shape,
-                                   with_cursors)
+from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
+from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
@@ -360,7 +360,7 @@ class Session(_BVSession):
             return command(self, without_comments(text))  # SHOW TABLES: the catalog's
         route, sql = self._route_cached(text)
         if route == "catalog":
-            sql = with_cursors(self, sql)  # pg_cursors: this session's cursors
+            sql = with_session_views(self, sql)  # pg_cursors...: this session's own
         logger.debug("%s <- %s", route, sql)
         # belt and braces: the statement that runs is exactly one SELECT, by DuckDB's parser
         check_select(sql, route)
@@ -377,7 +377,7 @@ class Session(_BVSession):
         route, sql, planned = self.planning.prepare(text, params, self._cancel)
         logger.debug("%s (planning process) <- %s", route, sql[:200])
         if route == "catalog":
-            sql = with_cursors(self, sql)
+            sql = with_session_views(self, sql)
             return self._shape(route, sql, params) if shape else \
                 self._run_catalog(sql, params)
         plan = PlannedQuery(*planned)

@@ -254,3 +254,32 @@ def test_pg_cursors_is_listed_in_code_only(server):
             assert con.execute(f"SELECT '{text}' AS t").fetchone() == (text,)
         assert con.execute("SELECT name FROM pg_cursors").fetchall() == [(name,)]
         con.execute("CLOSE ALL")
+
+
+def test_pg_prepared_statements_lists_the_sessions_statements(server):
+    """pg_prepared_statements lists the session's named prepared statements as
+    PostgreSQL 15 does (it was always empty): name, text, when, parameter types
+    (declared, else as Describe infers them, else text), from_sql false (protocol
+    statements); not the unnamed one, not another session's, not deallocated ones; in
+    code only (the same words in a client's string stay its text)."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con, \
+            psycopg.connect(_dsn(server), autocommit=True) as other:
+        pg = con.pgconn
+        pg.prepare(b"s1", b"SELECT COUNT(*) FROM trips WHERE age > $1 AND region = $2")
+        pg.prepare(b"it's", b"SELECT 'a''b' AS x, $1::int AS y", [23])
+        pg.prepare(b"", b"SELECT 1")
+        sql = ("SELECT name, statement, prepare_time IS NOT NULL, parameter_types, from_sql, "
+               "generic_plans, custom_plans FROM pg_catalog.pg_prepared_statements "
+               "ORDER BY name")
+        assert con.execute(sql).fetchall() == [
+            ("it's", "SELECT 'a''b' AS x, $1::int AS y", True, ["integer"], False, 0, 0),
+            ("s1", "SELECT COUNT(*) FROM trips WHERE age > $1 AND region = $2", True,
+             ["bigint", "text"], False, 0, 0)]
+        assert other.execute("SELECT COUNT(*) FROM pg_prepared_statements").fetchone() == (0,)
+        text = "dpsql_pg_prepared_statements()"
+        assert con.execute(f"SELECT '{text}' AS t").fetchone() == (text,)
+        con.execute("DEALLOCATE s1")
+        assert con.execute("SELECT name FROM pg_prepared_statements").fetchall() == [
+            ("it's",)]
+        con.execute("DISCARD ALL")
+        assert con.execute("SELECT COUNT(*) FROM pg_prepared_statements").fetchone() == (0,)
