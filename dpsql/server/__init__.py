@@ -345,7 +345,7 @@ def serve(release: str | os.PathLike, *, host: str = "127.0.0.1", port: int = 54
     from dpsql.server._bounds import check_max_statement_size
     from dpsql.schema_catalog import CatalogDatabase, column_comments, logical_tables
     from dpsql.server._limits import check_memory_limit, check_statement_timeout, duckdb_config
-    from dpsql.server._session import ReleaseConnection
+    from dpsql.server._release_connection import ReleaseConnection
     from dpsql.server._listener import WireServer
 
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:

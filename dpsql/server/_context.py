@@ -33,7 +33,7 @@ from buenavista.postgres import BVContext
 from dpsql.server._bounds import Held
 from dpsql.server._commands import Result
 from dpsql.server._cursors import DuplicateCursorError
-from dpsql.server._session import syntax_position
+from dpsql.server._syntax import syntax_position
 from dpsql.server._limits import OutOfMemoryError
 from dpsql.server._scram import Exchange
 from dpsql.server._sqlstates import (DuplicateStatementError, UnknownPortalError,

@@ -45,18 +45,20 @@ and the planner refuses file readers, :mod:`dpsql.planner.refuse_file_reads`; th
 catalog route runs the same check on its statements): a network client cannot read the
 server's files (``read_csv('/etc/passwd')``), attach other databases or turn the setting
 back on.
+
+Sessions are made by :class:`dpsql.server._release_connection.ReleaseConnection`;
+where a statement's text begins and where its syntax error is:
+:mod:`dpsql.server._syntax`.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import OrderedDict
 from typing import Any, Sequence
 
 import duckdb
-from buenavista.core import Connection
 from buenavista.core import Session as _BVSession
 
 from dpsql import duck
@@ -66,17 +68,17 @@ from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
 from dpsql.errors import SqlSyntaxError
-from dpsql.schema_catalog import CatalogDatabase, default_settings
+from dpsql.schema_catalog import CatalogDatabase
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
 from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
 from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
 from dpsql.server._route import _NOT_CODE, route_statement, without_comments
+from dpsql.server._syntax import statement_text
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
                                   check_statement)
-from dpsql.server._planning import PlanningPool
 from dpsql.server._limits import (DEFAULT_MEMORY_LIMIT, DEFAULT_STATEMENT_TIMEOUT, Watchdog,
                                   classify, duckdb_config, fetch_capped, pg_timeout)
 
@@ -89,30 +91,6 @@ ROUTE_CACHE_SIZE = 256
 # --------------------------------------------------------------------------------------
 # Routing
 # --------------------------------------------------------------------------------------
-
-_COMMENT = re.compile(r"^\s*(?:--[^\n]*(?:\n|\Z)|/\*.*?\*/|;|\s)*", re.DOTALL)
-def _strip(sql: str) -> str:
-    return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
-
-
-def syntax_position(err: BaseException, sql: str) -> int | None:
-    """Where in ``sql`` (as the client sent it, 1-based, PostgreSQL's ErrorResponse field
-    ``P``) the syntax error ``err`` is, when it says (its line and column in the text
-    the parser read, which is ``sql`` without leading comments); None when it does not,
-    or when that place does not hold the word it names."""
-    line, col = getattr(err, "line", None), getattr(err, "col", None)
-    word = getattr(err, "highlight", None) or ""
-    if not isinstance(err, SqlSyntaxError) or not line or not col:
-        return None
-    start = _COMMENT.match(sql).end()
-    lines = sql[start:].split("\n")
-    if line > len(lines):
-        return None
-    at = start + sum(len(x) + 1 for x in lines[:line - 1]) + col - 1
-    if word and sql[at:at + len(word)].lower() != word.lower():
-        return None
-    return at + 1
-
 
 _COMMANDS: dict[str, Any] = {**_SESSION_COMMANDS, **CURSOR_COMMANDS, "DECLARE": declare}
 """Statements the session answers itself (never sent to DuckDB as they are): session
@@ -199,7 +177,7 @@ class Session(_BVSession):
 
     def reported(self) -> dict[str, str]:
         """The settings a client is told of with ParameterStatus, as it spells them."""
-        return {_SPELLING.get(k, k): self.settings.get(k, "") for k in _REPORTED}
+        return {SETTING_SPELLING.get(k, k): self.settings.get(k, "") for k in REPORTED_SETTINGS}
 
     def interrupt(self) -> None:
         """Cancel the running statement (a PostgreSQL CancelRequest, or the statement
@@ -219,7 +197,7 @@ class Session(_BVSession):
         return b"E" if self.failed else b"T"
 
     def execute_sql(self, sql: str, params: Sequence[Any] | None = None) -> Result:
-        text = _strip(sql)
+        text = statement_text(sql)
         word = _first_word(text)
         if self.failed and word not in ("ROLLBACK", "ABORT", "COMMIT", "END"):
             raise FailedTransactionError(
@@ -292,7 +270,7 @@ class Session(_BVSession):
         gives. So a Describe costs a plan and a bind, not a second run of the query, and a
         statement that would hit the timeout is timed once, by its Execute (it used to run
         to the limit twice: once for Describe, once for Execute)."""
-        text = _strip(sql)
+        text = statement_text(sql)
         word = _first_word(text)
         if word == "FETCH" and not self.failed:  # the cursor's columns, no row read
             return fetch_shape(self, without_comments(text))
@@ -315,7 +293,7 @@ class Session(_BVSession):
         write, EXPLAIN) or an unknown column is answered at Execute, with the values
         bound. Session commands are read when they run, and so is a statement over
         :data:`INLINE_BYTES` (it is parsed in a planning process, under the timeout)."""
-        text = _strip(sql)
+        text = statement_text(sql)
         word = _first_word(text)
         if word == "DECLARE":  # its query is read as any statement (psycopg's cursors)
             query = declared_query(without_comments(text))
@@ -455,59 +433,14 @@ class Session(_BVSession):
             child.close()
 
 
-
 _FROM_STARTUP = frozenset(("application_name", "datestyle", "intervalstyle", "timezone"))
 """Startup-packet parameters that set the session's setting of the same name (the rest
 are the server's facts, UTF8 as the only encoding, or the connection's own)."""
 
-_REPORTED = ("server_version", "server_encoding", "client_encoding", "datestyle",
-             "intervalstyle", "timezone", "integer_datetimes", "standard_conforming_strings",
-             "is_superuser", "application_name", "default_transaction_read_only")
-_SPELLING = {"datestyle": "DateStyle", "intervalstyle": "IntervalStyle", "timezone": "TimeZone"}
-
-
-class ReleaseConnection(Connection):
-    """buenavista's Connection (a session factory) over one release file."""
-
-    def __init__(self, release: str, alias: str, catalog: CatalogDatabase,
-                 plan_cache_size: int = 256,
-                 statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT,
-                 memory_limit: str = DEFAULT_MEMORY_LIMIT, memory_bytes: int = 1 << 30,
-                 max_statement_size: int = DEFAULT_MAX_STATEMENT) -> None:
-        super().__init__()
-        self.release = release
-        self.alias = alias
-        self.catalog = catalog
-        self.plan_cache_size = plan_cache_size
-        self.statement_timeout = statement_timeout
-        self.memory_limit = memory_limit
-        self.memory_bytes = memory_bytes
-        self.settings = default_settings(alias)
-        self._lock = threading.Lock()
-        self.max_statement_size = max_statement_size
-        self.planning = PlanningPool(release, alias, {n.lower() for n in catalog.tables},
-                                     set(catalog.relations), max_statement_size)
-
-    def create_session(self) -> Session:
-        sess = self.new_session()
-        with self._lock:
-            self._sessions[sess.id] = sess
-        return sess
-
-    def close_session(self, session: Session) -> None:
-        with self._lock:
-            known = self._sessions.pop(session.id, None) if session else None
-        if known is not None:
-            known.close()
-
-    def sessions(self) -> list[Session]:
-        with self._lock:
-            return list(self._sessions.values())
-
-    def new_session(self) -> Session:
-        return Session(self.release, self.alias, self.catalog, self.settings,
-                       self.plan_cache_size, self.statement_timeout, self.memory_limit,
-                       self.memory_bytes, self.planning, self.max_statement_size)
-
-    def parameters(self) -> dict[str, str]:
-        return {_SPELLING.get(k, k): self.settings[k] for k in _REPORTED}
+REPORTED_SETTINGS = ("server_version", "server_encoding", "client_encoding", "datestyle",
+                     "intervalstyle", "timezone", "integer_datetimes",
+                     "standard_conforming_strings", "is_superuser", "application_name",
+                     "default_transaction_read_only")
+"""The settings a client is told of with ParameterStatus (PostgreSQL's reported ones)."""
+SETTING_SPELLING = {"datestyle": "DateStyle", "intervalstyle": "IntervalStyle",
+                    "timezone": "TimeZone"}

@@ -57,7 +57,7 @@ from dpsql.server._guard import Refusal, split_simple_query
 from dpsql.server._limits import QueryCanceledError
 from dpsql.server._login import Login, TlsRequiredError
 from dpsql.server._bounds import MessageTooLongError
-from dpsql.server._session import syntax_position
+from dpsql.server._syntax import syntax_position
 from dpsql.server._sqlstates import (TooManyConnectionsError, UnknownDatabaseError, hint_of,
                                      sqlstate_of)
 from dpsql.server._types import ProtocolError, pg_type
