@@ -2,7 +2,8 @@
 0), inferred from where each ``$n`` stands, as PostgreSQL infers them for its
 ParameterDescription: ``age > $1`` takes ``age``'s type (int8), ``region IN ($1, $2)``
 ``region``'s, ``distance BETWEEN $1 AND $2`` ``distance``'s, ``region = ANY($1)`` an
-array of it, ``$1::int`` the cast's, ``LIMIT $1``/``OFFSET $1`` int8.
+array of it, ``$1::int`` the cast's, ``LIMIT $1``/``OFFSET $1`` int8, ``HAVING COUNT(*) >
+$1`` int8, ``date_trunc('month', ts) >= $1`` a timestamp column's.
 
 Clients that prepare first and then encode each value by the type the server described
 (asyncpg; pgjdbc for a ``setObject`` without a type) were told ``text`` for every
@@ -84,9 +85,19 @@ def _type_at(holder: exp.Expression, columns: dict[str, set[str]]) -> int | None
 
 def _duck_type(node: exp.Expression, columns: dict[str, set[str]]) -> str | None:
     """The DuckDB type of the other side of a comparison, when it is plain: a column of
-    one type in the tables read, a cast, or a literal."""
+    one type in the tables read, a cast, or a literal; or, as PostgreSQL 15 types them,
+    ``COUNT(...)`` (bigint: ``HAVING COUNT(*) > $1``), ``EXTRACT`` (numeric) and
+    ``date_trunc(unit, <timestamp>)`` (timestamp). ``date_trunc`` of a date is
+    ``timestamptz`` in PostgreSQL, which this server does not take: it stays text."""
     while isinstance(node, exp.Paren):
         node = node.this
+    if isinstance(node, exp.Count):
+        return "BIGINT"
+    if isinstance(node, exp.Extract):
+        return "DECIMAL"
+    if isinstance(node, (exp.TimestampTrunc, exp.DateTrunc)):
+        inner = _duck_type(node.this, columns)
+        return inner if inner is not None and inner.upper() == "TIMESTAMP" else None
     if isinstance(node, exp.Column):
         types = columns.get(node.name.lower(), set())
         return next(iter(types)) if len(types) == 1 else None

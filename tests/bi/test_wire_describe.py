@@ -32,6 +32,9 @@ def _parameter_types(body: bytes) -> list[int]:
     ("SELECT $1::int AS x, $2::numeric AS y, $3::date AS z", [23, 1700, 1082]),
     ("SELECT COUNT(*) FROM trips WHERE mode = ANY($1)", [1009]),
     ("SELECT $1 AS anything", [25]),  # nothing says its type: text, as PostgreSQL
+    # in expressions and aggregates (were text)
+    ("SELECT region, COUNT(*) AS n FROM trips GROUP BY region HAVING COUNT(*) > $1", [20]),
+    ("SELECT COUNT(*) FROM trips WHERE EXTRACT(year FROM DATE '2020-01-01') = $1", [1700]),
     # asyncpg's type introspection
     ("SELECT t.typname FROM pg_catalog.pg_type t WHERE t.oid = any($1::oid[])", [1028]),
 ])
@@ -85,4 +88,21 @@ def test_describe_of_dates_and_timestamps_is_their_shape(typed_server, sql, type
         s.sendall(parse("s", sql) + describe(b"S", "s") + SYNC)
         got = until_ready(s)
         assert kinds(got) == "1tTZ", got
+        assert _parameter_types(got[1][1]) == types
+
+
+@pytest.mark.parametrize("sql,types", [
+    ("SELECT COUNT(*) AS k FROM t WHERE date_trunc('month', ts) >= $1", [1114]),  # was text
+    # PostgreSQL: timestamptz, which this server refuses: text (read as it is spelled)
+    ("SELECT COUNT(*) AS k FROM t WHERE date_trunc('month', d) >= $1", [25]),
+])
+def test_a_parameter_compared_with_date_trunc(typed_server, sql, types):
+    """``date_trunc(unit, <timestamp>) >= $1`` describes ``$1`` as a timestamp, as
+    PostgreSQL 15 does (it was text)."""
+    with socket.create_connection(("127.0.0.1", typed_server.port), timeout=60) as s:
+        s.sendall(startup_packet(database=typed_server.database))
+        assert kinds(until_ready(s))[-1] == "Z"
+        s.sendall(parse("s", sql) + describe(b"S", "s") + SYNC)
+        got = until_ready(s)
+        assert kinds(got)[:2] == "1t", got
         assert _parameter_types(got[1][1]) == types
