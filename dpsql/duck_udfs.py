@@ -48,6 +48,7 @@ from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
 from dpsql.accuracy.inftda_answers import cover_bound, interval_offsets, measured_estimate
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_parents_of
+from dpsql.domains.calendar import edges_of
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
@@ -363,10 +364,9 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
                 f"last attribute is {aname!r}")
         meta = next(r for r in st.catalog.releases if r.alias == v.alias).attributes[aname]
         cum = st.prefixes[v.key]
-        grid = np.arange(cum.size, dtype=np.float64)
 
         def F(t: np.ndarray) -> np.ndarray:
-            return np.interp((t - meta.lower) / meta.width, grid, cum)
+            return np.interp(t, edges_of(meta), cum)  # exact at the stored edges
 
         if what == "range":
             out[sel] = F(ys[sel]) - F(xs[sel])
@@ -379,7 +379,7 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
                 out[sel] = np.nan
             else:
                 fitted = np.clip(isotonic(cum[1:-1]), 0.0, total)
-                edges = meta.lower + meta.width * grid
+                edges = edges_of(meta)
                 qs = quantile(np.concatenate((fitted, [total])),
                               np.clip(xs[sel], 0.0, 1.0), edges)
                 step = getattr(meta, "step", None)  # grid values: the value at or below

@@ -14,6 +14,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from dpsql.domains.calendar import edges_of
+
 
 def _add_row(table: Table, *cells: Any) -> None:
     """A row whose text cells are shown as written, never read as rich markup (a
@@ -151,7 +153,7 @@ def _edges(a: Any, labels: list[str] | None = None) -> str:
     """A binned attribute's bin edges: ``0, 4, 8, …, 252, 256 (64 bins of width 4)``;
     ``labels``: the edges as the caller spells them (dates, timestamps), by ``a.unit``."""
     if labels is None:
-        shown = [_fmt(float(a.lower + i * a.width)) for i in range(a.bins + 1)]
+        shown = [_fmt(float(e)) for e in edges_of(a)]
         size = f"of width {_fmt(float(a.width))}"
     else:
         shown = list(labels)

@@ -35,6 +35,7 @@ import numpy as np
 from dpsql._sql import quote_ident
 from dpsql.accuracy import ErrorModel, load
 from dpsql.accuracy.inftda_support import Measured, Support
+from dpsql.domains.bin_edges import PRODUCT
 from dpsql.errors import IntegrityError, OperationalError
 from dpsql.privacy import Budget, budget_from_json
 
@@ -83,6 +84,7 @@ class AttributeMeta:
     step: float | None = None  # range: the grid step of integer (1) and decimal values
     on_null: str = "error"  # error | drop (per view) | category (NULL is a released value)
     unit: str | None = None  # date/timestamp bins: day, week, month, hour, ... (None: width)
+    edge_mode: str = PRODUCT  # range: dpsql.domains.bin_edges (a file without it: product)
 
     @property
     def null_category(self) -> bool:
@@ -104,13 +106,18 @@ class AttributeMeta:
             out["on_null"] = self.on_null
         if self.unit is not None:
             out["unit"] = self.unit
+        if self.kind == "range":
+            out["edge_mode"] = self.edge_mode
         return out
 
     @classmethod
     def from_json(cls, d: dict) -> "AttributeMeta":
+        """A release written before the decimal edges has no ``edge_mode``: its stored
+        edges, its data's bins and so the planner's comparisons are the product edges."""
         return cls(d["name"], d["kind"], tuple(d["columns"]), d["domain_table"],
                    d.get("lower"), d.get("upper"), d.get("bins"), d.get("value_type"),
-                   d.get("step"), d.get("on_null", "error"), d.get("unit"))
+                   d.get("step"), d.get("on_null", "error"), d.get("unit"),
+                   d.get("edge_mode", PRODUCT))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dpsql._sql import quote_ident
 from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.accuracy.multiset import model_offsets
+from dpsql.domains.calendar import edges_of
 from dpsql.errors import IntegrityError
 from dpsql.release_file import Release, ViewMeta, read_support
 
@@ -213,8 +214,7 @@ def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMet
             if b is None or not 0 <= int(b) < K:
                 raise IntegrityError(f"{lv.table!r}: bin {b} is outside 0..{K - 1}")
             counts[int(b)] = float(c)
-        edges = attr.lower + np.arange(K + 1) * attr.width
-        edges[-1] = attr.upper
+        edges = edges_of(attr)
         if view.error_model.reads_support:
             at, band, per_bin, kind = _support_bands(con, view, lv, name, K)
         else:

@@ -17,6 +17,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Union
 
+from dpsql.domains.bin_edges import edge_mode
 from dpsql.domains.calendar import (UNITS, edges_of, is_month_start, month_edges,
                                    months_between, to_axis)
 from dpsql.errors import SpecError
@@ -250,6 +251,12 @@ class Range:
     @property
     def width(self) -> float:
         return (self.upper - self.lower) / self.bins
+
+    @property
+    def edge_mode(self) -> str:
+        """How the release computes this attribute's bin edges
+        (:func:`dpsql.domains.bin_edges.edge_mode`: the correctly rounded decimals)."""
+        return edge_mode(self.lower, self.upper, self.bins)
 
     def edges(self) -> list[float]:
         """The K + 1 bin edges (calendar months for ``unit = "month"``)."""

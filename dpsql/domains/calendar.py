@@ -27,6 +27,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from dpsql.domains.bin_edges import all_edges
+
 EPOCH_DATE = date(1970, 1, 1)
 EPOCH = datetime(1970, 1, 1)
 CALENDAR_TYPES = ("date", "timestamp")
@@ -91,11 +93,11 @@ def month_edges(value_type: str, lower: float, bins: int) -> np.ndarray:
 
 def edges_of(a) -> np.ndarray:
     """The K + 1 bin edges of a binned attribute (a spec ``Range`` or an
-    ``AttributeMeta``): calendar months, or ``lower + i * width`` with ``upper`` last."""
+    ``AttributeMeta``): calendar months, or the equal-width edges of
+    :mod:`dpsql.domains.bin_edges` (by the attribute's ``edge_mode``) with ``upper`` last."""
     if getattr(a, "unit", None) == "month":
         return month_edges(a.value_type, a.lower, a.bins)
-    w = (a.upper - a.lower) / a.bins
-    return np.array([a.lower + i * w for i in range(a.bins)] + [a.upper])
+    return all_edges(a.lower, a.upper, a.bins, a.edge_mode)
 
 
 def edge_index(a, x: float) -> int | None:

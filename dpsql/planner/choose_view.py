@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dpsql.accuracy.laplace_sum import half_width
+from dpsql.domains.bin_edges import edge_index as bin_edge_index
 from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
@@ -196,16 +197,13 @@ def _on_grid(edges: tuple[int | None, ...], span: int) -> bool:
 
 def grid_index(a, x: float) -> int | None:
     """The leaf-bin edge index of ``x`` on the binned attribute ``a`` if ``x`` lies
-    exactly on that edge, else None. Exact both ways: ``(x - lower) / width`` can round
-    to an integer for an ``x`` just off the edge (5e-324 / 4 underflows to 0), so the
-    edge is recomputed and compared."""
+    exactly on that edge, else None: the edge is computed as the release stores it
+    (:mod:`dpsql.domains.bin_edges`, by ``a.edge_mode``) and compared with ``==``, so a
+    bound written as an edge's decimal (``0.3`` with bins of 0.1) is that edge, and an
+    ``x`` a hair off it (5e-324 with bins of 4) is not."""
     if a.unit == "month":
         return edge_index(a, x)
-    b = (x - a.lower) / a.width
-    if b != round(b):
-        return None
-    b = int(round(b))
-    return b if a.lower + b * a.width == x else None
+    return bin_edge_index(a.lower, a.upper, a.bins, x, a.edge_mode)
 
 
 def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from dpsql._sql import quote_ident as q
 from dpsql.accuracy.inftda_support import ZERO_CHILD
+from dpsql.domains.bin_edges import edge_sql
 from dpsql.domains.calendar import month_edge_sql
 from dpsql.planner.catalog import ViewInfo
 
@@ -85,9 +86,10 @@ def dense_nodes_sql(view: ViewInfo, k: int, attributes: dict,
                 lo_sql = month_edge_sql(meta.value_type, meta.lower, "b")
                 hi_sql = month_edge_sql(meta.value_type, meta.lower, f"LEAST(b + {s}, {kb})")
             else:
-                lo_sql = f"{num(meta.lower)} + b * {num(meta.width)}"
+                edge = (meta.lower, meta.upper, kb)  # as view_tables stores them
+                lo_sql = edge_sql(*edge, "b", meta.edge_mode)
                 hi_sql = (f"CASE WHEN b + {s} >= {kb} THEN {num(meta.upper)} ELSE "
-                          f"{num(meta.lower)} + (b + {s}) * {num(meta.width)} END")
+                          f"{edge_sql(*edge, f'b + {s}', meta.edge_mode)} END")
             null = (f" UNION ALL SELECT {kb}, {kb + 1}, CAST(NULL AS DOUBLE), "
                     f"CAST(NULL AS DOUBLE)") if meta.null_category else ""  # its NULL node
             parts.append(

@@ -313,7 +313,7 @@ def _attribute_metas(spec: ReleaseSpec) -> list[AttributeMeta]:
             metas.append(AttributeMeta(a.name, "range", (f"{a.name}_lo", f"{a.name}_hi"),
                                        f"dpsql_domain__{a.name}", a.lower, a.upper, a.bins,
                                        a.value_type, a.step, on_null=a.on_null,
-                                       unit=a.unit))
+                                       unit=a.unit, edge_mode=a.edge_mode))
         else:
             metas.append(AttributeMeta(a.name, a.kind, tuple(a.columns),
                                        f"dpsql_domain__{a.name}",

@@ -36,6 +36,7 @@ import re
 from dataclasses import replace
 from fractions import Fraction
 
+from dpsql.domains.bin_edges import DECIMAL, edge_sql
 from dpsql.domains.calendar import month_bin_sql
 from dpsql.errors import DataError, SpecError
 from dpsql.spec import Categorical, Hierarchy, Range, ReleaseSpec, check_grid
@@ -124,12 +125,22 @@ def value_sql(attr: Range, column: str) -> str:
 def bin_sql(attr: Range, value: str) -> str:
     """SQL for the (unclamped) leaf bin of ``value``, a DOUBLE expression, exact on the
     value's grid: a decimal is first snapped to its grid index, so that 0.3 with bins of
-    0.1 falls in bin 3, not in bin 2 as ``floor(0.3 / 0.1)`` would put it."""
+    0.1 falls in bin 3, not in bin 2 as ``floor(0.3 / 0.1)`` would put it. Any other
+    value is in bin b when edge b <= value < edge b + 1 (the edges the release stores,
+    :mod:`dpsql.domains.bin_edges`): ``floor((value - lower) / width)`` is within one of
+    b, and is moved by comparing with its two edges, so a real 0.3 with bins of 0.1
+    is in bin 3 (floor gives 2, as 0.3 / 0.1 = 2.9999999999999996)."""
     if attr.unit == "month":
         return month_bin_sql(attr.value_type, attr.lower, value)  # type: ignore[arg-type]
     width = (attr.upper - attr.lower) / attr.bins
     if attr.value_type != "decimal":
-        return f"floor(({value} - {attr.lower!r}) / {width!r})"
+        guess = f"floor(({value} - {attr.lower!r}) / {width!r})"
+        if attr.edge_mode != DECIMAL:
+            return guess
+        edge = (attr.lower, attr.upper, attr.bins)
+        g = f"CAST({guess} AS BIGINT)"
+        return (f"({g} + CAST({value} >= {edge_sql(*edge, g + ' + 1')} AS BIGINT) - "
+                f"CAST({value} < {edge_sql(*edge, g)} AS BIGINT))")
     step = Fraction(repr(attr.resolution))
     lo = Fraction(repr(attr.lower)) / step
     w = Fraction(repr(attr.upper)) / step - lo

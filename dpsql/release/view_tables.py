@@ -112,14 +112,9 @@ def _count_columns(level) -> Columns:
 
 def _range_columns(attr: Range, bin_lo: np.ndarray, bin_hi: np.ndarray) -> dict[str, Any]:
     null = bin_lo >= attr.bins  # the NULL node of on_null = "category": [K, K + 1)
-    if attr.unit == "month":  # calendar months: the edges by index
-        edges = edges_of(attr)
-        lo = edges[np.minimum(bin_lo, attr.bins).astype(np.int64)]
-        hi = edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
-    else:
-        w = attr.width
-        lo = attr.lower + bin_lo * w
-        hi = np.where(bin_hi >= attr.bins, attr.upper, attr.lower + bin_hi * w)
+    edges = edges_of(attr)  # calendar months, or dpsql.domains.bin_edges: by index
+    lo = edges[np.minimum(bin_lo, attr.bins).astype(np.int64)]
+    hi = edges[np.minimum(bin_hi, attr.bins).astype(np.int64)]
     if null.any():  # its bounds are NULL (NaN is stored as NULL): no range holds it
         lo, hi = np.where(null, np.nan, lo), np.where(null, np.nan, hi)
     return {f"{attr.name}_lo": lo, f"{attr.name}_hi": hi,
