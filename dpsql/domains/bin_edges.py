@@ -40,12 +40,14 @@ _EXACT = 2 ** 53
 
 
 def _ratio(lower: float, upper: float, bins: int) -> tuple[int, int, int] | None:
-    """``(p·K, q − p, K·D)`` with ``lower = p/D``, ``upper = q/D`` as printed, or None
-    when some ``N_b`` or ``M`` exceeds 2⁵³ (no exact double division)."""
+    """``(p·K, q − p, K·D)`` with ``lower = p/D``, ``upper = q/D`` as printed, divided by
+    their gcd, or None when some ``N_b`` or ``M`` exceeds 2⁵³ (no exact double division)."""
     lo, hi = Fraction(repr(float(lower))), Fraction(repr(float(upper)))
     d = math.lcm(lo.denominator, hi.denominator)
     p, q = int(lo * d), int(hi * d)
     n0, step, m = p * bins, q - p, bins * d
+    g = math.gcd(n0, step, m)  # the same quotients: whole widths (seconds by the
+    n0, step, m = n0 // g, step // g, m // g  # second for years) stay exact
     if max(abs(n0), abs(n0 + step * bins), m) > _EXACT:
         return None
     return n0, step, m

@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 import dpsql
 from dpsql import duck
 from dpsql.dbapi import SeededReleaseWarning
-from dpsql.domains.bin_edges import DECIMAL, PRODUCT, all_edges, bin_edge, edge_sql
+from dpsql.domains.bin_edges import (DECIMAL, PRODUCT, all_edges, bin_edge, edge_mode,
+                                      edge_sql)
 from dpsql.planner.choose_view import grid_index
 from dpsql.release_file import AttributeMeta
 
@@ -135,6 +136,15 @@ def test_an_older_release_keeps_its_product_edges(tenths, tmp_path):
 def _meta(lower, upper, bins, mode=DECIMAL):
     return AttributeMeta("x", "range", ("x_lo", "x_hi"), "d", lower, upper, bins, "real",
                          None, edge_mode=mode)
+
+
+def test_long_whole_grids_keep_decimal_edges():
+    """Ten years of timestamps by the second: p·K is 4e17 > 2⁵³, but the common factor
+    K leaves lower + b seconds, exact; bounds of 17 digits fall back to product edges."""
+    lower, bins = 1.3e9, 315_360_000
+    assert edge_mode(lower, lower + bins, bins) == DECIMAL
+    assert bin_edge(lower, lower + bins, bins, 123_456_789) == lower + 123_456_789
+    assert edge_mode(0.12345678901234567, 1.0, 1000) == PRODUCT
 
 
 def test_old_meta_reads_product_edges():
