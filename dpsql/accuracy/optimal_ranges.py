@@ -23,9 +23,10 @@ mechanism under ℓ₂; Li et al. 2010, Yuan et al. 2016). [derived here; not in
 * **The noise.** ``C = (Λ^½V) w^{-½} (Λ^½V)ᵀ``, sampled as ``F z`` with
   ``F = Λ^½ V w^{-¼}`` and z ~ N(0, I_K): K normals, one matrix product. Privacy uses
   ``diag(C⁻¹) = diag(M)`` computed from the same factorisation.
-* **Cost.** O(K³) time and O(K²) memory, once per release and again (one
-  eigendecomposition) when an error model is first evaluated: once per process, as
-  :func:`dpsql.accuracy.load` shares models, and never when attaching a release. Hence
+* **Cost.** O(K³) time and O(K²) memory, once per process and shape: the
+  factorisation is kept (:func:`noise_factor`), so the mechanism, its error model and the
+  release-time bootstrap's replicates share one; :func:`dpsql.accuracy.load` shares
+  models, and attaching a release never builds one. Hence
   :data:`MAX_OPTIMAL_BINS`; beyond it the tree covariance (O(K)) is the choice.
 
 The error model stores only public numbers: K, the weights λ, σ and the view's level
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
@@ -132,16 +134,41 @@ def _check_weights(weights: Any, bins: int) -> np.ndarray:
     return lam
 
 
+FACTOR_CACHE_BYTES = 300 * 2 ** 20
+"""The most memory :func:`noise_factor` keeps for factorisations already made: one
+4,096-bin view's (F and M, 268 MB), or many smaller ones, least recently used first out."""
+
+_factors: "OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+_factors_lock = threading.Lock()
+
+
 def noise_factor(bins: int, weights: Any) -> tuple[np.ndarray, np.ndarray]:
     """(F, M) for the weights λ: leaf noise ``σ·F z`` (z ~ N(0, I)) has covariance
     ``σ²C`` with ``C = F Fᵀ``, and ``M = C⁻¹`` (from the same factorisation).
-    Every λ > 0 gives a valid mechanism; privacy is calibrated on M, never assumed."""
+    Every λ > 0 gives a valid mechanism; privacy is calibrated on M, never assumed.
+
+    Both depend only on K and λ (public, data-free), and a build asks for the same pair
+    again and again: the mechanism draws its noise from F, its error model's variances
+    come from F, and the release-time bootstrap re-runs both once per replicate (32
+    eigendecompositions of the same matrix, 70 % of building the trips demo). So the
+    pair is computed once and kept (read-only) up to :data:`FACTOR_CACHE_BYTES`."""
     k = _check_bins(bins)
     lam = _check_weights(weights, k)
+    key = (k, lam.tobytes())
+    with _factors_lock:
+        if key in _factors:
+            _factors.move_to_end(key)
+            return _factors[key]
     s, w, v = _spectral(all_ranges_gram(k), lam)
     factor = (s[:, None] * v) * w ** -0.25
-    root = (v * np.sqrt(w)) @ v.T
-    return factor, root / np.outer(s, s)
+    m_inv = ((v * np.sqrt(w)) @ v.T) / np.outer(s, s)
+    factor.flags.writeable = m_inv.flags.writeable = False
+    with _factors_lock:
+        _factors[key] = (factor, m_inv)
+        while len(_factors) > 1 and sum(f.nbytes + m.nbytes for f, m in
+                                        _factors.values()) > FACTOR_CACHE_BYTES:
+            _factors.popitem(last=False)
+    return factor, m_inv
 
 
 def factorisation_residual(factor: np.ndarray, m_inv: np.ndarray) -> float:

@@ -36,6 +36,7 @@ Decisions:
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,15 @@ def check_residual(factor: np.ndarray, m_inv: np.ndarray) -> float:
     return e
 
 
+@lru_cache(maxsize=16)
+def _certified_residual(bins: int, weights: tuple[float, ...]) -> float:
+    """:func:`check_residual` of the factorisation of (K, λ): both are public and
+    data-free, so, like the factorisation itself, it is computed once per process and
+    shape (two K³ products, which the release-time bootstrap would otherwise repeat per
+    replicate). A refusal is never cached: it is raised again on every call."""
+    return check_residual(*noise_factor(bins, weights))
+
+
 def optimal_sensitivity(m_inv: np.ndarray, neighbouring: Neighbouring, max_rows: int) -> float:
     """Δ_C for the inverse covariance ``m_inv`` (see the module docstring)."""
     single, pair = privacy_constants(m_inv)
@@ -104,13 +114,14 @@ def cascade_optimal(hist: Any, budget: Budget, *, neighbouring: Neighbouring | s
     k = h.size
     depth = depth_for(k, m)
     weights, gap, steps = optimal_range_weights(k)
-    factor, m_inv = noise_factor(k, weights)
-    residual = check_residual(factor, m_inv)
+    lam = tuple(float(x) for x in weights)
+    factor, m_inv = noise_factor(k, lam)
+    residual = _certified_residual(k, lam)
     delta_c = optimal_sensitivity(m_inv, nb, rows)
     sigma = calibrate_sigma(delta_c, budget, calibration)
     noise = sigma * (factor @ rng.standard_normal(k))
     counts = h + noise
-    model = RangeOptimalErrorModel(m, depth, k, float(sigma), tuple(float(x) for x in weights))
+    model = RangeOptimalErrorModel(m, depth, k, float(sigma), lam)
     return PrivateTree(
         mechanism=MECHANISM, levels=range_levels(counts, m, depth, model.node_variance),
         error_model=model, loss=budget,

@@ -74,6 +74,27 @@ def test_solver_certifies_its_gap_and_lies_between_the_bounds(k):
     assert total <= dual * (1 + gap) * (1 + 1e-9)
 
 
+def test_kept_factorisation_is_the_fresh_one_and_read_only():
+    """The factorisation is kept per (K, λ) for the bootstrap's replicates: a kept pair
+    is bit-identical to a fresh one and cannot be written, so no caller can change the
+    noise of a later build; another λ gets its own."""
+    from dpsql.accuracy import optimal_ranges
+
+    lam, _, _ = optimal_range_weights(16)
+    factor, m_inv = noise_factor(16, lam)
+    assert noise_factor(16, tuple(lam))[0] is factor
+    with pytest.raises(ValueError):
+        factor[0, 0] = 0.0
+    optimal_ranges._factors.clear()
+    fresh, fresh_inv = noise_factor(16, lam)
+    assert fresh is not factor
+    np.testing.assert_array_equal(fresh, factor)
+    np.testing.assert_array_equal(fresh_inv, m_inv)
+    other = lam.copy()
+    other[0] *= 2.0
+    assert not np.array_equal(noise_factor(16, other)[0], factor)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.integers(2, 24), st.integers(0, 2 ** 32 - 1))
 def test_weak_duality_for_any_weights(k, seed):
