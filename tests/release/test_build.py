@@ -170,8 +170,9 @@ def test_bounding_choice_is_random_per_unit(tmp_path):
     (tmp_path / "geo.csv").write_text("region,province,city\nN,N1,a\nN,N1,b\n")
     kept = set()
     for seed in range(12):
-        spec = _spec(tmp_path, source="t.parquet",
-                     privacy_unit={"column": "traveller", "max_rows": 1})
+        spec = _spec(tmp_path, source="t.parquet",  # the one view that shows the city
+                     privacy_unit={"column": "traveller", "max_rows": 1},
+                     views=[v for v in trips_spec()["views"] if v["name"] == "geo_mode"])
         build_release(spec, tmp_path / "r.duckdb", seed=seed, progress=False, replace=True)
         con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
         kept.add(_rows(con, "SELECT city FROM geo_mode__l3")[0][0])
