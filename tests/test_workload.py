@@ -267,7 +267,7 @@ def test_dry_run_inftda_predictions_use_the_linear_scale(trips_data):
 
 def test_scattered_range_pieces_are_predicted_with_their_covariances(trips_data):
     # NOT BETWEEN and a scattered IN on a cascade view: the prediction is the variance
-    # of the sum of the pieces (with the tree's covariances), measured here over 3,000
+    # of the sum of the pieces (with the tree's covariances), measured here over 1,000
     # draws of the mechanism itself (its error does not depend on the counts), not the
     # variance of the pieces' hull (which the test also shows would be wrong)
     import numpy as np
@@ -286,7 +286,7 @@ def test_scattered_range_pieces_are_predicted_with_their_covariances(trips_data)
     hull = predict_spec(spec, [WorkloadQuery(
         "SELECT COUNT(*) FROM trips WHERE age BETWEEN 3 AND 90")])[0].variance
     draws = np.array([cascade(np.zeros(100, np.int64), ZCDP(1.0), neighbouring="add_remove",
-                              rng=rng(s)).levels[-1].counts for s in range(3000)])
+                              rng=rng(s)).levels[-1].counts for s in range(1000)])
     for (pieces, _), p in zip(queries.items(), preds):
         err = sum(draws[:, a:b].sum(axis=1) for a, b in pieces)
         measured = float(np.mean(err ** 2))
@@ -294,7 +294,7 @@ def test_scattered_range_pieces_are_predicted_with_their_covariances(trips_data)
         assert abs(p.variance - measured) < 5 * se
     whole = predict_spec(spec, [WorkloadQuery("SELECT COUNT(*) FROM trips")])[0].variance
     first = sum(draws[:, a:b].sum(axis=1) for a, b in ((0, 20), (61, 100)))
-    assert abs(whole - float(np.mean(first ** 2))) > 5 * whole * math.sqrt(2 / 3000)
+    assert abs(whole - float(np.mean(first ** 2))) > 5 * whole * math.sqrt(2 / 1000)
     assert hull != preds[1].variance
 
 
