@@ -43,7 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dpsql.accuracy.laplace_sum import half_width
-from dpsql.domains.bin_edges import edge_index as bin_edge_index
+from dpsql.domains.bin_edges import bin_edge, edge_index as bin_edge_index
 from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
@@ -207,15 +207,45 @@ def grid_index(a, x: float) -> int | None:
 
 
 def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
-    """The smallest range of leaf bins [b0, b1) that contains the filter's interval."""
+    """The smallest range of leaf bins [b0, b1) that contains the filter's interval: b0
+    the last edge at or below its lower bound, b1 the first edge at or above its upper
+    bound, the edges computed as the release stores them (:func:`grid_index`'s
+    :func:`dpsql.domains.bin_edges.bin_edge`, by ``a.edge_mode``) and compared exactly.
+    These are the bins whose stored bounds the rewrite's ``hi > lo`` and ``lo < hi`` keep,
+    so the prediction is made for the nodes that answer. (A tolerance of 1e-9 bin widths
+    took a bound 5e-10 widths below an edge as that edge: a range predicted one bin
+    short of the one answered and of its error columns.)"""
     a = release.attributes[r.attribute]
     lo = a.lower if r.lo is None else min(max(r.lo, a.lower), a.upper)
     hi = a.upper if r.hi is None else min(max(r.hi, a.lower), a.upper)
     if a.unit == "month":
         return bin_span_of(a, lo, hi)
-    b0 = int(math.floor((lo - a.lower) / a.width + 1e-9))
-    b1 = int(math.ceil((hi - a.lower) / a.width - 1e-9))
-    return max(0, min(b0, a.bins)), max(0, min(b1, a.bins))
+    return _edge_at_or_below(a, lo), _edge_at_or_above(a, hi)
+
+
+def _edge(a, b: int) -> float:
+    return bin_edge(a.lower, a.upper, a.bins, b, a.edge_mode)
+
+
+def _edge_at_or_below(a, x: float) -> int:
+    """The largest b in 0..K with edge b ≤ x (x in [lower, upper]). ``(x − lower)/width``
+    lands within one of it; the edges (non-decreasing) settle it."""
+    b = min(max(int(math.floor((x - a.lower) / a.width)), 0), a.bins)
+    while b > 0 and _edge(a, b) > x:
+        b -= 1
+    while b < a.bins and _edge(a, b + 1) <= x:
+        b += 1
+    return b
+
+
+def _edge_at_or_above(a, x: float) -> int:
+    """The smallest b in 0..K with edge b ≥ x (x in [lower, upper])."""
+    b = min(max(int(math.ceil((x - a.lower) / a.width)), 0), a.bins)
+    while b < a.bins and _edge(a, b) < x:
+        b += 1
+    while b > 0 and _edge(a, b - 1) >= x:
+        b -= 1
+    return b
 
 
 def range_errors(v: ViewInfo, bins: int) -> np.ndarray | None:
