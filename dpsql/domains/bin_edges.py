@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -39,6 +40,7 @@ and bounds too long for exact doubles)."""
 _EXACT = 2 ** 53
 
 
+@lru_cache(maxsize=1024)  # a few attributes, asked per bound of every query
 def _ratio(lower: float, upper: float, bins: int) -> tuple[int, int, int] | None:
     """``(p·K, q − p, K·D)`` with ``lower = p/D``, ``upper = q/D`` as printed, divided by
     their gcd, or None when some ``N_b`` or ``M`` exceeds 2⁵³ (no exact double division)."""

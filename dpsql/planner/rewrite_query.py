@@ -78,8 +78,9 @@ class _Rows:
         A = q(ref.alias)
         # key: label columns that identify one source row (None: several rows a group)
         self.key: tuple[str, ...] | None = None if spans else self.labels
-        if inline and _prefix_range(ref, view) is not None:
-            self._prefix(ref, view, A)
+        span = _prefix_range(ref, view) if inline else None
+        if span is not None:
+            self._prefix(view, A, *span)
             return
         ranges = {r.attribute: r for r in ref.ranges}
         conds: list[str] = []
@@ -152,11 +153,10 @@ class _Rows:
         self.count, self.node = f"{A}.dp_count", f"{A}.dp_node"
         self.edges = {a: (f"{A}.{q(a + '_lo')}", f"{A}.{q(a + '_hi')}") for a in spans}
 
-    def _prefix(self, ref: Reference, view: ViewInfo, A: str) -> None:
+    def _prefix(self, view: ViewInfo, A: str, b0: int, b1: int) -> None:
         """A range [b0, b1) over the last attribute as cum[b1] − cum[b0] of each group's
         prefix row (one row a group when b0 = 0): O(1) rows a group, not one per bin."""
         table, labels = view.prefix
-        b0, b1 = _prefix_range(ref, view)
         self.labels, self.edges = tuple(labels), {}
         self.weighted = False
         self.source = f"{table} AS {A}"
@@ -175,10 +175,10 @@ class _Rows:
 def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
     """The leaf-bin range [b0, b1) when ``ref`` can be answered from the view's prefix
     table: counts only, one non-empty range on the view's last attribute with both bounds
-    on the leaf-bin grid, label columns all in the prefix table, and integer counts (so
-    cum[b1] − cum[b0] is exactly the sum of the leaves, as the level tables give it)."""
-    if view.prefix is None or len(ref.ranges) != 1 or not view.count_type(view.meta.depth) \
-            or ref.truncs:
+    on the leaf-bin grid, label columns all in the prefix table, and exact prefix sums
+    (:func:`exact_prefix`: cum[b1] − cum[b0] is then exactly the sum of the leaves, the
+    same double the level tables' SUM gives)."""
+    if view.prefix is None or len(ref.ranges) != 1 or not exact_prefix(view) or ref.truncs:
         return None
     if ref.bins or any(a.kind != "count" for a in ref.aggregates):
         return None
@@ -197,6 +197,22 @@ def _prefix_range(ref: Reference, view: ViewInfo) -> tuple[int, int] | None:
         edges.append(b)
     b0, b1 = edges
     return (b0, b1) if b0 < b1 else None
+
+
+def exact_prefix(view: ViewInfo) -> bool:
+    """True when every prefix sum cum[b] of ``view``, and every difference of two, is the
+    exact sum of the leaves under it: the prefix table then gives a range the same double
+    as the level tables' SUM. So for integer counts (``SUM(dp_count)`` a HUGEINT), and for
+    real-valued counts on the dyadic grid 2^−s (``count_grid`` in the view's info:
+    :mod:`dpsql.release.exact_sums`) with s ≥ 1: the build chose s ≤ 43 − bits for
+    Σ|leaves| < 2^bits, so every partial sum (at most Σ|leaves|) is a multiple of 2^−s
+    below 2^(53−s), exact. s = 0 may be the clamp of a view of 2⁴³ or more, and a release
+    without ``count_grid`` rounds its sums: both keep the level tables."""
+    if view.count_type(view.meta.depth):
+        return True
+    grid = view.meta.info.get("count_grid")
+    return isinstance(grid, dict) and isinstance(grid.get("exponent"), int) \
+        and grid["exponent"] >= 1
 
 
 def rewrite_reference(ref: Reference, choice: Choice) -> str:
@@ -224,8 +240,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         t = _count_type(view.count_type(view.meta.depth if rows.node == "" else k))
         count_sum = sum_only = rows.count if t == "BIGINT" and rows.node != "" else (
             f"CAST({rows.count} AS {t})" if t else rows.count)
-    elif rows.node == "":  # prefix sums are DOUBLE: give COUNT(*) its type of the levels
-        t = _count_type(view.count_type(view.meta.depth))
+    elif rows.node == "" and view.count_type(view.meta.depth):  # prefix sums are DOUBLE:
+        t = _count_type(view.count_type(view.meta.depth))  # integer counts as BIGINT
         count_sum = f"CAST({total(rows.count)} AS {t})"
         sum_only = f"CAST(SUM({rows.count}) AS {t})"
     elif not rows.weighted and _count_type(view.count_type(k)) == "BIGINT":
