@@ -151,6 +151,7 @@ def test_views_sharing_a_marginal_answer_it_bit_for_bit(modes_release):
         old = dict(cur.fetchall())
         assert {m: young[m] + old[m] for m in young} == dict(per_mode["modes"]), v
         assert cur.dp_info["level"] > 1  # the leaves, not the agreed level
+        assert cur.dp_info["read_table"] == f"{v}__prefix"  # cum[b1] − cum[b0] a mode
     for v in ("casc", "bary"):
         _check_range_view(cur, path, v, "age", 0, 5, 20, total)
 
