@@ -195,6 +195,12 @@ ROWS: list[Row] = [
     Row("queries", "planning time per query (median), pure-Python sqlglot", "none (absolute)",
         path("summary", "planning_ms_median"), "ms", LOWER,
         target_json=path("summary", "targets", "planning_ms_median")),
+    *(Row("prefix_ranges", f"range `COUNT(*)` on a {label}-bin Cascade view from its prefix "
+          "table (cum[b1] − cum[b0]), planned SQL: time (median of 20 leaf-aligned ranges)",
+          "the same ranges from the level tables (the file without `count_grid`)",
+          path("sizes", lambda runs, b=bins: next(r for r in runs if r["bins"] == b),
+               "exec", "time_after_over_before"), "×", LOWER)
+      for label, bins in (("2²⁰", 2 ** 20), ("2¹⁶", 2 ** 16))),
     Row("reconcile", "reconciled total of a release's 5 views (trips, 200 releases): RMSE",
         "the best single view's RMSE, same releases", path(
             "cases", lambda cs: next(c for c in cs if c["case"] == "trips"), "marginals",
