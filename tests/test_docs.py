@@ -151,3 +151,22 @@ def test_relative_links_in_readme_and_docs_resolve():
                  *sorted((ROOT / "docs").glob("*.md"))]:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+
+
+def test_every_dp_info_field_is_documented(trips_release):
+    """Each key of a real query's ``cursor.dp_info`` (and of one ``references`` entry) is
+    named in the ``cursor.dp_info`` section of docs/sql.md (which printed its list twice
+    and left ``read_table``, ``budget`` and others out)."""
+    import warnings
+
+    import dpsql
+
+    text = (ROOT / "docs" / "sql.md").read_text()
+    section = text.split("## `cursor.dp_info`", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+)`", section))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cur = dpsql.connect(trips_release).cursor()
+    cur.execute("SELECT mode, COUNT(*) FROM trips WHERE distance < 40 GROUP BY mode")
+    keys = set(cur.dp_info) | set(cur.dp_info["references"][0])
+    assert keys - named == set(), f"dp_info fields not in docs/sql.md: {keys - named}"
