@@ -20,6 +20,7 @@ from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
 from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
                                          route_catalog, shape_probe)
+from dpsql.server._division import DivisionByZeroError, division_by_zero
 from dpsql.server._guard import MULTI, ReadOnlyError, Refusal, read_only
 
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
@@ -46,10 +47,22 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     """``("catalog" | "planner", sql)`` for ``text`` (:meth:`Session.route`), from the
     session's public facts only, so that a planning process can route too: the logical
     table names (lower case), the catalog database's relations and the release alias.
-    Raises :class:`ReadOnlyError` on writes."""
+    Raises :class:`ReadOnlyError` on writes, and the 22012 of a constant division by
+    zero (:mod:`dpsql.server._division`)."""
+    route, sql, problem = routed_statement(text, logical, relations, alias)
+    if problem is not None:
+        raise problem
+    return route, sql
+
+
+def routed_statement(text: str, logical: set[str], relations: set[str], alias: str
+                     ) -> tuple[str, str, DivisionByZeroError | None]:
+    """:func:`route_statement`, the error PostgreSQL raises when it plans the statement
+    (a constant division by zero) returned, not raised: a Describe answers the shape of
+    such a statement, as PostgreSQL's does, and its Bind or Execute raises it."""
     found = discovery_sql(text, logical)  # DESCRIBE t, SHOW TABLES, SHOW COLUMNS FROM t
     if found is not None:
-        return "catalog", found
+        return "catalog", found, None
     try:
         trees = [t for t in parse_duckdb(text) if t is not None]
     except sqlglot.errors.SqlglotError:
@@ -66,9 +79,15 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
                         for n in logical):
             if BY_NAME.search(text):
                 raise Refusal(by_name())
-            return "catalog", fix_catalog_sql(text)
-        return "planner", text
+            return "catalog", fix_catalog_sql(text), None
+        return "planner", text, None
     tree = trees[0]
+    problem = division_by_zero(tree)
+    return (*_route_tree(text, tree, logical, relations, alias), problem)
+
+
+def _route_tree(text: str, tree: exp.Expression, logical: set[str], relations: set[str],
+                alias: str) -> tuple[str, str]:
     if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
         raise ReadOnlyError(read_only(type(tree).__name__.upper()))
     if isinstance(tree, exp.Command):
@@ -100,4 +119,4 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     return "planner", text
 
 
-__all__ = ["route_statement"]
+__all__ = ["route_statement", "routed_statement"]

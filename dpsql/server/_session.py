@@ -74,7 +74,7 @@ from dpsql.server._commands import FailedTransactionError, Result
 from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
 from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._route import _NOT_CODE, route_statement, without_comments
+from dpsql.server._route import _NOT_CODE, routed_statement, without_comments
 from dpsql.server._syntax import statement_text
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
@@ -306,7 +306,7 @@ class Session(_BVSession):
         except duckdb.Error:
             pass
         try:
-            route, routed = self._route_cached(text)
+            route, routed = self._route_cached(text, planned=False)
         except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
             return
         if route == "catalog":
@@ -336,7 +336,7 @@ class Session(_BVSession):
         command = _COMMANDS.get(word)
         if command is not None and not (word == "SHOW" and discovery_sql(text, self.logical)):
             return command(self, without_comments(text))  # SHOW TABLES: the catalog's
-        route, sql = self._route_cached(text)
+        route, sql = self._route_cached(text, planned=not shape)
         if route == "catalog":
             sql = with_session_views(self, sql)  # pg_cursors...: this session's own
         logger.debug("%s <- %s", route, sql)
@@ -376,22 +376,46 @@ class Session(_BVSession):
             rel = self._duck.sql(self.dbapi._plan(sql, params).sql)
         return Result(rel.columns, [str(t) for t in rel.types], ())
 
-    def _route_cached(self, text: str) -> tuple[str, str]:
+    def _route_cached(self, text: str, planned: bool = True) -> tuple[str, str]:
         """:meth:`route`, remembered per statement text (a deterministic function of the
         text and the public catalog): dashboards re-issue the same statements, and the
-        sqlglot parse is most of the routing cost."""
+        sqlglot parse is most of the routing cost. ``planned``: raise what PostgreSQL
+        raises when it plans the statement (a constant division by zero, 22012); a
+        Parse or a Describe does not plan it."""
         hit = self._routes.get(text)
         if hit is not None:
             self._routes.move_to_end(text)
-            return hit
-        hit = self._routes[text] = self.route(text)
-        if len(self._routes) > ROUTE_CACHE_SIZE:
-            self._routes.popitem(last=False)
-        return hit
+        else:
+            hit = self._routes[text] = self.route(text)
+            if len(self._routes) > ROUTE_CACHE_SIZE:
+                self._routes.popitem(last=False)
+        if planned and hit[2] is not None:
+            raise hit[2]
+        return hit[0], hit[1]
 
-    def route(self, text: str) -> tuple[str, str]:
-        """``("catalog" | "planner", sql)``; raises :class:`ReadOnlyError` on writes."""
-        return route_statement(text, self.logical, self.catalog.relations, self.alias)
+    def route(self, text: str) -> tuple[str, str, Exception | None]:
+        """``("catalog" | "planner", sql, error when planned)``
+        (:func:`dpsql.server._route.routed_statement`); raises :class:`ReadOnlyError` on
+        writes."""
+        return routed_statement(text, self.logical, self.catalog.relations, self.alias)
+
+    def check_plan(self, sql: str) -> None:
+        """Bind: raise what PostgreSQL raises planning ``sql`` at Bind (a constant
+        division by zero, 22012: :mod:`dpsql.server._division`); the rest (a refusal, an
+        unknown column) is answered at Execute, as before. A statement over
+        :data:`INLINE_BYTES` is checked when it runs, in a planning process."""
+        text = statement_text(sql)
+        word = _first_word(text)
+        if word == "DECLARE":
+            query = declared_query(without_comments(text))
+            return self.check_plan(query) if query is not None else None
+        if not text or word in _COMMANDS or len(text) > INLINE_BYTES or self.failed:
+            return
+        try:
+            self._route_cached(text, planned=False)
+        except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
+            return
+        self._route_cached(text)  # raises the planning error, if any
 
     def _run_catalog(self, sql: str, params: list | None) -> Result:
         # execute + fetchmany, not .sql(): DuckDB 2.0 relations cannot be fetched in chunks,

@@ -25,6 +25,7 @@ from dpsql.server._commands import (ActiveTransactionError, FailedTransactionErr
                                      NoActiveTransactionError, UnknownSavepointError,
                                      UnknownSettingError)
 from dpsql.server._cursors import DeclareOutsideBlockError, DuplicateCursorError
+from dpsql.server._division import DivisionByZeroError
 from dpsql.server._guard import ReadOnlyError
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
@@ -77,6 +78,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (StatementTooComplexError, "54001"),  # statement_too_complex
     (OperatorSettingError, "42501"),     # insufficient_privilege
     (ProtocolError, "08P01"),            # protocol_violation
+    (DivisionByZeroError, "22012"),      # division_by_zero
     (QueryTooComplexError, "54001"),     # statement_too_complex
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
     (SqlSyntaxError, "42601"),           # syntax_error
@@ -128,6 +130,9 @@ def hint_of(err: BaseException, code: str) -> str | None:
 
 def sqlstate_of(err: BaseException) -> str:
     """The PostgreSQL SQLSTATE for ``err`` (XX000 for anything unexpected)."""
+    if isinstance(err, duckdb.InvalidInputException) and \
+            "Division by zero" in str(err):  # an integer % or // by zero: 42000 before
+        return "22012"
     cause = err.__cause__
     if type(err) in _TRANSLATED and isinstance(cause, duckdb.Error):
         code = sqlstate_of(cause)

@@ -303,3 +303,24 @@ def test_an_error_before_sync_undoes_the_sets_since_the_last_sync(server):
         s.sendall(parse("", "SELECT nope FROM trips") + bind("", "") + execute("") + SYNC)
         assert kinds(until_ready(s)).endswith("EZ")
         assert _simple_rows(s, "SHOW application_name") == [["y"]]
+
+
+def test_a_constant_division_by_zero_is_22012_at_bind(server):
+    """PostgreSQL 15 folds a constant division while planning and raises 22012
+    (division_by_zero) whatever the rows, at Bind in the extended protocol: ``SELECT
+    1/0``, ``1/0.0`` (numeric), ``1.0::float8/0``, ``5 % 0``, a bound ``age < 1/0`` on the
+    release; a Describe of the statement answers its shape. The server answered
+    Infinity (DuckDB's float division), and 42000 for ``5 % 0``. Where PostgreSQL drops
+    the division unevaluated (``false AND 1/0 > 0``) it answers as PostgreSQL does."""
+    with connected(server.port) as s:
+        for sql in ("SELECT 1/0", "SELECT 1/0.0", "SELECT 1.0::float8/0", "SELECT 5 % 0",
+                    "SELECT COUNT(*) FROM trips WHERE age < 1/0"):
+            s.sendall(query(sql))
+            got = until_ready(s)
+            assert kinds(got) == "EZ" and fields(got[0][1])["C"] == "22012", (sql, got)
+        s.sendall(parse("z", "SELECT 1/0 AS x") + describe(b"S", "z") + bind("", "z")
+                  + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "1tTEZ" and fields(got[3][1])["C"] == "22012", got
+        assert _simple_rows(s, "SELECT 1 WHERE false AND 1/0 > 0") == []
+        _alive(s)
