@@ -97,9 +97,10 @@ class Context(BVContext):
         that already exists is 42P05, as in PostgreSQL: a name is redefined only after a
         Close or ``DEALLOCATE`` (it was replaced silently, so a client whose two
         statements got the same name ran the second's text under the first's
-        expectations). A syntax error is answered here too, as PostgreSQL does
-        (:meth:`dpsql.server._session.Session.check_syntax`), and the statement is not
-        kept."""
+        expectations). A syntax error (42601) or a table that does not exist (42P01) is
+        answered here too, as PostgreSQL does (:meth:`dpsql.server._session.Session.
+        check_syntax`, :meth:`~dpsql.server._session.Session.check_tables`), and the
+        statement is not kept."""
         if name and name in self.stmts:
             raise DuplicateStatementError(
                 f'prepared statement "{name}" already exists: Close it (or DEALLOCATE '
@@ -108,6 +109,7 @@ class Context(BVContext):
         if self.session is not None:
             try:
                 self.session.check_syntax(sql)  # 42601 in answer to the Parse
+                self.session.check_tables(sql)  # 42P01 too
             except Exception as err:
                 at = syntax_position(err, sql)
                 if at is not None:

@@ -9,17 +9,19 @@ routes a long statement exactly as the session would.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import sqlglot
 from sqlglot import exp
 
+from dpsql.errors import ProgrammingError
 from dpsql.planner import too_complex
 from dpsql.planner._sqlglot_compat import parse_duckdb
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
-from dpsql.planner.route_catalog import (BY_NAME, by_name, catalog_only, discovery_sql,
-                                         route_catalog, shape_probe)
+from dpsql.planner.route_catalog import (BY_NAME, CATALOG_SCHEMAS, by_name, catalog_only,
+                                         discovery_sql, route_catalog, shape_probe)
 from dpsql.server._division import DivisionByZeroError, division_by_zero
 from dpsql.server._guard import MULTI, ReadOnlyError, Refusal, read_only
 
@@ -42,6 +44,22 @@ _WRITE_COMMANDS = {"GRANT", "REVOKE", "VACUUM", "ANALYZE", "CHECKPOINT", "REINDE
 
 
 
+class UnknownTableError(ProgrammingError):
+    """A Parse of a statement naming a table that does not exist: SQLSTATE 42P01
+    (undefined_table), with where the name is (``position``, field P)."""
+
+    position: int | None = None
+
+
+class Routed(NamedTuple):
+    """Where a statement goes (:func:`routed_statement`)."""
+
+    route: str  # "catalog" or "planner"
+    sql: str  # the text that runs there
+    problem: DivisionByZeroError | None  # what PostgreSQL raises planning it (22012)
+    tables: tuple[tuple[str, int], ...]  # tables to look for (:func:`other_tables`)
+
+
 def route_statement(text: str, logical: set[str], relations: set[str], alias: str
                     ) -> tuple[str, str]:
     """``("catalog" | "planner", sql)`` for ``text`` (:meth:`Session.route`), from the
@@ -49,20 +67,22 @@ def route_statement(text: str, logical: set[str], relations: set[str], alias: st
     table names (lower case), the catalog database's relations and the release alias.
     Raises :class:`ReadOnlyError` on writes, and the 22012 of a constant division by
     zero (:mod:`dpsql.server._division`)."""
-    route, sql, problem = routed_statement(text, logical, relations, alias)
-    if problem is not None:
-        raise problem
-    return route, sql
+    routed = routed_statement(text, logical, relations, alias)
+    if routed.problem is not None:
+        raise routed.problem
+    return routed.route, routed.sql
 
 
 def routed_statement(text: str, logical: set[str], relations: set[str], alias: str
-                     ) -> tuple[str, str, DivisionByZeroError | None]:
+                     ) -> Routed:
     """:func:`route_statement`, the error PostgreSQL raises when it plans the statement
     (a constant division by zero) returned, not raised: a Describe answers the shape of
-    such a statement, as PostgreSQL's does, and its Bind or Execute raises it."""
+    such a statement, as PostgreSQL's does, and its Bind or Execute raises it. Also the
+    tables it names that are neither logical nor catalog relations
+    (:func:`other_tables`), which a Parse looks for."""
     found = discovery_sql(text, logical)  # DESCRIBE t, SHOW TABLES, SHOW COLUMNS FROM t
     if found is not None:
-        return "catalog", found, None
+        return Routed("catalog", found, None, ())
     try:
         trees = [t for t in parse_duckdb(text) if t is not None]
     except sqlglot.errors.SqlglotError:
@@ -79,11 +99,37 @@ def routed_statement(text: str, logical: set[str], relations: set[str], alias: s
                         for n in logical):
             if BY_NAME.search(text):
                 raise Refusal(by_name())
-            return "catalog", fix_catalog_sql(text), None
-        return "planner", text, None
+            return Routed("catalog", fix_catalog_sql(text), None, ())
+        return Routed("planner", text, None, ())
     tree = trees[0]
     problem = division_by_zero(tree)
-    return (*_route_tree(text, tree, logical, relations, alias), problem)
+    tables = other_tables(tree, logical, relations, alias)
+    return Routed(*_route_tree(text, tree, logical, relations, alias), problem, tables)
+
+
+def other_tables(tree: exp.Expression, logical: set[str], relations: set[str], alias: str
+                 ) -> tuple[tuple[str, int], ...]:
+    """The tables a SELECT names that are neither logical tables, catalog relations nor
+    its CTEs, each as SQL (``"x"``, ``s."x"``) with where its name starts in the text
+    (0-based; -1 when unknown): those a Parse looks for on the session, to answer 42P01
+    when one does not exist, as PostgreSQL does (:meth:`Session.check_tables`)."""
+    if not isinstance(tree, (exp.Select, exp.SetOperation)):
+        return ()
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    home = ("", "public", alias.lower())
+    found = []
+    for t in tree.find_all(exp.Table):
+        name, db = t.name.lower(), (t.text("db") or "").lower()
+        if not isinstance(t.this, exp.Identifier) or (not db and name in ctes):
+            continue  # a table function or a CTE
+        if (name in logical and db in home) or (name in relations and (
+                not db or db in CATALOG_SCHEMAS)):
+            continue
+        parts = [p for p in (t.args.get("catalog"), t.args.get("db"), t.this) if p]
+        start = parts[0].meta.get("start", -1) if isinstance(parts[0], exp.Identifier) \
+            else -1
+        found.append((".".join(p.sql(dialect="duckdb") for p in parts), start))
+    return tuple(found)
 
 
 def _route_tree(text: str, tree: exp.Expression, logical: set[str], relations: set[str],
@@ -119,4 +165,4 @@ def _route_tree(text: str, tree: exp.Expression, logical: set[str], relations: s
     return "planner", text
 
 
-__all__ = ["route_statement", "routed_statement"]
+__all__ = ["Routed", "UnknownTableError", "other_tables", "route_statement", "routed_statement"]

@@ -56,12 +56,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from difflib import get_close_matches
 from typing import Any, Sequence
 
 import duckdb
 from buenavista.core import Session as _BVSession
 
 from dpsql import duck
+from dpsql._sql import quote_ident
 from dpsql.planner import PlannedQuery
 from dpsql.planner.parse_sql import parse_walked
 from dpsql.planner.route_catalog import discovery_sql
@@ -74,8 +76,9 @@ from dpsql.server._commands import FailedTransactionError, Result
 from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
 from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._route import _NOT_CODE, routed_statement, without_comments
-from dpsql.server._syntax import statement_text
+from dpsql.server._route import (_NOT_CODE, Routed, UnknownTableError, routed_statement,
+                                 without_comments)
+from dpsql.server._syntax import statement_text, text_start
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
                                   check_statement)
@@ -319,6 +322,51 @@ class Session(_BVSession):
         except Exception:  # noqa: BLE001  (not a syntax error: the Execute answers it)
             return
 
+    def check_tables(self, sql: str) -> None:
+        """Parse: 42P01 for a table that does not exist, where in ``sql`` it is (field
+        P), as PostgreSQL answers a Parse (the Parse was accepted, and the error came at
+        Execute). A table that is neither logical, a catalog relation nor a CTE
+        (:func:`dpsql.server._route.other_tables`: rare) is looked for as the statement
+        would read it: bound, never run, on the session's DuckDB (also under the
+        release's alias) and on the catalog database; any other failure is left to the
+        Execute. Session commands, ``DECLARE`` (PostgreSQL reads its query when it
+        runs), statements DuckDB's parser does not read and those over
+        :data:`INLINE_BYTES` are not looked at."""
+        text = statement_text(sql)
+        word = _first_word(text)
+        if not text or word in _COMMANDS or word == "DECLARE" or len(text) > INLINE_BYTES:
+            return
+        try:
+            duckdb.extract_statements(text)
+            tables = self._routed(text).tables
+        except Exception:  # noqa: BLE001  (a refusal or a syntax error: answered elsewhere)
+            return
+        for name, start in tables:
+            if not self._exists(name):
+                shown = name.replace('"', "")  # as PostgreSQL names it: "public.x"
+                close = get_close_matches(shown.rsplit(".", 1)[-1].lower(), self.logical, 1)
+                err = UnknownTableError(
+                    f'relation "{shown}" does not exist: '
+                    + (f'did you mean "{close[0]}"? ' if close else "")
+                    + "SHOW TABLES lists the tables to query")
+                if start >= 0:  # the ErrorResponse's P field, 1-based in the client's text
+                    err.position = text_start(sql) + start + 1
+                raise err
+
+    def _exists(self, name: str) -> bool:
+        probes = [(self._duck, name), (self.catalog_cur, name)]
+        if "." not in name:
+            probes.insert(1, (self._duck, f"{quote_ident(self.alias)}.{name}"))
+        for con, probe in probes:
+            try:
+                con.sql(f"SELECT 1 FROM {probe} LIMIT 0")  # bound, not run
+                return True
+            except duckdb.CatalogException:
+                continue
+            except duckdb.Error:  # noqa: BLE001  (it exists, or the Execute says more)
+                return True
+        return False
+
     # -- routing -------------------------------------------------------------------------
 
     def _execute(self, text: str, word: str, params: list | None, shape: bool = False
@@ -382,21 +430,24 @@ class Session(_BVSession):
         sqlglot parse is most of the routing cost. ``planned``: raise what PostgreSQL
         raises when it plans the statement (a constant division by zero, 22012); a
         Parse or a Describe does not plan it."""
+        hit = self._routed(text)
+        if planned and hit.problem is not None:
+            raise hit.problem
+        return hit.route, hit.sql
+
+    def _routed(self, text: str) -> Routed:
         hit = self._routes.get(text)
         if hit is not None:
             self._routes.move_to_end(text)
-        else:
-            hit = self._routes[text] = self.route(text)
-            if len(self._routes) > ROUTE_CACHE_SIZE:
-                self._routes.popitem(last=False)
-        if planned and hit[2] is not None:
-            raise hit[2]
-        return hit[0], hit[1]
+            return hit
+        hit = self._routes[text] = self.route(text)
+        if len(self._routes) > ROUTE_CACHE_SIZE:
+            self._routes.popitem(last=False)
+        return hit
 
-    def route(self, text: str) -> tuple[str, str, Exception | None]:
-        """``("catalog" | "planner", sql, error when planned)``
-        (:func:`dpsql.server._route.routed_statement`); raises :class:`ReadOnlyError` on
-        writes."""
+    def route(self, text: str) -> Routed:
+        """Where ``text`` goes (:func:`dpsql.server._route.routed_statement`); raises
+        :class:`ReadOnlyError` on writes."""
         return routed_statement(text, self.logical, self.catalog.relations, self.alias)
 
     def check_plan(self, sql: str) -> None:

@@ -26,6 +26,7 @@ from dpsql.server._commands import (ActiveTransactionError, FailedTransactionErr
                                      UnknownSettingError)
 from dpsql.server._cursors import DeclareOutsideBlockError, DuplicateCursorError
 from dpsql.server._division import DivisionByZeroError
+from dpsql.server._route import UnknownTableError
 from dpsql.server._guard import ReadOnlyError
 from dpsql.server._limits import (OperatorSettingError, OutOfMemoryError, QueryCanceledError,
                                   StatementTimeoutError)
@@ -79,6 +80,7 @@ SQLSTATES: tuple[tuple[type[BaseException], str], ...] = (
     (OperatorSettingError, "42501"),     # insufficient_privilege
     (ProtocolError, "08P01"),            # protocol_violation
     (DivisionByZeroError, "22012"),      # division_by_zero
+    (UnknownTableError, "42P01"),        # undefined_table
     (QueryTooComplexError, "54001"),     # statement_too_complex
     (UnsupportedQueryError, "0A000"),    # feature_not_supported
     (SqlSyntaxError, "42601"),           # syntax_error

@@ -18,6 +18,11 @@ def statement_text(sql: str) -> str:
     return sql[_COMMENT.match(sql).end():].rstrip().rstrip(";").rstrip()
 
 
+def text_start(sql: str) -> int:
+    """Where in ``sql`` its :func:`statement_text` begins (0-based)."""
+    return _COMMENT.match(sql).end()
+
+
 def syntax_position(err: BaseException, sql: str) -> int | None:
     """Where in ``sql`` (as the client sent it, 1-based, PostgreSQL's ErrorResponse field
     ``P``) the syntax error ``err`` is, when it says (its line and column in the text
@@ -37,4 +42,4 @@ def syntax_position(err: BaseException, sql: str) -> int | None:
     return at + 1
 
 
-__all__ = ["statement_text", "syntax_position"]
+__all__ = ["statement_text", "syntax_position", "text_start"]

@@ -135,3 +135,23 @@ def test_a_syntax_error_says_where_it_is(server, prepared):
             with pytest.raises(psycopg.errors.SyntaxError) as err:
                 con.execute("SELECT 1; SELEC 2")
             assert err.value.diag.statement_position == "11"
+
+
+def test_a_table_that_does_not_exist_is_42P01_at_parse(server):
+    """PostgreSQL answers the Parse of a statement naming a table that does not exist
+    with 42P01 (undefined_table) and where the name is (field P; checked against
+    PostgreSQL 15: 43 here); the Parse was accepted and the error came at Execute. A
+    CTE, a catalog relation and a logical table spelt with its schema are found."""
+    sql = '/* c */ SELECT COUNT(*)\nFROM trips t JOIN "Nosuch" n ON true'
+    with connected(server.port) as s:
+        s.sendall(parse("bad", sql) + bind("", "bad") + execute("") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "EZ", got
+        err = fields(got[0][1])
+        assert (err["C"], err["P"]) == ("42P01", str(sql.index('"Nosuch"') + 1)), err
+        assert 'relation "Nosuch" does not exist' in err["M"]
+        s.sendall(parse("", "SELECT COUNT(*) FROM trip") + SYNC)
+        assert 'did you mean "trips"?' in fields(until_ready(s)[0][1])["M"]
+        s.sendall(parse("", "WITH c AS (SELECT 1 AS x) SELECT x FROM c, pg_class LIMIT 1")
+                  + parse("p", "SELECT COUNT(*) FROM public.trips") + SYNC)
+        assert kinds(until_ready(s)) == "11Z"
