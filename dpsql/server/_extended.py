@@ -190,21 +190,18 @@ class ExtendedProtocol:
         if name not in ctx.stmts:
             raise unknown_statement(name)
         sql, oids = ctx.stmts[name]
-        # Parameter types the client left open are described as text: it then sends text,
-        # which is read as the literal it spells (Session._execute_params).
-        # The shape comes from a run with dummy parameters that can never change the
-        # session (Session.describe): no transaction state, no error sent to the client.
-        # libpq's PQprepare without types sends no OIDs: count the $n placeholders then
-        # Open types are described as PostgreSQL infers them (age > $1: int8), else text
-        # (:mod:`dpsql.server._param_types`).
+        # Parameter types the client left open are described as PostgreSQL infers them
+        # (age > $1: int8), else text (:mod:`dpsql.server._param_types`): a text value is
+        # read as the literal it spells (Session._execute_params). libpq's PQprepare
+        # without types sends no OIDs: the $n placeholders are counted then. The shape
+        # comes from a run with dummy parameters that can never change the session
+        # (Session.describe): no transaction state, no error sent for a failing run.
         oids = parameter_types(sql, oids, ctx.session.catalog.tables)
-        try:
-            dummies = [decode_param(_DUMMIES.get(oid, b"0"), oid, 0) if oid
-                       else UntypedText("0") for oid in oids]
-        except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
-            dummies = None
+        # a statement the planner refuses with both sets of dummies: its refusal, now
+        # (Session.describe); the ParameterDescription only once that is known
+        result = ctx.session.describe(sql, _dummies(oids, _DUMMIES, b"0"),
+                                      _dummies(oids, _OTHER_DUMMIES, b"1"))
         self.send_paramter_description([oid or TEXT for oid in oids])
-        result = ctx.session.describe(sql, dummies) if dummies is not None else None
         if result is not None:
             self.send_row_description(result)
         else:
@@ -216,6 +213,19 @@ _DUMMIES = {**{oid: b"{}" for oid in ARRAY_ELEMENTS}, 1082: b"2000-01-01",
 """A value of each type for Describe's dummy run, in text (``0`` for the rest): a date
 column compared with ``0`` failed to bind, and Describe answered NoData for a
 statement that returns rows."""
+
+_OTHER_DUMMIES = {1082: b"2013-06-15", 1114: b"2013-06-15 12:00:00", 1083: b"12:00:00",
+                  16: b"t"}
+"""Describe's second set of values (``1`` for the rest, arrays of one element as text):
+a statement the planner refuses with both is refused whatever its values."""
+
+
+def _dummies(oids: list[int], values: dict[int, bytes], other: bytes) -> list | None:
+    try:
+        return [decode_param(values.get(oid, b"{1}" if oid in ARRAY_ELEMENTS else other),
+                             oid, 0) if oid else UntypedText(other.decode()) for oid in oids]
+    except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
+        return None
 
 
 def _open_types(ctx, sql: str, oids: list[int]) -> list[int]:  # noqa: ANN001

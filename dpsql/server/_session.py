@@ -56,29 +56,27 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from difflib import get_close_matches
 from typing import Any, Sequence
 
 import duckdb
 from buenavista.core import Session as _BVSession
 
 from dpsql import duck
-from dpsql._sql import quote_ident
 from dpsql.planner import PlannedQuery
 from dpsql.planner.parse_sql import parse_walked
 from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
-from dpsql.errors import SqlSyntaxError
+from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
 from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
 from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._route import (_NOT_CODE, Routed, UnknownTableError, routed_statement,
-                                 without_comments)
-from dpsql.server._syntax import statement_text, text_start
+from dpsql.server._lookup import check_tables
+from dpsql.server._route import _NOT_CODE, Routed, routed_statement, without_comments
+from dpsql.server._syntax import statement_text
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
 from dpsql.server._bounds import (DEFAULT_MAX_STATEMENT, INLINE_BYTES, MAX_SETTING_BYTES,
                                   check_statement)
@@ -261,7 +259,8 @@ class Session(_BVSession):
             except (Exception, duckdb.Error):  # noqa: BLE001
                 raise first from None  # the documented reading's error is the one to show
 
-    def describe(self, sql: str, params: Sequence[Any] | None) -> Result | None:
+    def describe(self, sql: str, params: Sequence[Any] | None,
+                 other: Sequence[Any] | None = None) -> Result | None:
         """The result shape of ``sql`` for Describe(statement), or None (NoData) when it
         cannot be found. Never changes the session: session commands are not run, a
         failure is swallowed and the transaction state is left as it was (issue: a
@@ -272,19 +271,40 @@ class Session(_BVSession):
         executing it, and binding gives exactly the column names and types that running
         gives. So a Describe costs a plan and a bind, not a second run of the query, and a
         statement that would hit the timeout is timed once, by its Execute (it used to run
-        to the limit twice: once for Describe, once for Execute)."""
+        to the limit twice: once for Describe, once for Execute).
+
+        ``params`` are dummy values (None: there are none of the parameters' types). When
+        the planner refuses the statement with them (0A000), it is planned again with
+        ``other`` dummies: refused again, the refusal is raised, as a statement refused
+        whatever its values (``date_trunc('month', ts) >= $1``: the planner reads
+        comparisons of the attribute itself) is answered at Describe rather than with
+        NoData, which told a client that prepares (asyncpg, JDBC) that it returns no
+        rows; planned, its shape is answered."""
         text = statement_text(sql)
         word = _first_word(text)
         if word == "FETCH" and not self.failed:  # the cursor's columns, no row read
             return fetch_shape(self, without_comments(text))
-        if not text or self.failed or (word in _COMMANDS and not (
+        if not text or self.failed or params is None or (word in _COMMANDS and not (
                 word == "SHOW" and discovery_sql(text, self.logical))):
             return None
         try:
-            result = self._timed(text, word, list(params) if params else None, shape=True)
+            result = self._shape_of(text, word, params)
+        except UnsupportedQueryError as refused:
+            if type(refused).__module__ != "dpsql.errors" or other is None:
+                return None  # the server's own refusals (a write...): the Execute says
+            try:
+                result = self._shape_of(text, word, other)
+            except UnsupportedQueryError:
+                raise type(refused)(f"{refused} (planned with sample values of the "
+                                    "parameters: refused whatever their values)") from None
+            except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
+                return None
         except (Exception, duckdb.Error):  # noqa: BLE001  (unknown until Bind)
             return None
         return result if result.has_results() else None
+
+    def _shape_of(self, text: str, word: str, params: Sequence[Any]) -> Result:
+        return self._timed(text, word, list(params) if params else None, shape=True)
 
     def check_syntax(self, sql: str) -> None:
         """Parse: raise the syntax error (42601) that ``sql`` would meet when it runs,
@@ -323,49 +343,8 @@ class Session(_BVSession):
             return
 
     def check_tables(self, sql: str) -> None:
-        """Parse: 42P01 for a table that does not exist, where in ``sql`` it is (field
-        P), as PostgreSQL answers a Parse (the Parse was accepted, and the error came at
-        Execute). A table that is neither logical, a catalog relation nor a CTE
-        (:func:`dpsql.server._route.other_tables`: rare) is looked for as the statement
-        would read it: bound, never run, on the session's DuckDB (also under the
-        release's alias) and on the catalog database; any other failure is left to the
-        Execute. Session commands, ``DECLARE`` (PostgreSQL reads its query when it
-        runs), statements DuckDB's parser does not read and those over
-        :data:`INLINE_BYTES` are not looked at."""
-        text = statement_text(sql)
-        word = _first_word(text)
-        if not text or word in _COMMANDS or word == "DECLARE" or len(text) > INLINE_BYTES:
-            return
-        try:
-            duckdb.extract_statements(text)
-            tables = self._routed(text).tables
-        except Exception:  # noqa: BLE001  (a refusal or a syntax error: answered elsewhere)
-            return
-        for name, start in tables:
-            if not self._exists(name):
-                shown = name.replace('"', "")  # as PostgreSQL names it: "public.x"
-                close = get_close_matches(shown.rsplit(".", 1)[-1].lower(), self.logical, 1)
-                err = UnknownTableError(
-                    f'relation "{shown}" does not exist: '
-                    + (f'did you mean "{close[0]}"? ' if close else "")
-                    + "SHOW TABLES lists the tables to query")
-                if start >= 0:  # the ErrorResponse's P field, 1-based in the client's text
-                    err.position = text_start(sql) + start + 1
-                raise err
-
-    def _exists(self, name: str) -> bool:
-        probes = [(self._duck, name), (self.catalog_cur, name)]
-        if "." not in name:
-            probes.insert(1, (self._duck, f"{quote_ident(self.alias)}.{name}"))
-        for con, probe in probes:
-            try:
-                con.sql(f"SELECT 1 FROM {probe} LIMIT 0")  # bound, not run
-                return True
-            except duckdb.CatalogException:
-                continue
-            except duckdb.Error:  # noqa: BLE001  (it exists, or the Execute says more)
-                return True
-        return False
+        """Parse: 42P01 for a table that does not exist (:mod:`dpsql.server._lookup`)."""
+        check_tables(self, sql, _COMMANDS)
 
     # -- routing -------------------------------------------------------------------------
 

@@ -168,7 +168,7 @@ def test_after_an_error_everything_up_to_sync_is_skipped(server):
     """A simple Query between a failed extended message and Sync is skipped too (it ran,
     and answered its own ReadyForQuery in the middle of the batch)."""
     with connected(server.port) as s:
-        s.sendall(parse("", "SELECT nope FROM nothing") + bind("", "") + execute("")
+        s.sendall(parse("", "SELECT * FROM trips") + bind("", "") + execute("")
                   + query("SELECT 1") + describe(b"S", "") + SYNC)
         got = until_ready(s)
         assert kinds(got) == "12EZ"
