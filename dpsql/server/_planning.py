@@ -7,7 +7,7 @@ timeout. Decisions:
 
 * Statements longer than :data:`dpsql.server._bounds.INLINE_BYTES` (1 KiB) are checked
   against the bounds, routed, checked by DuckDB's parser and planned in a **planning
-  process**; shorter ones (their worst case measured 2.7 ms) stay in the session's thread.
+  process** (and their Parse is syntax-checked there: :func:`check_statement_syntax`); shorter ones (their worst case measured 2.7 ms) stay in the session's thread.
   The process returns the route and the planned SQL with its ``dp_info``; the session
   runs it on its own DuckDB (which releases the GIL and obeys ``interrupt()``).
 * A small pool (:data:`PROCESSES` processes, started on the first long statement, so a
@@ -177,11 +177,12 @@ class PlanningPool:
 
     # -- work ------------------------------------------------------------------------------
 
-    def prepare(self, text: str, params: list | None, cancelled: threading.Event
-                ) -> tuple[str, str, tuple | None]:
+    def prepare(self, text: str, params: list | None, cancelled: threading.Event,
+                syntax: bool = False) -> tuple[str, str, tuple | None] | None:
         """``(route, sql, planned)`` for ``text``: ``planned`` is ``(sql, info, columns, notices)``
         on the planner route, None on the catalog route. Raises what planning raised
-        (rebuilt), or ``duckdb.InterruptException`` once ``cancelled`` is set."""
+        (rebuilt), or ``duckdb.InterruptException`` once ``cancelled`` is set.
+        ``syntax``: check the syntax only (:func:`check_statement_syntax`; a Parse)."""
         self._ensure()
         worker = None
         while worker is None:
@@ -201,7 +202,8 @@ class PlanningPool:
             # a megabyte does not fit in the socket's buffer: the send waits for the
             # process to read it, so it runs in a thread and a cancel is not kept waiting
             sent: list[BaseException] = []
-            sender = threading.Thread(target=_send, args=(worker, (text, params), sent),
+            message = (text, params, "syntax") if syntax else (text, params)
+            sender = threading.Thread(target=_send, args=(worker, message, sent),
                                       daemon=True, name="dpsql-planner-send")
             sender.start()
             while sender.is_alive():
@@ -243,9 +245,11 @@ def _send(worker: _Worker, message: tuple, errors: list) -> None:
         errors.append(err if isinstance(err, OSError) else OSError(str(err)))
 
 
-def _rebuild(module: str, name: str, message: str, hint: str | None = None) -> Exception:
+def _rebuild(module: str, name: str, message: str, hint: str | None = None,
+             where: dict | None = None) -> Exception:
     """The exception a planning process raised, as the same class here (with its
-    ``hint``, :func:`dpsql.server._sqlstates.hint_of`)."""
+    ``hint``, :func:`dpsql.server._sqlstates.hint_of`, and a syntax error's ``line``,
+    ``col`` and ``highlight``: ``where``)."""
     cls = None
     if module.startswith(("dpsql.", "duckdb")):
         try:
@@ -257,6 +261,8 @@ def _rebuild(module: str, name: str, message: str, hint: str | None = None) -> E
         Exception.__init__(err, message)
         if hint is not None:
             err.hint = hint
+        for key, value in (where or {}).items():
+            setattr(err, key, value)
         return err
     if isinstance(cls, type) and issubclass(cls, duckdb.Error):
         return cls(message)
@@ -288,20 +294,26 @@ def _worker_main(fd: int) -> None:
     conn.send("ready")
     while True:
         try:
-            text, params = conn.recv()
+            text, params, *syntax = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            reply: tuple = ("ok", prepare_statement(text, params, catalog, set(logical),
-                                                    set(relations), alias,
-                                                    max_statement_size))
+            if syntax:
+                check_statement_syntax(text, set(logical), set(relations), alias,
+                                       max_statement_size)
+                reply: tuple = ("ok", None)
+            else:
+                reply = ("ok", prepare_statement(text, params, catalog, set(logical),
+                                                 set(relations), alias, max_statement_size))
         except RecursionError:
             reply = ("error", "dpsql.server._bounds", "StatementTooComplexError",
                      "statement too complex: nested too deep to plan; flatten the query "
                      "(a CTE per level, fewer nested conditions)")
         except BaseException as err:  # noqa: BLE001  (sent back, rebuilt there)
+            where = {k: getattr(err, k) for k in ("line", "col", "highlight")
+                     if getattr(err, k, None) is not None}
             reply = ("error", type(err).__module__, type(err).__qualname__,
-                     " ".join(str(err).split()), getattr(err, "hint", None))
+                     " ".join(str(err).split()), getattr(err, "hint", None), where)
         try:
             conn.send(reply)
         except (OSError, ValueError):
@@ -329,7 +341,38 @@ def prepare_statement(text: str, params: list | None, catalog: Any, logical: set
     return route, sql, (planned.sql, planned.info, planned.columns, planned.notices)
 
 
-__all__ = ["PROCESSES", "PlanningPool", "prepare_statement"]
+def check_statement_syntax(text: str, logical: set[str], relations: set[str], alias: str,
+                           max_statement_size: int) -> None:
+    """A long statement's syntax, for a Parse (:meth:`dpsql.server._session.Session.
+    check_syntax`): raise its syntax error (42601), the way it would run, or nothing.
+    DuckDB's parser first (PostgreSQL's grammar, a fifth of a second per megabyte);
+    only text it rejects is routed and read by the planner's parser (sqlglot), which
+    takes PostgreSQL spellings DuckDB lacks. Past the bounds, or refused, is not a
+    syntax error: the Execute answers it."""
+    from dpsql.planner.parse_sql import parse_walked
+    from dpsql.server._bounds import check_statement
+    from dpsql.server._route import route_statement
+
+    try:
+        check_statement(text, max_statement_size)
+    except Error:
+        return
+    try:
+        duckdb.extract_statements(text)
+        return
+    except duckdb.Error:
+        pass
+    try:
+        route, routed = route_statement(text, logical, relations, alias)
+    except Error:
+        return
+    if route == "catalog":
+        duckdb.extract_statements(routed)  # its ParserException: 42601
+    else:
+        parse_walked(routed)
+
+
+__all__ = ["PROCESSES", "PlanningPool", "check_statement_syntax", "prepare_statement"]
 
 if __name__ == "__main__":
     _worker_main(int(sys.argv[1]))

@@ -63,18 +63,17 @@ from buenavista.core import Session as _BVSession
 
 from dpsql import duck
 from dpsql.planner import PlannedQuery
-from dpsql.planner.parse_sql import parse_walked
 from dpsql.planner.route_catalog import discovery_sql
 from dpsql.dbapi import Connection as DbapiConnection
 from dpsql.dbapi import Cursor as PlannerCursor
-from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
+from dpsql.errors import UnsupportedQueryError
 from dpsql.schema_catalog import CatalogDatabase
 from dpsql.server._commands import _COMMANDS as _SESSION_COMMANDS
 from dpsql.server._commands import FailedTransactionError, Result
-from dpsql.server._cursors import CURSOR_COMMANDS, declare, declared_query, fetch_shape
+from dpsql.server._cursors import CURSOR_COMMANDS, declare, fetch_shape
 from dpsql.server._session_views import with_session_views
 from dpsql.server._commands import first_word as _first_word
-from dpsql.server._lookup import check_tables
+from dpsql.server._parse_checks import check_plan, check_syntax, check_tables
 from dpsql.server._route import _NOT_CODE, Routed, routed_statement, without_comments
 from dpsql.server._syntax import statement_text
 from dpsql.server._guard import MULTI, Refusal, UntypedText, check_select, spelled
@@ -307,44 +306,16 @@ class Session(_BVSession):
         return self._timed(text, word, list(params) if params else None, shape=True)
 
     def check_syntax(self, sql: str) -> None:
-        """Parse: raise the syntax error (42601) that ``sql`` would meet when it runs,
-        running nothing, as PostgreSQL answers a Parse (its syntax errors came at Bind or
-        Execute, after ParseComplete). A statement is well formed when DuckDB's parser
-        (PostgreSQL's grammar) reads it; else it goes the way it would run: routed, then
-        read by the planner's parser or, on the catalog route, by DuckDB's after the
-        PostgreSQL spellings are rewritten. Only syntax is checked here: a refusal (a
-        write, EXPLAIN) or an unknown column is answered at Execute, with the values
-        bound. Session commands are read when they run, and so is a statement over
-        :data:`INLINE_BYTES` (it is parsed in a planning process, under the timeout)."""
-        text = statement_text(sql)
-        word = _first_word(text)
-        if word == "DECLARE":  # its query is read as any statement (psycopg's cursors)
-            query = declared_query(without_comments(text))
-            return self.check_syntax(query) if query is not None else None
-        if not text or word in _COMMANDS or len(text) > INLINE_BYTES:
-            return
-        try:
-            duckdb.extract_statements(text)
-            return
-        except duckdb.Error:
-            pass
-        try:
-            route, routed = self._route_cached(text, planned=False)
-        except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
-            return
-        if route == "catalog":
-            duckdb.extract_statements(routed)  # its ParserException: 42601
-            return
-        try:
-            parse_walked(routed)
-        except SqlSyntaxError:
-            raise
-        except Exception:  # noqa: BLE001  (not a syntax error: the Execute answers it)
-            return
+        """Parse: 42601 for a syntax error (:mod:`dpsql.server._parse_checks`)."""
+        check_syntax(self, sql, _COMMANDS)
 
     def check_tables(self, sql: str) -> None:
-        """Parse: 42P01 for a table that does not exist (:mod:`dpsql.server._lookup`)."""
+        """Parse: 42P01 for a table that does not exist (:mod:`dpsql.server._parse_checks`)."""
         check_tables(self, sql, _COMMANDS)
+
+    def check_plan(self, sql: str) -> None:
+        """Bind: 22012 for a constant division by zero (:mod:`dpsql.server._parse_checks`)."""
+        check_plan(self, sql, _COMMANDS)
 
     # -- routing -------------------------------------------------------------------------
 
@@ -429,23 +400,6 @@ class Session(_BVSession):
         :class:`ReadOnlyError` on writes."""
         return routed_statement(text, self.logical, self.catalog.relations, self.alias)
 
-    def check_plan(self, sql: str) -> None:
-        """Bind: raise what PostgreSQL raises planning ``sql`` at Bind (a constant
-        division by zero, 22012: :mod:`dpsql.server._division`); the rest (a refusal, an
-        unknown column) is answered at Execute, as before. A statement over
-        :data:`INLINE_BYTES` is checked when it runs, in a planning process."""
-        text = statement_text(sql)
-        word = _first_word(text)
-        if word == "DECLARE":
-            query = declared_query(without_comments(text))
-            return self.check_plan(query) if query is not None else None
-        if not text or word in _COMMANDS or len(text) > INLINE_BYTES or self.failed:
-            return
-        try:
-            self._route_cached(text, planned=False)
-        except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
-            return
-        self._route_cached(text)  # raises the planning error, if any
 
     def _run_catalog(self, sql: str, params: list | None) -> Result:
         # execute + fetchmany, not .sql(): DuckDB 2.0 relations cannot be fetched in chunks,
@@ -485,7 +439,6 @@ class Session(_BVSession):
                 self._running = None
             cur.close()
             child.close()
-
 
 _FROM_STARTUP = frozenset(("application_name", "datestyle", "intervalstyle", "timezone"))
 """Startup-packet parameters that set the session's setting of the same name (the rest

@@ -16,7 +16,8 @@ from dpsql.server import serve
 from dpsql.server._bounds import (INLINE_BYTES, MAX_DEPTH, MAX_IN_LIST,
                                   StatementTooComplexError, StatementTooLongError,
                                   check_max_statement_size, check_statement, max_message)
-from tests.bi.pg_client import cancelled_errors, read_message, startup_packet
+from tests.bi.pg_client import (SYNC, cancelled_errors, connected, fields, kinds, parse,
+                                read_message, startup_packet, until_ready)
 from tests.bi.test_serve import _dsn
 
 # Seeded on purpose; some queries name values outside the domains (answered 0, noticed:
@@ -133,6 +134,20 @@ def test_long_catalog_statements_run(pg):
     rows = pg.execute("SELECT table_name FROM information_schema.tables ORDER BY 1" + PAD
                       ).fetchall()
     assert ("trips",) in rows
+
+
+def test_a_long_statements_syntax_error_is_answered_to_the_parse(server, pg):
+    """A statement over 1 KiB is syntax-checked at Parse too (42601 with its place, as
+    PostgreSQL and as for a short one), in a planning process: it was accepted
+    (ParseComplete) and its syntax error came at Execute."""
+    with connected(server.port) as s:
+        s.sendall(parse("bad", "SELEC COUNT(*) FROM trips" + PAD)
+                  + parse("ok", "SELECT COUNT(*) FROM trips WHERE age < $1" + PAD) + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "EZ" and fields(got[0][1])["C"] == "42601", got
+        assert fields(got[0][1])["P"] == "1"
+        s.sendall(parse("ok", "SELECT COUNT(*) FROM trips WHERE age < $1" + PAD) + SYNC)
+        assert kinds(until_ready(s)) == "1Z"
 
 
 def test_planning_counts_against_the_timeout(server, pg):
