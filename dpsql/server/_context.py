@@ -86,6 +86,7 @@ class Context(BVContext):
         self.reported: dict[str, str] | None = None  # settings the client was told of
         self.active: str | None = None  # the portal whose statement is running
         self.prepared_at: dict[str, datetime] = {}  # pg_prepared_statements' prepare_time
+        self.plans: dict[str, list[int]] = {}  # ... and its [generic_plans, custom_plans]
         # the settings before the messages since the last Sync (an implicit transaction,
         # which an error rolls back: dpsql.server._extended)
         self.cycle_settings: tuple[dict[str, str], float] | None = None
@@ -118,12 +119,31 @@ class Context(BVContext):
         self.held.hold("prepared statement", name, sql)
         super().add_statement(name, sql, param_oids)
         self.prepared_at[name] = datetime.now(timezone.utc)
+        self.plans[name] = [0, 0]
+
+    def count_plan(self, name: str, parameters: int, mode: str = "auto") -> None:
+        """A Bind of statement ``name``: one more plan in ``pg_prepared_statements``, as
+        PostgreSQL 15 counts them (at Bind): a statement without parameters has a generic
+        plan; one with parameters a custom plan for each of its first five Binds, then a
+        generic one (PostgreSQL's ``plan_cache_mode = auto`` chooses generic when that
+        plan is not dearer than the custom ones had been on average, as for the
+        statements a release answers: this server has no plan costs). ``mode``: the
+        session's ``plan_cache_mode`` (``force_custom_plan``, ``force_generic_plan``).
+        They were always 0."""
+        counts = self.plans.get(name)
+        if counts is None:
+            return
+        mode = mode.strip().strip("'\"").lower()
+        custom = parameters > 0 and mode != "force_generic_plan" and (
+            mode == "force_custom_plan" or counts[1] < 5)
+        counts[1 if custom else 0] += 1
 
     def close_statement(self, name: str) -> None:
         """The protocol's Close: no error for a name that does not exist."""
         if self.stmts.pop(name, None) is not None:
             self.held.drop("prepared statement", name)
             self.prepared_at.pop(name, None)
+            self.plans.pop(name, None)
 
     def deallocate(self, name: str | None) -> None:
         """SQL ``DEALLOCATE name`` (26000 when there is none) or, ``name=None``,
@@ -137,11 +157,12 @@ class Context(BVContext):
         else:
             self.close_statement(name)
 
-    def statements(self) -> list[tuple[str, str, Any, datetime]]:
+    def statements(self) -> list[tuple[str, str, Any, datetime, list[int]]]:
         """The named prepared statements (name, text, declared parameter type OIDs, when
-        prepared), in the order they were prepared: what ``pg_prepared_statements``
-        lists (the unnamed one is not listed, as in PostgreSQL)."""
-        return [(n, sql, oids, self.prepared_at[n])
+        prepared, its [generic, custom] plans: :meth:`count_plan`), in the order they
+        were prepared: what ``pg_prepared_statements`` lists (the unnamed one is not
+        listed, as in PostgreSQL)."""
+        return [(n, sql, oids, self.prepared_at[n], self.plans.get(n, [0, 0]))
                 for n, (sql, oids) in self.stmts.items() if n]
 
     def discard_all(self) -> None:

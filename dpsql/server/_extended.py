@@ -170,6 +170,7 @@ class ExtendedProtocol:
         result_formats = [buf.read_int16() for _ in range(buf.read_int16())]
         if ctx.session is not None:  # PostgreSQL plans at Bind: 22012 for 1/0 comes here
             ctx.session.check_plan(ctx.stmts[stmt][0])
+            ctx.count_plan(stmt, n, ctx.session.settings.get("plan_cache_mode", "auto"))
         ctx.add_portal(portal, stmt, params, result_formats)
         self.send_bind_complete()
 

@@ -62,14 +62,15 @@ def _type_name(oid: int) -> str:
 def _statement_rows(s: SessionState) -> list[tuple[str, ...]]:
     """Name, its text, when it was prepared, its parameter types (declared, else as
     Describe infers them, else text), not from SQL (SQL PREPARE is not supported), and
-    no plan counts (a release has no plans to count)."""
+    its generic and custom plans, counted at each Bind as PostgreSQL 15 counts them
+    (:meth:`dpsql.server._context.Context.count_plan`)."""
     tables = getattr(getattr(s, "catalog", None), "tables", {})
     out = []
-    for name, sql, oids, at in s.prepared.statements():
+    for name, sql, oids, at, (generic, custom) in s.prepared.statements():
         types = [_type_name(oid or TEXT) for oid in parameter_types(sql, oids, tables)]
         out.append((quote_literal(name), quote_literal(sql), _when(at),
                     "[" + ", ".join(map(quote_literal, types)) + "]::VARCHAR[]", "false",
-                    "0::BIGINT", "0::BIGINT"))
+                    f"{int(generic)}::BIGINT", f"{int(custom)}::BIGINT"))
     return out
 
 

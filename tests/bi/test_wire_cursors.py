@@ -283,3 +283,22 @@ def test_pg_prepared_statements_lists_the_sessions_statements(server):
             ("it's",)]
         con.execute("DISCARD ALL")
         assert con.execute("SELECT COUNT(*) FROM pg_prepared_statements").fetchone() == (0,)
+
+
+def test_pg_prepared_statements_counts_plans_as_postgresql(server):
+    """generic_plans and custom_plans were always 0. PostgreSQL 15 counts one plan at
+    each Bind (checked against a PostgreSQL 15 server: these counts): a statement
+    without parameters is planned generic, one with parameters custom for its first five
+    Binds, then generic; ``plan_cache_mode = force_custom_plan`` keeps it custom."""
+    with psycopg.connect(_dsn(server), autocommit=True) as con:
+        pg = con.pgconn
+        pg.prepare(b"p", b"SELECT COUNT(*) FROM trips WHERE age < $1", [23])
+        pg.prepare(b"q", b"SELECT COUNT(*) FROM trips")
+        for _ in range(7):
+            assert pg.exec_prepared(b"p", [b"30"]).status == psycopg.pq.ExecStatus.TUPLES_OK
+            assert pg.exec_prepared(b"q", []).status == psycopg.pq.ExecStatus.TUPLES_OK
+        sql = "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements ORDER BY 1"
+        assert con.execute(sql).fetchall() == [("p", 2, 5), ("q", 7, 0)]
+        con.execute("SET plan_cache_mode = force_custom_plan")
+        pg.exec_prepared(b"p", [b"30"])
+        assert con.execute(sql).fetchall()[0] == ("p", 2, 6)
