@@ -66,10 +66,12 @@ def division_by_zero(tree: exp.Expression) -> DivisionByZeroError | None:
         if isinstance(div, exp.Mod) and (isinstance(dividend, (float, timedelta))
                                          or isinstance(divisor, float)):
             continue  # PostgreSQL has no float or interval %: not its 22012
+        shown = div.sql("duckdb")
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
         return DivisionByZeroError(
-            f"division by zero: {div.sql('duckdb')} divides by a constant zero (as "
-            "PostgreSQL, this server refuses it whatever the rows); divide by a non-zero "
-            "value, or by NULLIF(divisor, 0) for a NULL")
+            f"division by zero: {shown} divides by a constant zero (as PostgreSQL, this "
+            "server refuses it whatever the rows); divide by a non-zero value, or by "
+            "NULLIF(divisor, 0) for a NULL")
     return None
 
 
@@ -89,8 +91,8 @@ def _value(node: exp.Expression) -> object | None:
     """The non-NULL number or interval ``node`` is, as DuckDB computes it, else None."""
     try:
         folded = fold_constant(node, "a division's operand")
-    except (DataError, UnsupportedQueryError):
-        return None  # DuckDB fails on it: it answers that error when the query runs
+    except (DataError, UnsupportedQueryError, RecursionError):
+        return None  # DuckDB fails on it (or it is too deep): the query's run answers
     if folded is None or isinstance(folded.value, bool):
         return None
     if isinstance(folded.value, (int, float, Decimal, timedelta)):
