@@ -23,8 +23,9 @@ an unknown column is answered at Execute, with the values bound.
   never run (``SELECT 1 FROM name LIMIT 0`` as a DuckDB relation), on the session's
   DuckDB (also under the release's alias, as the planner qualifies the release's own
   tables) and on the catalog database. ``DECLARE`` (PostgreSQL reads its query when it
-  runs) and long statements are not looked at; a simple Query reports an unknown table
-  when it runs.
+  runs) and long statements are not looked at. A simple Query's statements are looked
+  at one by one, each just before it runs (PostgreSQL analyses each then: ``SELECT 1;
+  SELECT * FROM nosuch`` answers the first), so its error has the same words and place.
 * **Planning** (:func:`check_plan`): the router's remembered verdict
   (:mod:`dpsql.server._division`).
 
@@ -95,9 +96,10 @@ def _check_long(session: Any, text: str) -> None:
                 raise mapped from err
 
 
-def check_tables(session: Any, sql: str, commands: Any) -> None:
-    """Raise :class:`UnknownTableError` (42P01, with where the name is) for the first
-    table ``sql`` names that does not exist (module docstring)."""
+def check_tables(session: Any, sql: str, commands: Any, offset: int = 0) -> None:
+    """Raise :class:`UnknownTableError` (42P01, with where the name is: ``offset`` plus
+    its place in ``sql``) for the first table ``sql`` names that does not exist (module
+    docstring)."""
     text = statement_text(sql)
     word = first_word(text)
     if not text or word in commands or len(text) > INLINE_BYTES:
@@ -116,7 +118,7 @@ def check_tables(session: Any, sql: str, commands: Any) -> None:
                                 + (f'did you mean "{close[0]}"? ' if close else "")
                                 + "SHOW TABLES lists the tables to query")
         if start >= 0:  # 1-based in the client's text
-            err.position = text_start(sql) + start + 1
+            err.position = offset + text_start(sql) + start + 1
         raise err
 
 

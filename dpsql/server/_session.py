@@ -309,9 +309,16 @@ class Session(_BVSession):
         """Parse: 42601 for a syntax error (:mod:`dpsql.server._parse_checks`)."""
         check_syntax(self, sql, _COMMANDS)
 
-    def check_tables(self, sql: str) -> None:
-        """Parse: 42P01 for a table that does not exist (:mod:`dpsql.server._parse_checks`)."""
-        check_tables(self, sql, _COMMANDS)
+    def check_tables(self, sql: str, offset: int = 0) -> None:
+        """Parse (and a simple Query's statement, ``offset`` into its string): 42P01 for
+        a table that does not exist (:mod:`dpsql.server._parse_checks`); in a block, the
+        block fails, as for any error."""
+        try:
+            check_tables(self, sql, _COMMANDS, offset)
+        except Exception:
+            if self.in_txn:
+                self.failed = True
+            raise
 
     def check_plan(self, sql: str) -> None:
         """Bind: 22012 for a constant division by zero (:mod:`dpsql.server._parse_checks`)."""

@@ -281,11 +281,12 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
         sql = payload.decode("utf-8").rstrip("\x00")
         statements = split_simple_query(sql) or [""]
         if self._well_formed(ctx, sql, statements):
-            session, saved = ctx.session, None
+            session, saved, offset = ctx.session, None, 0
             for statement in statements:
                 if saved is None and len(statements) > 1 and not session.in_txn:
                     saved = (dict(session.settings), session.client_timeout)
-                if not self._simple(ctx, statement):
+                offset = max(sql.find(statement, offset), 0)
+                if not self._simple(ctx, statement, offset):
                     if saved is not None and not session.in_txn:
                         # PostgreSQL runs the string as one implicit transaction, and an
                         # error rolls back its SETs ("SET application_name = 'a';
@@ -296,6 +297,7 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
                     break
                 if session.in_txn:
                     saved = None  # an explicit block keeps its own (_commands._scoped)
+                offset += len(statement)
         ctx.end_of_message_cycle()
         self.send_ready_for_query(ctx)
 
@@ -321,10 +323,13 @@ class Handler(Login, ExtendedProtocol, BuenaVistaHandler):
             return False
         return True
 
-    def _simple(self, ctx, sql: str) -> bool:  # noqa: ANN001
-        """Run one statement of a simple query and send its answer; False on an error."""
+    def _simple(self, ctx, sql: str, offset: int = 0) -> bool:  # noqa: ANN001
+        """Run one statement of a simple query and send its answer; False on an error.
+        ``offset``: where ``sql`` starts in the query string (42P01's place)."""
         try:
             copy = parse_copy_out(sql)  # COPY (query) TO STDOUT: the query as sent alone
+            if copy is None and not ctx.session.failed:
+                ctx.session.check_tables(sql, offset)  # PostgreSQL's analysis: 42P01
             result = ctx.execute_sql(copy.query if copy is not None else sql)
             if copy is not None:
                 self._send_copy(result, copy)

@@ -141,7 +141,8 @@ def test_a_table_that_does_not_exist_is_42P01_at_parse(server):
     """PostgreSQL answers the Parse of a statement naming a table that does not exist
     with 42P01 (undefined_table) and where the name is (field P; checked against
     PostgreSQL 15: 43 here); the Parse was accepted and the error came at Execute. A
-    CTE, a catalog relation and a logical table spelt with its schema are found."""
+    CTE, a catalog relation and a logical table spelt with its schema are found. A
+    simple query says the same, with the place in its string (it had none)."""
     sql = '/* c */ SELECT COUNT(*)\nFROM trips t JOIN "Nosuch" n ON true'
     with connected(server.port) as s:
         s.sendall(parse("bad", sql) + bind("", "bad") + execute("") + SYNC)
@@ -155,3 +156,7 @@ def test_a_table_that_does_not_exist_is_42P01_at_parse(server):
         s.sendall(parse("", "WITH c AS (SELECT 1 AS x) SELECT x FROM c, pg_class LIMIT 1")
                   + parse("p", "SELECT COUNT(*) FROM public.trips") + SYNC)
         assert kinds(until_ready(s)) == "11Z"
+        # a simple query: each statement as it comes to run, the place in the whole string
+        s.sendall(query("SELECT 1; SELECT COUNT(*) FROM nosuch"))
+        got = until_ready(s)
+        assert kinds(got) == "TDCEZ" and fields(got[3][1])["P"] == "32", got
