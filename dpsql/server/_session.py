@@ -389,7 +389,7 @@ class Session(_BVSession):
         Parse or a Describe does not plan it."""
         hit = self._routed(text)
         if planned and hit.problem is not None:
-            raise hit.problem
+            raise type(hit.problem)(str(hit.problem))  # a new one: the cached one is kept clean
         return hit.route, hit.sql
 
     def _routed(self, text: str) -> Routed:
