@@ -35,7 +35,7 @@ Session commands are read when they run.
 from __future__ import annotations
 
 from difflib import get_close_matches
-from typing import Any
+from typing import Any, Callable
 
 import duckdb
 
@@ -63,16 +63,24 @@ def check_syntax(session: Any, sql: str, commands: Any) -> None:
         return
     if len(text) > INLINE_BYTES:
         return _check_long(session, text) if session.planning is not None else None
+    read_syntax(text, lambda t: session._route_cached(t, planned=False))
+
+
+def read_syntax(text: str, route: Callable[[str], tuple[str, str]]) -> None:
+    """Raise the syntax error of ``text`` (one statement), read the way it would run:
+    well formed when DuckDB's parser reads it; else ``route``-d (a refusal is the
+    Execute's to answer), then read by DuckDB's parser on the catalog route (the
+    PostgreSQL spellings rewritten) or by the planner's (sqlglot)."""
     try:
         duckdb.extract_statements(text)
         return
     except duckdb.Error:
         pass
     try:
-        route, routed = session._route_cached(text, planned=False)
+        where, routed = route(text)
     except Exception:  # noqa: BLE001  (a refusal: the Execute answers it)
         return
-    if route == "catalog":
+    if where == "catalog":
         duckdb.extract_statements(routed)  # its ParserException: 42601
         return
     try:
@@ -155,4 +163,4 @@ def check_plan(session: Any, sql: str, commands: Any) -> None:
     session._route_cached(text)  # raises the planning error, if any
 
 
-__all__ = ["check_plan", "check_syntax", "check_tables"]
+__all__ = ["check_plan", "check_syntax", "check_tables", "read_syntax"]

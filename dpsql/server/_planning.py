@@ -349,27 +349,15 @@ def check_statement_syntax(text: str, logical: set[str], relations: set[str], al
     only text it rejects is routed and read by the planner's parser (sqlglot), which
     takes PostgreSQL spellings DuckDB lacks. Past the bounds, or refused, is not a
     syntax error: the Execute answers it."""
-    from dpsql.planner.parse_sql import parse_walked
     from dpsql.server._bounds import check_statement
+    from dpsql.server._parse_checks import read_syntax
     from dpsql.server._route import route_statement
 
     try:
         check_statement(text, max_statement_size)
     except Error:
         return
-    try:
-        duckdb.extract_statements(text)
-        return
-    except duckdb.Error:
-        pass
-    try:
-        route, routed = route_statement(text, logical, relations, alias)
-    except Error:
-        return
-    if route == "catalog":
-        duckdb.extract_statements(routed)  # its ParserException: 42601
-    else:
-        parse_walked(routed)
+    read_syntax(text, lambda t: route_statement(t, logical, relations, alias))
 
 
 __all__ = ["PROCESSES", "PlanningPool", "check_statement_syntax", "prepare_statement"]
