@@ -278,7 +278,8 @@ class Session(_BVSession):
         whatever its values (``date_trunc('month', ts) >= $1``: the planner reads
         comparisons of the attribute itself) is answered at Describe rather than with
         NoData, which told a client that prepares (asyncpg, JDBC) that it returns no
-        rows; planned, its shape is answered."""
+        rows; planned, its shape is answered. Not inside a transaction block, where the
+        error would fail the block (NoData there, and the Execute refuses it)."""
         text = statement_text(sql)
         word = _first_word(text)
         if word == "FETCH" and not self.failed:  # the cursor's columns, no row read
@@ -289,7 +290,7 @@ class Session(_BVSession):
         try:
             result = self._shape_of(text, word, params)
         except UnsupportedQueryError as refused:
-            if type(refused).__module__ != "dpsql.errors" or other is None:
+            if type(refused).__module__ != "dpsql.errors" or other is None or self.in_txn:
                 return None  # the server's own refusals (a write...): the Execute says
             try:
                 result = self._shape_of(text, word, other)

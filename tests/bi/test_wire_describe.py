@@ -98,8 +98,9 @@ def test_a_parameter_compared_with_date_trunc(typed_server):
     server refuses: text). The planner refuses such a statement whatever the value (it
     reads comparisons of the attribute itself), so Describe answers that refusal (0A000,
     checked with two sets of sample values), where it answered NoData: a client that
-    prepares (asyncpg) was told the statement returns no rows, and learnt at Execute. A
-    statement that plans answers its shape, as before."""
+    prepares (asyncpg) was told the statement returns no rows, and learnt at Execute
+    (inside a transaction block it still answers NoData: a Describe never fails the
+    block, tests/bi/test_serve.py). A statement that plans answers its shape."""
     tables = {"t": [("ts", "TIMESTAMP"), ("d", "DATE")]}
     ts = "SELECT COUNT(*) AS k FROM t WHERE date_trunc('month', ts) >= $1"
     assert parameter_types(ts, [], tables) == [1114]
