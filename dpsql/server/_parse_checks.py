@@ -135,8 +135,11 @@ def _exists(session: Any, name: str) -> bool:
     if "." not in name:
         probes.insert(1, (session._duck, f"{quote_ident(session.alias)}.{name}"))
     for con, probe in probes:
+        sql = f"SELECT 1 FROM {probe} LIMIT 0"
         try:
-            con.sql(f"SELECT 1 FROM {probe} LIMIT 0")  # bound, not run
+            if len(duckdb.extract_statements(sql)) != 1:  # the name as sqlglot quotes it:
+                return True  # one statement; anything else is the Execute's to refuse
+            con.sql(sql)  # bound, not run
             return True
         except duckdb.CatalogException:
             continue
