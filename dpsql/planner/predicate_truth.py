@@ -21,7 +21,9 @@ DISTINCT FROM`` of the attribute with a value are cut on the axis by
 * **a constant subquery** (``k = (SELECT 5)``, ``k IN (SELECT 3)``, ``k < ANY (SELECT
   5)``, ``k >= ALL (SELECT 7)``): a SELECT with one constant expression and no FROM,
   WHERE or any other clause has one row, that value; the comparison with it (``= ANY``,
-  ``IN``, ``ALL`` of one row) is the comparison with the value, NULL included. Any other
+  ``IN``, ``ALL`` of one row) is the comparison with the value, NULL included (a string
+  from it is a VARCHAR, which DuckDB casts only under ``=``, ``<>``, ``IS [NOT] DISTINCT
+  FROM`` and in an ``IN (a, b)`` list: :func:`varchar_bound`). Any other
   subquery (one that reads a table, has several rows or columns, or a clause that could
   drop its row) is refused: the planner never runs a subquery to cut a bound.
 * constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
@@ -40,6 +42,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from dpsql._sql import quote_literal
+from dpsql.domains.calendar import CALENDAR_TYPES
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
@@ -103,20 +107,26 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
     attribute with ``on_null = "drop"``."""
     axis = Axis(meta)
 
-    def bound(node: exp.Expression, what: str):
-        """A bound's value on the axis, None for NULL (a constant subquery's value)."""
+    def bound(node: exp.Expression, what: str, how: str | None = None):
+        """A bound's value on the axis, None for NULL (a constant subquery's value).
+        ``how``: the comparison, when it is not one under which DuckDB casts a VARCHAR
+        to the attribute's type (:func:`varchar_bound`)."""
         value = constant_subquery(node, what, meta.name)
-        if value is not node and isinstance(value, exp.Literal) and value.is_string:
-            raise UnsupportedQueryError(
-                f"{what} {node.sql('duckdb')!r} is a string from a subquery, a VARCHAR "
-                f"that DuckDB does not compare with the attribute {meta.name!r} without a "
-                f"cast (a string literal it casts); write the string itself: {value.sql()}")
+        is_text, text = varchar_bound(value, node, what)
+        if is_text and how is not None:
+            raise _varchar_error(node, value, text, what, how, axis)
+        if is_text:
+            return None if text is None else axis.literal(exp.Literal.string(text), what)
+        while isinstance(value, exp.Paren) and isinstance(value.this, (exp.Paren, exp.Literal)):
+            value = value.this  # ('5') is the literal '5'
         return axis.literal(value, what)
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
+        how = None if kind in _EQUALITY else _OPS[kind]
         if isinstance(node, (exp.Any, exp.All)):  # of a one-row subquery: its value
+            how = f"{_OPS[kind]} {type(node).__name__.upper()} (SELECT ...)"
             node = _one_row(node, what, meta.name)
-        v = bound(node, what)
+        v = bound(node, what, how)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
             t = _IS_NULL if v is None else _two_valued(axis.cell(v), FALSE)
             return t if kind is exp.NullSafeEQ else t.negate()
@@ -147,18 +157,19 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         if isinstance(node, exp.Between) and is_attr(node.this):
             lo, hi = node.args["low"], node.args["high"]
             what = "a BETWEEN bound"
-            out = compare(exp.GTE, lo, what).both(compare(exp.LTE, hi, what))
+            lo_v, hi_v = bound(lo, what, "BETWEEN"), bound(hi, what, "BETWEEN")
+            out = _at_least(axis, lo_v).both(_at_least(axis, hi_v, exp.LTE))
             if node.args.get("symmetric"):  # SQL's BETWEEN SYMMETRIC: either order
-                out = out.either(compare(exp.GTE, hi, what).both(compare(exp.LTE, lo, what)))
+                out = out.either(_at_least(axis, hi_v).both(_at_least(axis, lo_v, exp.LTE)))
             return out
         if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("unnest"):
             what = f"an IN value of {meta.name}"
-            items = list(node.expressions)
+            items = [(e, None) for e in node.expressions]
             if node.args.get("query") is not None:  # IN (SELECT v): one value
-                items.append(node.args["query"])
+                items.append((node.args["query"], "IN (SELECT ...)"))
             out = Truth((), EVERYTHING, UNKNOWN)
-            for e in items:  # x IN (a, b) is x = a OR x = b
-                v = bound(e, what)
+            for e, how in items:  # x IN (a, b) is x = a OR x = b
+                v = bound(e, what, how)
                 out = out.either(_UNKNOWN_EVERYWHERE if v is None
                                  else _two_valued(axis.cell(v)))
             return out
@@ -176,6 +187,62 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         raise unsupported(c, axis)
 
     return walk(c)
+
+
+def _at_least(axis: Axis, v, kind: type = exp.GTE) -> Truth:
+    """``x >= v`` (or ``kind``) of a bound's value ``v`` (None: NULL, UNKNOWN)."""
+    return _UNKNOWN_EVERYWHERE if v is None else _two_valued(axis.compare(kind, v))
+
+
+_EQUALITY = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
+"""The comparisons under which DuckDB casts a VARCHAR to the column's type (as it does
+each value of an ``IN (a, b)`` list)."""
+_OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>",
+        exp.NullSafeEQ: "IS NOT DISTINCT FROM", exp.NullSafeNEQ: "IS DISTINCT FROM"}
+
+
+def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the bound"
+                  ) -> tuple[bool, str | None]:
+    """(True, its text, None for NULL) when the bound ``value`` (``node``, or the value
+    of the constant subquery ``node``) is a VARCHAR other than a string literal written
+    in the comparison: a string from a subquery (``(SELECT '5')``), a cast to VARCHAR,
+    ``NULLIF('5', '6')``...; else (False, None). DuckDB casts a string *literal* to the
+    column's type under every comparison, but such a VARCHAR only under ``=``, ``<>``,
+    ``IS [NOT] DISTINCT FROM`` and in an ``IN (a, b)`` list: ``k = (SELECT '5.4')`` is
+    ``k = 5`` on a BIGINT column, where ``k < (SELECT '5')``, ``k IN (SELECT '5')`` and
+    ``k < ANY (SELECT '5')`` are its binder errors ("Cannot compare values of type
+    BIGINT and type VARCHAR")."""
+    inner = value
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    if isinstance(inner, exp.Literal):
+        return (inner.is_string and value is not node), inner.this
+    if isinstance(inner, (exp.Null, exp.Boolean, exp.Neg, exp.Placeholder)) \
+            or inner.find(exp.Column, exp.Query) is not None:
+        return False, None
+    folded = fold_constant(inner, what)
+    if folded is None or folded.type != "VARCHAR":
+        return False, None
+    return True, folded.value
+
+
+def _varchar_error(node, value, text: str | None, what: str, how: str,
+                   axis: Axis) -> UnsupportedQueryError:
+    inner = value
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    desc = ("is a NULL of type VARCHAR" if text is None else
+            "is a string from a subquery, a VARCHAR" if isinstance(inner, exp.Literal)
+            else f"is the VARCHAR {text!r}")
+    calendar = axis.value_type in CALENDAR_TYPES
+    fix = (f"NULL, or a NULL of {'a date' if calendar else 'a number'} (CAST(NULL AS "
+           f"{'DATE' if calendar else 'INTEGER'}))" if text is None
+           else f"the string itself: {quote_literal(text)}")
+    return UnsupportedQueryError(
+        f"{what} {node.sql('duckdb')!r} {desc}, which DuckDB casts to the type of the "
+        f"attribute {axis.name!r} only under =, <>, IS [NOT] DISTINCT FROM and IN (a, b); "
+        f"it refuses {how} with it (\"Cannot compare values of type ... and VARCHAR - an "
+        f"explicit cast is required\"); write {fix}")
 
 
 def refuse_dropped_nulls(truth: Truth, c: exp.Expression, meta, is_attr) -> None:
