@@ -29,6 +29,7 @@ from dpsql.errors import ProgrammingError, SqlSyntaxError, UnsupportedQueryError
 from dpsql.planner._sqlglot_compat import quiet_fallback, refuse_regexp_tilde
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
+from dpsql.planner.refuse_loose_syntax import refuse_loose_syntax
 from dpsql.planner.refuse_time_zones import refuse_time_zone
 
 DIALECT = "duckdb"
@@ -313,6 +314,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
             what = str(tree.this).upper() if isinstance(tree, exp.Command) else \
                 type(tree).__name__.upper()
         raise not_a_query(what)
+    refuse_loose_syntax(sql, tree, _PARSERS.tokenizer.tokenize)
     if _LEADING_DOT.search(sql):
         keep_leading_dots(tree, sql)
     walked = walk_tree(tree)

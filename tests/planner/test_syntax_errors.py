@@ -45,3 +45,28 @@ def test_a_name_that_is_no_keyword_typo_is_not_blamed():
         parse_sql("SELECT mode COUNT(*) FROM trips")
     assert (info.value.col, info.value.highlight) == (18, "(")
     assert "did you mean" not in str(info.value)
+
+
+def test_an_interval_duckdb_does_not_parse_is_a_syntax_error():
+    """sqlglot reads INTERVAL -3 MONTH as INTERVAL '-3' MONTH, and the planner answered
+    it (d < DATE '2013-06-01' + INTERVAL -3 MONTH: 1,031 rows of the fuzz data), where
+    DuckDB's parser fails ("syntax error at or near "MONTH""); the forms DuckDB parses
+    still parse (dpsql/planner/refuse_loose_syntax.py)."""
+    import duckdb
+
+    con = duckdb.connect()
+    head = "SELECT DATE '2013-06-01' + "
+    for bad, near in (("INTERVAL -3 MONTH", "-"), ("INTERVAL +3 MONTH", "+"),
+                      ("INTERVAL NULL DAY", "NULL"), ("INTERVAL 1 + 2 MONTH", None),
+                      ("INTERVAL 3::INT MONTH", None)):
+        with pytest.raises(duckdb.ParserException):
+            con.execute(head + bad)
+        with pytest.raises(SqlSyntaxError, match="DuckDB's INTERVAL takes one number or "
+                                                 "string, or an expression in parentheses"
+                           ) as info:
+            parse_sql(head + bad)
+        assert info.value.highlight == near, str(info.value)
+    for good in ("INTERVAL '-3' MONTH", "- INTERVAL 3 MONTH", "INTERVAL (-3) MONTH",
+                 "INTERVAL (1 + 2) MONTH", "INTERVAL 3 MONTHS", "INTERVAL '3 months'"):
+        con.execute(head + good)
+        parse_sql(head + good)

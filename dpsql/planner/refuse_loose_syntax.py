@@ -1,0 +1,71 @@
+"""Pass 1, after the parse: refuse an INTERVAL that sqlglot reads and DuckDB's parser
+rejects.
+
+DuckDB's ``INTERVAL`` takes one number, one string or an expression in parentheses
+before its unit (``INTERVAL 3 MONTH``, ``INTERVAL '-3' MONTH``, ``INTERVAL (-3) MONTH``;
+``- INTERVAL 3 MONTH`` negates a whole interval). sqlglot's DuckDB dialect also reads
+``INTERVAL -3 MONTH``, ``INTERVAL +3 MONTH``, ``INTERVAL 1 + 2 MONTH``, ``INTERVAL
+3::INT MONTH``, ``INTERVAL NULL DAY`` and ``INTERVAL ? DAY`` and writes them back as
+SQL that DuckDB runs (``INTERVAL '-3' MONTH``), so the planner answered them; each is
+DuckDB's ``syntax error at or near ...``, and is refused here as DuckDB refuses it.
+
+``BETWEEN SYMMETRIC``, which DuckDB 2's parser rejects too, stays answered on purpose:
+it is standard SQL that PostgreSQL clients send to ``dpsql serve``
+(tests/e2e/test_fuzz_regressions.py). The check runs only when the statement holds the
+word INTERVAL, so no other statement pays for a second tokenization.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from dpsql.errors import SqlSyntaxError
+from dpsql.planner._syntax_error import _start_of
+
+_INTERVAL_STARTS = frozenset((TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN,
+                              TokenType.BYTE_STRING, TokenType.HEREDOC_STRING,
+                              TokenType.NATIONAL_STRING, TokenType.RAW_STRING))
+"""The tokens DuckDB's INTERVAL may start with: a number, a string, a parenthesis."""
+
+_INTERVAL_FORMS = ("DuckDB's INTERVAL takes one number or string, or an expression in "
+                   "parentheses, before its unit (INTERVAL 3 MONTH, INTERVAL '-3' MONTH, "
+                   "INTERVAL (-3) MONTH, - INTERVAL 3 MONTH)")
+
+
+def refuse_loose_syntax(sql: str, tree: exp.Expression, tokenize: object) -> None:
+    """Raise :class:`~dpsql.errors.SqlSyntaxError` where ``sql`` (parsed as ``tree``)
+    uses a form DuckDB's parser rejects (module docstring); ``tokenize``: the planner's
+    DuckDB tokenizer's ``tokenize``."""
+    if "interval" not in sql.lower():
+        return
+    intervals = list(tree.find_all(exp.Interval))
+    if not intervals:  # a column named "interval"
+        return
+    try:
+        tokens: list[Token] = list(tokenize(sql))  # type: ignore[operator]
+    except TokenError:
+        return
+    for i, t in enumerate(tokens[:-1]):
+        after = tokens[i + 1]
+        if t.token_type == TokenType.INTERVAL and after.token_type not in _INTERVAL_STARTS:
+            raise _error(sql, after, f"{_INTERVAL_FORMS}; DuckDB rejects INTERVAL "
+                                     f"followed by {after.text!r}")
+    for node in intervals:
+        value = node.this
+        if not isinstance(value, (exp.Paren, exp.Subquery)) \
+                and any(True for _ in value.iter_expressions()):
+            raise SqlSyntaxError(
+                f"syntax error: {_INTERVAL_FORMS}; DuckDB rejects an INTERVAL of "
+                f"{value.sql('duckdb')!r} without parentheses: write INTERVAL "
+                f"({value.sql('duckdb')}) {node.text('unit')}".rstrip())
+
+
+def _error(sql: str, token: Token, why: str) -> SqlSyntaxError:
+    line, col = _start_of(sql, token)
+    return SqlSyntaxError(f"syntax error at line {line}, column {col} near {token.text!r}: "
+                          f"{why}", line, col, token.text)
+
+
+__all__ = ["refuse_loose_syntax"]
