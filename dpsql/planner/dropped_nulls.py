@@ -26,6 +26,8 @@ imports this one).
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ViewInfo
 
@@ -96,6 +98,20 @@ def unsafe_view_error(ref, view: ViewInfo) -> UnsupportedQueryError:
     counts (``view``: the first of them)."""
     dropped = sorted(a for a in view.null_dropped
                      if a not in ref.non_null and not skips_nulls(ref, a))
+    unclear = [(a, c) for a, c in ref.unclear_nulls if a in dropped]
+    if unclear:
+        a, c = unclear[0]
+        names = {n.lower() for n in ref.release.attributes[a].columns}
+        x = next((col.name for col in c.find_all(exp.Column) if col.name.lower() in names),
+                 _column(ref, a))
+        sql = c.sql("duckdb")
+        return UnsupportedQueryError(
+            f"the WHERE condition {sql} may keep rows where {x} is NULL (the planner "
+            f"reads its value there only for comparisons, IN, LIKE, IS [NOT] NULL, "
+            f"COALESCE and CASE of {x} with constants), which the release does not "
+            f"hold: the views over {a!r} leave its NULL rows out (on_null = \"drop\" in "
+            f"the spec). If the condition is never TRUE where {x} is NULL, add AND {x} IS "
+            f"NOT NULL to it, which keeps the same rows")
     grouped = [a for a in dropped if _used_outside_aggregates(ref, a)]
     if grouped:
         a = grouped[0]

@@ -128,6 +128,9 @@ class Reference:
     counted: frozenset[str] = frozenset()
     """Attributes with ``on_null = "drop"`` of which the SELECT takes ``COUNT(attr)``:
     the count of the rows where it has a value, read from a view over it."""
+    unclear_nulls: tuple[tuple[str, exp.Expression], ...] = field(default=(), compare=False)
+    """(attribute, WHERE conjunct) where the conjunct's value on the attribute's NULL
+    rows is not known to the planner (``upper(cd) = 'A'``): for the refusal's words."""
 
     def null_safe(self, view: ViewInfo) -> bool:
         """True when ``view`` holds every row this reference counts
@@ -456,7 +459,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      tuple(aggregates), tuple(removed), tuple(scope_calls),
                      None if plain is None else tuple(plain), tuple(long_names), measured,
                      tuple(bins), frozenset(non_null), tuple(truncs),
-                     frozenset(a.skips for a in aggregates if a.skips))
+                     frozenset(a.skips for a in aggregates if a.skips),
+                     tuple(null_rows.unknown.items()))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

@@ -11,9 +11,13 @@ values are collected per attribute and decided once the whole clause is read:
 * TRUE there, on an attribute with ``on_null = "drop"``: refused, since no view over it
   holds those rows (:func:`~dpsql.planner.dropped_nulls.is_null_error`), unless another
   conjunct is a constant FALSE or NULL (``x IS NULL AND FALSE``), which keeps no row;
-* a conjunct of a shape whose value there is not known (a function of a label, a
-  subquery that reads a table) decides nothing: the view choice then asks for a view
-  that holds those rows.
+* a conjunct on labels of another shape is valued by DuckDB with NULL in place of the
+  attribute's columns (:func:`~dpsql.planner.predicate_truth.folded_null_row_value`:
+  ``coalesce(cd = 'a', FALSE)`` is FALSE there, ``coalesce(cd, 'z') = 'z'`` TRUE) when
+  it is built of the constant-expression nodes the planner values;
+* a conjunct whose value there is still not known (a function of a label, a subquery
+  that reads a table) decides nothing: the view choice then asks for a view that holds
+  those rows, and where none does the refusal names the conjunct.
 
 For an attribute with ``on_null = "category"`` a binned attribute's NULL node is kept
 where the clause is TRUE on it.
@@ -25,8 +29,9 @@ from sqlglot import exp
 
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition
-from dpsql.planner.predicate_truth import (TRUE, UNKNOWN, Truth, null_row_value,
-                                           refuse_dropped_nulls, rejects_null)
+from dpsql.planner.predicate_truth import (TRUE, UNKNOWN, Truth, folded_null_row_value,
+                                           null_row_value, refuse_dropped_nulls,
+                                           rejects_null)
 
 
 class NullRows:
@@ -37,7 +42,7 @@ class NullRows:
     def __init__(self, release, owned) -> None:
         self.release, self.owned = release, owned
         self.labels: dict[str, tuple[int, exp.Expression]] = {}  # value, first conjunct
-        self.unknown: set[str] = set()
+        self.unknown: dict[str, exp.Expression] = {}  # attribute: its first such conjunct
         self.binned: dict[str, tuple[Truth, exp.Expression]] = {}
         self.never = False
 
@@ -53,8 +58,10 @@ class NullRows:
         v = null_row_value(c, lambda x: any(x is y for y in cols)) if cols else None
         if v is None and rejects_null(c):
             v = UNKNOWN
+        if v is None and cols:  # COALESCE, CASE...: DuckDB's value with NULL for them
+            v = folded_null_row_value(c, cols)
         if v is None:
-            self.unknown.add(attribute)
+            self.unknown.setdefault(attribute, c)
         elif attribute in self.labels:
             self.labels[attribute] = min(self.labels[attribute][0], v), \
                 self.labels[attribute][1]

@@ -26,6 +26,8 @@ DISTINCT FROM`` of the attribute with a value are cut on the axis by
   FROM`` and in an ``IN (a, b)`` list: :func:`varchar_bound`). Any other
   subquery (one that reads a table, has several rows or columns, or a clause that could
   drop its row) is refused: the planner never runs a subquery to cut a bound.
+* ``COALESCE(p, q, ...)`` of predicates is ``p`` where it is not UNKNOWN, else ``q``...:
+  ``coalesce(n = 5, FALSE)`` is FALSE on a NULL row, ``coalesce(n = 5, TRUE)`` TRUE.
 * constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
   value and on NULL rows; ``(p) IS [NOT] TRUE``, ``IS [NOT] FALSE`` and ``(p) IS [NOT]
   NULL`` of a predicate ``p`` are TRUE or FALSE everywhere, read from ``p``'s sets.
@@ -44,6 +46,7 @@ from sqlglot import exp
 
 from dpsql._sql import quote_literal
 from dpsql.domains.calendar import CALENDAR_TYPES
+from dpsql.errors import Error as DpsqlError
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
@@ -78,6 +81,13 @@ class Truth:
 
     def unknown(self) -> Intervals:
         return complement(union(self.true, self.false))
+
+    def otherwise(self, other: "Truth") -> "Truth":
+        """``COALESCE(self, other)``: ``other`` where ``self`` is UNKNOWN."""
+        unknown = self.unknown()
+        return Truth(union(self.true, intersect(unknown, other.true)),
+                     union(self.false, intersect(unknown, other.false)),
+                     other.at_null if self.at_null == UNKNOWN else self.at_null)
 
 
 _UNKNOWN_EVERYWHERE = Truth((), (), UNKNOWN)
@@ -143,6 +153,11 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             return walk(node.this).either(walk(node.expression))
         if isinstance(node, exp.Not):
             return walk(node.this).negate()
+        if isinstance(node, exp.Coalesce):  # of predicates: the first that is not NULL
+            out = walk(node.this)
+            for e in node.expressions:
+                out = out.otherwise(walk(e))
+            return out
         if isinstance(node, exp.Is) and is_attr(node.this):
             if isinstance(node.expression, exp.Null):
                 return _IS_NULL
@@ -386,6 +401,29 @@ def null_row_value(c: exp.Expression, is_attr) -> int | None:
     return value(c)
 
 
+def folded_null_row_value(c: exp.Expression, cols: list[exp.Column]) -> int | None:
+    """The value of the predicate ``c`` on a row where its columns ``cols`` (nodes of
+    ``c``: one attribute's) are NULL, as DuckDB computes ``c`` with NULL in their place
+    (``coalesce(cd = 'a', TRUE)`` is TRUE there, ``coalesce(cd, 'z') = 'a'`` FALSE);
+    None when ``c`` with them replaced is not a constant condition of
+    :data:`~dpsql.planner.fold_constants.ALLOWED` nodes (``upper(cd) = 'A'``) or DuckDB
+    fails on it."""
+    copy = c.copy()
+    mine = {id(x) for x in cols}
+    for x, y in zip(list(c.find_all(exp.Column)), list(copy.find_all(exp.Column))):
+        if id(x) in mine:
+            y.replace(exp.Null())
+    if copy.find(exp.Column) is not None:
+        return None
+    try:
+        folded = fold_condition(copy)
+    except DpsqlError:
+        return None
+    if folded is None:
+        return None
+    return UNKNOWN if folded.value is None else TRUE if folded.value else FALSE
+
+
 def _one_value(q: exp.Query) -> bool:
     """A SELECT of one expression and no other clause (one row)."""
     return isinstance(q, exp.Select) and len(q.expressions) == 1 and {
@@ -400,5 +438,6 @@ def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
         return None
 
 
-__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery", "null_row_value",
+__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery",
+           "folded_null_row_value", "null_row_value",
            "predicate_intervals", "predicate_truth", "refuse_dropped_nulls", "rejects_null"]

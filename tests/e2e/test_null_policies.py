@@ -20,6 +20,8 @@ count is 0 (docs/sql.md, "Counts").
 
 from __future__ import annotations
 
+import re
+
 import duckdb
 import pytest
 
@@ -114,6 +116,27 @@ def test_is_null_of_a_dropped_attribute_says_why_and_what_to_do(con, where, colu
         f"it). Count them as COUNT(*) minus COUNT(*) WHERE {column} IS NOT NULL, each from "
         f"its own query (the first reads a view without '{attribute}'), or release them as "
         f"a value of their own with on_null = \"category\" in the spec")
+
+
+def test_coalesce_of_a_dropped_attribute_is_valued_on_its_null_rows(con, raw):
+    """A WHERE predicate on a dropped attribute is valued on its NULL rows as DuckDB
+    values it with NULL in the column's place: coalesce(cd = 'a', FALSE), FALSE there, is
+    answered (800 rows; it was refused as "this query uses cd outside its aggregates
+    (GROUP BY, SELECT...)", which it does not), coalesce(cd = 'a', TRUE), TRUE there, is
+    the dropped-NULL refusal, and a predicate whose value there is not known says so."""
+    for where in ("coalesce(cd = 'a', FALSE)", "coalesce(nd = 3, FALSE)",
+                  "NOT coalesce(nd = 3, TRUE)", "coalesce(cd, 'z') = 'a'"):
+        sql = f"SELECT COUNT(*) FROM t WHERE {where}"
+        assert _one(con, sql)[0][0] == pytest.approx(raw.execute(sql).fetchone()[0]), where
+    for where, says in (
+            ("coalesce(cd = 'a', TRUE)", "COALESCE(cd = 'a', TRUE): the release cannot "
+                                         "count the rows where cd is NULL"),
+            ("upper(cd) = 'A'", "the WHERE condition UPPER(cd) = 'A' may keep rows where "
+                                "cd is NULL (the planner reads its value there only for "
+                                "comparisons, IN, LIKE, IS [NOT] NULL, COALESCE and CASE of "
+                                "cd with constants)")):
+        with pytest.raises(dpsql.UnsupportedQueryError, match=re.escape(says)):
+            con.execute(f"SELECT COUNT(*) FROM t WHERE {where}")
 
 
 def test_the_suggested_two_queries_count_the_dropped_nulls(con, raw):
