@@ -229,6 +229,20 @@ def test_points_of_a_real_axis_are_refused(where):
         _intervals(where, "real")
 
 
+@pytest.mark.parametrize("where,expected", [
+    ("x NOT IN (1.5, NULL)", ()), ("NOT (x IN (1.5, NULL))", ()),
+    ("x <> 1.5 AND x < 1", ((-INF, 1),)), ("x = 1.5 OR x < 3", ((-INF, 3),)),
+    ("x IN (1.5, NULL) OR x BETWEEN 1 AND 3", ((1, 3),)),
+])
+def test_a_point_of_a_real_axis_that_changes_no_kept_row_is_answered(where, expected):
+    """Three-valued logic at single points: x NOT IN (1.5, NULL) is never TRUE (FALSE at
+    1.5, UNKNOWN elsewhere), so it keeps no row, as in DuckDB; it was refused like x =
+    1.5. A point kept or left out alone is still refused (above)."""
+    assert _intervals(where, "real") == expected
+    with pytest.raises(dpsql.UnsupportedQueryError, match="keeps the value 1.5 alone"):
+        _intervals("x IN (1.5, NULL)", "real")
+
+
 def test_real_bounds_are_continuous():
     assert _intervals("x <= 5", "real") == _intervals("x < 5", "real") == ((-INF, 5),)
     assert _intervals("x NOT BETWEEN 2 AND 4", "real") == ((-INF, 2), (4, INF))

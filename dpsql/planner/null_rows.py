@@ -30,7 +30,7 @@ from sqlglot import exp
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition
 from dpsql.planner.predicate_truth import (TRUE, UNKNOWN, Truth, folded_null_row_value,
-                                           null_row_value, refuse_dropped_nulls,
+                                           null_row_value, refuse_dropped_nulls, refuse_points,
                                            rejects_null)
 
 
@@ -96,6 +96,7 @@ class NullRows:
         for a, (truth, first) in self.binned.items():
             if not self.never:
                 refuse_dropped_nulls(truth, first, attrs[a], column_test(a))
+                refuse_points(truth, first, attrs[a])
             if truth.at_null != TRUE or self.never:
                 non_null.add(a)
             if attrs[a].null_category:  # the NULL node: kept where the clause is TRUE

@@ -40,6 +40,7 @@ NULL node where the predicate is TRUE on it, and ``"drop"`` refuses a predicate 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -65,19 +66,34 @@ class Truth:
     true: Intervals
     false: Intervals
     at_null: int
+    points: tuple[tuple[float, int], ...] = ()
+    """On a real axis, the value at single points where it is not the intervals' value
+    (``x = 1.5`` is FALSE everywhere but TRUE at 1.5): (point, value), by point."""
+
+    def at(self, p: float) -> int:
+        """The value at the point ``p``."""
+        return dict(self.points).get(p, _value_at(self, p, 0))
+
+    def _each(self, other: "Truth", op) -> tuple[tuple[float, int], ...]:
+        ps = sorted({p for p, _ in self.points} | {p for p, _ in other.points})
+        return tuple((p, op(self.at(p), other.at(p))) for p in ps)
+
+    def mapped(self, op) -> tuple[tuple[float, int], ...]:
+        return tuple((p, op(v)) for p, v in self.points)
 
     def negate(self) -> "Truth":
-        return Truth(self.false, self.true, TRUE - self.at_null)
+        return Truth(self.false, self.true, TRUE - self.at_null,
+                     self.mapped(lambda v: TRUE - v))
 
     def both(self, other: "Truth") -> "Truth":
         """``self AND other``."""
         return Truth(intersect(self.true, other.true), union(self.false, other.false),
-                     min(self.at_null, other.at_null))
+                     min(self.at_null, other.at_null), self._each(other, min))
 
     def either(self, other: "Truth") -> "Truth":
         """``self OR other``."""
         return Truth(union(self.true, other.true), intersect(self.false, other.false),
-                     max(self.at_null, other.at_null))
+                     max(self.at_null, other.at_null), self._each(other, max))
 
     def unknown(self) -> Intervals:
         return complement(union(self.true, self.false))
@@ -87,7 +103,15 @@ class Truth:
         unknown = self.unknown()
         return Truth(union(self.true, intersect(unknown, other.true)),
                      union(self.false, intersect(unknown, other.false)),
-                     other.at_null if self.at_null == UNKNOWN else self.at_null)
+                     other.at_null if self.at_null == UNKNOWN else self.at_null,
+                     self._each(other, lambda a, b: b if a == UNKNOWN else a))
+
+
+def _value_at(t: Truth, p: float, side: int) -> int:
+    """The intervals' value at ``p`` (``side`` 0), just below it (-1) or just above (1)."""
+    def has(pieces: Intervals) -> bool:
+        return any((lo < p <= hi) if side < 0 else (lo <= p < hi) for lo, hi in pieces)
+    return TRUE if has(t.true) else FALSE if has(t.false) else UNKNOWN
 
 
 _UNKNOWN_EVERYWHERE = Truth((), (), UNKNOWN)
@@ -100,8 +124,8 @@ def _constant(value: bool | None) -> Truth:
     return Truth(EVERYTHING, (), TRUE) if value else Truth((), EVERYTHING, FALSE)
 
 
-def _two_valued(true: Intervals, at_null: int = UNKNOWN) -> Truth:
-    return Truth(true, complement(true), at_null)
+def _two_valued(true: Intervals, at_null: int = UNKNOWN, points=()) -> Truth:
+    return Truth(true, complement(true), at_null, points)
 
 
 _FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE,
@@ -138,11 +162,19 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             node = _one_row(node, what, meta.name)
         v = bound(node, what, how)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
-            t = _IS_NULL if v is None else _two_valued(axis.cell(v), FALSE)
+            t = _IS_NULL if v is None else cell(v, FALSE)
             return t if kind is exp.NullSafeEQ else t.negate()
         if v is None:
             return _UNKNOWN_EVERYWHERE
+        if kind in (exp.EQ, exp.NEQ):
+            return cell(v) if kind is exp.EQ else cell(v).negate()
         return _two_valued(axis.compare(kind, v))
+
+    def cell(v, at_null: int = UNKNOWN) -> Truth:
+        """``x = v``: a grid value's cell, or on a real axis the single point v."""
+        if axis.step is not None or not math.isfinite(v):
+            return _two_valued(axis.cell(v) if axis.step is not None else (), at_null)
+        return Truth((), EVERYTHING, at_null, ((float(v), TRUE),))
 
     def walk(node: exp.Expression) -> Truth:
         if isinstance(node, exp.Paren):
@@ -164,11 +196,12 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             raise unsupported(c, axis)
         if isinstance(node, exp.Is) and isinstance(node.expression, (exp.Null, exp.Boolean)):
             inner = walk(node.this)  # (p) IS NULL / TRUE / FALSE: never UNKNOWN
-            if isinstance(node.expression, exp.Null):
-                return _two_valued(inner.unknown(), TRUE if inner.at_null == UNKNOWN else FALSE)
-            if node.expression.this:
-                return _two_valued(inner.true, TRUE if inner.at_null == TRUE else FALSE)
-            return _two_valued(inner.false, TRUE if inner.at_null == FALSE else FALSE)
+            want = UNKNOWN if isinstance(node.expression, exp.Null) else \
+                TRUE if node.expression.this else FALSE
+            kept = inner.unknown() if want == UNKNOWN else inner.true if want == TRUE \
+                else inner.false
+            return _two_valued(kept, TRUE if inner.at_null == want else FALSE,
+                               inner.mapped(lambda v: TRUE if v == want else FALSE))
         if isinstance(node, exp.Between) and is_attr(node.this):
             lo, hi = node.args["low"], node.args["high"]
             what = "a BETWEEN bound"
@@ -185,8 +218,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             out = Truth((), EVERYTHING, UNKNOWN)
             for e, how in items:  # x IN (a, b) is x = a OR x = b
                 v = bound(e, what, how)
-                out = out.either(_UNKNOWN_EVERYWHERE if v is None
-                                 else _two_valued(axis.cell(v)))
+                out = out.either(_UNKNOWN_EVERYWHERE if v is None else cell(v))
             return out
         if type(node) in _FLIP:
             left, right, kind = node.this, node.expression, type(node)
@@ -270,12 +302,31 @@ def refuse_dropped_nulls(truth: Truth, c: exp.Expression, meta, is_attr) -> None
         raise is_null_error(meta, col.name, c.sql("duckdb"))
 
 
+def refuse_points(truth: Truth, c: exp.Expression, meta) -> None:
+    """Refuse the predicate ``c`` (of :class:`Truth` ``truth``: the AND of a WHERE
+    clause's conjuncts on the real-valued attribute ``meta``) when it keeps a single
+    point that the values on both sides of it are not kept (``x = 1.5``, ``x IN (1.5,
+    NULL)``), or leaves out a point between kept values (``x <> 1.5``): a point holds
+    no released count. Where the point goes as one side does, the continuous axis
+    answers it as it answers ``<=`` and ``<`` (the same bound): ``x NOT IN (1.5, NULL)``
+    keeps no row, ``x <> 1.5 AND x < 1`` is ``x < 1``, ``x = 1.5 OR x < 3`` is ``x <
+    3``."""
+    for p, v in truth.points:
+        kept = v == TRUE
+        if kept != (_value_at(truth, p, -1) == TRUE) \
+                and kept != (_value_at(truth, p, 1) == TRUE):
+            raise Axis(meta).point_error(
+                f"{c.sql('duckdb')!r} ({'keeps' if kept else 'leaves out'} the value {p!r} "
+                "alone)")
+
+
 def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
     """The intervals of the axis of the binned attribute ``meta`` where the predicate
     ``c`` is TRUE (:func:`predicate_truth`), refused as :func:`refuse_dropped_nulls`
-    says."""
+    and :func:`refuse_points` say."""
     truth = predicate_truth(c, meta, is_attr)
     refuse_dropped_nulls(truth, c, meta, is_attr)
+    refuse_points(truth, c, meta)
     return truth.true
 
 
@@ -440,4 +491,5 @@ def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
 
 __all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery",
            "folded_null_row_value", "null_row_value",
-           "predicate_intervals", "predicate_truth", "refuse_dropped_nulls", "rejects_null"]
+           "predicate_intervals", "predicate_truth", "refuse_dropped_nulls", "refuse_points",
+           "rejects_null"]

@@ -17,7 +17,9 @@ predicates built of them (AND, OR, NOT, NULLs: three-valued) are walked by
   exact (decimal fractions, not binary floating point).
 * **real** values are a continuous axis: ``<`` and ``<=`` are the same bound, a single
   value has no width, so ``=``, ``IN``, ``<>`` and ``NOT IN`` are refused with the forms
-  that work.
+  that work where the point alone decides a row (``Truth.points`` and
+  :func:`~dpsql.planner.predicate_truth.refuse_points`: ``x NOT IN (1.5, NULL)``, never
+  TRUE, is answered).
 
 The result is a tuple of disjoint half-open intervals ``(lo, hi)`` in increasing order,
 ``-inf``/``inf`` for an unbounded side; ``()`` is the empty set. A bound that falls
@@ -252,7 +254,7 @@ class Axis:
                 return ((-math.inf, v),)
             if kind in (exp.GT, exp.GTE):
                 return ((v, math.inf),)
-            raise self._point_error("=" if kind is exp.EQ else "<>")
+            raise self.point_error("=" if kind is exp.EQ else "<>")
         r = self.step
         if isinstance(v, float) and math.isinf(v):  # a DOUBLE beyond range (1e400)
             keeps = {exp.LT: v > 0, exp.LTE: v > 0, exp.GT: v < 0, exp.GTE: v < 0,
@@ -272,7 +274,7 @@ class Axis:
     def cell(self, v: Fraction | float) -> Intervals:
         """The cell [v, v + r) of a grid value; empty when ``v`` is off the grid."""
         if self.step is None:
-            raise self._point_error("IN")
+            raise self.point_error("IN")
         if isinstance(v, float) and math.isinf(v):
             return ()
         lo = self._grid(v, up=False)
@@ -280,7 +282,7 @@ class Axis:
             return ()
         return ((float(lo), float(lo + self.step)),)
 
-    def _point_error(self, op: str) -> UnsupportedQueryError:
+    def point_error(self, op: str) -> UnsupportedQueryError:
         a = self.name
         return UnsupportedQueryError(
             f"{op} on the real-valued attribute {a!r} compares a single point of a "

@@ -41,7 +41,7 @@ NULL_BOUNDS = [
     "n IS DISTINCT FROM NULL", "n IS NOT DISTINCT FROM 3", "n IS NULL AND n > 5",
     "d = NULL", "d NOT BETWEEN NULL AND DATE '2013-05-01'", "d < CAST(NULL AS DATE)",
     "x < NULL", "x = NULL", "x NOT BETWEEN NULL AND 2.5", "x IN (NULL)",
-    "p NOT IN (2.5, NULL)", "p IN (2.5, NULL)", "m < NULL",
+    "p NOT IN (2.5, NULL)", "p IN (2.5, NULL)", "m < NULL", "x NOT IN (2.5, NULL)",
     "ts NOT BETWEEN NULL AND TIMESTAMP '2013-01-03 00:00:00'",
 ]
 
