@@ -29,6 +29,9 @@ _INTERVAL_STARTS = frozenset((TokenType.STRING, TokenType.NUMBER, TokenType.L_PA
                               TokenType.NATIONAL_STRING, TokenType.RAW_STRING))
 """The tokens DuckDB's INTERVAL may start with: a number, a string, a parenthesis."""
 
+_TYPE_BEFORE = frozenset((TokenType.ALIAS, TokenType.DCOLON))
+"""Tokens after which INTERVAL is a type (``CAST(x AS INTERVAL)``, ``'1 day'::INTERVAL``)."""
+
 _INTERVAL_FORMS = ("DuckDB's INTERVAL takes one number or string, or an expression in "
                    "parentheses, before its unit (INTERVAL 3 MONTH, INTERVAL '-3' MONTH, "
                    "INTERVAL (-3) MONTH, - INTERVAL 3 MONTH)")
@@ -49,7 +52,8 @@ def refuse_loose_syntax(sql: str, tree: exp.Expression, tokenize: object) -> Non
         return
     for i, t in enumerate(tokens[:-1]):
         after = tokens[i + 1]
-        if t.token_type == TokenType.INTERVAL and after.token_type not in _INTERVAL_STARTS:
+        if t.token_type == TokenType.INTERVAL and after.token_type not in _INTERVAL_STARTS \
+                and (i == 0 or tokens[i - 1].token_type not in _TYPE_BEFORE):
             raise _error(sql, after, f"{_INTERVAL_FORMS}; DuckDB rejects INTERVAL "
                                      f"followed by {after.text!r}")
     for node in intervals:

@@ -67,6 +67,7 @@ def test_an_interval_duckdb_does_not_parse_is_a_syntax_error():
             parse_sql(head + bad)
         assert info.value.highlight == near, str(info.value)
     for good in ("INTERVAL '-3' MONTH", "- INTERVAL 3 MONTH", "INTERVAL (-3) MONTH",
-                 "INTERVAL (1 + 2) MONTH", "INTERVAL 3 MONTHS", "INTERVAL '3 months'"):
+                 "INTERVAL (1 + 2) MONTH", "INTERVAL 3 MONTHS", "INTERVAL '3 months'",
+                 "INTERVAL 1 DAY - CAST('1 day' AS INTERVAL) - '1 day'::INTERVAL"):
         con.execute(head + good)
         parse_sql(head + good)
