@@ -2,8 +2,9 @@
 
 An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3):
 
-1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries, bind
-   parameters as literals *before* planning; on a locked-down connection,
+1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries and
+   the INTERVALs DuckDB's parser rejects (:mod:`~dpsql.planner.refuse_loose_syntax`),
+   bind parameters as literals *before* planning; on a locked-down connection,
    :mod:`~dpsql.planner.refuse_file_reads` then refuses whatever would read a file;
    :mod:`~dpsql.planner.resolve_helpers` resolves the release's helpers (``dp_level``,
    ``dp_range``, ``dpsql_domain__<attr>``...) by their documented names;
