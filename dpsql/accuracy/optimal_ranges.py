@@ -24,7 +24,7 @@ mechanism under ℓ₂; Li et al. 2010, Yuan et al. 2016). [derived here; not in
   ``F = Λ^½ V w^{-¼}`` and z ~ N(0, I_K): K normals, one matrix product. Privacy uses
   ``diag(C⁻¹) = diag(M)`` computed from the same factorisation.
 * **Cost.** O(K³) time and O(K²) memory, once per process and shape: the
-  factorisation is kept (:func:`noise_factor`), so the mechanism, its error model and the
+  factorisation is kept (:func:`factorise`), so the mechanism, its error model and the
   release-time bootstrap's replicates share one; :func:`dpsql.accuracy.load` shares
   models, and attaching a release never builds one. Hence
   :data:`MAX_OPTIMAL_BINS`; beyond it the tree covariance (O(K)) is the choice.
@@ -138,37 +138,60 @@ FACTOR_CACHE_BYTES = 300 * 2 ** 20
 """The most memory :func:`noise_factor` keeps for factorisations already made: one
 4,096-bin view's (F and M, 268 MB), or many smaller ones, least recently used first out."""
 
-_factors: "OrderedDict[tuple[int, bytes], tuple[np.ndarray, np.ndarray]]" = OrderedDict()
+
+@dataclass(frozen=True, eq=False)
+class Factorisation:
+    """F and M = C⁻¹ of one (K, λ), read-only, and the residual ``e`` of exactly this F
+    and M (:func:`factorisation_residual`): one object, so that the certificate a build
+    checks always belongs to the F its noise is drawn from."""
+
+    factor: np.ndarray
+    m_inv: np.ndarray
+    residual: float
+
+
+_factors: "OrderedDict[tuple[int, bytes], Factorisation]" = OrderedDict()
 _factors_lock = threading.Lock()
+
+
+def factorise(bins: int, weights: Any) -> Factorisation:
+    """The :class:`Factorisation` of K = ``bins`` and the weights λ.
+
+    It depends only on K and λ (public, data-free), and a build asks for it again and
+    again: the mechanism draws its noise from F, its error model's variances come from
+    F, and the release-time bootstrap re-runs both once per replicate (32
+    eigendecompositions of the same matrix, 70 % of building the trips demo). So it is
+    computed once (with its residual: two K³ products, 4 % of the eigendecomposition at
+    K = 4,096) and kept up to :data:`FACTOR_CACHE_BYTES`. Two threads that miss at once
+    each compute and use their own; the last one is kept."""
+    k = _check_bins(bins)
+    lam = _check_weights(weights, k)
+    key = (k, lam.tobytes())
+    with _factors_lock:
+        hit = _factors.get(key)
+        if hit is not None:
+            _factors.move_to_end(key)
+            return hit
+    s, w, v = _spectral(all_ranges_gram(k), lam)
+    factor = (s[:, None] * v) * w ** -0.25
+    m_inv = ((v * np.sqrt(w)) @ v.T) / np.outer(s, s)
+    factor.flags.writeable = m_inv.flags.writeable = False
+    out = Factorisation(factor, m_inv, factorisation_residual(factor, m_inv))
+    with _factors_lock:
+        _factors[key] = out
+        while len(_factors) > 1 and sum(f.factor.nbytes + f.m_inv.nbytes for f in
+                                        _factors.values()) > FACTOR_CACHE_BYTES:
+            _factors.popitem(last=False)
+    return out
 
 
 def noise_factor(bins: int, weights: Any) -> tuple[np.ndarray, np.ndarray]:
     """(F, M) for the weights λ: leaf noise ``σ·F z`` (z ~ N(0, I)) has covariance
     ``σ²C`` with ``C = F Fᵀ``, and ``M = C⁻¹`` (from the same factorisation).
     Every λ > 0 gives a valid mechanism; privacy is calibrated on M, never assumed.
-
-    Both depend only on K and λ (public, data-free), and a build asks for the same pair
-    again and again: the mechanism draws its noise from F, its error model's variances
-    come from F, and the release-time bootstrap re-runs both once per replicate (32
-    eigendecompositions of the same matrix, 70 % of building the trips demo). So the
-    pair is computed once and kept (read-only) up to :data:`FACTOR_CACHE_BYTES`."""
-    k = _check_bins(bins)
-    lam = _check_weights(weights, k)
-    key = (k, lam.tobytes())
-    with _factors_lock:
-        if key in _factors:
-            _factors.move_to_end(key)
-            return _factors[key]
-    s, w, v = _spectral(all_ranges_gram(k), lam)
-    factor = (s[:, None] * v) * w ** -0.25
-    m_inv = ((v * np.sqrt(w)) @ v.T) / np.outer(s, s)
-    factor.flags.writeable = m_inv.flags.writeable = False
-    with _factors_lock:
-        _factors[key] = (factor, m_inv)
-        while len(_factors) > 1 and sum(f.nbytes + m.nbytes for f, m in
-                                        _factors.values()) > FACTOR_CACHE_BYTES:
-            _factors.popitem(last=False)
-    return factor, m_inv
+    Kept between calls (:func:`factorise`)."""
+    f = factorise(bins, weights)
+    return f.factor, f.m_inv
 
 
 def factorisation_residual(factor: np.ndarray, m_inv: np.ndarray) -> float:

@@ -17,6 +17,7 @@ from dpsql.accuracy.optimal_ranges import (
     MAX_OPTIMAL_BINS,
     RangeOptimalErrorModel,
     all_ranges_gram,
+    factorisation_residual,
     noise_factor,
     optimal_range_weights,
     privacy_constants,
@@ -85,8 +86,12 @@ def test_kept_factorisation_is_the_fresh_one_and_read_only():
     assert noise_factor(16, tuple(lam))[0] is factor
     with pytest.raises(ValueError):
         factor[0, 0] = 0.0
-    optimal_ranges._factors.clear()
+    kept = optimal_ranges.factorise(16, lam)
+    assert kept.residual == factorisation_residual(factor, m_inv)  # of exactly this F, M
+    optimal_ranges._factors.clear()  # as an eviction does
     fresh, fresh_inv = noise_factor(16, lam)
+    assert optimal_ranges.factorise(16, lam).residual == factorisation_residual(fresh,
+                                                                                 fresh_inv)
     assert fresh is not factor
     np.testing.assert_array_equal(fresh, factor)
     np.testing.assert_array_equal(fresh_inv, m_inv)
