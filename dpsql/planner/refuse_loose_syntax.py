@@ -12,11 +12,14 @@ DuckDB's ``syntax error at or near ...``, and is refused here as DuckDB refuses 
 ``BETWEEN SYMMETRIC``, which DuckDB 2's parser rejects too, stays answered on purpose:
 it is standard SQL that PostgreSQL clients send to ``dpsql serve``
 (tests/e2e/test_fuzz_regressions.py). The check runs only when the statement holds the
-word INTERVAL, so no other statement pays for a second tokenization.
+word INTERVAL, so no other statement pays for a second tokenization, and only when
+DuckDB's own parser rejects the statement (it is the judge: a token rule alone refused
+``CAST(NULL AS STRUCT(a INTERVAL))`` beside an INTERVAL literal).
 """
 
 from __future__ import annotations
 
+import duckdb
 from sqlglot import exp
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
@@ -46,6 +49,11 @@ def refuse_loose_syntax(sql: str, tree: exp.Expression, tokenize: object) -> Non
     intervals = list(tree.find_all(exp.Interval))
     if not intervals:  # a column named "interval"
         return
+    try:  # what DuckDB's own parser reads is DuckDB's SQL, whatever the tokens below say
+        duckdb.extract_statements(sql)  # (INTERVAL as a nested type: STRUCT(a INTERVAL))
+        return
+    except duckdb.Error:
+        pass
     try:
         tokens: list[Token] = list(tokenize(sql))  # type: ignore[operator]
     except TokenError:

@@ -68,6 +68,9 @@ def test_an_interval_duckdb_does_not_parse_is_a_syntax_error():
         assert info.value.highlight == near, str(info.value)
     for good in ("INTERVAL '-3' MONTH", "- INTERVAL 3 MONTH", "INTERVAL (-3) MONTH",
                  "INTERVAL (1 + 2) MONTH", "INTERVAL 3 MONTHS", "INTERVAL '3 months'",
-                 "INTERVAL 1 DAY - CAST('1 day' AS INTERVAL) - '1 day'::INTERVAL"):
+                 "INTERVAL 1 DAY - CAST('1 day' AS INTERVAL) - '1 day'::INTERVAL",
+                 # INTERVAL as a nested type beside an INTERVAL literal (review finding)
+                 "INTERVAL 1 DAY + CAST(NULL AS STRUCT(a INTERVAL)).a",
+                 "INTERVAL 1 DAY + CAST(NULL AS MAP(VARCHAR, INTERVAL))['x']"):
         con.execute(head + good)
         parse_sql(head + good)
