@@ -223,7 +223,10 @@ def test_a_date_compared_with_a_number_is_refused():
         _intervals("x <= 5", "date", 1.0)
 
 
-@pytest.mark.parametrize("where", ["x = 5", "x IN (1, 2)", "x <> 5", "x NOT IN (1)"])
+@pytest.mark.parametrize("where", ["x = 5", "x IN (1, 2)", "x <> 5", "x NOT IN (1)",
+                                   # a range that is one point, or leaves one out
+                                   "x BETWEEN 5 AND 5", "x >= 5 AND x <= 5",
+                                   "x > 5 OR x < 5", "NOT (x BETWEEN 5 AND 5)"])
 def test_points_of_a_real_axis_are_refused(where):
     with pytest.raises(dpsql.UnsupportedQueryError, match="real-valued attribute 'x'"):
         _intervals(where, "real")

@@ -168,7 +168,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             return _UNKNOWN_EVERYWHERE
         if kind in (exp.EQ, exp.NEQ):
             return cell(v) if kind is exp.EQ else cell(v).negate()
-        return _two_valued(axis.compare(kind, v))
+        return _ordered(axis, kind, v)
 
     def cell(v, at_null: int = UNKNOWN) -> Truth:
         """``x = v``: a grid value's cell, or on a real axis the single point v."""
@@ -238,7 +238,21 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
 
 def _at_least(axis: Axis, v, kind: type = exp.GTE) -> Truth:
     """``x >= v`` (or ``kind``) of a bound's value ``v`` (None: NULL, UNKNOWN)."""
-    return _UNKNOWN_EVERYWHERE if v is None else _two_valued(axis.compare(kind, v))
+    return _UNKNOWN_EVERYWHERE if v is None else _ordered(axis, kind, v)
+
+
+def _ordered(axis: Axis, kind: type, v) -> Truth:
+    """``x < v``, ``<=``, ``>`` or ``>=``. On a real axis the intervals answer ``<=`` as
+    ``<`` and ``>`` as ``>=`` (the same bound: a point holds no released count), so
+    ``x <= v`` also carries its TRUE and ``x > v`` its FALSE at v itself: a clause whose
+    rows hang on v alone is then refused by :func:`refuse_points` as ``x = v`` and ``x <>
+    v`` are. ``x BETWEEN 1.5 AND 1.5`` answered 0 and ``x > 1.5 OR x < 1.5`` every row,
+    where DuckDB keeps the rows at 1.5 (2 of the trips) and leaves them out."""
+    t = _two_valued(axis.compare(kind, v))
+    if axis.step is None and kind in (exp.LTE, exp.GT) and math.isfinite(float(v)):
+        return Truth(t.true, t.false, t.at_null,
+                     ((float(v), TRUE if kind is exp.LTE else FALSE),))
+    return t
 
 
 _EQUALITY = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
