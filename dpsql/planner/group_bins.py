@@ -353,7 +353,26 @@ calendar units, answered from the level whose nodes each lie in one unit."""
 
 def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
     """The unit of ``date_trunc(unit, a)`` on the binned attribute ``a``, checked: a date
-    or timestamp attribute, a literal unit, and a unit whose boundaries are bin edges."""
+    or timestamp attribute, a literal unit (:func:`trunc_name`), and a unit whose
+    boundaries are bin edges."""
+    name = trunc_name(call, a)
+    if not trunc_aligned(a, name, 1):
+        fits = aligned_units(a)
+        bins = a.unit or f"bins of {a.width:g}"
+        raise UnsupportedQueryError(
+            f"date_trunc('{name}', {a.name}) does not align with the released bins of "
+            f"{a.name!r} ({bins}): a {name} would split a bin. "
+            + (f"Units that align: {', '.join(fits)}" if fits else
+               "No date_trunc unit aligns with these bins (week bins align with weeks "
+               "when the domain starts on a Monday)")
+            + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
+    return name
+
+
+def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
+    """The unit of ``date_trunc(unit, a)``, checked: ``a`` is a date or timestamp
+    attribute and the unit a literal among those of its type
+    (:data:`~dpsql.domains.calendar.TRUNC_UNITS`)."""
     if a.value_type not in TRUNC_UNITS:
         raise UnsupportedQueryError(
             f"date_trunc() of {a.name!r}: its values are {a.value_type or 'real'} numbers, "
@@ -366,14 +385,4 @@ def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
         raise UnsupportedQueryError(
             f"date_trunc({repr(name) if name else unit.sql('duckdb')}, {a.name}): "
             f"the unit must be a literal among {', '.join(allowed)}")
-    if not trunc_aligned(a, name, 1):
-        fits = aligned_units(a)
-        bins = a.unit or f"bins of {a.width:g}"
-        raise UnsupportedQueryError(
-            f"date_trunc('{name}', {a.name}) does not align with the released bins of "
-            f"{a.name!r} ({bins}): a {name} would split a bin. "
-            + (f"Units that align: {', '.join(fits)}" if fits else
-               "No date_trunc unit aligns with these bins (week bins align with weeks "
-               "when the domain starts on a Monday)")
-            + f"; or count one {name} with WHERE {a.name} BETWEEN ...")
     return name

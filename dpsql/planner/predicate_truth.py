@@ -51,6 +51,7 @@ from dpsql.errors import Error as DpsqlError
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
+from dpsql.planner.trunc_predicates import untrunc
 from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
                                            intersect, unsupported, union)
 
@@ -177,6 +178,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         return Truth((), EVERYTHING, at_null, ((float(v), TRUE),))
 
     def walk(node: exp.Expression) -> Truth:
+        node = untrunc(node, meta, is_attr)  # date_trunc(unit, attr) <op> v: on attr
         if isinstance(node, exp.Paren):
             return walk(node.this)
         if isinstance(node, exp.And):

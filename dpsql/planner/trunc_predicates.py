@@ -1,0 +1,186 @@
+"""Pass 2, its calendar filters: ``date_trunc(unit, d) <op> v`` as a predicate on ``d``.
+
+BI tools filter by periods with ``WHERE date_trunc('month', d) >= DATE '2013-03-01'``.
+On a binned date or timestamp attribute ``d`` that comparison is exactly a range of
+``d``, which the planner answers like any other (aligned on the bins, or interpolated
+inside one). :func:`untrunc` rewrites it before :mod:`~dpsql.planner.predicate_truth`
+walks it; what is not of this shape is left as it is (and refused there, as before).
+
+**The value compared.** DuckDB's ``date_trunc`` returns a TIMESTAMP (of a DATE too), so
+``v`` is compared as a timestamp: a DATE is its midnight, a string is cast to TIMESTAMP,
+a constant expression is valued by DuckDB (:class:`~dpsql.planner.value_intervals.Axis`
+with a timestamp type: exactly as a timestamp column compares it). Anything else (a
+column, a number, a subquery: this pass runs none, not even a constant one) is refused
+with the forms that work. Call it T, with ``floor(T) =
+date_trunc(unit, T)`` and ``next(x) = x + 1 unit``. As ``date_trunc`` is a
+non-decreasing step function whose values are the unit starts:
+
+* ``trunc(d) >= T  ⟺  d >= (T if T = floor(T) else next(floor(T)))``
+* ``trunc(d) >  T  ⟺  d >= next(floor(T))``
+* ``trunc(d) <  T  ⟺  d <  (T if T = floor(T) else next(floor(T)))``
+* ``trunc(d) <= T  ⟺  d <  next(floor(T))``
+* ``trunc(d) =  T  ⟺  T = floor(T) and T <= d < next(T)``; no row when T is inside a
+  unit (written ``d >= T AND d < T``: empty, and UNKNOWN where ``d`` is NULL, as the
+  comparison is, so that its ``NOT`` keeps every non-NULL row and no NULL one);
+* ``<>`` is ``NOT (=)``; ``BETWEEN a AND b`` is ``>= a AND <= b`` (``SYMMETRIC``: or the
+  swapped pair); ``IN (a, b)`` is ``= a OR = b``; ``NOT IN`` / ``NOT BETWEEN`` their
+  ``NOT``; ``IS NOT DISTINCT FROM T`` is ``(= T) IS TRUE`` (``d IS NULL`` for a NULL T),
+  ``IS DISTINCT FROM`` its ``NOT``;
+* a NULL T (``NULL``, ``CAST(NULL AS DATE)``) makes the comparison UNKNOWN everywhere
+  (``d >= NULL``), and a NULL ``d`` makes every comparison UNKNOWN, as in SQL.
+
+Units: those of :data:`~dpsql.domains.calendar.TRUNC_UNITS` (year, quarter, month,
+week, day for dates; hour, minute and second too for timestamps), weeks being ISO weeks
+(starting on Monday) and quarters starting in January, April, July and October, as
+DuckDB's. Another unit, a non-literal one, or ``date_trunc`` of an attribute that is
+not a date or timestamp is refused (:func:`~dpsql.planner.group_bins.trunc_name`). A
+bound past the year 9999 (``next`` of a T in December 9999) is beyond every value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+
+from sqlglot import exp
+
+from dpsql.domains.calendar import EPOCH
+from dpsql.planner.group_bins import TRUNCS, trunc_name
+from dpsql.planner.value_intervals import Axis
+
+_COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.NullSafeEQ,
+                exp.NullSafeNEQ)
+_FLIP = {exp.GT: exp.LT, exp.GTE: exp.LTE, exp.LT: exp.GT, exp.LTE: exp.GTE}
+_FIXED = {"week": timedelta(days=7), "day": timedelta(days=1),
+          "hour": timedelta(hours=1), "minute": timedelta(minutes=1),
+          "second": timedelta(seconds=1)}
+_MONTHS = {"year": 12, "quarter": 3, "month": 1}
+
+
+def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
+    """``node`` with a comparison, ``BETWEEN`` or ``IN`` of ``date_trunc(unit, attr)``
+    (``is_attr``: the binned attribute ``meta``'s column) with constants rewritten into
+    the same predicate on the attribute itself (module doc); any other node unchanged."""
+    if isinstance(node, _COMPARISONS):
+        left, right, kind = node.this, node.expression, type(node)
+        if _trunc_of(right, is_attr) and not _trunc_of(left, is_attr):
+            left, right, kind = right, left, _FLIP.get(kind, kind)
+        if _trunc_of(left, is_attr) and not _mentions(right, is_attr):
+            return _Trunc(left, meta).compare(kind, right)
+    elif isinstance(node, exp.Between) and _trunc_of(node.this, is_attr) and not any(
+            _mentions(node.args[k], is_attr) for k in ("low", "high")):
+        t = _Trunc(node.this, meta)
+        lo, hi = node.args["low"], node.args["high"]
+        out = exp.and_(t.compare(exp.GTE, lo), t.compare(exp.LTE, hi))
+        if node.args.get("symmetric"):
+            out = exp.or_(out, exp.and_(t.compare(exp.GTE, hi), t.compare(exp.LTE, lo)))
+        return exp.paren(out, copy=False)
+    elif isinstance(node, exp.In) and _trunc_of(node.this, is_attr) \
+            and not node.args.get("unnest") and not _mentions(node, is_attr, node.this):
+        t = _Trunc(node.this, meta)
+        items = list(node.expressions)
+        if node.args.get("query") is not None:  # IN (SELECT v): refused, as any subquery
+            items.append(node.args["query"])
+        if not items:
+            return node
+        return exp.paren(exp.or_(*(t.compare(exp.EQ, e) for e in items)), copy=False)
+    return node
+
+
+def _trunc_of(node: exp.Expression, is_attr) -> bool:
+    return isinstance(node, TRUNCS) and is_attr(node.this)
+
+
+def _mentions(node: exp.Expression, is_attr, skip: exp.Expression | None = None) -> bool:
+    """Whether a column of the attribute appears in ``node`` (outside ``skip``)."""
+    inside = set() if skip is None else {id(x) for x in skip.find_all(exp.Column)}
+    return any(is_attr(x) for x in node.find_all(exp.Column) if id(x) not in inside)
+
+
+class _Trunc:
+    """``date_trunc(unit, attr)``: its unit checked, and its comparisons with a value."""
+
+    def __init__(self, call: exp.Expression, meta) -> None:
+        self.unit = trunc_name(call, meta)
+        self.column = call.this
+        self.what = f"the value compared with {call.sql('duckdb')}"
+        # compared as a TIMESTAMP column compares (date_trunc returns TIMESTAMP)
+        self.axis = _timestamp_axis(call.sql("duckdb"))
+
+    def compare(self, kind: type, node: exp.Expression) -> exp.Expression:
+        x = self.axis.literal(node, self.what)
+        col = self.column
+        if x is None:  # a NULL: UNKNOWN everywhere, or IS [NOT] DISTINCT FROM NULL
+            if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
+                out = exp.Is(this=col.copy(), expression=exp.Null())
+                return out if kind is exp.NullSafeEQ else exp.not_(out)
+            return exp.GTE(this=col.copy(), expression=exp.Null())
+        t = EPOCH + timedelta(seconds=x)
+        low = _floor(t, self.unit)
+        up = _next(low, self.unit)
+        on_start = t == low
+        if kind is exp.GTE:
+            return self._at_least(t if on_start else up)
+        if kind is exp.GT:
+            return self._at_least(up)
+        if kind is exp.LT:
+            return exp.not_(self._at_least(t if on_start else up))
+        if kind is exp.LTE:
+            return exp.not_(self._at_least(up))
+        if on_start:
+            same = exp.and_(self._at_least(t), exp.not_(self._at_least(up)))
+        else:
+            same = self._nothing(low)
+        if kind is exp.EQ:
+            return exp.paren(same, copy=False)
+        if kind is exp.NEQ:
+            return exp.not_(same)
+        same = exp.Is(this=exp.paren(same, copy=False), expression=exp.true())
+        return same if kind is exp.NullSafeEQ else exp.not_(same)
+
+    def _at_least(self, bound: datetime | None) -> exp.Expression:
+        """``attr >= bound``; nothing for a bound past the year 9999 (None)."""
+        if bound is None:
+            return self._nothing(EPOCH)
+        return exp.GTE(this=self.column.copy(), expression=_timestamp(bound))
+
+    def _nothing(self, at: datetime) -> exp.Expression:
+        """A predicate of no row, UNKNOWN where the attribute is NULL."""
+        return exp.paren(exp.and_(
+            exp.GTE(this=self.column.copy(), expression=_timestamp(at)),
+            exp.LT(this=self.column.copy(), expression=_timestamp(at))), copy=False)
+
+
+def _timestamp_axis(name: str) -> Axis:
+    return Axis(SimpleNamespace(name=name, lower=0.0, upper=0.0, value_type="timestamp",
+                                step=1))
+
+
+def _timestamp(t: datetime) -> exp.Expression:
+    return exp.cast(exp.Literal.string(t.isoformat(sep=" ")), exp.DataType.Type.TIMESTAMP)
+
+
+def _floor(t: datetime, unit: str) -> datetime:
+    """``date_trunc(unit, t)``, as DuckDB's (weeks start on Monday, quarters in January,
+    April, July and October)."""
+    if unit in _MONTHS:
+        months = _MONTHS[unit]
+        return datetime(t.year, 1 if months == 12 else t.month - (t.month - 1) % months, 1)
+    if unit == "week":
+        return datetime(t.year, t.month, t.day) - timedelta(days=t.weekday())
+    keep = ("day", "hour", "minute", "second").index(unit)
+    return datetime(*(t.year, t.month, t.day, t.hour, t.minute, t.second)[:3 + keep])
+
+
+def _next(start: datetime, unit: str) -> datetime | None:
+    """``start + 1 unit`` (a unit start), None past the year 9999."""
+    try:
+        if unit in _MONTHS:
+            m = start.year * 12 + start.month - 1 + _MONTHS[unit]
+            return datetime(m // 12, m % 12 + 1, 1)
+        return start + _FIXED[unit]
+    except (OverflowError, ValueError):
+        return None
+
+
+__all__ = ["untrunc"]
