@@ -275,10 +275,10 @@ class Session(_BVSession):
         ``params`` are dummy values (None: there are none of the parameters' types). When
         the planner refuses the statement with them (0A000), it is planned again with
         ``other`` dummies: refused again, the refusal is raised, as a statement refused
-        whatever its values (``date_trunc('month', ts) >= $1``: the planner reads
-        comparisons of the attribute itself) is answered at Describe rather than with
-        NoData, which told a client that prepares (asyncpg, JDBC) that it returns no
-        rows; planned, its shape is answered. Not inside a transaction block, where the
+        whatever its values (``date_trunc('decade', ts) >= $1``: the planner knows no
+        such unit) is answered at Describe rather than with NoData, which told a client
+        that prepares (asyncpg, JDBC) that it returns no rows; planned, its shape is
+        answered. Not inside a transaction block, where the
         error would fail the block (NoData there, and the Execute refuses it)."""
         text = statement_text(sql)
         word = _first_word(text)

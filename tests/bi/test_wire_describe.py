@@ -95,12 +95,13 @@ def test_describe_of_dates_and_timestamps_is_their_shape(typed_server, sql, type
 def test_a_parameter_compared_with_date_trunc(typed_server):
     """``date_trunc(unit, <timestamp>) >= $1`` types ``$1`` as a timestamp, as PostgreSQL
     15 does (it was text; ``date_trunc`` of a date is PostgreSQL's timestamptz, which this
-    server refuses: text). The planner refuses such a statement whatever the value (it
-    reads comparisons of the attribute itself), so Describe answers that refusal (0A000,
-    checked with two sets of sample values), where it answered NoData: a client that
-    prepares (asyncpg) was told the statement returns no rows, and learnt at Execute
-    (inside a transaction block it still answers NoData: a Describe never fails the
-    block, tests/bi/test_serve.py). A statement that plans answers its shape."""
+    server refuses: text), and Describe answers its shape: the planner answers it as a
+    range of ``ts`` (:mod:`dpsql.planner.trunc_predicates`). A statement the planner
+    refuses whatever the value (a unit it does not know, ``'decade'``) is refused at
+    Describe (0A000, checked with two sets of sample values), where it answered NoData: a
+    client that prepares (asyncpg) was told the statement returns no rows, and learnt at
+    Execute (inside a transaction block it still answers NoData: a Describe never fails
+    the block, tests/bi/test_serve.py)."""
     tables = {"t": [("ts", "TIMESTAMP"), ("d", "DATE")]}
     ts = "SELECT COUNT(*) AS k FROM t WHERE date_trunc('month', ts) >= $1"
     assert parameter_types(ts, [], tables) == [1114]
@@ -108,11 +109,12 @@ def test_a_parameter_compared_with_date_trunc(typed_server):
     with socket.create_connection(("127.0.0.1", typed_server.port), timeout=60) as s:
         s.sendall(startup_packet(database=typed_server.database))
         assert kinds(until_ready(s))[-1] == "Z"
-        s.sendall(parse("s", ts) + describe(b"S", "s") + SYNC)
+        s.sendall(parse("s", ts.replace("month", "decade")) + describe(b"S", "s") + SYNC)
         got = until_ready(s)
         assert kinds(got) == "1EZ", got
         assert "refused whatever their values" in fields(got[1][1])["M"]
         assert fields(got[1][1])["C"] == "0A000"
-        s.sendall(parse("k", "SELECT COUNT(*) AS k FROM t WHERE ts >= $1")
-                  + describe(b"S", "k") + SYNC)
-        assert kinds(until_ready(s)) == "1tTZ"
+        s.sendall(parse("k", ts) + describe(b"S", "k") + SYNC)
+        got = until_ready(s)
+        assert kinds(got) == "1tTZ", got
+        assert _parameter_types(got[1][1]) == [1114]
