@@ -200,8 +200,8 @@ class ExtendedProtocol:
         oids = parameter_types(sql, oids, ctx.session.catalog.tables)
         # a statement the planner refuses with both sets of dummies: its refusal, now
         # (Session.describe); the ParameterDescription only once that is known
-        result = ctx.session.describe(sql, _dummies(oids, _DUMMIES, b"0"),
-                                      _dummies(oids, _OTHER_DUMMIES, b"1"))
+        result = ctx.session.describe(sql, _dummies(oids, _DUMMIES, 0),
+                                      _dummies(oids, _OTHER_DUMMIES, 1))
         self.send_paramter_description([oid or TEXT for oid in oids])
         if result is not None:
             self.send_row_description(result)
@@ -211,20 +211,29 @@ class ExtendedProtocol:
 
 _DUMMIES = {**{oid: b"{}" for oid in ARRAY_ELEMENTS}, 1082: b"2000-01-01",
             1114: b"2000-01-01 00:00:00", 1083: b"00:00:00", 16: b"f"}
-"""A value of each type for Describe's dummy run, in text (``0`` for the rest): a date
-column compared with ``0`` failed to bind, and Describe answered NoData for a
-statement that returns rows."""
+"""A value of each type for Describe's dummy run, in text (``0``, ``1``, ... by position
+for the rest): a date column compared with ``0`` failed to bind, and Describe answered
+NoData for a statement that returns rows."""
 
 _OTHER_DUMMIES = {1082: b"2013-06-15", 1114: b"2013-06-15 12:00:00", 1083: b"12:00:00",
                   16: b"t"}
-"""Describe's second set of values (``1`` for the rest, arrays of one element as text):
-a statement the planner refuses with both is refused whatever its values."""
+"""Describe's second set of values (``1``, ``2``, ... by position for the rest, arrays of
+one element as text): a statement the planner refuses with both is refused whatever its
+values. The numbers differ by position so that ``x BETWEEN $1 AND $2`` on a real-valued
+attribute is a range, not a single point (refused: a point holds no count), as it was
+when every dummy was ``0``."""
 
 
-def _dummies(oids: list[int], values: dict[int, bytes], other: bytes) -> list | None:
+def _dummies(oids: list[int], values: dict[int, bytes], first: int) -> list | None:
+    """A dummy value per parameter: ``values`` by type, else the position's number
+    counted from ``first`` (distinct, so that no two bounds meet at one point)."""
+    def other(i: int) -> bytes:
+        return str(first + i).encode()
+
     try:
-        return [decode_param(values.get(oid, b"{1}" if oid in ARRAY_ELEMENTS else other),
-                             oid, 0) if oid else UntypedText(other.decode()) for oid in oids]
+        return [decode_param(values.get(oid, b"{1}" if oid in ARRAY_ELEMENTS else other(i)),
+                             oid, 0) if oid else UntypedText(other(i).decode())
+                for i, oid in enumerate(oids)]
     except Exception:  # noqa: BLE001  (a type whose dummy does not decode)
         return None
 
