@@ -52,7 +52,8 @@ from dpsql.domains.calendar import edges_of
 from dpsql.errors import OperationalError, ProgrammingError
 from dpsql.planner.catalog import Catalog, ViewInfo
 from dpsql.postprocess import histogram_quantile, isotonic, quantile
-from dpsql.quantile_ci import edge_half_widths, quantile_interval
+from dpsql.quantile_ci import edge_half_widths, quantile_interval, sum_band
+from dpsql.quantile_ci_inftda import nested_offsets
 
 
 class _State(Protocol):
@@ -218,14 +219,21 @@ def _estimate(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray,
     return None if got is None else (got[0], math.sqrt(got[1]))
 
 
-def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float
-             ) -> tuple[float, float]:
+def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float,
+             memo: bool = True) -> tuple[float, float]:
     """How far below and above the group's count its interval at ``conf`` reaches:
-    calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``."""
+    calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``.
+    ``memo=False``: not kept in the answers memo (a quantile interval's many partial
+    sums, which would crowd out the answers that repeat)."""
     if not v.model.reads_support:
         return multiset.model_offsets(v.model, level, ids, conf)
     ms = _rows_multiset(ids)
-    parts = [_support_answer(st, v, level, t, conf) for t in ms.layers]
+    if memo:
+        parts = [_support_answer(st, v, level, t, conf) for t in ms.layers]
+    else:
+        model = v.model
+        parts = [interval_offsets(st.supports[v.key], model.calibration, model.sigma2,
+                                  model.root_sigma2, level, t, conf) for t in ms.layers]
     return (ms.scale * sum(w * p[1] for w, p in zip(ms.weights, parts)),
             ms.scale * sum(w * p[2] for w, p in zip(ms.weights, parts)))
 
@@ -325,10 +333,6 @@ def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: l
     :attr:`_State.answers` by a 128-bit digest of those inputs (a deterministic function
     of released values and public parameters)."""
     v = _view(st, key)
-    if v.model.reads_support:
-        raise ProgrammingError(
-            f"dp_quantile_ci: view {key!r} has a calibrated (InfTDA) error model, which "
-            "gives intervals for sums of nodes, not for a quantile")
     keep = [i for i, (n, x) in enumerate(zip(ids or (), counts)) if n is not None
             and x is not None]  # not the NULL rows an outer join padded on
     ids_np = np.asarray([ids[i] for i in keep], dtype=np.int64)
@@ -341,6 +345,15 @@ def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: l
         return st.answers[memo]  # type: ignore[return-value]
 
     def halves(row_bin, bins, D):
+        if v.model.reads_support:  # intervals for sums of nodes (calibrated InfTDA)
+            def offsets(part: np.ndarray, at: float) -> tuple[float, float]:
+                return _offsets(st, v, level, part, at, memo=False)
+
+            def nested(codes: np.ndarray, sizes: np.ndarray, at: float):
+                model = v.model
+                return nested_offsets(st.supports[v.key], model.calibration, model.sigma2,
+                                      model.root_sigma2, level, codes, sizes, at)
+            return sum_band(offsets, ids_np, c, row_bin, bins, p, conf, nested)
         return edge_half_widths(v.model, level, ids_np, row_bin, bins, p, conf, D)
     got = quantile_interval(c, a, b, halves, p, step)
     if len(st.answers) >= _MAX_ANSWERS:

@@ -42,9 +42,35 @@ a grid whose bins hold one value each it is exact to the value. The probability
 statement is exact for Gaussian noise with exact variances, and for Laplace noise as
 good as the Laplace-sum quantile (an approximation for unequal weights, measured in
 :mod:`dpsql.accuracy.laplace_sum`). A range bound inside a bin (interpolated counts)
-uses the nodes of the outer cover, as the other error columns do. Views with bound or
-calibrated (InfTDA) error models are refused by the planner: their models give
-intervals for sums of nodes, not for the weighted comparison above.
+uses the nodes of the outer cover, as the other error columns do. Views whose models
+give only simultaneous bounds (InfTDA without its calibration) are refused by the
+planner.
+
+**Views with intervals for sums (calibrated InfTDA).** InfTDA's per-answer model
+(:mod:`dpsql.accuracy.inftda_answers`) gives no variance for a weighted sum: it gives a
+calibrated interval [S − below, S + above] for a *sum* S of released nodes (bias
+corrected, possibly asymmetric, widened near zero, never below 0). The comparison is
+T_j = C_j − p·N = (1 − p)·A_j − p·B_j with A_j the true count below e_j and B_j the true
+count of the rest of the group, both sums of nodes. So (:func:`sum_band`)
+
+    U_j = (1 − p)·A⁺_j − p·B⁻_j,   L_j = (1 − p)·A⁻_j − p·B⁺_j,
+
+with [A⁻_j, A⁺_j] and [B⁻_j, B⁺_j] the two sums' intervals at confidence
+1 − (1 − conf)/2 (:func:`sum_level`), at whole counts. The ends are then chosen as above.
+At the fixed edge next to q, the low end fails only if U_{i+1} < 0 ≤ T_{i+1}, which
+needs A_{i+1} > A⁺ or B_{i+1} < B⁻ (else U ≥ T): each a one-sided miss of a two-sided
+interval at 1 − (1 − conf)/2, probability (1 − conf)/4 (the model's two tails are
+equal under its normal approximation; its widenings only lower them), so at most (1 − conf)/2
+together (a union bound); the high end likewise with A⁻ and B⁺. So [low, high] holds
+q with probability ≥ conf, as far as the InfTDA intervals hold their level: it is
+**conservative** by the union bound (the two misses at one edge are rarely both near
+their limits; each end is at the level (1 − conf)/4 per sum rather than a joint
+(1 − conf)/2) and **approximate** where that model is (its bootstrap calibration,
+normal approximation and bias estimated at the released tree;
+benchmarks/calibration.py). Measured (benchmarks/quantiles.py, docs/sql.md): coverage
+above conf, intervals wider than a Gaussian view's at the same budget. The sums of every
+edge are nested (A grows by one bin's rows, B shrinks), so their intervals are evaluated
+all at once (:mod:`dpsql.quantile_ci_inftda`), at about a Gaussian view's cost.
 """
 
 from __future__ import annotations
@@ -55,11 +81,12 @@ from typing import Any
 import numpy as np
 
 from dpsql.accuracy import laplace_sum
-from dpsql.accuracy.base import z_value
+from dpsql.accuracy.base import count_interval, z_value
 from dpsql.errors import InvalidPrivacyParameterError
 from dpsql.postprocess import merge_bins
 
-__all__ = ["CHUNK", "edge_half_widths", "linear_half_width", "quantile_interval"]
+__all__ = ["CHUNK", "edge_half_widths", "linear_half_width", "quantile_interval", "sum_band",
+           "sum_level", "whole_ends"]
 
 
 def linear_half_width(model: Any, level: int, ids: np.ndarray, coef: np.ndarray,
@@ -185,15 +212,111 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
     return h
 
 
+def sum_level(confidence: float) -> float:
+    """The two-sided confidence at which :func:`sum_band` takes each of its two sums'
+    intervals: 1 − (1 − ``confidence``)/2, so that each one-sided end fails with
+    probability (1 − ``confidence``)/4 and the two of one edge together with at most
+    (1 − ``confidence``)/2 (a union bound), what one end of the quantile interval may."""
+    return 1.0 - (1.0 - confidence) / 2.0
+
+
+def whole_ends(count: np.ndarray, below: np.ndarray, above: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~dpsql.accuracy.base.count_interval` of arrays: [count − below,
+    count + above] at whole counts, never below 0 (the two whole counts around it when
+    none lies inside)."""
+    lo, hi = count - below, count + above
+    slack = 1e-9 * np.maximum(1.0, np.maximum(np.abs(below), np.abs(above))) \
+        + 4.0 * np.spacing(np.abs(count))
+    a, b = np.ceil(lo - slack), np.floor(hi + slack)
+    a, b = np.minimum(a, b), np.maximum(a, b)
+    return np.maximum(a, 0.0), np.maximum(b, 0.0)
+
+
+def sum_band(offsets, ids: np.ndarray, counts: np.ndarray, row_bin: np.ndarray, bins: int,
+             p: float, confidence: float, nested=None) -> tuple[np.ndarray, np.ndarray]:
+    """The band's ends (U_j, L_j) at the interior edges j = 1..bins−1 for a view whose
+    model gives intervals for *sums* of released nodes, not for weighted sums
+    (calibrated InfTDA; module doc, "Views with intervals for sums"):
+
+        U_j = (1 − p)·A⁺_j − p·B⁻_j,   L_j = (1 − p)·A⁻_j − p·B⁺_j,
+
+    with [A⁻_j, A⁺_j] the interval of A_j = Σ count over the rows below e_j and
+    [B⁻_j, B⁺_j] that of B_j, the rest of the group's rows, each at
+    :func:`sum_level` (``confidence``), at whole counts and never below 0
+    (:func:`~dpsql.accuracy.base.count_interval`). ``offsets(ids, level)`` gives
+    (below, above) of the interval of the sum over the rows ``ids`` (a node multiset)
+    at ``level``; ``counts`` are the rows' released counts, ``row_bin`` their bins.
+
+    ``nested(codes, sizes, level)``, when given, evaluates the same offsets for the sums
+    over the first ``sizes`` of ``codes``, every size at once (``(below, above, exact)``
+    arrays, ``exact`` marking those left to ``offsets``; or None:
+    :func:`dpsql.quantile_ci_inftda.nested_offsets`): A_j are the prefixes of the rows in
+    bin order, B_j the suffixes. Without it (or when it gives None) edges are evaluated
+    one by one (two sums each): upwards from the first until U reaches 0 (the low end),
+    downwards from the last until L falls below 0 (the high end); the edges in between
+    cannot change either end and are NaN (False in both comparisons of
+    :func:`quantile_interval`)."""
+    order = np.argsort(row_bin, kind="stable")
+    ids_s = np.asarray(ids, dtype=np.int64)[order]
+    split_at = np.searchsorted(row_bin[order], np.arange(1, bins))  # rows below edge j
+    cum = np.cumsum(np.bincount(row_bin, weights=counts, minlength=bins))
+    total = float(cum[-1])
+    level = sum_level(confidence)
+    U = np.full(bins - 1, np.nan)
+    L = np.full(bins - 1, np.nan)
+
+    def ends(part: np.ndarray, count: float) -> tuple[float, float]:
+        if not part.size:
+            return 0.0, 0.0
+        return count_interval(count, *offsets(part, level))
+
+    def edge(j: int) -> None:
+        if not np.isnan(U[j - 1]):
+            return
+        k = int(split_at[j - 1])
+        a = float(cum[j - 1])
+        a_lo, a_hi = ends(ids_s[:k], a)
+        b_lo, b_hi = ends(ids_s[k:], total - a)
+        U[j - 1] = (1.0 - p) * a_hi - p * b_lo
+        L[j - 1] = (1.0 - p) * a_lo - p * b_hi
+
+    got_a = got_b = None
+    if nested is not None and bins > 1:
+        got_a = nested(ids_s, split_at, level)
+        got_b = None if got_a is None else nested(ids_s[::-1], ids_s.size - split_at, level)
+    if got_a is not None and got_b is not None:  # every edge at once
+        a = cum[:-1]
+        a_lo, a_hi = whole_ends(a, got_a[0], got_a[1])
+        b_lo, b_hi = whole_ends(total - a, got_b[0], got_b[1])
+        U[:] = (1.0 - p) * a_hi - p * b_lo
+        L[:] = (1.0 - p) * a_lo - p * b_hi
+        for j in (np.flatnonzero(got_a[2] | got_b[2]) + 1).tolist():
+            U[j - 1] = np.nan  # left to the model, edge by edge
+            edge(j)
+        return U, L
+    for j in range(1, bins):
+        edge(j)
+        if U[j - 1] >= 0:
+            break
+    for j in range(bins - 1, 0, -1):
+        edge(j)
+        if L[j - 1] < 0:
+            break
+    return U, L
+
+
 def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                       halves, p: float, step: float = 0.0
                       ) -> tuple[float, float] | None:
     """The (low, high) ends of a group's quantile interval (module doc) from its rows'
     released ``counts`` and bins [lo, hi); ``halves(row_bin, bins, D)`` gives the interior
     edges' half-widths given the released D_j (:func:`edge_half_widths`; where
-    |D_j| is large any h_j below it decides the same), ``step`` the grid step (0: a
-    continuous axis). None when the released total is not positive (the quantile
-    itself is NULL there) or the model gives no half-widths.
+    |D_j| is large any h_j below it decides the same), or the band's ends (U, L)
+    themselves as a pair of arrays (:func:`sum_band`; NaN at the edges that cannot
+    decide an end), ``step`` the grid step (0: a continuous axis). None when the
+    released total is not positive (the quantile itself is NULL there) or the model
+    gives no half-widths.
 
     >>> flat = lambda row_bin, bins, D: np.full(bins - 1, 3.0)
     >>> quantile_interval(np.array([10., 10, 10, 10]), np.arange(4.), np.arange(1., 5),
@@ -213,8 +336,9 @@ def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     h = halves(row_bin, bins, D)
     if h is None:
         return None
-    up = np.flatnonzero(D + h >= 0)
+    U, L = h if isinstance(h, tuple) else (D + h, D - h)
+    up = np.flatnonzero(U >= 0)
     a = int(up[0]) + 1 if up.size else bins
-    below = np.flatnonzero(D - h < 0)
+    below = np.flatnonzero(L < 0)
     b = int(below[-1]) + 2 if below.size else 1
     return float(edges[a - 1]), float(edges[b] - step)

@@ -58,6 +58,11 @@ QUANTILE_INTERVAL_NOTE = (
     "inverted at the bin edges: covers the true quantile of the rows with at least the "
     "stated confidence, per quantile and per row, at the resolution of the bins "
     "(dpsql.quantile_ci)")
+QUANTILE_INTERVAL_SUMS_NOTE = (
+    "dp_quantile_low/dp_quantile_high on an InfTDA view: its calibrated intervals for the "
+    "two sums count(< x) and count(>= x), each at confidence 1 - (1 - conf)/2, bound "
+    "count(< x) - p * count at each bin edge (a union bound: conservative), inverted at "
+    "the bin edges; approximate as those intervals are (dpsql.quantile_ci)")
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,8 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
     intervals = [{"attribute": a.attribute, "p": a.param, "confidence": a.conf,
                   "end": a.end} for a in ref.aggregates if a.kind == "quantile" and a.end]
     if intervals:
-        notes.append(QUANTILE_INTERVAL_NOTE)
+        notes.append(QUANTILE_INTERVAL_SUMS_NOTE if model.reads_support
+                     else QUANTILE_INTERVAL_NOTE)
     if ref.ranges and not choice.aligned:
         notes.append("a range bound falls inside a bin: uniform interpolation (the bin "
                      "contributes the fraction of its width inside the range); error columns "

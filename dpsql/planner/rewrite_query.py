@@ -367,19 +367,22 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
 
 
 def _refuse_quantile_interval(agg, view: ViewInfo, level: int) -> None:
-    """``dp_quantile_low/high`` need the variance of a weighted sum of nodes
-    (:mod:`dpsql.quantile_ci`): refused on a view whose model gives only bounds or
-    calibrated intervals of plain sums (InfTDA)."""
-    if view.model.reads_support or view.bound_model(level):
+    """``dp_quantile_low/high`` need either the variance of a weighted sum of nodes or
+    per-answer intervals of sums of nodes (calibrated InfTDA: :func:`dpsql.quantile_ci.
+    sum_band`): refused on a view whose model gives only simultaneous bounds (InfTDA
+    without its calibration, the stability histogram)."""
+    if view.bound_model(level):
         name = f"dp_quantile_{agg.end}"
         raise UnsupportedQueryError(
             f"{name}({agg.attribute}, {agg.param:g}, {agg.conf:g}) is not supported on the "
             f"view {view.name!r} ({view.meta.mechanism}), which answers this query: its "
-            "error model gives intervals for sums of released counts, not for the "
-            "comparison count(< x) − p·count that a quantile's interval inverts. "
+            "error model gives only high-probability bounds for sums of released counts "
+            "(no variances, no calibrated per-answer intervals), not the confidence band "
+            "of count(< x) − p·count that a quantile's interval inverts. "
             f"MEDIAN/dp_quantile({agg.attribute}, p) itself is answered; for its interval, "
-            f"query a view over {agg.attribute!r} with a Gaussian, Laplace, b-ary or "
-            "Cascade mechanism (without the grouping or filter that needs this view)")
+            f"query a view over {agg.attribute!r} with a Gaussian, Laplace, b-ary, "
+            "Cascade or calibrated InfTDA mechanism (without the grouping or filter that "
+            "needs this view)")
 
 
 def _count_type(t: str) -> str:

@@ -133,10 +133,6 @@ def test_exact_release_brackets_the_true_quantile_within_one_value(exact_con, tr
 
 
 @pytest.mark.parametrize("query,message", [
-    ("SELECT mode, dp_quantile_low(distance, 0.5, 0.95) FROM trips GROUP BY mode",
-     "dp_quantile_low(distance, 0.5, 0.95) is not supported on the view 'mode_dist' "
-     "(inftda), which answers this query: its error model gives intervals for sums of "
-     "released counts"),
     ("SELECT dp_quantile_high(age, 0.5) FROM trips",
      "dp_quantile_high(attr, p, conf) takes three arguments (the binned attribute, the "
      "quantile probability and the confidence, as in dp_quantile_high(x, 0.5, 0.95)), got 2"),
