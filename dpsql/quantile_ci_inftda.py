@@ -176,8 +176,9 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
     only = np.flatnonzero(some & (n_rel == 0))
     if only.size:
         lead = int(sizes[only].max())  # rows before the first released one
-        t_rows = np.where(ok[:lead], shifts[np.where(ok[:lead], zp[:lead], 0)], np.nan)
-        t_rows = t_rows / sigma if sigma > 0 else np.full(lead, np.nan)
+        t_rows = np.full(lead, np.nan)  # each zero's parent's push, in σ
+        if sigma > 0:
+            t_rows[ok[:lead]] = shifts[zp[:lead][ok[:lead]]] / sigma
         top: list[float] = []
         tops = []
         for x in t_rows.tolist():  # the running JOINT_ZEROS largest, row by row
