@@ -149,6 +149,18 @@ TRUNC_UNITS = {"date": ("day", "week", "month", "quarter", "year"),
                "timestamp": ("second", "minute", "hour", "day", "week", "month", "quarter",
                              "year")}
 """The ``date_trunc`` units each calendar type groups by."""
+
+TRUNC_ALIASES = {
+    **dict.fromkeys(("y", "yr", "yrs", "years"), "year"), "quarters": "quarter",
+    **dict.fromkeys(("mon", "mons", "months"), "month"),
+    **dict.fromkeys(("w", "weeks", "yearweek"), "week"),
+    **dict.fromkeys(("d", "days", "dayofmonth"), "day"),
+    **dict.fromkeys(("h", "hr", "hrs", "hours"), "hour"),
+    **dict.fromkeys(("m", "min", "mins", "minutes"), "minute"),
+    **dict.fromkeys(("s", "sec", "secs", "seconds"), "second")}
+"""The other spellings DuckDB 2 accepts for those units in ``date_trunc``
+(``date_trunc('mon', d)`` is ``date_trunc('month', d)``; each checked against DuckDB
+in tests/e2e/test_trunc_predicates.py)."""
 _FIXED = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
 _NP_UNIT = {"second": "s", "minute": "m", "hour": "h", "day": "D", "week": "D",
             "month": "M", "quarter": "M", "year": "Y"}

@@ -47,7 +47,8 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, axis_to_value_sql, trunc_aligned
+from dpsql.domains.calendar import (TRUNC_ALIASES, TRUNC_UNITS, aligned_units, axis_to_value_sql,
+                                    trunc_aligned)
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
 from dpsql.planner.classify_calls import as_fraction
@@ -380,6 +381,7 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
             f"(WHERE {a.name} BETWEEN lo AND hi)")
     unit = call.args.get("unit")
     name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
+    name = TRUNC_ALIASES.get(name, name)  # 'mon' is 'month', as in DuckDB
     allowed = TRUNC_UNITS[a.value_type]
     if name not in allowed:
         raise UnsupportedQueryError(

@@ -114,3 +114,25 @@ def test_date_trunc_comparisons_are_sql(cons):
 def test_date_trunc_refusals_say_what_works(cons, where, message):
     with pytest.raises(dpsql.NotSupportedError, match=message):  # time zone: its parent
         cons[0].execute(f"SELECT COUNT(*) FROM t WHERE {where}")
+
+
+def test_every_unit_spelling_duckdb_accepts_is_its_unit(cons):
+    """DuckDB reads ``date_trunc('mon', d)`` as ``'month'`` (and 'y', 'w', 'hrs', ...):
+    each spelling of :data:`~dpsql.domains.calendar.TRUNC_ALIASES` truncates like its
+    unit in DuckDB itself, and is answered in WHERE and in GROUP BY as DuckDB answers it
+    (they were refused: "the unit must be a literal among ...")."""
+    from dpsql.domains.calendar import TRUNC_ALIASES
+
+    con, raw = cons
+    value = "TIMESTAMP '2013-03-31 05:17:42.5'"
+    for alias, unit in TRUNC_ALIASES.items():
+        assert raw.execute(f"SELECT date_trunc('{alias}', {value}) = "
+                           f"date_trunc('{unit}', {value})").fetchone()[0], alias
+        a, start, _ = VALUES.get(unit, ("ts", "'2013-03-31 05:17:42'", None))  # second
+        q = f"SELECT COUNT(*) FROM t WHERE date_trunc('{alias}', {a}) >= {start}"
+        got, want = con.execute(q).fetchall()[0][0], raw.execute(q).fetchall()[0][0]
+        assert abs(got - want) <= 0.5, (q, got, want)
+    q = "SELECT date_trunc('mon', d) AS m, COUNT(*) FROM t GROUP BY m ORDER BY m"
+    got, want = con.execute(q).fetchall(), raw.execute(q).fetchall()
+    assert [m for m, _ in got] == [m for m, _ in want]
+    assert all(abs(g - w) <= 0.5 for (_, g), (_, w) in zip(got, want))
