@@ -296,7 +296,9 @@ def unsupported(c: exp.Expression, axis: Axis) -> UnsupportedQueryError:
     v = "v" if a.lower() != "v" else "w"  # the bound's placeholder: not the attribute's name
     forms = (f"{a} BETWEEN lo AND hi, {a} < {v}, {a} <= {v}, {a} > {v}, {a} >= {v}"
              + (f", {a} = {v}, {a} IN (...), {a} <> {v}, {a} NOT IN (...)"
-                if axis.step is not None else ""))
+                if axis.step is not None else "")
+             + (f", date_trunc('month', {a}) >= {v} (any of those with date_trunc)"
+                if axis.value_type in CALENDAR_TYPES else ""))
     kind = "date or timestamp" if axis.value_type in CALENDAR_TYPES else "numeric"
     sub = "" if c.find(exp.Query) is None else (
         " (the planner does not run a subquery: list its values as literals, or count by "
