@@ -158,6 +158,16 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
         how = None if kind in _EQUALITY else _OPS[kind]
+        items = _listed(node)
+        if items is not None:  # x op ANY ([a, b]): x op a OR x op b; ALL: AND
+            some = isinstance(node, exp.Any)
+            if not items:  # DuckDB: FALSE (ANY) or TRUE (ALL) on every row, NULL x too
+                return _constant(not some)
+            out = compare(kind, items[0], what)
+            for e in items[1:]:
+                t = compare(kind, e, what)
+                out = out.either(t) if some else out.both(t)
+            return out
         if isinstance(node, (exp.Any, exp.All)):  # of a one-row subquery: its value
             how = f"{_OPS[kind]} {type(node).__name__.upper()} (SELECT ...)"
             node = _one_row(node, what, meta.name)
@@ -366,6 +376,17 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
         "a constant one, a SELECT of one value with no FROM or other clause (SELECT 5), "
         f"is read as its value. List the values as literals ({name} IN (1, 2), {name} < 5), "
         f"or count by {name} first and filter the released bins in an outer query")
+
+
+def _listed(node: exp.Expression) -> list[exp.Expression] | None:
+    """The values of ``ANY ([a, b])`` / ``ALL ([a, b])`` (a list literal, as psycopg sends
+    a Python list for ``x = ANY(%s)``), else None."""
+    if not isinstance(node, (exp.Any, exp.All)):
+        return None
+    inner = node.this
+    while isinstance(inner, exp.Paren):
+        inner = inner.this
+    return list(inner.expressions) if isinstance(inner, exp.Array) else None
 
 
 def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
