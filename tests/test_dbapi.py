@@ -344,6 +344,22 @@ def test_qmark_parameters(exact_release, trips_data):
         assert cur.fetchone()[0] == pytest.approx(want, abs=1e-6)
 
 
+def test_a_list_parameter_is_a_list_for_any(exact_release):
+    """``x = ANY(?)`` with a list, as psycopg binds a Python list: it was refused
+    ('parameter of type list is not supported'); now a list literal, on a categorical
+    attribute (DuckDB compares the labels) and on a binned one (the planner reads
+    ``x < ANY([a, b])`` as ``x < a OR x < b``); an empty list keeps no row."""
+    with db.connect(exact_release) as c:
+        def one(sql, params=None):
+            return c.execute(sql, params).fetchone()[0]
+
+        assert one("SELECT COUNT(*) FROM trips WHERE mode = ANY(?)", [["bus", "car"]]) == \
+            one("SELECT COUNT(*) FROM trips WHERE mode IN ('bus', 'car')")
+        assert one("SELECT COUNT(*) FROM trips WHERE distance < ANY(?)", [(16, 48)]) == \
+            one("SELECT COUNT(*) FROM trips WHERE distance < 48")
+        assert one("SELECT COUNT(*) FROM trips WHERE mode = ANY(?)", [[]]) == 0
+
+
 @pytest.mark.filterwarnings("ignore::dpsql.dbapi.PublicDomainWarning")  # the injected text
 def test_parameter_injection_is_harmless(cur):
     total = cur.execute(TOTAL).fetchone()[0]

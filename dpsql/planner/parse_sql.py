@@ -467,7 +467,9 @@ def to_literal(value: Any) -> exp.Expression:
     DECIMAL up to 38 digits, as it reads the same literal in the text), never through a
     float: ``x < Decimal("2.5000000000000000001")`` keeps ``x = 2.5``. A ``date`` binds as
     ``CAST('YYYY-MM-DD' AS DATE)``, a ``datetime`` as ``CAST('... ' AS TIMESTAMP)``; a
-    ``datetime`` with a time zone is refused (:mod:`dpsql.planner.refuse_time_zones`)."""
+    ``datetime`` with a time zone is refused (:mod:`dpsql.planner.refuse_time_zones`). A
+    list or tuple is a list literal of its values (``x = ANY(?)``, as psycopg binds a
+    Python list)."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
@@ -489,8 +491,11 @@ def to_literal(value: Any) -> exp.Expression:
         return exp.cast(exp.Literal.string(value.isoformat()), "DATE")
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return to_literal(value.item())
+    if isinstance(value, (list, tuple)):  # x = ANY(?): a list literal of those values
+        return exp.Array(expressions=[to_literal(v) for v in value])
     raise ProgrammingError(f"parameter of type {type(value).__name__} is not supported; "
-                           "pass None, bool, int, float, Decimal, str, date or datetime")
+                           "pass None, bool, int, float, Decimal, str, date, datetime, or a "
+                           "list of those (x = ANY(?))")
 
 
 _DECIMAL_DIGITS = 38  # DuckDB's widest DECIMAL

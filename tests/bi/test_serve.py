@@ -143,6 +143,9 @@ CONSISTENCY = [
     ("SELECT mode, COUNT(*) FROM trips WHERE mode = ? AND distance < ? GROUP BY mode",
      ["car", 30]),
     ("SELECT COUNT(*) FROM trips WHERE region = ? AND province = ?", ["R1", "R1P1"]),
+    # a Python list, as psycopg sends it: a text[] / int8[] array parameter
+    ("SELECT COUNT(*) FROM trips WHERE mode = ANY(?) AND distance < ANY(?)",
+     [["bus", "car"], [16, 48]]),
 ]
 
 
