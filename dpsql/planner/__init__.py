@@ -4,7 +4,8 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
 
 1. :mod:`~dpsql.planner.parse_sql` — parse (DuckDB dialect), refuse non-queries and
    the INTERVALs DuckDB's parser rejects (:mod:`~dpsql.planner.refuse_loose_syntax`),
-   bind parameters as literals *before* planning; on a locked-down connection,
+   bind parameters as literals *before* planning (:mod:`~dpsql.planner.bind_params`);
+   on a locked-down connection,
    :mod:`~dpsql.planner.refuse_file_reads` then refuses whatever would read a file;
    :mod:`~dpsql.planner.resolve_helpers` resolves the release's helpers (``dp_level``,
    ``dp_range``, ``dpsql_domain__<attr>``...) by their documented names;
@@ -44,7 +45,8 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.check_literals import domain_notices
 from dpsql.planner.choose_view import Choice, choose_view
 from dpsql.planner.find_references import Reference, find_references
-from dpsql.planner.parse_sql import bind_params, generate_sql, parse_walked
+from dpsql.planner.bind_params import bind_params
+from dpsql.planner.parse_sql import generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
 from dpsql.planner.resolve_helpers import resolve_helpers
 from dpsql.planner.route_catalog import route_catalog

@@ -47,7 +47,6 @@ from sqlglot import exp
 
 from dpsql._sql import quote_literal
 from dpsql.domains.calendar import CALENDAR_TYPES
-from dpsql.errors import Error as DpsqlError
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
@@ -366,7 +365,7 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
         inner = inner.this
     if not isinstance(inner, exp.Query):
         return node
-    if _one_value(inner):
+    if one_value(inner):
         value = inner.expressions[0]
         value = value.this if isinstance(value, exp.Alias) else value
         if value.find(exp.Query, exp.Column, exp.Star) is None:
@@ -403,116 +402,7 @@ def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
     return sub
 
 
-_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between,
-                   exp.Like, exp.ILike, exp.Not, exp.Paren, exp.And, exp.Or, exp.Column,
-                   exp.Literal, exp.Neg, exp.Tuple, exp.Cast, exp.Placeholder, exp.Identifier,
-                   exp.DataType, exp.DataTypeParam, exp.Add, exp.Sub, exp.Mul, exp.Div,
-                   exp.IntDiv, exp.Mod, exp.Pow, exp.Interval, exp.Var, exp.Null)
-
-
-def rejects_null(c: exp.Expression) -> bool:
-    """True when the predicate ``c`` (on one attribute) is never true where it is NULL:
-    built of comparisons, IN, BETWEEN, LIKE, arithmetic, NULL, AND/OR/NOT and ``IS NOT
-    NULL`` only (no IS NULL, COALESCE, CASE...). A NULL literal is UNKNOWN under every one
-    of them, as the attribute's NULL is."""
-    if isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
-            and isinstance(c.this.expression, exp.Null):
-        return True  # attr IS NOT NULL
-    return all(isinstance(x, _NULL_REJECTING) for x in c.walk())
-
-
-_NULL_IN = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike,
-            exp.Glob, exp.SimilarTo, exp.RegexpLike, exp.Between, exp.In)
-"""Comparisons that are UNKNOWN where their column is NULL, whatever the constants."""
-
-
-def null_row_value(c: exp.Expression, is_attr) -> int | None:
-    """The value (:data:`TRUE`, :data:`UNKNOWN` or :data:`FALSE`) of the predicate ``c``
-    on a row where the attribute (a label column: ``is_attr``) is NULL, in DuckDB's
-    three-valued logic; None for a shape it does not know (a function of the column, a
-    subquery that reads a table: ``x IN (SELECT ...)`` of no row is FALSE). A comparison,
-    ``LIKE``, ``BETWEEN`` or ``IN`` of the column with constants is UNKNOWN, ``IS NULL`` and
-    ``IS NOT DISTINCT FROM NULL`` TRUE, ``IS [NOT] DISTINCT FROM`` a value FALSE (TRUE),
-    ``(p) IS TRUE / FALSE / NULL`` TRUE or FALSE, ``NOT`` swaps TRUE and FALSE, ``AND`` /
-    ``OR`` take the least / greatest."""
-
-    def constant(node: exp.Expression) -> bool:
-        """No column, and each SELECT in it one constant value (one row)."""
-        return node.find(exp.Column, exp.Table, exp.Star) is None and all(
-            _one_value(q) for q in node.find_all(exp.Query)
-            if not isinstance(q, exp.Subquery))
-
-    def value(node: exp.Expression) -> int | None:
-        if isinstance(node, exp.Paren):
-            return value(node.this)
-        if isinstance(node, (exp.And, exp.Or)):
-            a, b = value(node.this), value(node.expression)
-            if isinstance(node, exp.And):  # FALSE AND anything is FALSE
-                return FALSE if FALSE in (a, b) else None if None in (a, b) else min(a, b)
-            return TRUE if TRUE in (a, b) else None if None in (a, b) else max(a, b)
-        if isinstance(node, exp.Not):
-            v = value(node.this)
-            return None if v is None else TRUE - v
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            if is_attr(node.this):
-                return TRUE
-            v = value(node.this)
-            return None if v is None else TRUE if v == UNKNOWN else FALSE
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
-            v = value(node.this)
-            return None if v is None else TRUE if v == (
-                TRUE if node.expression.this else FALSE) else FALSE
-        if isinstance(node, (exp.NullSafeEQ, exp.NullSafeNEQ)):
-            left, right = node.this, node.expression
-            if is_attr(right):
-                left, right = right, left
-            if not is_attr(left) or not constant(right):
-                return None
-            other = constant_subquery_or_none(right)
-            folded = None if other is None else fold_constant(other, "the value")
-            if folded is None:
-                return None
-            same = TRUE if folded.value is None else FALSE  # NULL IS NOT DISTINCT FROM NULL
-            return same if isinstance(node, exp.NullSafeEQ) else TRUE - same
-        if isinstance(node, _NULL_IN):
-            args = [x for x in node.iter_expressions()]
-            if any(is_attr(x) for x in args) and all(
-                    is_attr(x) or constant(x) for x in args):
-                return UNKNOWN
-            return None
-        if isinstance(node, (exp.Boolean, exp.Null)) or constant(node):
-            folded = fold_condition(node)
-            if folded is not None:
-                return UNKNOWN if folded.value is None else TRUE if folded.value else FALSE
-        return None
-
-    return value(c)
-
-
-def folded_null_row_value(c: exp.Expression, cols: list[exp.Column]) -> int | None:
-    """The value of the predicate ``c`` on a row where its columns ``cols`` (nodes of
-    ``c``: one attribute's) are NULL, as DuckDB computes ``c`` with NULL in their place
-    (``coalesce(cd = 'a', TRUE)`` is TRUE there, ``coalesce(cd, 'z') = 'a'`` FALSE);
-    None when ``c`` with them replaced is not a constant condition of
-    :data:`~dpsql.planner.fold_constants.ALLOWED` nodes (``upper(cd) = 'A'``) or DuckDB
-    fails on it."""
-    copy = c.copy()
-    mine = {id(x) for x in cols}
-    for x, y in zip(list(c.find_all(exp.Column)), list(copy.find_all(exp.Column))):
-        if id(x) in mine:
-            y.replace(exp.Null())
-    if copy.find(exp.Column) is not None:
-        return None
-    try:
-        folded = fold_condition(copy)
-    except DpsqlError:
-        return None
-    if folded is None:
-        return None
-    return UNKNOWN if folded.value is None else TRUE if folded.value else FALSE
-
-
-def _one_value(q: exp.Query) -> bool:
+def one_value(q: exp.Query) -> bool:
     """A SELECT of one expression and no other clause (one row)."""
     return isinstance(q, exp.Select) and len(q.expressions) == 1 and {
         k for k, v in q.args.items() if v not in (None, [], False)} == {"expressions"}
@@ -527,6 +417,5 @@ def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
 
 
 __all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery",
-           "folded_null_row_value", "null_row_value",
-           "predicate_intervals", "predicate_truth", "refuse_dropped_nulls", "refuse_points",
-           "rejects_null"]
+           "constant_subquery_or_none", "one_value", "predicate_intervals", "predicate_truth",
+           "refuse_dropped_nulls", "refuse_points"]

@@ -25,7 +25,8 @@ from dpsql.errors import Error
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.choose_view import Choice, choose_view, range_errors
 from dpsql.planner.find_references import Reference, find_references
-from dpsql.planner.parse_sql import bind_params, parse_walked
+from dpsql.planner.bind_params import bind_params
+from dpsql.planner.parse_sql import parse_walked
 from dpsql.privacy import rng as make_rng
 from dpsql.release.build import attribute_tree, dry_run_row, plan_view, view_budgets
 from dpsql.release.store import catalog_rows

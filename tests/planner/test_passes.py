@@ -13,7 +13,8 @@ import sqlglot
 
 from dpsql import duck
 from dpsql.planner import plan_query
-from dpsql.planner.parse_sql import bind_params, parse_sql
+from dpsql.planner.bind_params import bind_params
+from dpsql.planner.parse_sql import parse_sql
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
