@@ -50,15 +50,28 @@ from dpsql.server._route import UnknownTableError, without_comments
 from dpsql.server._syntax import statement_text, text_start
 
 
+def _statement(sql: str) -> tuple[str, str] | None:
+    """(text, first word) of the statement ``sql`` checks, which for a ``DECLARE`` is its
+    query, read as any statement (psycopg's cursors); None for a DECLARE without one."""
+    text = statement_text(sql)
+    word = first_word(text)
+    while word == "DECLARE":
+        query = declared_query(without_comments(text))
+        if query is None:
+            return None
+        text = statement_text(query)
+        word = first_word(text)
+    return text, word
+
+
 def check_syntax(session: Any, sql: str, commands: Any) -> None:
     """Raise the syntax error (42601) that ``sql`` would meet when it runs, running
     nothing (module docstring); ``commands``: the statements the session answers
     itself."""
-    text = statement_text(sql)
-    word = first_word(text)
-    if word == "DECLARE":  # its query is read as any statement (psycopg's cursors)
-        query = declared_query(without_comments(text))
-        return check_syntax(session, query, commands) if query is not None else None
+    read = _statement(sql)
+    if read is None:
+        return
+    text, word = read
     if not text or word in commands:
         return
     if len(text) > INLINE_BYTES:
@@ -152,11 +165,10 @@ def check_plan(session: Any, sql: str, commands: Any) -> None:
     """Raise what PostgreSQL raises planning ``sql`` at Bind: a constant division by
     zero (22012, :mod:`dpsql.server._division`). A long statement is checked when it
     runs, in a planning process."""
-    text = statement_text(sql)
-    word = first_word(text)
-    if word == "DECLARE":
-        query = declared_query(without_comments(text))
-        return check_plan(session, query, commands) if query is not None else None
+    read = _statement(sql)
+    if read is None:
+        return
+    text, word = read
     if not text or word in commands or len(text) > INLINE_BYTES or session.failed:
         return
     try:
