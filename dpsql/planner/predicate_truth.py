@@ -284,9 +284,7 @@ def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the 
     ``k = 5`` on a BIGINT column, where ``k < (SELECT '5')``, ``k IN (SELECT '5')`` and
     ``k < ANY (SELECT '5')`` are its binder errors ("Cannot compare values of type
     BIGINT and type VARCHAR")."""
-    inner = value
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
+    inner = value.unnest()  # without its parentheses
     if isinstance(inner, exp.Literal):
         return (inner.is_string and value is not node), inner.this
     if isinstance(inner, (exp.Null, exp.Boolean, exp.Neg, exp.Placeholder)) \
@@ -300,9 +298,7 @@ def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the 
 
 def _varchar_error(node, value, text: str | None, what: str, how: str,
                    axis: Axis) -> UnsupportedQueryError:
-    inner = value
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
+    inner = value.unnest()  # without its parentheses
     desc = ("is a NULL of type VARCHAR" if text is None else
             "is a string from a subquery, a VARCHAR" if isinstance(inner, exp.Literal)
             else f"is the VARCHAR {text!r}")
@@ -382,9 +378,7 @@ def _listed(node: exp.Expression) -> list[exp.Expression] | None:
     a Python list for ``x = ANY(%s)``), else None."""
     if not isinstance(node, (exp.Any, exp.All)):
         return None
-    inner = node.this
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
+    inner = node.this.unnest()  # without its parentheses
     return list(inner.expressions) if isinstance(inner, exp.Array) else None
 
 
