@@ -13,12 +13,14 @@ in one vectorised pass: the linear support model's variance of a prefix
 Σ_u n_u·W_u²), the weights W of level ℓ's nodes (each row's 1 carried up, divided by
 its parent's released children at each level) growing row by row, whose squares are
 cumulated per node; the bootstrap biases and variances, the near-zero bias and the
-widenings near zero are cumulative sums and maxima of per-row terms.
+pushes to 0 are cumulative sums and maxima of per-row terms. From those parts, one
+function states the interval's rules for both
+(:func:`~dpsql.accuracy.inftda_answers.combine_offsets`).
 
-It is :func:`~dpsql.accuracy.inftda_answers.interval_offsets`, term by term, not an
-approximation of it: ``tests/e2e/test_quantile_ci_inftda.py`` checks that every edge's
-offsets equal that function's on the same rows (a change to the model that this module
-does not follow fails there). The rare cases it does not follow are left to that
+It is :func:`~dpsql.accuracy.inftda_answers.interval_offsets`, not an approximation of
+it: ``tests/e2e/test_quantile_ci_inftda.py`` checks that every edge's offsets equal that
+function's on the same rows (a change to how an answer's parts are gathered that this
+module does not follow fails there). The rare cases it does not follow are left to that
 function, edge by edge (:data:`EXACT`): a sum that holds the whole level (its interval
 is the root's), a sum whose variance is 0 (its skipped zeros), and a group whose rows
 repeat a node (a join: :mod:`dpsql.accuracy.multiset`), which gets None.
@@ -26,26 +28,16 @@ repeat a node (a join: :mod:`dpsql.accuracy.multiset`), which gets None.
 
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
 import numpy as np
 
-from dpsql.accuracy.inftda_answers import (NEAR_ZERO_SIGMAS, NEAR_ZERO_SPAN, Calibration,
-                                           t_value)
+from dpsql.accuracy.inftda_answers import NEAR_ZERO_SIGMAS, Calibration, combine_offsets
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_parents_of
-from dpsql.accuracy.inftda_zeros import (JOINT_ZEROS, false_positive_reach, zero_allowance,
-                                         zeros_reach)
+from dpsql.accuracy.inftda_zeros import JOINT_ZEROS, zero_allowance, zeros_reach
 
 EXACT = "edge by edge through interval_offsets"
 """What the cases this module does not vectorise get (module doc)."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _allowance(confidence: float, push: float) -> float:
-    """:func:`~dpsql.accuracy.inftda_zeros.zero_allowance`, kept: a group's sums share a
-    few pushes (its parents'), and each evaluation is a bisection of 80 steps."""
-    return zero_allowance(confidence, push)
 
 
 def _before(keys: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -143,12 +135,7 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
     else:
         near_rel = np.zeros(sizes.size)
     near = np.where(n_rel + nz < 2, 0.0, nz * calibration.zero_bias[k] + near_rel)
-    # interval_offsets
-    se = np.sqrt(var)
-    half = t_value(confidence, calibration.replicates - 1) * se
-    far = bias - near
-    below = half + far + np.maximum(NEAR_ZERO_SPAN * near, 0.0)
-    above = half - far + np.maximum(-NEAR_ZERO_SPAN * near, 0.0)
+    # interval_offsets: the parts of each prefix, then the same rules
     y = cum(at_rel(support.count[level][rel]))[sizes] if support.count else None
     pushed = np.full(codes.size, -np.inf)  # each row's parent's push to 0, if it has one
     ok = is_zero & (zp >= 0) & (zp < shifts.size)
@@ -161,18 +148,18 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
         pushed[is_rel] = pr
     push = np.r_[-np.inf, np.maximum.accumulate(pushed)][sizes]
     push = np.where(np.isfinite(push), push, 0.0)
-    reach = push + _allowance(confidence, 0.0) * sigma
-    # what its zeros may hide (a sum that holds any zero): with released rows, the most
-    # pushed zero's allowance; with zeros only (the first sizes, below the first released
-    # row), the joint reach of the JOINT_ZEROS most pushed
+    # what its zeros may hide (zeros_reach, for a sum that holds any zero): with released
+    # rows, the most pushed zero's allowance; with zeros only (the first sizes, below the
+    # first released row), the joint reach of the JOINT_ZEROS most pushed
+    zeros_up = np.full(sizes.size, np.nan)
     some = neg > 0
     with_rel = some & (n_rel > 0)
     if with_rel.any():
         t = np.where(np.isfinite(zero_push), zero_push, 0.0)
         t = np.maximum(t / sigma, 0.0) if sigma > 0 else np.zeros_like(t)
         values, at = np.unique(t[with_rel], return_inverse=True)
-        reach_z = np.array([_allowance(confidence, x) for x in values.tolist()])[at]
-        above[with_rel] = np.maximum(above[with_rel], reach_z * sigma)
+        zeros_up[with_rel] = np.array([zero_allowance(confidence, x)
+                                       for x in values.tolist()])[at]
     only = np.flatnonzero(some & (n_rel == 0))
     if only.size:
         lead = int(sizes[only].max())  # rows before the first released one
@@ -186,19 +173,13 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
                 top = sorted(top + [x], reverse=True)[:JOINT_ZEROS]
             tops.append(tuple(top))
         joint: dict[tuple, float] = {}
-        got = np.empty(only.size)
-        for i, size in enumerate(sizes[only].tolist()):
+        for i, size in zip(only.tolist(), sizes[only].tolist()):
             key = tops[size - 1]
             if key not in joint:
-                joint[key] = zeros_reach(confidence, np.array(key), False) \
-                    if len(key) > 1 else _allowance(confidence, max(key + (0.0,)))
-            got[i] = joint[key]
-        above[only] = np.maximum(above[only], got * sigma)
-    if y is not None:
-        has = n_rel > 0
-        above = np.where(has & (y < reach), np.maximum(above, reach - y), above)
-        fp = false_positive_reach(confidence, n_rel) * sigma
-        below = np.where(has & (y <= fp), np.maximum(below, y), below)
+                joint[key] = zeros_reach(confidence, np.array(key), False)
+            zeros_up[i] = joint[key]
+    below, above = combine_offsets(confidence, calibration.replicates, var, bias, near,
+                                   sigma, zeros_up, y, n_rel, push)
     # the whole level (inftda_answers._whole_level: its interval is the root's)
     zeros = [int((support.fanout[j] - support.active[j]).sum()) for j in range(level)]
     whole = (n_rel == support.parent[level].size) & (cum(is_zero)[sizes] == zeros[-1]) \

@@ -343,6 +343,33 @@ def _whole_level(support: Support, level: int, split: SplitRows) -> bool:
     return split.zero_parents.size == zeros[-1] and (split.deep > 0 or not any(zeros[:-1]))
 
 
+def combine_offsets(confidence: float, replicates: int, var: Any, bias: Any, near: Any,
+                    sigma: float = 0.0, zeros_up: Any = np.nan, y: Any = None,
+                    n_released: Any = 0, push: Any = 0.0) -> tuple[Any, Any]:
+    """(how far below, how far above the released sum) the interval at ``confidence``
+    reaches, from an answer's parts: its variance ``var``, bootstrap ``bias`` and the part
+    ``near`` of it from nodes near zero (:func:`answer_error`, :func:`near_zero_bias`),
+    σ of its level, the reach in σ of what its zeros may hide (:func:`zeros_reach`; NaN
+    when it holds none), its released sum ``y`` (None: not known, no widening for it)
+    over ``n_released`` released nodes, and the largest push to 0 of their and its zeros'
+    parents (:func:`child_shifts`). Scalars or arrays of answers alike: it is the one
+    statement of the rules of :func:`interval_offsets`, which gives the parts of one
+    answer, and of :func:`dpsql.quantile_ci_inftda.nested_offsets`, which gives them
+    for every prefix of a group's rows at once."""
+    half = t_value(confidence, replicates - 1) * np.sqrt(var)
+    far = bias - near  # the truth is released − far − s·near for s in [0, NEAR_ZERO_SPAN]
+    below = half + far + np.maximum(NEAR_ZERO_SPAN * near, 0.0)
+    above = half - far + np.maximum(-NEAR_ZERO_SPAN * near, 0.0)
+    above = np.fmax(above, zeros_up * sigma)  # what its zeros may hide (NaN: none)
+    if y is not None:
+        has = np.asarray(n_released) > 0
+        reach = push + zero_allowance(confidence) * sigma
+        above = np.where(has & (y < reach), np.maximum(above, reach - y), above)
+        fp = false_positive_reach(confidence, n_released) * sigma
+        below = np.where(has & (y <= fp), np.maximum(below, y), below)
+    return below, above
+
+
 def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
                      root_sigma2: float | None, level: int, rows: Any, confidence: float
                      ) -> tuple[float, float, float]:
@@ -385,41 +412,34 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
         return interval_offsets(support, calibration, sigma2, root_sigma2, 0,
                                 np.zeros(1, np.int64), confidence)
     bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, split)
-    se = var ** 0.5
-    half = t_value(confidence, calibration.replicates - 1) * se
-    codes = split.codes
     near = near_zero_bias(support, calibration, sigma2, level, split)
-    far = bias - near  # the truth is released − far − s·near for s in [0, NEAR_ZERO_SPAN]
-    below = half + far + max(NEAR_ZERO_SPAN * near, 0.0)
-    above = half - far + max(-NEAR_ZERO_SPAN * near, 0.0)
-    if level > 0 and codes.size:
-        sigma = float(sigma2[level - 1]) ** 0.5
-        released = split.released
-        y = float(support.count[level][released].sum()) if support.count else None
-        # what a zero, or a small count, may hide: up to the parents' push to 0
-        zp = split.zero_parents
-        parents = np.concatenate([zp, support.parent[level][released] if y is not None
-                                  else np.zeros(0, np.int64)])
-        shifts = support.shift[level - 1] if support.shift else np.zeros(0)
-        parents = parents[parents < shifts.size]
-        push = float(shifts[parents].max()) if parents.size else 0.0
-        reach = push + zero_allowance(confidence) * sigma
-        if codes.min() < 0:  # what its zeros may hide, on top of the rest
-            t = shifts[zp[zp < shifts.size]] / sigma if sigma > 0 else np.zeros(0)
-            above = max(above, zeros_reach(confidence, t, bool(released.size)) * sigma)
-        if released.size and y is not None and y < reach:  # a small count pushed down
-            above = max(above, reach - y)
-        if released.size and y is not None:
-            if y <= false_positive_reach(confidence, released.size) * sigma:
-                below = max(below, y)
-        skipped = _skipped_zeros(support, level, split) if var == 0 else np.zeros(0)
-        skipped = skipped[skipped < shifts.size]
-        if skipped.size and sigma > 0:
-            t = float(shifts[skipped].max()) / sigma
-            below = max(below, zero_allowance(confidence, t) * sigma)
-    return se, below, above
+    if level == 0 or not split.codes.size:
+        below, above = combine_offsets(confidence, calibration.replicates, var, bias, near)
+        return var ** 0.5, float(below), float(above)
+    sigma = float(sigma2[level - 1]) ** 0.5
+    released, zp = split.released, split.zero_parents
+    y = float(support.count[level][released].sum()) if support.count else None
+    # the parents' push to 0 (what a zero, or a small count, may hide: up to it)
+    parents = np.concatenate([zp, support.parent[level][released] if y is not None
+                              else np.zeros(0, np.int64)])
+    shifts = support.shift[level - 1] if support.shift else np.zeros(0)
+    parents = parents[parents < shifts.size]
+    push = float(shifts[parents].max()) if parents.size else 0.0
+    zeros_up = np.nan
+    if split.codes.min() < 0:
+        t = shifts[zp[zp < shifts.size]] / sigma if sigma > 0 else np.zeros(0)
+        zeros_up = zeros_reach(confidence, t, bool(released.size))
+    below, above = combine_offsets(confidence, calibration.replicates, var, bias, near,
+                                   sigma, zeros_up, y, released.size, push)
+    below, above = float(below), float(above)
+    skipped = _skipped_zeros(support, level, split) if var == 0 else np.zeros(0)
+    skipped = skipped[skipped < shifts.size]
+    if skipped.size and sigma > 0:
+        t = float(shifts[skipped].max()) / sigma
+        below = max(below, zero_allowance(confidence, t) * sigma)
+    return var ** 0.5, below, above
 
 
-__all__ = ["Calibration", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "answer_error", "cover_bound",
-           "interval_offsets", "measured_estimate", "near_zero_bias", "prediction_variance",
-           "t_value"]
+__all__ = ["Calibration", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "answer_error",
+           "combine_offsets", "cover_bound", "interval_offsets", "measured_estimate",
+           "near_zero_bias", "prediction_variance", "t_value"]
