@@ -348,7 +348,8 @@ def test_a_list_parameter_is_a_list_for_any(exact_release):
     """``x = ANY(?)`` with a list, as psycopg binds a Python list: it was refused
     ('parameter of type list is not supported'); now a list literal, on a categorical
     attribute (DuckDB compares the labels) and on a binned one (the planner reads
-    ``x < ANY([a, b])`` as ``x < a OR x < b``); an empty list keeps no row."""
+    ``x < ANY([a, b])`` as ``x < a OR x < b``); an empty list keeps no row. ``x <> ALL(?)``
+    is the AND, and keeps every row for an empty list (DuckDB's ``x <> ALL([])``)."""
     with db.connect(exact_release) as c:
         def one(sql, params=None):
             return c.execute(sql, params).fetchone()[0]
@@ -358,6 +359,14 @@ def test_a_list_parameter_is_a_list_for_any(exact_release):
         assert one("SELECT COUNT(*) FROM trips WHERE distance < ANY(?)", [(16, 48)]) == \
             one("SELECT COUNT(*) FROM trips WHERE distance < 48")
         assert one("SELECT COUNT(*) FROM trips WHERE mode = ANY(?)", [[]]) == 0
+        # ALL (?): sqlglot reads ALL(...) of a list as a function call; it was refused
+        # ("the bound of age must be a numeric literal ..., got 'ALL([30, 40])'")
+        assert one("SELECT COUNT(*) FROM trips WHERE age <> ALL(?)", [[30, 40]]) == \
+            one("SELECT COUNT(*) FROM trips WHERE age NOT IN (30, 40)")
+        assert one("SELECT COUNT(*) FROM trips WHERE age < ALL(?)", [(30, 40)]) == \
+            one("SELECT COUNT(*) FROM trips WHERE age < 30")
+        assert one("SELECT COUNT(*) FROM trips WHERE age > ALL(?)", [[]]) == \
+            one("SELECT COUNT(*) FROM trips")
 
 
 @pytest.mark.filterwarnings("ignore::dpsql.dbapi.PublicDomainWarning")  # the injected text

@@ -83,23 +83,48 @@ def fold_constant(node: exp.Expression, what: str) -> Constant | None:
     query: ``CAST('2013-02-30' AS DATE)``, an overflow), and
     :class:`~dpsql.errors.UnsupportedQueryError` for a time zone; ``what`` names the
     bound."""
+    if not _constant_nodes(node, what):
+        return None
+    value = _fold(node.sql("duckdb"))
+    if isinstance(value, str):
+        raise DataError(f"{what} {node.sql('duckdb')!r} cannot be computed: {value}")
+    return value
+
+
+def fold_list(items: list[exp.Expression], what: str) -> Constant | None:
+    """The list literal ``[items]`` as DuckDB values it (a Python list, and DuckDB's
+    name of its type: ``INTEGER[]``...), or None when an item is not a constant
+    expression (:func:`fold_constant`). Its items take their common type, to which
+    DuckDB casts each string literal among them, not to the type of the column compared
+    with it: ``[5, '6.5']`` is the INTEGER[] ``[5, 7]``, ``[1.5, '2.25']`` the
+    DECIMAL(2,1)[] ``[1.5, 2.3]``, ``['5', NULL]`` a VARCHAR[]. Raises as
+    :func:`fold_constant` does."""
+    if not all(_constant_nodes(e, what) for e in items):
+        return None
+    array = exp.Array(expressions=[e.copy() for e in items])
+    value = _fold(array.sql("duckdb"))
+    if isinstance(value, str):
+        raise DataError(f"{what} {array.sql('duckdb')!r} cannot be computed: {value}")
+    return value
+
+
+def _constant_nodes(node: exp.Expression, what: str) -> bool:
+    """Whether ``node`` is an expression of :data:`ALLOWED` nodes, which DuckDB may value;
+    refuses a time zone type and a string cast to a date that is not a plain one."""
     for x in node.walk():
         if not isinstance(x, ALLOWED):
-            return None
+            return False
         if isinstance(x, exp.DataType) and x.this in _ZONED:
             raise UnsupportedQueryError(
                 f"{what} {node.sql('duckdb')!r} has a time zone type, but the release's dates "
                 "and timestamps have none; write a DATE or a TIMESTAMP in the data's own time")
         if isinstance(x, exp.DataType) and x.this == _T.USERDEFINED:
-            return None
+            return False
         if isinstance(x, exp.Cast) and x.to.this in _CALENDAR:
             text = _cast_string(x)
             if text is not None and not plain_calendar(text):
                 raise not_plain_calendar(what, text)
-    value = _fold(node.sql("duckdb"))
-    if isinstance(value, str):
-        raise DataError(f"{what} {node.sql('duckdb')!r} cannot be computed: {value}")
-    return value
+    return True
 
 
 def fold_condition(node: exp.Expression) -> Constant | None:
@@ -190,4 +215,4 @@ def _fold_now(sql: str) -> Constant | str:
 
 
 __all__ = ["ALLOWED", "Constant", "cast_text", "fold_condition", "fold_constant",
-           "plain_calendar"]
+           "fold_list", "plain_calendar"]

@@ -26,6 +26,10 @@ DISTINCT FROM`` of the attribute with a value are cut on the axis by
   FROM`` and in an ``IN (a, b)`` list: :func:`varchar_bound`). Any other
   subquery (one that reads a table, has several rows or columns, or a clause that could
   drop its row) is refused: the planner never runs a subquery to cut a bound.
+* **a list** (``k op ANY ([a, b])``, ``SOME``, ``ALL``; a Python list bound to ``?``):
+  the OR (ANY, SOME) or AND (ALL) of ``k op a``, ``k op b``; an empty list is FALSE
+  (ANY) or TRUE (ALL) on every row, NULL rows included, as in DuckDB. A string in the
+  list is cast to the list's type, as DuckDB casts it (:func:`_list_values`).
 * ``COALESCE(p, q, ...)`` of predicates is ``p`` where it is not UNKNOWN, else ``q``...:
   ``coalesce(n = 5, FALSE)`` is FALSE on a NULL row, ``coalesce(n = 5, TRUE)`` TRUE.
 * constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
@@ -49,7 +53,9 @@ from dpsql._sql import quote_literal
 from dpsql.domains.calendar import CALENDAR_TYPES
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.dropped_nulls import is_null_error
-from dpsql.planner.fold_constants import fold_condition, fold_constant
+from dpsql.planner.bind_params import to_literal
+from dpsql.planner.fold_constants import (fold_condition, fold_constant, fold_list,
+                                          not_plain_calendar, plain_calendar)
 from dpsql.planner.trunc_predicates import untrunc
 from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
                                            intersect, unsupported, union)
@@ -157,19 +163,20 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
         how = None if kind in _EQUALITY else _OPS[kind]
-        items = _listed(node)
+        some, quantified = _quantified(node)
+        items = _listed(quantified)
         if items is not None:  # x op ANY ([a, b]): x op a OR x op b; ALL: AND
-            some = isinstance(node, exp.Any)
             if not items:  # DuckDB: FALSE (ANY) or TRUE (ALL) on every row, NULL x too
                 return _constant(not some)
+            items = _list_values(items, node, what, axis)
             out = compare(kind, items[0], what)
             for e in items[1:]:
                 t = compare(kind, e, what)
                 out = out.either(t) if some else out.both(t)
             return out
-        if isinstance(node, (exp.Any, exp.All)):  # of a one-row subquery: its value
-            how = f"{_OPS[kind]} {type(node).__name__.upper()} (SELECT ...)"
-            node = _one_row(node, what, meta.name)
+        if quantified is not None:  # of a one-row subquery: its value
+            how = f"{_OPS[kind]} {'ANY' if some else 'ALL'} (SELECT ...)"
+            node = _one_row(node, quantified, what, meta.name)
         v = bound(node, what, how)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
             t = _IS_NULL if v is None else cell(v, FALSE)
@@ -373,19 +380,74 @@ def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Express
         f"or count by {name} first and filter the released bins in an outer query")
 
 
-def _listed(node: exp.Expression) -> list[exp.Expression] | None:
+def _quantified(node: exp.Expression) -> tuple[bool, exp.Expression | None]:
+    """(True for ANY/SOME, False for ALL; what it quantifies over) of the bound of ``x op
+    ANY (...)``, ``SOME (...)`` or ``ALL (...)``, else (False, None). sqlglot parses
+    ``ANY ([a, b])`` and ``ALL (SELECT ...)`` as its ``Any``/``All``, but ``ALL ([a,
+    b])``, ``ALL (?)``, ``ALL ((SELECT ...))`` and ``SOME ([a, b])`` as a call of a
+    function named ALL or SOME, which DuckDB reads as the same quantifier."""
+    if isinstance(node, (exp.Any, exp.All)):
+        return isinstance(node, exp.Any), node.this
+    if isinstance(node, exp.Anonymous) and node.name.upper() in ("ALL", "SOME") \
+            and len(node.expressions) == 1:
+        return node.name.upper() == "SOME", node.expressions[0]
+    return False, None
+
+
+def _listed(quantified: exp.Expression | None) -> list[exp.Expression] | None:
     """The values of ``ANY ([a, b])`` / ``ALL ([a, b])`` (a list literal, as psycopg sends
-    a Python list for ``x = ANY(%s)``), else None."""
-    if not isinstance(node, (exp.Any, exp.All)):
+    a Python list for ``x = ANY(%s)``; ``quantified``: what :func:`_quantified` says it
+    quantifies over), else None."""
+    if quantified is None:
         return None
-    inner = node.this.unnest()  # without its parentheses
+    inner = quantified.unnest()  # without its parentheses
     return list(inner.expressions) if isinstance(inner, exp.Array) else None
 
 
-def _one_row(node: exp.Any | exp.All, what: str, name: str) -> exp.Expression:
-    """The subquery of ``x op ANY (...)`` / ``ALL (...)``, which must be a constant one
-    (:func:`constant_subquery`: one row, so the comparison with its value)."""
-    sub = node.this
+def _list_values(items: list[exp.Expression], node: exp.Expression, what: str,
+                 axis: Axis) -> list[exp.Expression]:
+    """The values of a list literal with a string among them, as DuckDB reads them: cast
+    to the list's type, the common type of its other items, not to the attribute's
+    (:func:`~dpsql.planner.fold_constants.fold_list`: ``n = ANY([5, '6.5'])`` is ``n IN
+    (5, 7)`` and ``p = ANY([1.5, '2.25'])`` is ``p IN (1.5, 2.3)``). A list of strings
+    alone is a VARCHAR[], which DuckDB does not compare with a number or a date: refused
+    with DuckDB's reason. ``items`` without a string are returned as they are."""
+    if not any(_is_text(e, what) for e in items):
+        return items
+    folded = fold_list(items, what)
+    if folded is None:
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} mixes strings with values that are not "
+            f"constants; write the list's values as literals of the type of {axis.name!r}")
+    if folded.type == "VARCHAR[]" or not folded.type.endswith("[]"):
+        calendar = axis.value_type in CALENDAR_TYPES
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} is a list of strings, a VARCHAR[], which DuckDB "
+            f"does not compare with the {axis.value_type} attribute {axis.name!r} (\"Cannot "
+            "compare values of type ... and VARCHAR in IN/ANY/ALL clause - an explicit cast "
+            "is required\"); write the values without quotes"
+            + (" as dates (DATE 'YYYY-MM-DD')" if calendar else "")
+            + f", or {axis.name} IN (a, b), where DuckDB casts each string")
+    if folded.type in ("DATE[]", "TIMESTAMP[]"):  # no time zone, as everywhere
+        for e in items:
+            if isinstance(e.unnest(), exp.Literal) and not plain_calendar(e.unnest().this):
+                raise not_plain_calendar(what, e.unnest().this)
+    return [to_literal(v) for v in folded.value]
+
+
+def _is_text(e: exp.Expression, what: str) -> bool:
+    """Whether the list item ``e`` is a string: a string literal or a VARCHAR constant."""
+    inner = e.unnest()
+    if isinstance(inner, exp.Literal):
+        return inner.is_string
+    return varchar_bound(inner, inner, what)[0]
+
+
+def _one_row(node: exp.Expression, sub: exp.Expression, what: str,
+             name: str) -> exp.Expression:
+    """The subquery ``sub`` of ``x op ANY (...)`` / ``ALL (...)`` (``node``), which must be
+    a constant one (:func:`constant_subquery`: one row, so the comparison with its
+    value)."""
     while isinstance(sub, exp.Paren) and not isinstance(sub.this, exp.Array):
         sub = sub.this
     if not isinstance(sub, (exp.Subquery, exp.Select)):

@@ -144,8 +144,8 @@ CONSISTENCY = [
      ["car", 30]),
     ("SELECT COUNT(*) FROM trips WHERE region = ? AND province = ?", ["R1", "R1P1"]),
     # a Python list, as psycopg sends it: a text[] / int8[] array parameter
-    ("SELECT COUNT(*) FROM trips WHERE mode = ANY(?) AND distance < ANY(?)",
-     [["bus", "car"], [16, 48]]),
+    ("SELECT COUNT(*) FROM trips WHERE mode = ANY(?) AND distance < ANY(?) "
+     "AND distance > ALL(?)", [["bus", "car"], [16, 48], [5, 8]]),
 ]
 
 

@@ -42,9 +42,14 @@ PREDICATES = [
     "n < 5 OR n > 95", "NOT (n >= 30)", "n <= 10.5", "n > 10.5", "n IS NOT NULL",
     "n >= 10 AND n <= 20 AND n <> 15", "n IN (10, 11, 12) OR n BETWEEN 50 AND 52",
     "10 >= n", "n BETWEEN 10 AND 20 AND n NOT IN (12, 14)",
-    # a list as psycopg sends a Python list (x = ANY(%s)): OR over it, AND for ALL
+    # a list as psycopg sends a Python list (x = ANY(%s)): OR over it, AND for ALL (TRUE
+    # on every row, NULL k too, for an empty list)
     "n = ANY([1, 3, 99])", "n < ANY([5, 20])", "n = ANY([7, NULL])", "n = ANY([])",
     "NOT (n > ANY([50, 60]))", "d = ANY([DATE '2013-07-04', DATE '2013-01-01'])",
+    "n <> ALL([1, 3, 99])", "n < ALL([5, 20])", "k <> ALL([])", "NOT (k <> ALL([1, NULL]))",
+    "n = SOME([7, 8])", "k < ALL((SELECT 5))", "d <> ALL([DATE '2013-07-04', '2013-01-01'])",
+    # a string in a list takes the list's type, not the column's: [5, 7], [1.5, 2.3]
+    "n = ANY([5, '6.5'])", "p = ANY([1.5, '2.25'])",
     # decimal p in [0, 10), resolution 0.01, bins of 0.01 (DECIMAL(6,2) source column)
     "p BETWEEN 1.25 AND 3.75", "p <= 2.5", "p < 2.5", "p >= 9.99", "p > 9.98",
     "p = 3.14", "p = 3.145", "p IN (0.01, 5.00, 7.77)", "p NOT IN (5.00)",
