@@ -29,7 +29,7 @@ DISTINCT FROM`` of the attribute with a value are cut on the axis by
 * **a list** (``k op ANY ([a, b])``, ``SOME``, ``ALL``; a Python list bound to ``?``):
   the OR (ANY, SOME) or AND (ALL) of ``k op a``, ``k op b``; an empty list is FALSE
   (ANY) or TRUE (ALL) on every row, NULL rows included, as in DuckDB. A string in the
-  list is cast to the list's type, as DuckDB casts it (:func:`_list_values`).
+  list is cast to the list's type, as DuckDB casts it (:func:`~dpsql.planner.constant_bounds.list_values`).
 * ``COALESCE(p, q, ...)`` of predicates is ``p`` where it is not UNKNOWN, else ``q``...:
   ``coalesce(n = 5, FALSE)`` is FALSE on a NULL row, ``coalesce(n = 5, TRUE)`` TRUE.
 * constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
@@ -49,13 +49,11 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpsql._sql import quote_literal
-from dpsql.domains.calendar import CALENDAR_TYPES
-from dpsql.errors import UnsupportedQueryError
+from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, constant_subquery,
+                                           constant_subquery_or_none, list_values, listed,
+                                           one_row, one_value, quantified)
 from dpsql.planner.dropped_nulls import is_null_error
-from dpsql.planner.bind_params import to_literal
-from dpsql.planner.fold_constants import (fold_condition, fold_constant, fold_list,
-                                          not_plain_calendar, plain_calendar)
+from dpsql.planner.fold_constants import fold_condition
 from dpsql.planner.trunc_predicates import untrunc
 from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
                                            intersect, unsupported, union)
@@ -148,35 +146,24 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
     axis = Axis(meta)
 
     def bound(node: exp.Expression, what: str, how: str | None = None):
-        """A bound's value on the axis, None for NULL (a constant subquery's value).
-        ``how``: the comparison, when it is not one under which DuckDB casts a VARCHAR
-        to the attribute's type (:func:`varchar_bound`)."""
-        value = constant_subquery(node, what, meta.name)
-        is_text, text = varchar_bound(value, node, what)
-        if is_text and how is not None:
-            raise _varchar_error(node, value, text, what, how, axis)
-        if is_text:
-            return None if text is None else axis.literal(exp.Literal.string(text), what)
-        while isinstance(value, exp.Paren) and isinstance(value.this, (exp.Paren, exp.Literal)):
-            value = value.this  # ('5') is the literal '5'
-        return axis.literal(value, what)
+        return bound_value(node, what, how, axis)
 
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
-        how = None if kind in _EQUALITY else _OPS[kind]
-        some, quantified = _quantified(node)
-        items = _listed(quantified)
+        how = None if kind in EQUALITY else OPS[kind]
+        some, over = quantified(node)
+        items = listed(over)
         if items is not None:  # x op ANY ([a, b]): x op a OR x op b; ALL: AND
             if not items:  # DuckDB: FALSE (ANY) or TRUE (ALL) on every row, NULL x too
                 return _constant(not some)
-            items = _list_values(items, node, what, axis)
+            items = list_values(items, node, what, axis)
             out = compare(kind, items[0], what)
             for e in items[1:]:
                 t = compare(kind, e, what)
                 out = out.either(t) if some else out.both(t)
             return out
-        if quantified is not None:  # of a one-row subquery: its value
-            how = f"{_OPS[kind]} {'ANY' if some else 'ALL'} (SELECT ...)"
-            node = _one_row(node, quantified, what, meta.name)
+        if over is not None:  # of a one-row subquery: its value
+            how = f"{OPS[kind]} {'ANY' if some else 'ALL'} (SELECT ...)"
+            node = one_row(node, over, what, meta.name)
         v = bound(node, what, how)
         if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
             t = _IS_NULL if v is None else cell(v, FALSE)
@@ -273,53 +260,6 @@ def _ordered(axis: Axis, kind: type, v) -> Truth:
     return t
 
 
-_EQUALITY = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
-"""The comparisons under which DuckDB casts a VARCHAR to the column's type (as it does
-each value of an ``IN (a, b)`` list)."""
-_OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>",
-        exp.NullSafeEQ: "IS NOT DISTINCT FROM", exp.NullSafeNEQ: "IS DISTINCT FROM"}
-
-
-def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the bound"
-                  ) -> tuple[bool, str | None]:
-    """(True, its text, None for NULL) when the bound ``value`` (``node``, or the value
-    of the constant subquery ``node``) is a VARCHAR other than a string literal written
-    in the comparison: a string from a subquery (``(SELECT '5')``), a cast to VARCHAR,
-    ``NULLIF('5', '6')``...; else (False, None). DuckDB casts a string *literal* to the
-    column's type under every comparison, but such a VARCHAR only under ``=``, ``<>``,
-    ``IS [NOT] DISTINCT FROM`` and in an ``IN (a, b)`` list: ``k = (SELECT '5.4')`` is
-    ``k = 5`` on a BIGINT column, where ``k < (SELECT '5')``, ``k IN (SELECT '5')`` and
-    ``k < ANY (SELECT '5')`` are its binder errors ("Cannot compare values of type
-    BIGINT and type VARCHAR")."""
-    inner = value.unnest()  # without its parentheses
-    if isinstance(inner, exp.Literal):
-        return (inner.is_string and value is not node), inner.this
-    if isinstance(inner, (exp.Null, exp.Boolean, exp.Neg, exp.Placeholder)) \
-            or inner.find(exp.Column, exp.Query) is not None:
-        return False, None
-    folded = fold_constant(inner, what)
-    if folded is None or folded.type != "VARCHAR":
-        return False, None
-    return True, folded.value
-
-
-def _varchar_error(node, value, text: str | None, what: str, how: str,
-                   axis: Axis) -> UnsupportedQueryError:
-    inner = value.unnest()  # without its parentheses
-    desc = ("is a NULL of type VARCHAR" if text is None else
-            "is a string from a subquery, a VARCHAR" if isinstance(inner, exp.Literal)
-            else f"is the VARCHAR {text!r}")
-    calendar = axis.value_type in CALENDAR_TYPES
-    fix = (f"NULL, or a NULL of {'a date' if calendar else 'a number'} (CAST(NULL AS "
-           f"{'DATE' if calendar else 'INTEGER'}))" if text is None
-           else f"the string itself: {quote_literal(text)}")
-    return UnsupportedQueryError(
-        f"{what} {node.sql('duckdb')!r} {desc}, which DuckDB casts to the type of the "
-        f"attribute {axis.name!r} only under =, <>, IS [NOT] DISTINCT FROM and IN (a, b); "
-        f"it refuses {how} with it (\"Cannot compare values of type ... and VARCHAR - an "
-        f"explicit cast is required\"); write {fix}")
-
-
 def refuse_dropped_nulls(truth: Truth, c: exp.Expression, meta, is_attr) -> None:
     """Refuse the predicate ``c`` (of :class:`Truth` ``truth``: the AND of a WHERE
     clause's conjuncts on the attribute ``meta``) when it is TRUE on the rows where the
@@ -356,120 +296,6 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
     refuse_dropped_nulls(truth, c, meta, is_attr)
     refuse_points(truth, c, meta)
     return truth.true
-
-
-def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Expression:
-    """``node``, or for a subquery the constant expression it selects (``(SELECT 5)`` is
-    5): a SELECT of one expression and nothing else, so one row. Refuses any other
-    subquery, naming what to write."""
-    inner = node
-    while isinstance(inner, (exp.Subquery, exp.Paren)) and isinstance(
-            inner.this, (exp.Subquery, exp.Paren, exp.Select)):
-        inner = inner.this
-    if not isinstance(inner, exp.Query):
-        return node
-    if one_value(inner):
-        value = inner.expressions[0]
-        value = value.this if isinstance(value, exp.Alias) else value
-        if value.find(exp.Query, exp.Column, exp.Star) is None:
-            return value
-    raise UnsupportedQueryError(
-        f"{what} {node.sql('duckdb')!r} is a subquery that the planner does not run: only "
-        "a constant one, a SELECT of one value with no FROM or other clause (SELECT 5), "
-        f"is read as its value. List the values as literals ({name} IN (1, 2), {name} < 5), "
-        f"or count by {name} first and filter the released bins in an outer query")
-
-
-def _quantified(node: exp.Expression) -> tuple[bool, exp.Expression | None]:
-    """(True for ANY/SOME, False for ALL; what it quantifies over) of the bound of ``x op
-    ANY (...)``, ``SOME (...)`` or ``ALL (...)``, else (False, None). sqlglot parses
-    ``ANY ([a, b])`` and ``ALL (SELECT ...)`` as its ``Any``/``All``, but ``ALL ([a,
-    b])``, ``ALL (?)``, ``ALL ((SELECT ...))`` and ``SOME ([a, b])`` as a call of a
-    function named ALL or SOME, which DuckDB reads as the same quantifier."""
-    if isinstance(node, (exp.Any, exp.All)):
-        return isinstance(node, exp.Any), node.this
-    if isinstance(node, exp.Anonymous) and node.name.upper() in ("ALL", "SOME") \
-            and len(node.expressions) == 1:
-        return node.name.upper() == "SOME", node.expressions[0]
-    return False, None
-
-
-def _listed(quantified: exp.Expression | None) -> list[exp.Expression] | None:
-    """The values of ``ANY ([a, b])`` / ``ALL ([a, b])`` (a list literal, as psycopg sends
-    a Python list for ``x = ANY(%s)``; ``quantified``: what :func:`_quantified` says it
-    quantifies over), else None."""
-    if quantified is None:
-        return None
-    inner = quantified.unnest()  # without its parentheses
-    return list(inner.expressions) if isinstance(inner, exp.Array) else None
-
-
-def _list_values(items: list[exp.Expression], node: exp.Expression, what: str,
-                 axis: Axis) -> list[exp.Expression]:
-    """The values of a list literal with a string among them, as DuckDB reads them: cast
-    to the list's type, the common type of its other items, not to the attribute's
-    (:func:`~dpsql.planner.fold_constants.fold_list`: ``n = ANY([5, '6.5'])`` is ``n IN
-    (5, 7)`` and ``p = ANY([1.5, '2.25'])`` is ``p IN (1.5, 2.3)``). A list of strings
-    alone is a VARCHAR[], which DuckDB does not compare with a number or a date: refused
-    with DuckDB's reason. ``items`` without a string are returned as they are."""
-    if not any(_is_text(e, what) for e in items):
-        return items
-    folded = fold_list(items, what)
-    if folded is None:
-        raise UnsupportedQueryError(
-            f"{what} {node.sql('duckdb')!r} mixes strings with values that are not "
-            f"constants; write the list's values as literals of the type of {axis.name!r}")
-    if folded.type == "VARCHAR[]" or not folded.type.endswith("[]"):
-        calendar = axis.value_type in CALENDAR_TYPES
-        raise UnsupportedQueryError(
-            f"{what} {node.sql('duckdb')!r} is a list of strings, a VARCHAR[], which DuckDB "
-            f"does not compare with the {axis.value_type} attribute {axis.name!r} (\"Cannot "
-            "compare values of type ... and VARCHAR in IN/ANY/ALL clause - an explicit cast "
-            "is required\"); write the values without quotes"
-            + (" as dates (DATE 'YYYY-MM-DD')" if calendar else "")
-            + f", or {axis.name} IN (a, b), where DuckDB casts each string")
-    if folded.type in ("DATE[]", "TIMESTAMP[]"):  # no time zone, as everywhere
-        for e in items:
-            if isinstance(e.unnest(), exp.Literal) and not plain_calendar(e.unnest().this):
-                raise not_plain_calendar(what, e.unnest().this)
-    return [to_literal(v) for v in folded.value]
-
-
-def _is_text(e: exp.Expression, what: str) -> bool:
-    """Whether the list item ``e`` is a string: a string literal or a VARCHAR constant."""
-    inner = e.unnest()
-    if isinstance(inner, exp.Literal):
-        return inner.is_string
-    return varchar_bound(inner, inner, what)[0]
-
-
-def _one_row(node: exp.Expression, sub: exp.Expression, what: str,
-             name: str) -> exp.Expression:
-    """The subquery ``sub`` of ``x op ANY (...)`` / ``ALL (...)`` (``node``), which must be
-    a constant one (:func:`constant_subquery`: one row, so the comparison with its
-    value)."""
-    while isinstance(sub, exp.Paren) and not isinstance(sub.this, exp.Array):
-        sub = sub.this
-    if not isinstance(sub, (exp.Subquery, exp.Select)):
-        raise UnsupportedQueryError(
-            f"{what} {node.sql('duckdb')!r} compares with a list, which is not supported; "
-            f"write {name} IN (a, b) for = ANY, or one comparison per value joined with "
-            "OR (ANY) or AND (ALL)")
-    return sub
-
-
-def one_value(q: exp.Query) -> bool:
-    """A SELECT of one expression and no other clause (one row)."""
-    return isinstance(q, exp.Select) and len(q.expressions) == 1 and {
-        k for k, v in q.args.items() if v not in (None, [], False)} == {"expressions"}
-
-
-def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
-    """:func:`constant_subquery`'s value, or None where it would refuse."""
-    try:
-        return constant_subquery(node, "", "")
-    except UnsupportedQueryError:
-        return None
 
 
 __all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery",
