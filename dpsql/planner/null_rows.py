@@ -28,6 +28,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.errors import Error as DpsqlError
+from dpsql.planner.constant_bounds import listed, quantified
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
 from dpsql.planner.predicate_truth import (FALSE, TRUE, UNKNOWN, Truth,
@@ -181,6 +182,9 @@ def null_row_value(c: exp.Expression, is_attr) -> int | None:
                 return None
             same = TRUE if folded.value is None else FALSE  # NULL IS NOT DISTINCT FROM NULL
             return same if isinstance(node, exp.NullSafeEQ) else TRUE - same
+        if isinstance(node, _NULL_IN) and any(quantified(x)[1] is not None
+                                              for x in node.iter_expressions()):
+            return quantified_value(node)
         if isinstance(node, _NULL_IN):
             args = [x for x in node.iter_expressions()]
             if any(is_attr(x) for x in args) and all(
@@ -192,6 +196,23 @@ def null_row_value(c: exp.Expression, is_attr) -> int | None:
             if folded is not None:
                 return UNKNOWN if folded.value is None else TRUE if folded.value else FALSE
         return None
+
+    def quantified_value(node: exp.Expression) -> int | None:
+        """``attr op ANY (...)`` / ``ALL (...)``: an empty list makes ANY FALSE and ALL
+        TRUE on the NULL row (DuckDB's ``NULL <> ALL ([])`` is true); a list of values or
+        a constant subquery (one row) makes it UNKNOWN; anything else is not known."""
+        left, right = node.this, node.expression
+        some, over = quantified(right)
+        if not is_attr(left) or over is None:
+            return None
+        items = listed(over)
+        if items is not None and not all(constant(e) for e in items):
+            return None
+        if items == []:
+            return FALSE if some else TRUE
+        if items is None and constant_subquery_or_none(over) is None:
+            return None
+        return UNKNOWN
 
     return value(c)
 
