@@ -153,7 +153,7 @@ def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
         calendar = axis.value_type in CALENDAR_TYPES
         raise UnsupportedQueryError(
             f"{what} {node.sql('duckdb')!r} is a list of strings, a VARCHAR[], which DuckDB "
-            f"does not compare with the {axis.value_type} attribute {axis.name!r} (\"Cannot "
+            f"does not compare with {axis.name!r}, of type {axis.value_type} (\"Cannot "
             "compare values of type ... and VARCHAR in IN/ANY/ALL clause - an explicit cast "
             "is required\"); write the values without quotes"
             + (" as dates (DATE 'YYYY-MM-DD')" if calendar else "")

@@ -9,9 +9,13 @@ walks it; what is not of this shape is left as it is (and refused there, as befo
 **The value compared.** DuckDB's ``date_trunc`` returns a TIMESTAMP (of a DATE too), so
 ``v`` is compared as a timestamp: a DATE is its midnight, a string is cast to TIMESTAMP,
 a constant expression is valued by DuckDB (:class:`~dpsql.planner.value_intervals.Axis`
-with a timestamp type: exactly as a timestamp column compares it). Anything else (a
-column, a number, a subquery: this pass runs none, not even a constant one) is refused
-with the forms that work. Call it T, with ``floor(T) =
+with a timestamp type: exactly as a timestamp column compares it), and so is a constant
+subquery's value (``= (SELECT DATE '2013-03-01')``, ``IN (SELECT ...)``, ``< ANY (SELECT
+...)``) and each value of a list (``= ANY ([a, b])``: ``= a OR = b``; ``<> ALL ([a,
+b])``: ``<> a AND <> b``; an empty list FALSE or TRUE on every row), as
+:mod:`~dpsql.planner.constant_bounds` reads them for a comparison of the attribute
+itself. Anything else (a column, a number, a subquery that reads a table: this pass
+runs none) is refused with the forms that work. Call it T, with ``floor(T) =
 date_trunc(unit, T)`` and ``next(x) = x + 1 unit``. As ``date_trunc`` is a
 non-decreasing step function whose values are the unit starts:
 
@@ -45,6 +49,8 @@ from types import SimpleNamespace
 from sqlglot import exp
 
 from dpsql.domains.calendar import EPOCH
+from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
+                                           one_row, quantified)
 from dpsql.planner.group_bins import TRUNCS, trunc_name
 from dpsql.planner.value_intervals import Axis
 
@@ -71,19 +77,23 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
             _mentions(node.args[k], is_attr) for k in ("low", "high")):
         t = _Trunc(node.this, meta)
         lo, hi = node.args["low"], node.args["high"]
-        out = exp.and_(t.compare(exp.GTE, lo), t.compare(exp.LTE, hi))
+        out = exp.and_(t.compare(exp.GTE, lo, "BETWEEN"), t.compare(exp.LTE, hi, "BETWEEN"))
         if node.args.get("symmetric"):
-            out = exp.or_(out, exp.and_(t.compare(exp.GTE, hi), t.compare(exp.LTE, lo)))
+            out = exp.or_(out, exp.and_(t.compare(exp.GTE, hi, "BETWEEN"),
+                                        t.compare(exp.LTE, lo, "BETWEEN")))
         return exp.paren(out, copy=False)
     elif isinstance(node, exp.In) and _trunc_of(node.this, is_attr) \
             and not node.args.get("unnest") and not _mentions(node, is_attr, node.this):
         t = _Trunc(node.this, meta)
         items = list(node.expressions)
-        if node.args.get("query") is not None:  # IN (SELECT v): refused, as any subquery
+        if node.args.get("query") is not None:  # IN (SELECT v): a constant one's value
             items.append(node.args["query"])
         if not items:
             return node
-        return exp.paren(exp.or_(*(t.compare(exp.EQ, e) for e in items)), copy=False)
+        hows = [None] * len(node.expressions) + ["IN (SELECT ...)"] * (len(items) - len(
+            node.expressions))
+        return exp.paren(exp.or_(*(t.compare(exp.EQ, e, how) for e, how in zip(items, hows))),
+                         copy=False)
     return node
 
 
@@ -107,8 +117,25 @@ class _Trunc:
         # compared as a TIMESTAMP column compares (date_trunc returns TIMESTAMP)
         self.axis = _timestamp_axis(call.sql("duckdb"))
 
-    def compare(self, kind: type, node: exp.Expression) -> exp.Expression:
-        x = self.axis.literal(node, self.what)
+    def compare(self, kind: type, node: exp.Expression,
+                how: str | None = None) -> exp.Expression:
+        """``date_trunc(unit, attr) <kind> node`` on ``attr``; ``how``: the comparison
+        when it is not ``kind`` itself (``IN (SELECT ...)``), for the refusal of a VARCHAR
+        (:func:`~dpsql.planner.constant_bounds.bound_value`)."""
+        some, over = quantified(node)
+        items = listed(over)
+        if items is not None:  # op ANY ([a, b]): op a OR op b; ALL: AND
+            if not items:  # FALSE (ANY) or TRUE (ALL) on every row, NULL ones too
+                return exp.false() if some else exp.true()
+            items = list_values(items, node, self.what, self.axis)
+            both = exp.or_ if some else exp.and_
+            return exp.paren(both(*(self.compare(kind, e) for e in items)), copy=False)
+        if how is None and kind not in EQUALITY:
+            how = OPS[kind]
+        if over is not None:  # op ANY (SELECT v): op v
+            how = f"{OPS[kind]} {'ANY' if some else 'ALL'} (SELECT ...)"
+            node = one_row(node, over, self.what, self.axis.name)
+        x = bound_value(node, self.what, how, self.axis)
         col = self.column
         if x is None:  # a NULL: UNKNOWN everywhere, or IS [NOT] DISTINCT FROM NULL
             if kind in (exp.NullSafeEQ, exp.NullSafeNEQ):
