@@ -196,9 +196,11 @@ class Axis:
         """A string compared with a numeric attribute: DuckDB casts it to the column's
         type. A plain number on the attribute's grid is that number whatever the column
         (an integer for an integer attribute, a multiple of the resolution for a
-        decimal); one off the grid is refused, since DuckDB rounds it to the column's
-        type (``n > '10.5'`` is ``n > 11`` on a BIGINT column) where PostgreSQL refuses
-        it, and the release does not keep the source column's type."""
+        decimal); one off the grid is refused, since DuckDB's answer depends on the
+        source column's type, which the release does not keep: ``k = '5.4'`` and ``k =
+        (SELECT '5.4')`` are ``k = 5`` on a BIGINT column and keep no row on a DOUBLE
+        one (``n > '10.5'`` is ``n > 11`` on a BIGINT column), and PostgreSQL refuses
+        them."""
         if not _PLAIN_NUMBER.fullmatch(text):
             raise UnsupportedQueryError(
                 f"{what} is the string {text!r}, which is not a plain number; write the "
@@ -212,9 +214,10 @@ class Axis:
         kind = "an integer" if self.value_type == "integer" else f"a {self.value_type}"
         raise UnsupportedQueryError(
             f"{what} is the string {text!r}, which is not {whole}, and {self.name!r} is "
-            f"{kind} attribute: DuckDB casts the string to the column's type, rounding it, "
-            "and PostgreSQL refuses it; write the number without quotes "
-            f"({text.strip()}) or {whole}")
+            f"{kind} attribute: DuckDB casts the string to the type of the source column, "
+            "which the release does not keep (an integer or DECIMAL column rounds it to its "
+            "scale, a DOUBLE column keeps it), and PostgreSQL refuses it; write the number "
+            f"without quotes ({text.strip()}) or {whole}")
 
     def _calendar(self, node: exp.Expression, what: str) -> float | None:
         v, to = node, self.value_type

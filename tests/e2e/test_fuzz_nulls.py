@@ -87,6 +87,9 @@ def test_the_null_bounds_keep_what_the_data_keeps(fuzz):
     ("k IN (SELECT 3 UNION ALL SELECT 4)", "only a constant one, a SELECT of one value"),
     ("k < (SELECT 5 LIMIT 0)", "with no FROM or other clause"),
     ("k = ANY ([1, (SELECT w FROM pub)])", "is a subquery that the planner does not run"),
+    # DuckDB: k = 5 on a BIGINT column, no row on a DOUBLE one; the release keeps no type
+    ("k = (SELECT '5.4')", "casts the string to the type of the source column, which the "
+                           "release does not keep"),
     ("n IS NOT DISTINCT FROM NULL", "the release cannot count the rows where n is NULL"),
     ("n IS DISTINCT FROM 3", "the release cannot count the rows where n is NULL"),
     ("n IS NULL OR n = NULL", "the release cannot count the rows where n is NULL"),
