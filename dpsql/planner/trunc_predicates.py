@@ -31,7 +31,9 @@ non-decreasing step function whose values are the unit starts:
   ``NOT``; ``IS NOT DISTINCT FROM T`` is ``(= T) IS TRUE`` (``d IS NULL`` for a NULL T),
   ``IS DISTINCT FROM`` its ``NOT``;
 * a NULL T (``NULL``, ``CAST(NULL AS DATE)``) makes the comparison UNKNOWN everywhere
-  (``d >= NULL``), and a NULL ``d`` makes every comparison UNKNOWN, as in SQL.
+  (``d >= NULL``), and a NULL ``d`` makes every comparison UNKNOWN, as in SQL;
+* ``date_trunc(unit, d) IS [NOT] NULL`` is ``d IS [NOT] NULL`` (``date_trunc`` is NULL
+  exactly where ``d`` is).
 
 Units: those of :data:`~dpsql.domains.calendar.TRUNC_UNITS` (year, quarter, month,
 week, day for dates; hour, minute and second too for timestamps), weeks being ISO weeks
@@ -73,6 +75,10 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
             left, right, kind = right, left, _FLIP.get(kind, kind)
         if _trunc_of(left, is_attr) and not _mentions(right, is_attr):
             return _Trunc(left, meta).compare(kind, right)
+    elif isinstance(node, exp.Is) and _trunc_of(node.this, is_attr) \
+            and isinstance(node.expression, exp.Null):  # NULL exactly where attr is
+        trunc_name(node.this, meta)  # the unit checked, as DuckDB checks it
+        return exp.Is(this=node.this.this.copy(), expression=exp.Null())
     elif isinstance(node, exp.Between) and _trunc_of(node.this, is_attr) and not any(
             _mentions(node.args[k], is_attr) for k in ("low", "high")):
         t = _Trunc(node.this, meta)

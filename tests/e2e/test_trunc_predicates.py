@@ -96,6 +96,8 @@ WHERES = [f"date_trunc('{u}', {a}) {op} {v}" for u, (a, *vs) in VALUES.items()
     "NOT (date_trunc('month', d) <> ALL ([DATE '2013-03-01', NULL]))",
     "date_trunc('month', d) <> ALL ([])", "NOT (date_trunc('month', d) = ANY ([]))",
     "date_trunc('hour', ts) IN ((SELECT TIMESTAMP '2013-03-31 05:00:00'), NULL)",
+    # NULL exactly where d is (was refused: "predicate ... is not supported")
+    "date_trunc('year', d) IS NULL", "NOT (date_trunc('month', d) IS NULL)",
 ]
 
 
