@@ -365,6 +365,8 @@ def test_a_list_parameter_is_a_list_for_any(exact_release):
             one("SELECT COUNT(*) FROM trips WHERE age NOT IN (30, 40)")
         assert one("SELECT COUNT(*) FROM trips WHERE age < ALL(?)", [(30, 40)]) == \
             one("SELECT COUNT(*) FROM trips WHERE age < 30")
+        assert one("SELECT COUNT(*) FROM trips WHERE age = ANY(?::INT[])", [["30", 40]]) \
+            == one("SELECT COUNT(*) FROM trips WHERE age IN (30, 40)")  # was refused
         assert one("SELECT COUNT(*) FROM trips WHERE age > ALL(?)", [[]]) == \
             one("SELECT COUNT(*) FROM trips")
 

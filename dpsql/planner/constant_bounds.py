@@ -19,8 +19,8 @@ from dpsql._sql import quote_literal
 from dpsql.domains.calendar import CALENDAR_TYPES
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.bind_params import to_literal
-from dpsql.planner.fold_constants import (fold_constant, fold_list, not_plain_calendar,
-                                          plain_calendar)
+from dpsql.planner.fold_constants import (Constant, fold_constant, fold_list,
+                                          not_plain_calendar, plain_calendar)
 from dpsql.planner.value_intervals import Axis
 
 
@@ -124,14 +124,39 @@ def quantified(node: exp.Expression) -> tuple[bool, exp.Expression | None]:
     return False, None
 
 
-def listed(quantified: exp.Expression | None) -> list[exp.Expression] | None:
+def listed(quantified: exp.Expression | None,
+           what: str = "the list") -> list[exp.Expression] | None:
     """The values of ``ANY ([a, b])`` / ``ALL ([a, b])`` (a list literal, as psycopg sends
     a Python list for ``x = ANY(%s)``; ``quantified``: what :func:`quantified` says it
-    quantifies over), else None."""
+    quantifies over), else None. A list cast to a list type (``[1, 2]::BIGINT[]``,
+    ``CAST([] AS INT[])``, ``?::INT[]``) is the values DuckDB casts it to
+    (:func:`~dpsql.planner.fold_constants.fold_list`: ``['1.5']::INT[]`` is ``[2]``)."""
     if quantified is None:
         return None
     inner = quantified.unnest()  # without its parentheses
-    return list(inner.expressions) if isinstance(inner, exp.Array) else None
+    if isinstance(inner, exp.Array):
+        return list(inner.expressions)
+    if isinstance(inner, exp.Cast) and inner.to.is_type(exp.DataType.Type.ARRAY) \
+            and isinstance(inner.this.unnest(), exp.Array):
+        folded = fold_list(list(inner.this.unnest().expressions), what, inner.to)
+        if folded is not None and isinstance(folded.value, list):
+            return _typed(folded)
+    return None
+
+
+def _typed(folded: Constant) -> list[exp.Expression]:
+    """The values of a folded list, each a literal cast to the list's element type, so
+    that each is compared as DuckDB compares the list's (a FLOAT in single precision:
+    ``p = ANY ([2.1::FLOAT, '2.5'])`` keeps the 2.10 rows, and is refused with the FLOAT
+    bound as ``p = 2.1::FLOAT`` is; a DECIMAL exactly, a DOUBLE as the float it is)."""
+    element = folded.type[:-2]
+    try:
+        to = exp.DataType.build(element, dialect="duckdb")
+    except Exception as err:  # noqa: BLE001 - sqlglot's parse error of a type name
+        raise UnsupportedQueryError(
+            f"a list of type {folded.type} is not supported as a bound; write its values "
+            "as literals") from err
+    return [exp.Null() if v is None else exp.cast(to_literal(v), to) for v in folded.value]
 
 
 def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
@@ -162,7 +187,7 @@ def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
         for e in items:
             if isinstance(e.unnest(), exp.Literal) and not plain_calendar(e.unnest().this):
                 raise not_plain_calendar(what, e.unnest().this)
-    return [to_literal(v) for v in folded.value]
+    return _typed(folded)
 
 
 def _is_text(e: exp.Expression, what: str) -> bool:

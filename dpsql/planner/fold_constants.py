@@ -91,17 +91,22 @@ def fold_constant(node: exp.Expression, what: str) -> Constant | None:
     return value
 
 
-def fold_list(items: list[exp.Expression], what: str) -> Constant | None:
+def fold_list(items: list[exp.Expression], what: str,
+              to: exp.DataType | None = None) -> Constant | None:
     """The list literal ``[items]`` as DuckDB values it (a Python list, and DuckDB's
     name of its type: ``INTEGER[]``...), or None when an item is not a constant
     expression (:func:`fold_constant`). Its items take their common type, to which
     DuckDB casts each string literal among them, not to the type of the column compared
     with it: ``[5, '6.5']`` is the INTEGER[] ``[5, 7]``, ``[1.5, '2.25']`` the
-    DECIMAL(2,1)[] ``[1.5, 2.3]``, ``['5', NULL]`` a VARCHAR[]. Raises as
+    DECIMAL(2,1)[] ``[1.5, 2.3]``, ``['5', NULL]`` a VARCHAR[]. ``to``: the list type it
+    is cast to (``[1, 2]::BIGINT[]``, ``CAST([] AS INT[])``). Raises as
     :func:`fold_constant` does."""
-    if not all(_constant_nodes(e, what) for e in items):
+    if not all(_constant_nodes(e, what) for e in items) or (
+            to is not None and not _constant_nodes(to, what)):
         return None
     array = exp.Array(expressions=[e.copy() for e in items])
+    if to is not None:
+        array = exp.Cast(this=array, to=to.copy())
     value = _fold(array.sql("duckdb"))
     if isinstance(value, str):
         raise DataError(f"{what} {array.sql('duckdb')!r} cannot be computed: {value}")

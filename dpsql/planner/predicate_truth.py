@@ -151,7 +151,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
     def compare(kind: type, node: exp.Expression, what: str) -> Truth:
         how = None if kind in EQUALITY else OPS[kind]
         some, over = quantified(node)
-        items = listed(over)
+        items = listed(over, what)
         if items is not None:  # x op ANY ([a, b]): x op a OR x op b; ALL: AND
             if not items:  # DuckDB: FALSE (ANY) or TRUE (ALL) on every row, NULL x too
                 return _constant(not some)

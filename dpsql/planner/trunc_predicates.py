@@ -129,7 +129,7 @@ class _Trunc:
         when it is not ``kind`` itself (``IN (SELECT ...)``), for the refusal of a VARCHAR
         (:func:`~dpsql.planner.constant_bounds.bound_value`)."""
         some, over = quantified(node)
-        items = listed(over)
+        items = listed(over, self.what)
         if items is not None:  # op ANY ([a, b]): op a OR op b; ALL: AND
             if not items:  # FALSE (ANY) or TRUE (ALL) on every row, NULL ones too
                 return exp.false() if some else exp.true()
