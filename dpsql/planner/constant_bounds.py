@@ -167,9 +167,10 @@ def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
     (5, 7)`` and ``p = ANY([1.5, '2.25'])`` is ``p IN (1.5, 2.3)``). A list of strings
     alone is a VARCHAR[], which DuckDB does not compare with a number or a date: refused
     with DuckDB's reason. ``items`` without a string are returned as they are."""
-    if not any(_is_text(e, what) for e in items):
+    values = [_item_value(e) for e in items]
+    if not any(_is_text(e, what) for e in values):
         return items
-    folded = fold_list(items, what)
+    folded = fold_list(values, what)
     if folded is None:
         raise UnsupportedQueryError(
             f"{what} {node.sql('duckdb')!r} mixes strings with values that are not "
@@ -188,6 +189,20 @@ def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
             if isinstance(e.unnest(), exp.Literal) and not plain_calendar(e.unnest().this):
                 raise not_plain_calendar(what, e.unnest().this)
     return _typed(folded)
+
+
+def _item_value(e: exp.Expression) -> exp.Expression:
+    """A list item, or a constant subquery's value (:func:`constant_subquery`), a string
+    one as the VARCHAR it is (not a string literal, which takes the list's type): DuckDB
+    refuses ``[1, (SELECT '2')]`` ("Cannot deduce template type") as it refuses ``[1,
+    CAST('2' AS VARCHAR)]``."""
+    value = constant_subquery_or_none(e)
+    if value is None or value is e:
+        return e
+    inner = value.unnest()
+    if isinstance(inner, exp.Literal) and inner.is_string:
+        return exp.cast(inner.copy(), exp.DataType.Type.VARCHAR)
+    return value
 
 
 def _is_text(e: exp.Expression, what: str) -> bool:
