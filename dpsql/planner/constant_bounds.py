@@ -144,6 +144,28 @@ def listed(quantified: exp.Expression | None,
     return None
 
 
+def refuse_empty_type(quantified: exp.Expression, node: exp.Expression, what: str,
+                      axis: Axis) -> None:
+    """Refuse an empty list cast to a type that DuckDB does not compare with the
+    attribute (``d < ANY ([]::INT[])``, ``k <> ALL ([]::VARCHAR[])``: "Cannot compare
+    values of type DATE and INTEGER in IN/ANY/ALL clause"), as it refuses a NULL of that
+    type (:meth:`~dpsql.planner.value_intervals.Axis.literal`); an untyped ``[]`` is
+    compared with every type."""
+    inner = quantified.unnest()
+    if not (isinstance(inner, exp.Cast) and inner.to.expressions):
+        return
+    element = inner.to.expressions[0]
+    try:
+        axis.literal(exp.cast(exp.Null(), element), what)
+    except UnsupportedQueryError as err:
+        raise UnsupportedQueryError(
+            f"{what} {node.sql('duckdb')!r} is an empty list of type "
+            f"{element.sql('duckdb')}, which DuckDB does not compare with {axis.name!r}, "
+            f"of type {axis.value_type} (\"Cannot compare values of type ... in IN/ANY/ALL "
+            "clause - an explicit cast is required\"); write [] or cast it to the type of "
+            f"{axis.name!r}") from err
+
+
 def _typed(folded: Constant) -> list[exp.Expression]:
     """The values of a folded list, each a literal cast to the list's element type, so
     that each is compared as DuckDB compares the list's (a FLOAT in single precision:
@@ -243,5 +265,5 @@ def constant_subquery_or_none(node: exp.Expression) -> exp.Expression | None:
 
 
 __all__ = ["EQUALITY", "OPS", "bound_value", "constant_subquery", "constant_subquery_or_none",
-           "list_values", "listed", "one_row", "one_value", "quantified", "varchar_bound",
-           "varchar_error"]
+           "list_values", "listed", "one_row", "one_value", "quantified",
+           "refuse_empty_type", "varchar_bound", "varchar_error"]

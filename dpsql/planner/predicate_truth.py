@@ -51,7 +51,8 @@ from sqlglot import exp
 
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, constant_subquery,
                                            constant_subquery_or_none, list_values, listed,
-                                           one_row, one_value, quantified)
+                                           one_row, one_value, quantified,
+                                           refuse_empty_type)
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition
 from dpsql.planner.trunc_predicates import untrunc
@@ -154,6 +155,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         items = listed(over, what)
         if items is not None:  # x op ANY ([a, b]): x op a OR x op b; ALL: AND
             if not items:  # DuckDB: FALSE (ANY) or TRUE (ALL) on every row, NULL x too
+                refuse_empty_type(over, node, what, axis)
                 return _constant(not some)
             items = list_values(items, node, what, axis)
             out = compare(kind, items[0], what)

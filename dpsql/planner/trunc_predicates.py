@@ -52,7 +52,7 @@ from sqlglot import exp
 
 from dpsql.domains.calendar import EPOCH
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
-                                           one_row, quantified)
+                                           one_row, quantified, refuse_empty_type)
 from dpsql.planner.group_bins import TRUNCS, trunc_name
 from dpsql.planner.value_intervals import Axis
 
@@ -132,6 +132,7 @@ class _Trunc:
         items = listed(over, self.what)
         if items is not None:  # op ANY ([a, b]): op a OR op b; ALL: AND
             if not items:  # FALSE (ANY) or TRUE (ALL) on every row, NULL ones too
+                refuse_empty_type(over, node, self.what, self.axis)
                 return exp.false() if some else exp.true()
             items = list_values(items, node, self.what, self.axis)
             both = exp.or_ if some else exp.and_
