@@ -178,7 +178,7 @@ def _typed(folded: Constant) -> list[exp.Expression]:
         raise UnsupportedQueryError(
             f"a list of type {folded.type} is not supported as a bound; write its values "
             "as literals") from err
-    return [exp.Null() if v is None else exp.cast(to_literal(v), to) for v in folded.value]
+    return [exp.cast(to_literal(v), to) for v in folded.value]  # a NULL of its type too
 
 
 def list_values(items: list[exp.Expression], node: exp.Expression, what: str,
