@@ -73,9 +73,9 @@ class NullRows:
     def range(self, c: exp.Expression, attribute: str, truth: Truth) -> Truth:
         """A conjunct on a binned attribute, of :class:`Truth` ``truth``; returns the AND
         of its conjuncts so far."""
-        if attribute in self.binned:
+        if attribute in self.binned:  # named together: the AND decides the refusals
             truth = self.binned[attribute][0].both(truth)
-            self.binned[attribute] = truth, self.binned[attribute][1]
+            self.binned[attribute] = truth, exp.and_(self.binned[attribute][1], c)
         else:
             self.binned[attribute] = truth, c
         return truth
