@@ -66,7 +66,8 @@ def _type_at(holder: exp.Expression, columns: dict[str, set[str]]) -> int | None
         return _oid(parent.to.sql(dialect="duckdb"))
     if isinstance(parent, (exp.Limit, exp.Offset)):
         return INT8
-    array = isinstance(parent, exp.Any)
+    array = isinstance(parent, (exp.Any, exp.All)) or (  # ALL ($1), SOME ($1): a call
+        isinstance(parent, exp.Anonymous) and parent.name.upper() in ("ALL", "SOME"))
     if array:
         node, parent = parent, parent.parent
     if isinstance(parent, _COMPARE):

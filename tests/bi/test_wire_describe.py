@@ -31,7 +31,7 @@ def _parameter_types(body: bytes) -> list[int]:
      "($3, $4) GROUP BY mode ORDER BY mode LIMIT $5 OFFSET $6", [701, 701, 25, 25, 20, 20]),
     ("SELECT COUNT(*) FROM trips WHERE ($1) <= age", [20]),
     ("SELECT $1::int AS x, $2::numeric AS y, $3::date AS z", [23, 1700, 1082]),
-    ("SELECT COUNT(*) FROM trips WHERE mode = ANY($1)", [1009]),
+    ("SELECT COUNT(*) FROM trips WHERE mode = ANY($1) AND distance > ALL($2)", [1009, 1022]),
     ("SELECT $1 AS anything", [25]),  # nothing says its type: text, as PostgreSQL
     # in expressions and aggregates (were text)
     ("SELECT region, COUNT(*) AS n FROM trips GROUP BY region HAVING COUNT(*) > $1", [20]),
