@@ -201,7 +201,7 @@ def null_row_value(c: exp.Expression, is_attr) -> int | None:
         """``attr op ANY (...)`` / ``ALL (...)``: an empty list makes ANY FALSE and ALL
         TRUE on the NULL row (DuckDB's ``NULL <> ALL ([])`` is true); a list of values or
         a constant subquery (one row) makes it UNKNOWN; anything else is not known."""
-        left, right = node.this, node.expression
+        left, right = node.this.unnest(), node.expression
         some, over = quantified(right)
         if not is_attr(left) or over is None:
             return None

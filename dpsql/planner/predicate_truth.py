@@ -143,8 +143,11 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
     ``is_attr(node)`` says whether a node is that attribute's column. Raises
     :class:`UnsupportedQueryError` for any other shape, naming what works.
     :func:`refuse_dropped_nulls` refuses a WHERE clause TRUE on the NULL rows of an
-    attribute with ``on_null = "drop"``."""
+    attribute with ``on_null = "drop"``. The column may be in parentheses: ``(k) = 5``
+    is ``k = 5``."""
     axis = Axis(meta)
+    column_test = is_attr
+    is_attr = lambda node: column_test(node.unnest())  # noqa: E731 - (k) is k
 
     def bound(node: exp.Expression, what: str, how: str | None = None):
         return bound_value(node, what, how, axis)
