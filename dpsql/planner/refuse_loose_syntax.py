@@ -1,5 +1,5 @@
 """Pass 1, after the parse: refuse an INTERVAL that sqlglot reads and DuckDB's parser
-rejects.
+rejects, and a list after ``IN`` that sqlglot reads as another predicate.
 
 DuckDB's ``INTERVAL`` takes one number, one string or an expression in parentheses
 before its unit (``INTERVAL 3 MONTH``, ``INTERVAL '-3' MONTH``, ``INTERVAL (-3) MONTH``;
@@ -15,6 +15,13 @@ it is standard SQL that PostgreSQL clients send to ``dpsql serve``
 word INTERVAL, so no other statement pays for a second tokenization, and only when
 DuckDB's own parser rejects the statement (it is the judge: a token rule alone refused
 ``CAST(NULL AS STRUCT(a INTERVAL))`` beside an INTERVAL literal).
+
+``x IN [a, b]`` (a list after ``IN``) is DuckDB's list membership, ``list_contains([a,
+b], x)``: the NULLs in the list are skipped, so ``2 NOT IN [1, NULL]`` is TRUE, and
+``NULL IN []`` is FALSE. sqlglot reads it as SQL's ``x IN (a, b)`` (``2 NOT IN (1,
+NULL)`` is NULL), and writes it back so: the planner answered ``k NOT IN [1, NULL]`` as
+0 rows where DuckDB keeps 18,410 of 20,000, and ``c NOT IN []`` without the NULL rows.
+It is refused (:func:`refuse_list_in`), naming the forms that say what is meant.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from sqlglot import exp
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
-from dpsql.errors import SqlSyntaxError
+from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
 from dpsql.planner._syntax_error import _start_of
 
 _INTERVAL_STARTS = frozenset((TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN,
@@ -74,10 +81,31 @@ def refuse_loose_syntax(sql: str, tree: exp.Expression, tokenize: object) -> Non
                 f"({value.sql('duckdb')}) {node.text('unit')}".rstrip())
 
 
+def refuse_list_in(sql: str, tokenize: object) -> None:
+    """Raise :class:`~dpsql.errors.UnsupportedQueryError` where ``sql`` has a list after
+    ``IN`` (``x IN [a, b]``: module docstring); ``tokenize``: the planner's DuckDB
+    tokenizer's ``tokenize``."""
+    if "[" not in sql:
+        return
+    try:
+        tokens: list[Token] = list(tokenize(sql))  # type: ignore[operator]
+    except TokenError:
+        return
+    for t, after in zip(tokens, tokens[1:]):
+        if t.token_type == TokenType.IN and after.token_type == TokenType.L_BRACKET:
+            line, col = _start_of(sql, after)
+            raise UnsupportedQueryError(
+                f"x IN [a, b] (a list after IN, line {line}, column {col}) is not supported: "
+                "in DuckDB it is list membership, list_contains([a, b], x), which skips the "
+                "NULLs in the list (2 NOT IN [1, NULL] is true, where 2 NOT IN (1, NULL) is "
+                "NULL), and the planner would read it as x IN (a, b); write x IN (a, b) for "
+                "SQL's IN, or x = ANY ([a, b]) of the values that are not NULL")
+
+
 def _error(sql: str, token: Token, why: str) -> SqlSyntaxError:
     line, col = _start_of(sql, token)
     return SqlSyntaxError(f"syntax error at line {line}, column {col} near {token.text!r}: "
                           f"{why}", line, col, token.text)
 
 
-__all__ = ["refuse_loose_syntax"]
+__all__ = ["refuse_list_in", "refuse_loose_syntax"]
