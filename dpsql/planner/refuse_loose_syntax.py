@@ -21,7 +21,8 @@ b], x)``: the NULLs in the list are skipped, so ``2 NOT IN [1, NULL]`` is TRUE, 
 ``NULL IN []`` is FALSE. sqlglot reads it as SQL's ``x IN (a, b)`` (``2 NOT IN (1,
 NULL)`` is NULL), and writes it back so: the planner answered ``k NOT IN [1, NULL]`` as
 0 rows where DuckDB keeps 18,410 of 20,000, and ``c NOT IN []`` without the NULL rows.
-It is refused (:func:`refuse_list_in`), naming the forms that say what is meant.
+It is refused (:func:`refuse_list_in`), naming the forms that say what is meant, unless
+the list holds numbers only (``k IN [1, 2]``), where the two agree.
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ def refuse_list_in(sql: str, tokenize: object) -> None:
         tokens: list[Token] = list(tokenize(sql))  # type: ignore[operator]
     except TokenError:
         return
-    for t, after in zip(tokens, tokens[1:]):
-        if t.token_type == TokenType.IN and after.token_type == TokenType.L_BRACKET:
+    for i, (t, after) in enumerate(zip(tokens, tokens[1:])):
+        if t.token_type == TokenType.IN and after.token_type == TokenType.L_BRACKET \
+                and not _numbers_only(tokens, i + 2):
             line, col = _start_of(sql, after)
             raise UnsupportedQueryError(
                 f"x IN [a, b] (a list after IN, line {line}, column {col}) is not supported: "
@@ -100,6 +102,23 @@ def refuse_list_in(sql: str, tokenize: object) -> None:
                 "NULLs in the list (2 NOT IN [1, NULL] is true, where 2 NOT IN (1, NULL) is "
                 "NULL), and the planner would read it as x IN (a, b); write x IN (a, b) for "
                 "SQL's IN, or x = ANY ([a, b]) of the values that are not NULL")
+
+
+_NUMBER_LIST = frozenset((TokenType.NUMBER, TokenType.COMMA, TokenType.DASH))
+
+
+def _numbers_only(tokens: list[Token], start: int) -> bool:
+    """Whether the list that starts at ``tokens[start]`` holds numbers only (``[1, -2,
+    3.5]``), at least one: there ``x IN [...]`` is ``x IN (...)`` (no NULL to skip, no
+    string that the list's type would cast)."""
+    seen = False
+    for t in tokens[start:]:
+        if t.token_type == TokenType.R_BRACKET:
+            return seen
+        if t.token_type not in _NUMBER_LIST:
+            return False
+        seen = seen or t.token_type == TokenType.NUMBER
+    return False
 
 
 def _error(sql: str, token: Token, why: str) -> SqlSyntaxError:
