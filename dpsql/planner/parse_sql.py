@@ -26,7 +26,7 @@ from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
 from dpsql.planner._sqlglot_compat import quiet_fallback, refuse_regexp_tilde
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
-from dpsql.planner.refuse_loose_syntax import refuse_list_in, refuse_loose_syntax
+from dpsql.planner.refuse_loose_syntax import refuse_misread_operators, refuse_loose_syntax
 
 DIALECT = "duckdb"
 _DUCKDB = Dialect.get_or_raise(DIALECT)  # looked up once, not per query
@@ -311,7 +311,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
                 type(tree).__name__.upper()
         raise not_a_query(what)
     refuse_loose_syntax(sql, tree, _PARSERS.tokenizer.tokenize)
-    refuse_list_in(sql, _PARSERS.tokenizer.tokenize)
+    refuse_misread_operators(sql, _PARSERS.tokenizer.tokenize)
     if _LEADING_DOT.search(sql):
         keep_leading_dots(tree, sql)
     walked = walk_tree(tree)

@@ -1,5 +1,6 @@
 """Pass 1, after the parse: refuse an INTERVAL that sqlglot reads and DuckDB's parser
-rejects, and a list after ``IN`` that sqlglot reads as another predicate.
+rejects, and a list after ``IN`` or an operator ``<=>`` that sqlglot reads as another
+predicate.
 
 DuckDB's ``INTERVAL`` takes one number, one string or an expression in parentheses
 before its unit (``INTERVAL 3 MONTH``, ``INTERVAL '-3' MONTH``, ``INTERVAL (-3) MONTH``;
@@ -21,8 +22,10 @@ b], x)``: the NULLs in the list are skipped, so ``2 NOT IN [1, NULL]`` is TRUE, 
 ``NULL IN []`` is FALSE. sqlglot reads it as SQL's ``x IN (a, b)`` (``2 NOT IN (1,
 NULL)`` is NULL), and writes it back so: the planner answered ``k NOT IN [1, NULL]`` as
 0 rows where DuckDB keeps 18,410 of 20,000, and ``c NOT IN []`` without the NULL rows.
-It is refused (:func:`refuse_list_in`), naming the forms that say what is meant, unless
-the list holds numbers only (``k IN [1, 2]``), where the two agree.
+It is refused (:func:`refuse_misread_operators`), naming the forms that say what is meant, unless
+the list holds numbers only (``k IN [1, 2]``), where the two agree. So is MySQL's ``x
+<=> y``, which sqlglot reads as ``x IS NOT DISTINCT FROM y`` and DuckDB refuses (no
+function ``<=>``).
 """
 
 from __future__ import annotations
@@ -82,16 +85,23 @@ def refuse_loose_syntax(sql: str, tree: exp.Expression, tokenize: object) -> Non
                 f"({value.sql('duckdb')}) {node.text('unit')}".rstrip())
 
 
-def refuse_list_in(sql: str, tokenize: object) -> None:
+def refuse_misread_operators(sql: str, tokenize: object) -> None:
     """Raise :class:`~dpsql.errors.UnsupportedQueryError` where ``sql`` has a list after
-    ``IN`` (``x IN [a, b]``: module docstring); ``tokenize``: the planner's DuckDB
-    tokenizer's ``tokenize``."""
-    if "[" not in sql:
+    ``IN`` (``x IN [a, b]``) or the operator ``<=>`` (module docstring); ``tokenize``:
+    the planner's DuckDB tokenizer's ``tokenize``."""
+    if "[" not in sql and "<=>" not in sql:
         return
     try:
         tokens: list[Token] = list(tokenize(sql))  # type: ignore[operator]
     except TokenError:
         return
+    for t in tokens:
+        if t.token_type == TokenType.NULLSAFE_EQ:
+            line, col = _start_of(sql, t)
+            raise UnsupportedQueryError(
+                f"the operator <=> (line {line}, column {col}) is not DuckDB's (\"No "
+                "function matches the given name and argument types '<=>'\"), nor "
+                "PostgreSQL's: write x IS NOT DISTINCT FROM y")
     for i, (t, after) in enumerate(zip(tokens, tokens[1:])):
         if t.token_type == TokenType.IN and after.token_type == TokenType.L_BRACKET \
                 and not _numbers_only(tokens, i + 2):
@@ -127,4 +137,4 @@ def _error(sql: str, token: Token, why: str) -> SqlSyntaxError:
                           f"{why}", line, col, token.text)
 
 
-__all__ = ["refuse_list_in", "refuse_loose_syntax"]
+__all__ = ["refuse_misread_operators", "refuse_loose_syntax"]
