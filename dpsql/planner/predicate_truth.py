@@ -34,7 +34,9 @@ DISTINCT FROM`` of the attribute with a value are cut on the axis by
   ``coalesce(n = 5, FALSE)`` is FALSE on a NULL row, ``coalesce(n = 5, TRUE)`` TRUE.
 * constant conditions (``TRUE``, ``NULL``, ``1 = 1``) are TRUE, UNKNOWN or FALSE at every
   value and on NULL rows; ``(p) IS [NOT] TRUE``, ``IS [NOT] FALSE`` and ``(p) IS [NOT]
-  NULL`` of a predicate ``p`` are TRUE or FALSE everywhere, read from ``p``'s sets.
+  NULL`` of a predicate ``p`` are TRUE or FALSE everywhere, read from ``p``'s sets, and
+  so are comparisons of truth values: ``(p) = (q)`` is ``(p AND q) OR (NOT p AND NOT
+  q)`` (UNKNOWN where either is), ``(p) IS NOT DISTINCT FROM (q)`` never UNKNOWN.
 
 The policy of the attribute's NULL rows (``on_null``, :mod:`~dpsql.planner.dropped_nulls`)
 decides what :attr:`Truth.at_null` means: ``"error"`` has none, ``"category"`` keeps its
@@ -205,13 +207,17 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
                 return _IS_NULL
             raise unsupported(c, axis)
         if isinstance(node, exp.Is) and isinstance(node.expression, (exp.Null, exp.Boolean)):
-            inner = walk(node.this)  # (p) IS NULL / TRUE / FALSE: never UNKNOWN
             want = UNKNOWN if isinstance(node.expression, exp.Null) else \
-                TRUE if node.expression.this else FALSE
-            kept = inner.unknown() if want == UNKNOWN else inner.true if want == TRUE \
-                else inner.false
-            return _two_valued(kept, TRUE if inner.at_null == want else FALSE,
-                               inner.mapped(lambda v: TRUE if v == want else FALSE))
+                TRUE if node.expression.this else FALSE  # (p) IS NULL / TRUE / FALSE
+            return _is(walk(node.this), want)
+        if isinstance(node, _EQUALITIES) and any(map(_condition, node.iter_expressions())):
+            a, b = walk(node.this), walk(node.expression)  # (p) = TRUE, (p) <> (q)...
+            if isinstance(node, (exp.EQ, exp.NEQ)):  # UNKNOWN where either is
+                same = a.both(b).either(a.negate().both(b.negate()))
+                return same if isinstance(node, exp.EQ) else same.negate()
+            same = _is(a, TRUE).both(_is(b, TRUE)).either(_is(a, FALSE).both(
+                _is(b, FALSE))).either(_is(a, UNKNOWN).both(_is(b, UNKNOWN)))
+            return same if isinstance(node, exp.NullSafeEQ) else same.negate()
         if isinstance(node, exp.Between) and is_attr(node.this):
             lo, hi = node.args["low"], node.args["high"]
             what = "a BETWEEN bound"
@@ -244,6 +250,26 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         raise unsupported(c, axis)
 
     return walk(c)
+
+
+_EQUALITIES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
+
+
+def _condition(node: exp.Expression) -> bool:
+    """Whether ``node`` is a condition (a comparison, ``IN``, ``IS``, ``AND``, ``NOT``,
+    ``TRUE``...), so that ``node = x`` compares truth values: ``(k < 5) = FALSE`` is
+    ``NOT (k < 5)``, ``(k < 5) = (k > 2)`` is TRUE where both are or neither is."""
+    node = node.unnest()
+    return isinstance(node, (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)) \
+        and not isinstance(node, exp.SubqueryPredicate)  # ANY (...), ALL (...): values
+
+
+def _is(t: Truth, want: int) -> Truth:
+    """``(p) IS TRUE`` (``want``: :data:`TRUE`), ``IS FALSE`` or ``IS NULL`` (UNKNOWN) of
+    the predicate of :class:`Truth` ``t``: TRUE or FALSE, never UNKNOWN."""
+    kept = t.unknown() if want == UNKNOWN else t.true if want == TRUE else t.false
+    return _two_valued(kept, TRUE if t.at_null == want else FALSE,
+                       t.mapped(lambda v: TRUE if v == want else FALSE))
 
 
 def _at_least(axis: Axis, v, kind: type = exp.GTE) -> Truth:

@@ -56,6 +56,8 @@ PREDICATES = [
     "(k) IS NULL OR (k) = ANY([1, 2])", "5 > (n)", "(d) BETWEEN '2013-03-01' AND '2013-03-31'",
     # a list of numbers after IN: DuckDB's list membership, which is SQL's IN there
     "k NOT IN [1, -2, 3.5]",
+    # truth values compared (were refused: "predicate ... is not supported")
+    "(k < 10) = FALSE", "(k < 5) IS NOT DISTINCT FROM (k > 2)", "(n BETWEEN 1 AND 5) = TRUE",
     # decimal p in [0, 10), resolution 0.01, bins of 0.01 (DECIMAL(6,2) source column)
     "p BETWEEN 1.25 AND 3.75", "p <= 2.5", "p < 2.5", "p >= 9.99", "p > 9.98",
     "p = 3.14", "p = 3.145", "p IN (0.01, 5.00, 7.77)", "p NOT IN (5.00)",
