@@ -193,9 +193,10 @@ _FLOAT_OIDS = {700, 701}
 
 
 # array type OID -> element type OID (one-dimensional arrays: pgcli's and pgspecial's
-# ``c.relkind = ANY(%s)`` with a Python list, JDBC's setArray)
+# ``c.relkind = ANY(%s)`` with a Python list, JDBC's setArray, psycopg's list of dates)
 ARRAY_ELEMENTS = {1000: 16, 1005: 21, 1007: 23, 1016: 20, 1028: 26, 1021: 700, 1022: 701,
-                  1231: 1700, 1009: 25, 1015: 1043, 1014: 1042, 1002: 18, 1003: 19}
+                  1231: 1700, 1009: 25, 1015: 1043, 1014: 1042, 1002: 18, 1003: 19,
+                  1182: 1082, 1115: 1114, 1185: 1184}
 
 
 def decode_param(raw: bytes | None, oid: int, fmt: int) -> Any:
@@ -310,7 +311,10 @@ def _timestamptz_text(text: str) -> _dt.datetime:
 
 def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
     """A one-dimensional array parameter, in PostgreSQL's text (``{a,"b c",NULL}``) or
-    binary form, as a list of its decoded elements."""
+    binary form, as a list of its decoded elements. The elements of a date or timestamp
+    array in text become ``date``/``datetime`` values, as in binary: a list binds as a
+    typed list literal, and DuckDB compares a date with a list of dates, not of strings
+    (a scalar text date stays a string, which DuckDB casts where it compares)."""
     if fmt == 1:
         if len(raw) < 12:
             raise ProtocolError("malformed binary array parameter")
@@ -337,11 +341,26 @@ def _decode_array(raw: bytes, elem: int, fmt: int) -> list[Any]:
     out: list[Any] = []
     for item, quoted in array_items(text[1:-1]):
         if quoted:
-            out.append(decode_param(item.encode("utf-8"), elem, 0))
+            out.append(_temporal_element(decode_param(item.encode("utf-8"), elem, 0), elem))
         elif item.startswith("{"):
             raise DataError("array parameters of several dimensions are not supported; "
                             "send a one-dimensional array")
         else:
-            out.append(None if item.upper() == "NULL" else
-                       decode_param(item.encode("utf-8"), elem, 0))
+            out.append(None if item.upper() == "NULL" else _temporal_element(
+                decode_param(item.encode("utf-8"), elem, 0), elem))
     return out
+
+
+def _temporal_element(value: Any, elem: int) -> Any:
+    """A date or timestamp array's element given in text (ISO, as clients send it) as a
+    ``date``/``datetime`` (:func:`_decode_array`); other elements as they are."""
+    if elem not in (1082, 1114) or not isinstance(value, str):
+        return value
+    try:
+        return (_dt.date.fromisoformat if elem == 1082 else _dt.datetime.fromisoformat)(
+            value.strip())
+    except ValueError as err:
+        raise DataError(f"array element {value!r} is not a valid "
+                        f"{'date' if elem == 1082 else 'timestamp'}: send it as "
+                        f"{'2013-01-31' if elem == 1082 else '2013-01-31 05:30:00'}"
+                        ) from err

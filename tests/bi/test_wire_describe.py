@@ -118,3 +118,30 @@ def test_a_parameter_compared_with_date_trunc(typed_server):
         got = until_ready(s)
         assert kinds(got) == "1tTZ", got
         assert _parameter_types(got[1][1]) == [1114]
+
+
+def test_lists_of_dates_and_timestamps_bind_as_typed_lists(typed_server, typed_release):
+    """``d = ANY(%s)`` with Python dates: psycopg sends a date[] (OID 1182) or
+    timestamp[] (1115), which were refused as unknown array types ("binary parameter of
+    type OID 1182 is not supported"); their elements now arrive as dates and timestamps,
+    in text and binary format alike, and answer as the same list does in process."""
+    import datetime as dt
+
+    import psycopg
+
+    import dpsql
+    from tests.bi.test_serve import _dsn
+
+    days = [dt.date(2013, 1, 3), dt.date(2013, 1, 17), None]
+    stamps = [dt.datetime(2013, 1, 1, 5, 30), dt.datetime(2013, 1, 2, 23, 59, 59)]
+    cases = [("SELECT COUNT(*) FROM t WHERE d = ANY(%s)", [days]),
+             ("SELECT COUNT(*) FROM t WHERE d <> ALL(%s)", [days[:2]]),
+             ("SELECT COUNT(*) FROM t WHERE ts < ANY(%s)", [stamps])]
+    local = dpsql.connect(typed_release)
+    with psycopg.connect(_dsn(typed_server)) as pg:
+        for sql, params in cases:
+            want = local.cursor().execute(sql.replace("%s", "?"), params).fetchall()
+            assert 0 < want[0][0] < 2000
+            for binary in (False, True):
+                got = pg.cursor(binary=binary).execute(sql, params).fetchall()
+                assert [tuple(r) for r in got] == want, (sql, binary)
