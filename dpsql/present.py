@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dpsql.domains.calendar import edges_of
+from dpsql.domains.calendar import edges_of, from_axis
 
 
 def _add_row(table: Table, *cells: Any) -> None:
@@ -125,7 +125,9 @@ def _domain_text(a: dict) -> str:
     """An attribute's public domain in a few words, so that a curator sees what the spec
     declared before spending: ``16 values: 9E, AA, AS, B6, … (+12 more)`` (a header row
     read from a domain file would show here as a value), ``1,500 leaf paths``,
-    ``[0, 5,000), 50 bins``."""
+    ``[0, 5,000), 50 bins``; dates and timestamps by their calendar bounds,
+    ``[2013-01-01, 2014-01-01), 365 bins by day`` (a bound off by a year shows here;
+    a midnight is shown as its date)."""
     kind = a.get("kind")
     if kind == "categorical":
         values = a.get("domain", [])
@@ -135,7 +137,9 @@ def _domain_text(a: dict) -> str:
     if kind == "range":
         bins = f"{a.get('bins', 0):,} bins" + (f" by {a['unit']}" if a.get("unit") else "")
         if a.get("type") in ("date", "timestamp"):
-            return bins
+            lo, hi = (str(from_axis(a["type"], float(a[k]))).removesuffix(" 00:00:00")
+                      for k in ("lower", "upper"))
+            return f"[{lo}, {hi}), {bins}"
         return f"[{_fmt(float(a['lower']))}, {_fmt(float(a['upper']))}), {bins}"
     return ""
 

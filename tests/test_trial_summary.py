@@ -207,3 +207,30 @@ def test_report_gives_each_released_total_its_interval(trips_release):
         cur.execute(f"SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM {name}")
         assert cur.fetchall() == [(pytest.approx(total, abs=0.05), low, high)]
         assert low <= total <= high
+
+
+def test_dry_run_shows_the_calendar_bounds_of_dates_and_timestamps(tmp_path):
+    """A timestamp attribute's public domain read "365 bins by day": a `lower` off by a
+    year did not show before the budget was spent. Dates and timestamps now show their
+    calendar bounds, as numbers show theirs."""
+    from dpsql.release import plan_release
+    from dpsql.spec import ReleaseSpec
+
+    spec = ReleaseSpec.from_dict({
+        "name": "w", "source": "w.parquet", "neighbouring": "add_remove",
+        "budget": {"rho": 1.0},
+        "attributes": {
+            "time_hour": {"kind": "range", "type": "timestamp", "unit": "day",
+                          "lower": "2013-01-01 00:00:00", "upper": "2014-01-01 00:00:00"},
+            "day": {"kind": "range", "lower": "2013-03-04", "upper": "2013-04-01",
+                    "unit": "week"},
+            "hour": {"kind": "range", "type": "timestamp", "unit": "hour",
+                     "lower": "2013-01-01 06:00:00", "upper": "2013-01-02 06:00:00"}},
+        "views": [{"name": "v", "levels": ["time_hour"], "mechanism": "cascade"},
+                  {"name": "d", "levels": ["day"], "mechanism": "cascade"},
+                  {"name": "h", "levels": ["hour"], "mechanism": "cascade"}]},
+        base_dir=tmp_path)
+    text = " ".join(render(plan_release(spec)).split())
+    assert "[2013-01-01, 2014-01-01), 365 bins by day" in text, text
+    assert "[2013-03-04, 2013-04-01), 4 bins by week" in text, text
+    assert "[2013-01-01 06:00:00, 2013-01-02 06:00:00), 24 bins by hour" in text, text
