@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from dpsql.spec import ReleaseSpec
 from dpsql.workload.predict import Prediction, weighted_mse
@@ -71,7 +71,7 @@ def refused_table(predictions: Sequence[Prediction],
         view = fix.get(id(p))
         change = (f'add [[views]] name = "{view.name}", levels = '
                   f'{list(view.levels)}' if view is not None else "")
-        t.add_row(escape(_label(p)), escape(_short(p.refused or "", 110)), escape(change))
+        t.add_row(Text(_label(p)), Text(_short(p.refused or "", 110)), Text(change))
     return t
 
 
@@ -116,7 +116,7 @@ def errors_table(before: Sequence[Prediction], after: Sequence[Prediction] | Non
         t.add_column("ratio", justify="right")
     for b, a, n in classes(before, after):
         label = _label(b) + (f" (+{n - 1} alike)" if n > 1 else "")
-        row = [escape(label), f"{float(b.query.weight):g}", _where(b), _rmse(b)]
+        row = [Text(label), f"{float(b.query.weight):g}", _where(b), _rmse(b)]
         if after is not None:
             ratio = (math.sqrt(a.variance / b.variance) if a and a.variance is not None
                      and b.variance else None)
