@@ -64,8 +64,15 @@ def one_line(err: BaseException) -> str:
 
 
 def source_sql(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection) -> str:
-    """A SQL relation expression reading the spec's source."""
+    """A SQL relation expression reading the spec's source.
+
+    A ``sql`` source's relative file names resolve as ``source`` does, next to the spec
+    (``base_dir``): DuckDB's ``file_search_path``, which it tries after the working
+    directory, so a query that worked from the spec's folder works from any other and
+    one written for the working directory keeps reading it (Spark reads its own paths)."""
     if spec.sql is not None:
+        if isinstance(con, duckdb.DuckDBPyConnection):
+            con.execute(f"SET file_search_path = {quote_literal(str(spec.base_dir))}")
         return f"({spec.sql})"
     src = spec.source or ""
     if src.startswith("duckdb:"):
@@ -116,6 +123,19 @@ def _not_a_number(con: duckdb.DuckDBPyConnection, column: str) -> str:
     return f", e.g. {got[0][0]!r} is not a number" if got else ""
 
 
+def _cast_hint(spec: ReleaseSpec, attr: Range) -> str:
+    """The ``sql`` source that casts a text column to the declared date or timestamp
+    (ISO text such as ``2013-01-01T06:00:00Z`` casts as written). An attribute's name is
+    a plain SQL name (letters, digits, ``_``), so it needs no quotes inside the TOML
+    string."""
+    if attr.value_type not in ("date", "timestamp") or spec.source is None \
+            or spec.source.startswith("duckdb:"):
+        return ""
+    col = attr.name
+    return (f", e.g. sql = \"SELECT * REPLACE (CAST({col} AS {attr.value_type.upper()}) "
+            f"AS {col}) FROM {quote_literal(spec.source)}\" instead of source")
+
+
 def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
            hierarchy_codes: dict[str, np.ndarray] | None = None) -> IngestReport:
     """Read the spec's source into ``dpsql_leaves`` (true leaf counts, codes only).
@@ -150,7 +170,8 @@ def ingest(spec: ReleaseSpec, con: duckdb.DuckDBPyConnection, salt: int,
                 and (attr.value_type in ("date", "timestamp")) != calendar:
             raise DataError(f"range attribute {attr.name!r} is declared type = "
                             f"{attr.value_type!r} but the source column has type "
-                            f"{t}; cast it in a 'sql' source, or fix the type")
+                            f"{t}; cast it in a 'sql' source{_cast_hint(spec, attr)}, "
+                            "or fix the type")
         if t in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ"):  # bins in which zone?
             raise DataError(f"range attribute {attr.name!r}: the source column has type {t}, "
                             "an instant, and its bins would be cut in this machine's time "
