@@ -125,11 +125,18 @@ def record(target: str | Path, spec: ReleaseSpec, source: str, rho: float,
         raise files.write_failed(ledger, err) from err
 
 
+SHOWN = 3
+
+
 def spent_text(prior: list[dict[str, Any]]) -> str:
-    """One line for the curator: the releases of this source so far and their total ρ."""
+    """One line for the curator: the releases of this source so far and their total ρ.
+    The last ``SHOWN`` are named; earlier ones are counted (21 trial releases in a folder
+    made the warning a screenful). The total is over all of them."""
     total = sum((Fraction(str(e.get("rho", 0))) for e in prior), Fraction(0))
     each = ", ".join(f"{e.get('release')} (ρ={float(e.get('rho', 0)):.6g}, "
-                     f"{e.get('created')})" for e in prior)
+                     f"{e.get('created')})" for e in prior[-SHOWN:])
+    if len(prior) > SHOWN:
+        each = f"{len(prior) - SHOWN} earlier, then {each}"
     return (f"this source was already released into this folder {len(prior)} time(s): "
             f"{each}; ρ={float(total):.6g} spent on it so far, and this release adds its "
             "own budget to that (the privacy losses compose)")

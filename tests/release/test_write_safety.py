@@ -249,3 +249,15 @@ def test_an_unwritable_folder_is_one_operational_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(OperationalError, match=r"cannot write the release into"):
         build_release(_spec(base), blocker / "r.duckdb", seed=1, progress=False)
+
+
+def test_the_ledger_warning_names_the_last_releases_and_counts_the_rest():
+    """21 trial releases into one folder made the warning 21 entries long; it names the
+    last three, counts the others, and still totals every ρ."""
+    from dpsql.release.ledger import spent_text
+
+    prior = [{"release": f"r{i}.duckdb", "rho": 0.5, "created": f"t{i}"} for i in range(21)]
+    text = spent_text(prior)
+    assert "21 time(s): 18 earlier, then r18.duckdb (ρ=0.5, t18), r19.duckdb" in text, text
+    assert "r17.duckdb" not in text and "ρ=10.5 spent on it so far" in text
+    assert "r0.duckdb (ρ=0.5, t0);" in spent_text(prior[:1])
