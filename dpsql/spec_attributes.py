@@ -436,7 +436,7 @@ def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: f
                                    "numbers by 'bins' or 'width'")
     if unit not in units:
         raise _err(f"{path}.unit", f"unknown unit {unit!r} for a {value_type}; allowed: "
-                                   f"{', '.join(units)}")
+                                   f"{', '.join(units)}{_suggest(unit, units)}")
     if "width" in raw:
         raise _err(path, "give one of 'unit' or 'width', not both")
     length = units[unit]
@@ -456,6 +456,13 @@ def _unit_bins(path: str, raw: dict, value_type: str | None, unit: Any, lower: f
     return bins, upper
 
 
+# What SQL, pandas and Python call dpsql's value types: ``type = "datetime"`` is a
+# timestamp (no spelling is close enough for did_you_mean to find it).
+TYPE_ALIASES = {"datetime": "timestamp", "datetime64": "timestamp", "int": "integer",
+                "bigint": "integer", "int64": "integer", "float": "real", "double": "real",
+                "float64": "real", "numeric": "decimal"}
+
+
 def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
     value_type = raw.get("type")
     if value_type is None:
@@ -464,9 +471,11 @@ def _value_type(path: str, raw: dict) -> tuple[str | None, float | None]:
                                              "type = \"decimal\", or drop resolution")
         return None, None
     if value_type not in VALUE_TYPES:
+        alias = TYPE_ALIASES.get(str(value_type).lower())
+        hint = f"; did you mean {alias!r}?" if alias else _suggest(value_type, VALUE_TYPES)
         raise _err(f"{path}.type", f"unknown value type {value_type!r}; allowed: "
                                    f"{', '.join(VALUE_TYPES)} (or leave it out to infer it "
-                                   "from the source column at release time)")
+                                   f"from the source column at release time){hint}")
     if value_type != "decimal":
         if "resolution" in raw:
             raise _err(f"{path}.resolution", f"only a decimal attribute has a resolution; "

@@ -42,7 +42,11 @@ def _range(**kw) -> dict:
     (_range(type="decimal", resolution=0.3), r"multiples of 0\.3"),
     (_range(type="real", resolution=0.1), r"only a decimal attribute has a resolution"),
     (_range(resolution=0.1), r"add type = \"decimal\""),
-    (_range(type="float"), r"unknown value type 'float'; allowed: integer, decimal, real"),
+    (_range(type="float"), r"unknown value type 'float'; allowed: integer, decimal, real.*"
+                           r"; did you mean 'real'\?"),
+    (_range(type="DateTime"), r"did you mean 'timestamp'\?"),
+    ({"kind": "range", "lower": "2013-01-01 00:00:00", "upper": "2013-01-02 00:00:00",
+      "unit": "hours"}, r"unknown unit 'hours' .*; did you mean 'hour'\?"),
     (_range(type="timestamp", unit="fortnight"),
      r"unit: unknown unit 'fortnight' for a timestamp; allowed: second, minute, hour"),
     (_range(unit="day"), r"unit: a bin unit is for date and timestamp attributes"),
