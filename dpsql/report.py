@@ -157,7 +157,7 @@ class _Plotter:
         vals = vals[np.isfinite(vals) & (vals > 0)]
         if vals.size and vals.max() / vals.min() > 30:
             ax.set_yscale("log")
-        ax.set_xticks(ks, [f"{r.k}\n{_t(r.label)}" + (f"\nwidth {r.width:g}" if r.width else "")
+        ax.set_xticks(ks, [f"{r.k}\n{_t(r.label)}" + (f"\nwidth {r.width_text}" if r.width else "")
                            for r in rows], fontsize=8 if len(rows) <= 8 else 6)
         ax.set_xlabel("level")
         ax.set_ylabel("error of one released count")
@@ -437,7 +437,7 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         if r.domain:
             shown = ", ".join(_e(d) for d in r.domain[:MAX_DOMAIN_SHOWN])
             dom = shown + (", …" if len(r.domain) > MAX_DOMAIN_SHOWN else "")
-        adds = r.label + (f" (width {r.width:g})" if r.width else "")
+        adds = r.label + (f" (width {r.width_text})" if r.width else "")
         table_rows.append([str(r.k), _e(adds), _e(r.kind), _num(r.public_nodes),
                            _num(r.stored_rows), _num(r.zeros), _num(r.negatives),
                            _num(r.stderr), _num(r.bound95), dom])

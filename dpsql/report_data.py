@@ -50,6 +50,7 @@ class LevelRow:
     stderr: float | None  # one node (the worst one where nodes differ)
     bound95: float | None
     domain: tuple[str, ...] = ()  # first public values (categorical/spine levels)
+    width_text: str = ""  # the width in words: "5", "16 days", "3 months"
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,29 @@ def level_rows(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
         s = summary.get(lv.k, {})
         out.append(LevelRow(lv.k, label, lv.attribute, lv.kind, lv.n_nodes, int(stored),
                             int(lv.n_nodes - stored + zero_rows), int(neg), float(total),
-                            width, s.get("stderr"), s.get("bound95"), domain))
+                            width, s.get("stderr"), s.get("bound95"), domain,
+                            _width_text(attr, lv.span) if width else ""))
     return out
+
+
+_SECONDS = (("week", 604800), ("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def _width_text(attr: Any, span: int) -> str:
+    """A node's width as the curator declared it: a number, or for dates and timestamps a
+    calendar length in the attribute's unit, or the largest unit that divides it
+    (``16 days``, not the axis's ``1.3824e+06`` seconds); ``3 months`` for month bins,
+    whose axis width is an average."""
+    if attr.value_type not in ("date", "timestamp"):
+        return f"{span * attr.width:g}"
+    if attr.unit == "month":
+        return f"{span} month" + ("s" if span != 1 else "")
+    seconds = round(span * attr.width * (86400 if attr.value_type == "date" else 1))
+    units = dict(_SECONDS)
+    name = attr.unit if attr.unit in units and seconds % units[attr.unit] == 0 else next(
+        n for n, size in _SECONDS if seconds % size == 0)
+    n = seconds // units[name]
+    return f"{n} {name}" + ("s" if n != 1 else "")
 
 
 def _half_width(model: Any, level: int, ids: np.ndarray) -> tuple[float, str]:

@@ -433,6 +433,20 @@ def test_level_rows_count_unstored_inftda_nodes_as_zeros(trips_release):
     assert rows[-1].negatives == 0
 
 
+def test_level_widths_of_dates_and_timestamps_are_calendar_lengths(typed_release):
+    """A timestamp view's levels read "time_hour (width 2.21184e+07)": the axis's
+    seconds. They now read in the attribute's unit, or the largest unit that divides."""
+    release = open_release(typed_release)
+    con = duckdb.connect(str(typed_release), read_only=True)
+    try:
+        widths = {a: [r.width_text for r in level_rows(con, release, release.views[f"v{a}"])]
+                  for a in ("ts", "d", "n")}
+    finally:
+        con.close()
+    assert widths["ts"][-1] == "1 hour" and all(w.endswith("hours") for w in widths["ts"][:-1])
+    assert widths["d"][-1] == "1 day" and widths["n"][-1] == "1", widths
+
+
 # ----------------------------------------------------------------------------- untrusted input
 
 def test_release_strings_are_escaped(ranges_report, ranges_release, tmp_path):
