@@ -21,7 +21,7 @@ def test_the_refusal_names_the_cast_and_its_sql_runs_from_elsewhere(tmp_path, mo
     data.mkdir()
     duckdb.sql("SELECT ['EWR', 'JFK', 'LGA'][1 + i % 3] AS origin, strftime(TIMESTAMP "
                "'2013-01-01 06:00:00' + INTERVAL (i) HOUR, '%Y-%m-%dT%H:%M:%SZ') AS time_hour "
-               f"FROM range(100) t(i)").write_parquet(str(data / "weather.parquet"))
+               "FROM range(100) t(i)").write_parquet(str(data / "weather.parquet"))
     spec = {"name": "weather", "source": "weather.parquet", "neighbouring": "substitute",
             "budget": {"rho": 1e6},
             "attributes": {"origin": {"kind": "categorical", "domain": ["EWR", "JFK", "LGA"]},
