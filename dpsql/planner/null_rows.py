@@ -31,6 +31,7 @@ from dpsql.errors import Error as DpsqlError
 from dpsql.planner.constant_bounds import listed, quantified
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
+from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.predicate_truth import (FALSE, TRUE, UNKNOWN, Truth,
                                            constant_subquery_or_none, one_value,
                                            refuse_dropped_nulls, refuse_points)
@@ -153,6 +154,8 @@ def null_row_value(c: exp.Expression, is_attr) -> int | None:
     def value(node: exp.Expression) -> int | None:
         if isinstance(node, exp.Paren):
             return value(node.this)
+        if isinstance(node, exp.In):  # x IN ? bound to a list: not SQL's IN
+            refuse_list_membership(node)
         if isinstance(node, (exp.And, exp.Or)):
             a, b = value(node.this), value(node.expression)
             if isinstance(node, exp.And):  # FALSE AND anything is FALSE

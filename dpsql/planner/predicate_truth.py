@@ -57,6 +57,7 @@ from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, constant_
                                            refuse_empty_type)
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition
+from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.trunc_predicates import untrunc
 from dpsql.planner.value_intervals import (EVERYTHING, Axis, Intervals, complement,
                                            intersect, unsupported, union)
@@ -227,6 +228,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
                 out = out.either(_at_least(axis, hi_v).both(_at_least(axis, lo_v, exp.LTE)))
             return out
         if isinstance(node, exp.In) and is_attr(node.this) and not node.args.get("unnest"):
+            refuse_list_membership(node)
             what = f"an IN value of {meta.name}"
             items = [(e, None) for e in node.expressions]
             if node.args.get("query") is not None:  # IN (SELECT v): one value

@@ -114,6 +114,24 @@ def refuse_misread_operators(sql: str, tokenize: object) -> None:
                 "SQL's IN, or x = ANY ([a, b]) of the values that are not NULL")
 
 
+def refuse_list_membership(node: exp.In) -> None:
+    """Raise :class:`~dpsql.errors.UnsupportedQueryError` for ``x IN <a list
+    expression>``: a list parameter after IN (``x IN ?`` bound to ``[1, 2]``, psycopg's
+    ``x IN %s`` with a Python list), ``x IN list_value(1, 2)``, ``x IN range(1, 3)``.
+    sqlglot keeps the list as the IN's ``field``, not as its values, and DuckDB reads it
+    as list membership (NULLs in the list skipped: ``NULL NOT IN []`` is true), so the
+    planner would value the IN as one with no values (``k IN ?`` with ``[1, 2]`` answered
+    0 rows where DuckDB keeps 743). PostgreSQL has no such form (``x IN $1`` is a syntax
+    error there)."""
+    field = node.args.get("field")
+    if field is not None:
+        raise UnsupportedQueryError(
+            f"{node.this.sql('duckdb')} IN {field.sql('duckdb')} (a list after IN, not a "
+            "parenthesised list of values) is not supported: DuckDB reads it as list "
+            "membership, which skips the NULLs in the list; write x = ANY (?) for a list "
+            "parameter or list, or x IN (a, b)")
+
+
 _NUMBER_LIST = frozenset((TokenType.NUMBER, TokenType.COMMA, TokenType.DASH))
 
 
@@ -137,4 +155,4 @@ def _error(sql: str, token: Token, why: str) -> SqlSyntaxError:
                           f"{why}", line, col, token.text)
 
 
-__all__ = ["refuse_misread_operators", "refuse_loose_syntax"]
+__all__ = ["refuse_list_membership", "refuse_misread_operators", "refuse_loose_syntax"]

@@ -54,6 +54,7 @@ from dpsql.domains.calendar import EPOCH
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
 from dpsql.planner.group_bins import TRUNCS, trunc_name
+from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
 _COMPARISONS = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.NullSafeEQ,
@@ -90,6 +91,7 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
         return exp.paren(out, copy=False)
     elif isinstance(node, exp.In) and _trunc_of(node.this, is_attr) \
             and not node.args.get("unnest") and not _mentions(node, is_attr, node.this):
+        refuse_list_membership(node)
         t = _Trunc(node.this, meta)
         items = list(node.expressions)
         if node.args.get("query") is not None:  # IN (SELECT v): a constant one's value

@@ -247,3 +247,13 @@ def test_null_literals_follow_each_null_policy(con, raw, x, v):
                 con.execute(sql)
         else:
             assert _one(con, sql) == [(want,)], where
+
+
+@pytest.mark.parametrize("where,params", [("cd NOT IN ?", [[]]), ("cd IN ?", [["a"]]),
+                                          ("cd NOT IN list_value()", None)])
+def test_a_list_after_in_on_a_dropped_label_is_refused(con, where, params):
+    """``cd NOT IN ?`` with ``[]`` answered 2,400 (the rows with a value) where DuckDB's
+    list membership keeps all 3,000 (``NULL NOT IN []`` is true): the NULL rows were
+    valued as for SQL's IN. A list after IN is refused, naming = ANY."""
+    with pytest.raises(dpsql.UnsupportedQueryError, match=r"write x = ANY \(\?\)"):
+        con.execute(f"SELECT COUNT(*) FROM t WHERE {where}", params)

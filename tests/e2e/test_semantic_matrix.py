@@ -340,6 +340,22 @@ def test_date_trunc_refusals_name_what_works(huge, sql, message):
 
 
 @pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+@pytest.mark.parametrize("sql,params", [
+    ("SELECT COUNT(*) FROM t WHERE k IN ?", [[1, 2]]),  # DuckDB: 743 (answered 0)
+    ("SELECT COUNT(*) FROM t WHERE k NOT IN ?", [[]]),  # 20,000 (answered 18,770)
+    ("SELECT COUNT(*) FROM t WHERE k IN list_value(1, 2)", None),
+    ("SELECT COUNT(*) FROM t WHERE d NOT IN ?", [[datetime.date(2013, 1, 3)]]),
+])
+def test_a_list_after_in_is_refused_not_read_as_no_values(huge, sql, params):
+    """sqlglot keeps a list after IN (a bound list parameter, list_value(...)) as the IN's
+    ``field``, and the planner valued such an IN as one with no values: 0 rows, whatever
+    the list held. DuckDB reads it as list membership; it is refused, naming = ANY."""
+    con = dpsql.connect(str(huge))
+    with pytest.raises(dpsql.UnsupportedQueryError, match=r"write x = ANY \(\?\)"):
+        con.execute(sql, params)
+
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
 @pytest.mark.parametrize("view", ["vh", "vhi"])
 def test_group_by_a_hierarchy_with_a_null_branch_is_sql(data, huge, view):
     """The NULL branch of a hierarchy is a released group like any other (one row with
