@@ -46,7 +46,6 @@ OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.
         exp.NullSafeEQ: "IS NOT DISTINCT FROM", exp.NullSafeNEQ: "IS DISTINCT FROM"}
 
 
-
 def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the bound"
                   ) -> tuple[bool, str | None]:
     """(True, its text, None for NULL) when the bound ``value`` (``node``, or the value
@@ -72,6 +71,9 @@ def varchar_bound(value: exp.Expression, node: exp.Expression, what: str = "the 
 
 def varchar_error(node, value, text: str | None, what: str, how: str,
                    axis: Axis) -> UnsupportedQueryError:
+    """The refusal of a VARCHAR ``value`` (its string ``text``, None for a NULL of type
+    VARCHAR) compared by ``node`` with an attribute of ``axis``: DuckDB's binder would not
+    cast it there, and the message gives its reason and what to write instead."""
     inner = value.unnest()  # without its parentheses
     desc = ("is a NULL of type VARCHAR" if text is None else
             "is a string from a subquery, a VARCHAR" if isinstance(inner, exp.Literal)
@@ -85,7 +87,6 @@ def varchar_error(node, value, text: str | None, what: str, how: str,
         f"attribute {axis.name!r} only under =, <>, IS [NOT] DISTINCT FROM and IN (a, b); "
         f"it refuses {how} with it (\"Cannot compare values of type ... and VARCHAR - an "
         f"explicit cast is required\"); write {fix}")
-
 
 
 def constant_subquery(node: exp.Expression, what: str, name: str) -> exp.Expression:

@@ -28,13 +28,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dpsql.errors import Error as DpsqlError
-from dpsql.planner.constant_bounds import listed, quantified
+from dpsql.planner.constant_bounds import (constant_subquery_or_none, listed, one_value,
+                                           quantified)
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition, fold_constant
+from dpsql.planner.predicate_truth import (FALSE, TRUE, UNKNOWN, Truth, refuse_dropped_nulls,
+                                           refuse_points)
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
-from dpsql.planner.predicate_truth import (FALSE, TRUE, UNKNOWN, Truth,
-                                           constant_subquery_or_none, one_value,
-                                           refuse_dropped_nulls, refuse_points)
 
 
 class NullRows:

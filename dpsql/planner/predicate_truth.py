@@ -51,10 +51,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, constant_subquery,
-                                           constant_subquery_or_none, list_values, listed,
-                                           one_row, one_value, quantified,
-                                           refuse_empty_type)
+from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
+                                           one_row, quantified, refuse_empty_type)
 from dpsql.planner.dropped_nulls import is_null_error
 from dpsql.planner.fold_constants import fold_condition
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
@@ -211,7 +209,7 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
             want = UNKNOWN if isinstance(node.expression, exp.Null) else \
                 TRUE if node.expression.this else FALSE  # (p) IS NULL / TRUE / FALSE
             return _is(walk(node.this), want)
-        if isinstance(node, _EQUALITIES) and any(map(_condition, node.iter_expressions())):
+        if isinstance(node, EQUALITY) and any(map(_condition, node.iter_expressions())):
             a, b = walk(node.this), walk(node.expression)  # (p) = TRUE, (p) <> (q)...
             if isinstance(node, (exp.EQ, exp.NEQ)):  # UNKNOWN where either is
                 same = a.both(b).either(a.negate().both(b.negate()))
@@ -252,9 +250,6 @@ def predicate_truth(c: exp.Expression, meta, is_attr) -> Truth:
         raise unsupported(c, axis)
 
     return walk(c)
-
-
-_EQUALITIES = (exp.EQ, exp.NEQ, exp.NullSafeEQ, exp.NullSafeNEQ)
 
 
 def _condition(node: exp.Expression) -> bool:
@@ -331,6 +326,5 @@ def predicate_intervals(c: exp.Expression, meta, is_attr) -> Intervals:
     return truth.true
 
 
-__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "constant_subquery",
-           "constant_subquery_or_none", "one_value", "predicate_intervals", "predicate_truth",
+__all__ = ["FALSE", "TRUE", "UNKNOWN", "Truth", "predicate_intervals", "predicate_truth",
            "refuse_dropped_nulls", "refuse_points"]
