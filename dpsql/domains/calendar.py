@@ -215,6 +215,14 @@ def trunc_aligned(a, unit: str, span: int) -> bool:
     return bool(np.all(np.isin(starts, edges)))
 
 
+@lru_cache(maxsize=1024)
+def unit_count(a, unit: str) -> int:
+    """How many values ``date_trunc(unit, ·)`` takes over the domain of the calendar
+    attribute ``a`` (the groups of ``GROUP BY date_trunc(unit, a)``): one more than the
+    unit's starts inside it."""
+    return len(_unit_starts(a.value_type, a.lower, a.upper, unit)) + 1
+
+
 @lru_cache(maxsize=256)
 def aligned_units(a) -> tuple[str, ...]:
     """The ``date_trunc`` units that align with the leaf bins of ``a``."""

@@ -44,7 +44,7 @@ import numpy as np
 
 from dpsql.accuracy.laplace_sum import half_width
 from dpsql.domains.bin_edges import bin_edge, edge_index as bin_edge_index
-from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned
+from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned, unit_count
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import unsafe_view_error
@@ -270,7 +270,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
     attrs = v.meta.attributes
     if bins is None:
         bins = {r.attribute: bin_range(rel, r) for r in ref.ranges}
-    if len(attrs) == 1 and rel.attributes[attrs[0]].kind == "range" and not ref.columns:
+    if len(attrs) == 1 and rel.attributes[attrs[0]].kind == "range" and not ref.columns \
+            and not ref.truncs and not ref.bins:  # one range (groups: below)
         pieces = _piece_bins(rel, next((r for r in ref.ranges if r.attribute == attrs[0]),
                                        None))
         if pieces is not None:
@@ -300,6 +301,8 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
         groups[a] = max(groups.get(a, 1), rel.size(c))
     for g in ref.bins:  # one group per bucket
         groups[g.attribute] = max(groups.get(g.attribute, 1), g.count + 1)
+    for _, a, unit in ref.truncs:  # one group per calendar unit (date_trunc)
+        groups[a] = max(groups.get(a, 1), unit_count(rel.attributes[a], unit))
     for n in groups.values():
         m /= n
     for r in ref.ranges:
