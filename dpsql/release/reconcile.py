@@ -83,6 +83,7 @@ from dpsql.release import marginals as mg
 from dpsql.release.exact_sums import from_units, snap_level, to_units
 from dpsql.release.reconcile_views import (Agreed, ReleasedView, descend, update_integer,
                                            update_range, update_tree)
+from dpsql.spec import own_population_views
 
 INTEGER_MECHANISMS = ("inftda",)
 TREE_MECHANISMS = ("inftda", "gaussian_tree", "laplace_tree")
@@ -157,8 +158,9 @@ def reconcile_release(spec: Any, trees: dict[str, domains.DomainTree],
                 for view, (tree, dtree) in zip(spec.views, outputs)]
     # a view that drops an attribute's NULL rows counts another population (its own
     # total): it agrees with no other view
-    own = {v.name for v in spec.views if any(
-        getattr(spec.attributes[a], "on_null", "error") == "drop" for a in v.levels)}
+    own = own_population_views(
+        ((v.name, v.levels) for v in spec.views),
+        {a: getattr(attr, "on_null", "error") for a, attr in spec.attributes.items()})
     changed, summary = reconcile([r for r in released if r.name not in own], spec, trees,
                                  node_variances, grid)
     out = []
