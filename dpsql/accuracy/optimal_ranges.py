@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from dpsql._blas import limited
 from dpsql.accuracy.base import ErrorModel, Variance, register
 from dpsql.accuracy.cascade import RangeLevels, _check_ranges
 from dpsql.errors import IntegrityError, InvalidPrivacyParameterError
@@ -95,8 +96,9 @@ def _solve(bins: int, tol: float, max_iter: int) -> tuple[tuple[float, ...], flo
     lam = np.full(bins, 1.0 / bins)
     best: tuple[float, np.ndarray, int] | None = None
     for it in range(1, max_iter + 1):
-        s, w, v = _spectral(gram, lam)
-        d = _inverse_diagonal(s, w, v)
+        with limited(bins):  # one BLAS thread for a small matrix (dpsql._blas)
+            s, w, v = _spectral(gram, lam)
+            d = _inverse_diagonal(s, w, v)
         f = float(np.sqrt(w).sum())
         gap = float(d.max()) / f - 1.0
         if best is None or gap < best[0]:
@@ -172,11 +174,12 @@ def factorise(bins: int, weights: Any) -> Factorisation:
         if hit is not None:
             _factors.move_to_end(key)
             return hit
-    s, w, v = _spectral(all_ranges_gram(k), lam)
-    factor = (s[:, None] * v) * w ** -0.25
-    m_inv = ((v * np.sqrt(w)) @ v.T) / np.outer(s, s)
-    factor.flags.writeable = m_inv.flags.writeable = False
-    out = Factorisation(factor, m_inv, factorisation_residual(factor, m_inv))
+    with limited(k):  # one BLAS thread for a small matrix (dpsql._blas)
+        s, w, v = _spectral(all_ranges_gram(k), lam)
+        factor = (s[:, None] * v) * w ** -0.25
+        m_inv = ((v * np.sqrt(w)) @ v.T) / np.outer(s, s)
+        factor.flags.writeable = m_inv.flags.writeable = False
+        out = Factorisation(factor, m_inv, factorisation_residual(factor, m_inv))
     with _factors_lock:
         _factors[key] = out
         while len(_factors) > 1 and sum(f.factor.nbytes + f.m_inv.nbytes for f in
@@ -266,7 +269,8 @@ class RangeOptimalErrorModel(RangeLevels, ErrorModel):
     def covariance(self) -> np.ndarray:
         """The dense K×K leaf noise covariance σ²C (K² floats)."""
         factor, _ = noise_factor(self.bins, self.weights)
-        return (self.sigma ** 2) * (factor @ factor.T)
+        with limited(self.bins):
+            return (self.sigma ** 2) * (factor @ factor.T)
 
     def _prefix(self) -> np.ndarray:
         """P[a, b] = Cov(noise of bins [0, a), noise of bins [0, b)), (K+1)×(K+1);

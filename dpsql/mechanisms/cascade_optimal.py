@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from dpsql._blas import limited
 from dpsql.accuracy.optimal_ranges import (
     RangeOptimalErrorModel,
     factorisation_residual,
@@ -114,7 +115,8 @@ def cascade_optimal(hist: Any, budget: Budget, *, neighbouring: Neighbouring | s
     residual = check_residual(factor, m_inv, fz.residual)
     delta_c = optimal_sensitivity(m_inv, nb, rows)
     sigma = calibrate_sigma(delta_c, budget, calibration)
-    noise = sigma * (factor @ rng.standard_normal(k))
+    with limited(k):  # one BLAS thread for a small matrix (dpsql._blas)
+        noise = sigma * (factor @ rng.standard_normal(k))
     counts = h + noise
     model = RangeOptimalErrorModel(m, depth, k, float(sigma), lam)
     return PrivateTree(
