@@ -43,8 +43,8 @@ from typing import Any
 from dpsql.errors import QueryTooComplexError
 from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.check_literals import domain_notices
-from dpsql.planner.choose_view import Choice, choose_view
-from dpsql.planner.find_references import Reference, find_references
+from dpsql.planner.choose_view import Choice, bin_range, choose_view
+from dpsql.planner.find_references import RangeFilter, Reference, find_references
 from dpsql.planner.bind_params import bind_params
 from dpsql.planner.parse_sql import generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
@@ -169,6 +169,25 @@ def describe(refs: Sequence[Reference], choices: Sequence[Choice],
     return info
 
 
+def _reaches_domain_edge(ref: Reference) -> bool:
+    """Whether a range of the query keeps the first or the last bin of its attribute's
+    domain: where the spec's out-of-bounds policy put the values below or above it
+    (clamped into those bins, or dropped), so that the answer there is not the raw
+    table's. A range strictly inside the domain needs no such note."""
+    for r in ref.ranges:
+        lo, hi = r.lo, r.hi
+        if r.pieces is not None:
+            if not r.pieces:
+                continue
+            lo, hi = min(p[0] for p in r.pieces), max(p[1] for p in r.pieces)
+        lo = lo if lo is not None and math.isfinite(lo) else None
+        hi = hi if hi is not None and math.isfinite(hi) else None
+        b0, b1 = bin_range(ref.release, RangeFilter(r.attribute, lo, hi))
+        if b0 == 0 or b1 >= ref.release.attributes[r.attribute].bins:
+            return True
+    return False
+
+
 def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
     v = choice.view
     model = v.model
@@ -198,6 +217,7 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         if "real" in types:
             notes.append("real-valued attributes are a continuous axis: < and <= (> and >=) "
                          "are the same bound")
+    if _reaches_domain_edge(ref):
         notes.append("values outside the domain were handled at build time by the spec's "
                      "out-of-bounds policy")
     if bound_model:

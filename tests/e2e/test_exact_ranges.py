@@ -180,3 +180,16 @@ def test_an_aligned_range_s_interval_is_the_noise_alone(exact_con):
     (n, lo, hi), = _run(exact_con, "SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) "
                                    "FROM trips WHERE distance BETWEEN 12 AND 48")[0]
     assert lo == hi == n
+
+
+@pytest.mark.parametrize("where,noted", [
+    ("distance BETWEEN 12 AND 48", False), ("age BETWEEN 20 AND 30", False),
+    ("distance >= 12", True), ("age < 40", True), ("age >= 90", True),
+])
+def test_the_out_of_bounds_note_only_where_a_range_reaches_a_domain_edge(exact_con, where,
+                                                                          noted):
+    """The note that out-of-domain values followed the spec's policy was on every range
+    query (the new-user trial: a week in June of a year-long timestamp domain); it
+    matters only where the range keeps the first or last bin, where those values went."""
+    _, info = _run(exact_con, f"SELECT COUNT(*) FROM trips WHERE {where}")
+    assert any("out-of-bounds policy" in n for n in info["notes"]) == noted, info["notes"]
