@@ -75,7 +75,8 @@ def to_literal(value: Any) -> exp.Expression:
     ``CAST('YYYY-MM-DD' AS DATE)``, a ``datetime`` as ``CAST('... ' AS TIMESTAMP)``; a
     ``datetime`` with a time zone is refused (:mod:`dpsql.planner.refuse_time_zones`). A
     list or tuple is a list literal of its values (``x = ANY(?)``, as psycopg binds a
-    Python list)."""
+    Python list); one that holds a string is a list of strings, as DuckDB binds it
+    (:func:`_as_varchar`)."""
     if value is None:
         return exp.Null()
     if isinstance(value, bool):
@@ -98,10 +99,29 @@ def to_literal(value: Any) -> exp.Expression:
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
         return to_literal(value.item())
     if isinstance(value, (list, tuple)):  # x = ANY(?): a list literal of those values
+        if any(isinstance(v, str) for v in value):
+            value = [_as_varchar(v) for v in value]
         return exp.Array(expressions=[to_literal(v) for v in value])
     raise ProgrammingError(f"parameter of type {type(value).__name__} is not supported; "
                            "pass None, bool, int, float, Decimal, str, date, datetime, or a "
                            "list of those (x = ANY(?))")
+
+
+def _as_varchar(value: Any) -> Any:
+    """An element of a Python list that holds a string, as DuckDB's own parameter binding
+    types it: the list is a VARCHAR[], every other element its text (``['1', 2]`` is
+    ``['1', '2']``, which DuckDB does not compare with a number: "Cannot compare values of
+    type BIGINT and VARCHAR"; as a list literal ``['1', 2]`` would be an INTEGER[] and
+    answered). None stays NULL."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _as_varchar(value.item())
+    return str(value)
 
 
 _DECIMAL_DIGITS = 38  # DuckDB's widest DECIMAL
