@@ -11,10 +11,11 @@ example share (work region, home region) and every finer pair. The total (level 
 the empty key and every view shares it.
 
 A node of a marginal has a **code**: the per-item codes (a spine column's node id at its
-depth, a categorical code, ``first bin // span``) in mixed radix over the items' public
-domain sizes, so nodes of different views are matched by plain integer keys. Coarsening a
-code (to a key whose items are each implied by the finer one) uses the attribute's own
-public tree. Range views (Cascade, b-ary tree) are matched on their total only; their
+depth, a categorical code, ``first bin // span``, or for a range's NULL node the slot
+after its bins: :func:`range_part`) in mixed radix over the items' public domain sizes,
+so nodes of different views are matched by plain integer keys. Coarsening a code (to a
+key whose items are each implied by the finer one) uses the attribute's own public
+tree. Range views (Cascade, b-ary tree) are matched on their total only; their
 finer levels get no key (:mod:`dpsql.release.reconcile` says why).
 """
 
@@ -65,18 +66,39 @@ class ViewLevels:
         parts = []
         for kind, a, n in key:
             if kind == "r":
-                parts.append(np.asarray(labels[f"{a}_lo"], dtype=np.int64) // n)
+                parts.append(range_part(self.spec, a, n, labels[f"{a}_lo"]))
             else:
                 parts.append(np.asarray(labels[self.spec.attributes[a].columns[n - 1]],
                                         dtype=np.int64))
         return encode(parts, radices(key, self.spec, self.trees))
 
 
+def _bin_slots(spec: Any, a: str, span: int) -> tuple[int, bool]:
+    """(how many nodes of ``span`` leaf bins the range attribute ``a`` has, whether it has
+    a NULL node beside them): the NULL node (``on_null = "category"``, its leaf code K =
+    bins) takes the slot after the bins' at every span."""
+    attr = spec.attributes[a]
+    return -(-int(attr.bins) // span), getattr(attr, "on_null", None) == "category"
+
+
+def range_part(spec: Any, a: str, span: int, first_bins: np.ndarray) -> np.ndarray:
+    """The code of a range item for nodes whose first leaf bins are ``first_bins``: the
+    node's index at ``span`` (``first bin // span``), and for the NULL node (first bin K)
+    its own slot, ⌈K / span⌉. (``K // span`` put it on the last bin node when the span
+    does not divide K, and on the next item's first node when it does: reconciliation
+    then mixed a range attribute's NULL rows into its bins, or dropped them.)"""
+    slots, null = _bin_slots(spec, a, span)
+    first = np.asarray(first_bins, dtype=np.int64)
+    part = first // span
+    return np.where(first >= int(spec.attributes[a].bins), slots, part) if null else part
+
+
 def radices(key: Key, spec: Any, trees: dict[str, domains.DomainTree]) -> list[int]:
     out = []
     for kind, a, n in key:
         if kind == "r":
-            out.append(-(-int(spec.attributes[a].bins) // n))
+            slots, null = _bin_slots(spec, a, n)
+            out.append(slots + int(null))
         else:
             out.append(int(trees[a].level_sizes[n]))
     return out
@@ -128,8 +150,8 @@ def coarsen(codes: np.ndarray, fine: Key, coarse: Key, spec: Any,
     depth = {a: n for _, a, n in fine}
     out = []
     for kind, a, n in coarse:
-        if kind == "r":
-            out.append(parts[a] * depth[a] // n)
+        if kind == "r":  # the fine node's first bin, coarsened (the NULL node's is K)
+            out.append(range_part(spec, a, n, parts[a] * depth[a]))
         elif depth[a] == n:
             out.append(parts[a])
         else:
