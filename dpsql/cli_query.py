@@ -43,13 +43,17 @@ def with_ci_columns(query: str, confidence: float) -> str | None:
 
 
 def _outer_from(query: str) -> int | None:
-    """Where the FROM of the outer SELECT of ``query`` starts (its first FROM outside
-    parentheses after its last SELECT outside them, the CTEs of a WITH being inside),
-    or None: no FROM, or DuckDB's FROM-first form (``FROM t SELECT ...``)."""
+    """Where the outer SELECT's list of outputs ends, outside parentheses (the CTEs of a
+    WITH are inside them): at its FROM (not the FROM of ``IS [NOT] DISTINCT FROM``), or in
+    DuckDB's FROM-first form (``FROM t SELECT ...``) at the first clause after the list
+    (WHERE, GROUP BY, ..., a ``;``) or the end. None when the statement has no FROM."""
     import sqlglot
     from sqlglot.tokens import TokenType
 
-    depth, select_at = 0, None
+    enders = {TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING, TokenType.QUALIFY,
+              TokenType.WINDOW, TokenType.ORDER_BY, TokenType.LIMIT, TokenType.OFFSET,
+              TokenType.FETCH, TokenType.SEMICOLON}
+    depth, select_at, from_first, previous, last_end = 0, None, False, None, None
     for t in sqlglot.Dialect.get_or_raise("duckdb").tokenize(query):
         if t.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET, TokenType.L_BRACE):
             depth += 1
@@ -57,9 +61,15 @@ def _outer_from(query: str) -> int | None:
             depth -= 1
         elif depth == 0 and t.token_type == TokenType.SELECT:
             select_at = t.start
-        elif depth == 0 and t.token_type == TokenType.FROM:
-            return t.start if select_at is not None else None
-    return None
+        elif depth == 0 and t.token_type == TokenType.FROM \
+                and previous != TokenType.DISTINCT:
+            if select_at is not None:
+                return t.start
+            from_first = True
+        elif depth == 0 and from_first and select_at is not None and t.token_type in enders:
+            return t.start
+        previous, last_end = t.token_type, t.end
+    return last_end + 1 if from_first and select_at is not None else None
 
 
 def _one_statement(query: str) -> Any:
