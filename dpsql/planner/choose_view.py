@@ -303,13 +303,15 @@ def _predict(v: ViewInfo, level: int, ref: Reference,
         groups[g.attribute] = max(groups.get(g.attribute, 1), g.count + 1)
     for _, a, unit in ref.truncs:  # one group per calendar unit (date_trunc)
         groups[a] = max(groups.get(a, 1), unit_count(rel.attributes[a], unit))
-    for n in groups.values():
-        m /= n
-    for r in ref.ranges:
-        b0, b1 = bins[r.attribute]
+    share = {a: 1.0 / n for a, n in groups.items()}  # of an attribute's nodes, a group's
+    for r in ref.ranges:  # a range on a grouped attribute picks groups: a group's nodes
+        b0, b1 = bins[r.attribute]  # are the fewer of the two, not their product
         pieces = _piece_bins(rel, r)
         width = b1 - b0 if pieces is None else sum(h - lo for lo, h in pieces)
-        m *= max(width, 1) / rel.attributes[r.attribute].bins
+        frac = max(width, 1) / rel.attributes[r.attribute].bins
+        share[r.attribute] = min(share.get(r.attribute, 1.0), frac)
+    for x in share.values():
+        m *= x
     m = max(1, int(round(m)))
     memo = v.predictions
     key = (level, m)
