@@ -173,7 +173,13 @@ def _reaches_domain_edge(ref: Reference) -> bool:
     """Whether a range of the query keeps the first or the last bin of its attribute's
     domain: where the spec's out-of-bounds policy put the values below or above it
     (clamped into those bins, or dropped), so that the answer there is not the raw
-    table's. A range strictly inside the domain needs no such note."""
+    table's. A range strictly inside the domain needs no such note; a GROUP BY of an
+    attribute's buckets (``date_trunc``, ``width_bucket``) with no range on it holds
+    both edge bins."""
+    ranged = {r.attribute for r in ref.ranges}
+    if any(g.attribute not in ranged for g in ref.bins) or any(
+            a not in ranged for _, a, _ in ref.truncs):
+        return True
     for r in ref.ranges:
         lo, hi = r.lo, r.hi
         if r.pieces is not None:

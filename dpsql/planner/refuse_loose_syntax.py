@@ -126,8 +126,8 @@ def refuse_list_membership(node: exp.In) -> None:
     field = node.args.get("field")
     if field is not None:
         raise UnsupportedQueryError(
-            f"{node.this.sql('duckdb')} IN {field.sql('duckdb')} (a list after IN, not a "
-            "parenthesised list of values) is not supported: DuckDB reads it as list "
+            f"IN {field.sql('duckdb')} on {node.this.sql('duckdb')} (a list after IN, not "
+            "a parenthesised list of values) is not supported: DuckDB reads it as list "
             "membership, which skips the NULLs in the list; write x = ANY (?) for a list "
             "parameter or list, or x IN (a, b)")
 

@@ -260,13 +260,21 @@ def _decode_binary(raw: bytes, oid: int) -> Any:
         if days in (_INFINITE_DATE, -_INFINITE_DATE - 1):
             raise DataError("the infinite date is not supported as a parameter; send a "
                             "date")
-        return _EPOCH_DATE + _dt.timedelta(days=days)
+        try:
+            return _EPOCH_DATE + _dt.timedelta(days=days)
+        except OverflowError:
+            raise DataError(f"date parameter of {days} days from 2000-01-01 is outside "
+                            "the years 1 to 9999; send a date in them") from None
     if oid in (1114, 1184):
         micros = struct.unpack("!q", raw)[0]
         if micros in (_INFINITE_TIMESTAMP, -_INFINITE_TIMESTAMP - 1):
             raise DataError("the infinite timestamp is not supported as a parameter; "
                             "send a timestamp")
-        value = _EPOCH + _dt.timedelta(microseconds=micros)
+        try:
+            value = _EPOCH + _dt.timedelta(microseconds=micros)
+        except OverflowError:
+            raise DataError("timestamp parameter outside the years 1 to 9999; send a "
+                            "timestamp in them") from None
         return value if oid == 1114 else value.replace(tzinfo=_dt.timezone.utc)
     raise ProtocolError(f"binary parameter of type OID {oid} is not supported; send it "
                         "in text format")

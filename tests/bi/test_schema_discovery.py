@@ -192,6 +192,17 @@ def test_decode_array_parameters():
         decode_param(b"{{1,2},{3,4}}", 1007, 0)
     with pytest.raises(dpsql.DataError, match="not an array literal"):
         decode_param(b"r,p", 1009, 0)
+    # dates and timestamps as typed values (psycopg's list of dates), out-of-range binary
+    # ones a DataError (they raised OverflowError from the decoder)
+    import datetime as dt
+    assert decode_param(b"{2013-01-03,NULL}", 1182, 0) == [dt.date(2013, 1, 3), None]
+    assert decode_param(b'{"2013-01-03 05:30:00"}', 1115, 0) == [dt.datetime(2013, 1, 3, 5, 30)]
+    with pytest.raises(dpsql.DataError, match="not a valid date"):
+        decode_param(b"{2013-13-03}", 1182, 0)
+    with pytest.raises(dpsql.DataError, match="outside the years 1 to 9999"):
+        decode_param(struct.pack("!i", 10 ** 9), 1082, 1)
+    with pytest.raises(dpsql.DataError, match="outside the years 1 to 9999"):
+        decode_param(struct.pack("!q", 10 ** 18), 1114, 1)
 
 
 def test_inspect_columns(trips_release, capsys):

@@ -193,3 +193,10 @@ def test_the_out_of_bounds_note_only_where_a_range_reaches_a_domain_edge(exact_c
     matters only where the range keeps the first or last bin, where those values went."""
     _, info = _run(exact_con, f"SELECT COUNT(*) FROM trips WHERE {where}")
     assert any("out-of-bounds policy" in n for n in info["notes"]) == noted, info["notes"]
+    # buckets of the whole domain hold both edge bins (the review: floor(distance / 16)'s
+    # top bucket holds the clamped trips, without the note)
+    _, info = _run(exact_con, "SELECT width_bucket(distance, 0, 256, 4) AS b, COUNT(*) "
+                              f"FROM trips{' WHERE ' + where if 'distance' in where else ''} "
+                              "GROUP BY b")
+    if "distance" not in where:
+        assert any("out-of-bounds policy" in n for n in info["notes"]), info["notes"]
