@@ -123,7 +123,6 @@ class _Rows:
             weights += weigh
             self.edges[a] = (lo_e, hi_e)
         count = self.whole = p + "dp_count"
-        self.weighted = bool(weights)
         # a row's overlap weight (None: every node counts whole), for the interval's ends
         self.weight: str | None = " * ".join(weights) if weights else None
         if weights:
@@ -169,7 +168,7 @@ class _Rows:
         prefix row (one row a group when b0 = 0): O(1) rows a group, not one per bin."""
         table, labels = view.prefix
         self.labels, self.edges = tuple(labels), {}
-        self.weighted, self.weight = False, None
+        self.weight = None
         self.source = f"{table} AS {A}"
         self.table = table.split(".", 1)[1].strip('"')
         if b0 == 0:
@@ -255,7 +254,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         t = _count_type(view.count_type(view.meta.depth))  # integer counts as BIGINT
         count_sum = f"CAST({total(rows.count)} AS {t})"
         sum_only = f"CAST(SUM({rows.count}) AS {t})"
-    elif not rows.weighted and _count_type(view.count_type(k)) == "BIGINT":
+    elif rows.weight is None and _count_type(view.count_type(k)) == "BIGINT":
         count_sum, sum_only = (f"CAST({total(rows.count)} AS BIGINT)",
                                f"CAST(SUM({rows.count}) AS BIGINT)")
     else:
@@ -318,7 +317,7 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 f"{q(ref.alias)}.{q(agg.attribute)}"  # a NULL node's bounds, or the label
             kept = f"CASE WHEN {value} IS NOT NULL THEN {rows.count} ELSE 0 END"
             new = kept if one_node else total(kept)
-            if not one_node and not rows.weighted and \
+            if not one_node and rows.weight is None and \
                     _count_type(view.count_type(k)) == "BIGINT":
                 new = f"CAST({new} AS BIGINT)"
         elif agg.kind == "count":  # SUM(1), SUM(dp_count): NULL over no rows, as in SQL
