@@ -150,6 +150,11 @@ TRUNC_UNITS = {"date": ("day", "week", "month", "quarter", "year"),
                              "year")}
 """The ``date_trunc`` units each calendar type groups by."""
 
+DATE_AS_DAY = ("hour", "minute", "second")
+"""Units finer than a day, which DuckDB also accepts on a DATE: ``date_trunc('hour', d)``
+is the date's midnight, as ``date_trunc('day', d)`` is (both TIMESTAMPs), so on a date
+attribute they are the unit 'day'."""
+
 TRUNC_ALIASES = {
     **dict.fromkeys(("y", "yr", "yrs", "years"), "year"), "quarters": "quarter",
     **dict.fromkeys(("mon", "mons", "months"), "month"),

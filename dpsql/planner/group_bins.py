@@ -47,8 +47,8 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import (TRUNC_ALIASES, TRUNC_UNITS, aligned_units, axis_to_value_sql,
-                                    trunc_aligned)
+from dpsql.domains.calendar import (DATE_AS_DAY, TRUNC_ALIASES, TRUNC_UNITS, aligned_units,
+                                    axis_to_value_sql, trunc_aligned)
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
 from dpsql.planner.classify_calls import as_fraction
@@ -373,7 +373,8 @@ def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
 def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
     """The unit of ``date_trunc(unit, a)``, checked: ``a`` is a date or timestamp
     attribute and the unit a literal among those of its type
-    (:data:`~dpsql.domains.calendar.TRUNC_UNITS`)."""
+    (:data:`~dpsql.domains.calendar.TRUNC_UNITS`). An hour, minute or second of a date
+    is its day (:data:`~dpsql.domains.calendar.DATE_AS_DAY`), as in DuckDB."""
     if a.value_type not in TRUNC_UNITS:
         raise UnsupportedQueryError(
             f"date_trunc() of {a.name!r}: its values are {a.value_type or 'real'} numbers, "
@@ -382,6 +383,8 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
     unit = call.args.get("unit")
     name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
     name = TRUNC_ALIASES.get(name, name)  # 'mon' is 'month', as in DuckDB
+    if a.value_type == "date" and name in DATE_AS_DAY:
+        name = "day"
     allowed = TRUNC_UNITS[a.value_type]
     if name not in allowed:
         raise UnsupportedQueryError(

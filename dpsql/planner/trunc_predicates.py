@@ -50,7 +50,8 @@ from types import SimpleNamespace
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import EPOCH
+from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TRUNC_ALIASES
+from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
 from dpsql.planner.group_bins import TRUNCS, trunc_name
@@ -115,11 +116,30 @@ def _mentions(node: exp.Expression, is_attr, skip: exp.Expression | None = None)
     return any(is_attr(x) for x in node.find_all(exp.Column) if id(x) not in inside)
 
 
+def _refuse_date_by_time(call: exp.Expression, meta) -> None:
+    """Refuse a comparison of ``date_trunc('hour' | 'minute' | 'second', d)`` of a date
+    attribute. Its value is the date's midnight (GROUP BY answers it as the day), but
+    DuckDB 2's rewrite of date_trunc comparisons gets it wrong on a DATE column:
+    ``date_trunc('hour', d) = TIMESTAMP '2013-05-05 00:00:00'`` is false on 2013-05-05
+    while ``... IN (TIMESTAMP '2013-05-05 00:00:00')`` is true, and ``date_trunc('minute',
+    d) > '2013-05-05 12:00'`` is true there. No answer would agree with DuckDB's."""
+    unit = call.args.get("unit")
+    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
+    if meta.value_type == "date" and TRUNC_ALIASES.get(name, name) in DATE_AS_DAY:
+        raise UnsupportedQueryError(
+            f"{call.sql('duckdb')} compared with a value: on the date attribute "
+            f"{meta.name!r} it is the date's midnight, and DuckDB compares it "
+            f"inconsistently (its rewrite of date_trunc comparisons is wrong for units "
+            f"finer than a day on a DATE). Write date_trunc('day', {meta.name}), or compare "
+            f"{meta.name} itself")
+
+
 class _Trunc:
     """``date_trunc(unit, attr)``: its unit checked, and its comparisons with a value."""
 
     def __init__(self, call: exp.Expression, meta) -> None:
         self.unit = trunc_name(call, meta)
+        _refuse_date_by_time(call, meta)
         self.column = call.this
         self.what = f"the value compared with {call.sql('duckdb')}"
         # compared as a TIMESTAMP column compares (date_trunc returns TIMESTAMP)
