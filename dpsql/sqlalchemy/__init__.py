@@ -70,6 +70,8 @@ Decisions, and why:
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +144,27 @@ class DpsqlCompiler(PGCompiler):
         raise sa_exc.CompileError(
             "FOR UPDATE / FOR SHARE locks rows for writing, but a dpsql release is "
             "read-only; drop .with_for_update()")
+
+
+_OWN = tuple(str(Path(m.__file__).parent) + os.sep for m in (sys.modules["dpsql"],)) + (
+    str(Path(sa_exc.__file__).parent) + os.sep,)
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside dpsql, SQLAlchemy and installed
+    packages (the analyst's ``pd.read_sql(...)`` or ``engine.connect()``): a warning
+    raised while SQLAlchemy's pool connects is then reported at the line that asked for
+    the connection, not inside SQLAlchemy or pandas (Python 3.12's
+    ``skip_file_prefixes``, on 3.10 too). When every frame is such code, the outermost."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and _library(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _library(filename: str) -> bool:
+    return filename.startswith(_OWN) or any(
+        f"{os.sep}{d}{os.sep}" in filename for d in ("site-packages", "dist-packages"))
 
 
 class DpsqlDialect(Inspection, default.DefaultDialect):
@@ -241,7 +264,12 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
         from_url = cparams.pop("_url_duckdb_config", None)
         if from_url:  # URL settings, then connect_args={"duckdb_config": ...} on top
             cparams["duckdb_config"] = {**from_url, **(cparams.get("duckdb_config") or {})}
-        return self.dbapi.connect(*cargs, **cparams)  # 1.4 has no loaded_dbapi
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            con = self.dbapi.connect(*cargs, **cparams)  # 1.4 has no loaded_dbapi
+        for w in caught:  # shown at the analyst's line, not inside SQLAlchemy's pool
+            warnings.warn(w.message, w.category, stacklevel=_caller_level())
+        return con
 
     def _get_server_version_info(self, connection: Any) -> tuple:
         return tuple(int(p) if p.isdigit() else p for p in __version__.split("."))

@@ -444,6 +444,20 @@ def test_pandas_read_sql(engine, trips_release):
     assert list(by_text.itertuples(index=False, name=None)) == want
 
 
+@pytest.mark.filterwarnings("always::dpsql.dbapi.SeededReleaseWarning")
+def test_seeded_release_warning_points_at_the_analysts_line(trips_release):
+    """The warning of a seeded release, raised while SQLAlchemy's pool connects, is shown
+    at the line that asked for the connection: it pointed inside SQLAlchemy
+    (sqlalchemy/engine/create.py), where an analyst would not look for its cause."""
+    eng = sa.create_engine(f"dpsql:///{trips_release}")
+    try:
+        with pytest.warns(dpsql.dbapi.SeededReleaseWarning) as caught:
+            pd.read_sql(BY_MODE, eng)
+    finally:
+        eng.dispose()
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_pandas_matches_raw_data_on_exact_release(exact_engine, trips_data):
     df = pd.read_sql("SELECT region, COUNT(*) AS n FROM trips GROUP BY region "
                      "ORDER BY region", exact_engine)
