@@ -292,7 +292,7 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         word = _first_word(sql)
         if word in _NOT_QUERIES:  # EXPORT DATABASE 'x', which sqlglot cannot parse
             raise not_a_query(word) from None
-        raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
+        sql, trees = _pivot_with_tail(sql, err)
     except TokenError as err:
         raise SqlSyntaxError(f"syntax error: {err}") from err
     refuse_regexp_tilde(sql, _PARSERS.tokenizer.tokenize)
@@ -351,6 +351,33 @@ _NOT_QUERIES = frozenset(
     "DEALLOCATE DELETE DETACH DROP END EXECUTE EXPLAIN EXPORT FORCE GRANT IMPORT INSERT "
     "INSTALL LOAD MERGE PRAGMA PREPARE RESET REVOKE ROLLBACK SET SHOW START TRUNCATE "
     "UPDATE USE VACUUM".split())
+
+
+def _pivot_with_tail(sql: str, err: ParseError) -> tuple[str, list]:
+    """DuckDB's PIVOT and UNPIVOT statements end with optional ``ORDER BY`` and
+    ``LIMIT``/``OFFSET`` clauses (``PIVOT (...) ON sex USING SUM(n) GROUP BY state ORDER BY
+    state``), which sqlglot does not parse. Such a statement is the same query as the
+    pivot in a subquery with those clauses outside it, ``SELECT * FROM (PIVOT ...) ORDER BY
+    state``: that text and its trees, or ``err`` as a syntax error. The clauses are cut at
+    the first ``ORDER BY``, ``LIMIT`` or ``OFFSET`` outside parentheses; parameters keep
+    their text order."""
+    try:
+        tokens = _PARSERS.tokenizer.tokenize(sql)
+    except TokenError:
+        tokens = []
+    if tokens and tokens[0].token_type in (TokenType.PIVOT, TokenType.UNPIVOT):
+        depth = 0
+        for t in tokens:
+            depth += (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
+            if depth == 0 and t.token_type in (TokenType.ORDER_BY, TokenType.LIMIT,
+                                               TokenType.OFFSET):
+                wrapped = f"SELECT * FROM ({sql[:t.start]}) {sql[t.start:]}"
+                text = _number_qmarks(wrapped) if "?" in wrapped else wrapped
+                try:
+                    return wrapped, [t for t in _PARSERS.parse(text) if t is not None]
+                except (ParseError, TokenError):
+                    break
+    raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
 
 
 def _first_word(sql: str) -> str:
