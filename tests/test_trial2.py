@@ -24,3 +24,30 @@ def test_pivot_statement_takes_order_by_and_limit(exact_con):
                "INTO NAME k VALUE v ORDER BY mode LIMIT 1 OFFSET 1")
     assert len(cur.execute(unpivot).fetchall()) == 1
 
+
+@pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarning")
+def test_serve_says_how_to_write_a_pivot_it_cannot_run(trips_release):
+    """A PIVOT whose ON column lists no values is one statement that DuckDB runs as two
+    (it first creates an ENUM type of the distinct values: statement type MULTI), so the
+    read-only server's guard refused it as `MULTI is not allowed: dpsql serve is
+    read-only (a release is immutable); send SELECT queries` (25006), though the analyst
+    sent a query, the form docs/sql.md shows. Now the refusal (0A000) says to list the
+    values, and that form runs, ORDER BY and LIMIT included."""
+    import psycopg
+
+    from dpsql.server import serve
+
+    srv = serve(trips_release, port=0)
+    try:
+        dsn = f"host=127.0.0.1 port={srv.port} dbname={srv.database} sslmode=disable"
+        with psycopg.connect(dsn, autocommit=True) as con:
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match=r"ON sex IN \("):
+                con.execute(PIVOT)
+            listed = PIVOT.replace("ON mode", "ON mode IN ('car', 'bus')")
+            rows = con.execute(f"{listed} ORDER BY region DESC LIMIT 2").fetchall()
+        assert len(rows) == 2 and rows[0][0] > rows[1][0]
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):  # a write stays 25006
+            with psycopg.connect(dsn, autocommit=True) as con:
+                con.execute(f"CREATE TABLE x AS {PIVOT}")
+    finally:
+        srv.stop()

@@ -35,6 +35,16 @@ class Refusal(UnsupportedQueryError):
 
 
 MULTI = "several statements in one query string: send one statement at a time"
+# DuckDB runs a PIVOT whose ON column lists no values as two statements (it first makes
+# an ENUM type of the distinct values, then pivots), which a read-only server does not
+# run; it was refused as "MULTI is not allowed: dpsql serve is read-only", which said
+# neither what was wrong nor what to write
+PIVOT_MULTI = ("a PIVOT whose ON column lists no values is not supported by dpsql serve: "
+               "DuckDB runs it as two statements (it first creates a type of the "
+               "column's distinct values); list the values, e.g. PIVOT (...) ON sex IN "
+               "('F', 'M') USING SUM(n), or write one SELECT with a column per value "
+               "(SUM(n) FILTER (WHERE sex = 'F'))")
+_QUERY_START = re.compile(r"\s*[(\s]*(?:PIVOT|UNPIVOT|SELECT|WITH|FROM)\b", re.I)
 # The only DuckDB statement type that runs: everything else changes state or is refused
 _READ_TYPES = {"SELECT"}
 
@@ -45,7 +55,9 @@ def check_select(sql: str, route: str) -> None:
     The router's regex and sqlglot checks are heuristics; DuckDB's parser is the one that
     would run the text, so it decides. Several statements (``$$;$$`` and ``E'\\''``
     strings hid a second statement from the regex) get 0A000; ATTACH, DETACH, PRAGMA,
-    CHECKPOINT, SET, CALL and every write get 25006; EXPLAIN gets 0A000. Text DuckDB
+    CHECKPOINT, SET, CALL and every write get 25006; EXPLAIN gets 0A000, and so does a
+    query that DuckDB runs as several statements (``MULTI``: a PIVOT without an IN list
+    of values), with the form to write instead. Text DuckDB
     cannot parse is left to the planner (which transpiles PostgreSQL spellings with
     sqlglot and refuses what it cannot plan) and, on the catalog route, to DuckDB's own
     syntax error when it runs."""
@@ -58,6 +70,8 @@ def check_select(sql: str, route: str) -> None:
     if len(stmts) != 1:
         raise Refusal(MULTI)
     kind = stmts[0].type.name
+    if kind == "MULTI" and _QUERY_START.match(sql):  # a query DuckDB runs as several
+        raise Refusal(PIVOT_MULTI)
     if kind in _READ_TYPES:
         return
     if kind == "EXPLAIN":  # a read, refused as in process (it said "by dpsql serve")
