@@ -77,3 +77,23 @@ def test_dry_run_does_not_promise_inftda_sigma_of_the_build(trips_data, tmp_path
     assert "The errors above are those of the release it would build." in out
     assert "InfTDA" not in out.split("dry run:")[-1]
 
+
+
+def test_unquoted_value_or_misspelled_column_says_what_to_write(exact_con):
+    """`WHERE state = S01` (or `"S01"`, PostgreSQL users' slip for a string) answered
+    `column 'S01' is not an attribute of the release 'persons'; its attributes are: ...`,
+    which does not say that S01 is a state to quote; a misspelled column got no
+    suggestion. Now the error names the column the value belongs to, quoted as a string,
+    or the closest column name."""
+    import dpsql
+
+    cur = exact_con.cursor()
+    for sql in ("SELECT province, COUNT(*) FROM trips WHERE region = R1 GROUP BY 1",
+                'SELECT province, COUNT(*) FROM trips WHERE region = "r1" GROUP BY 1'):
+        with pytest.raises(dpsql.UnsupportedQueryError,
+                           match=r"is a value of region: .* region = 'R1'$"):
+            cur.execute(sql)
+    with pytest.raises(dpsql.UnsupportedQueryError, match=r"did you mean 'province'\?$"):
+        cur.execute("SELECT provnce, COUNT(*) FROM trips GROUP BY 1")
+    with pytest.raises(dpsql.UnsupportedQueryError, match=r"its attributes are: [a-z, ]+$"):
+        cur.execute("SELECT COUNT(*) FROM trips WHERE zip = 1")

@@ -11,6 +11,7 @@ Used by :mod:`dpsql.planner.find_references`.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import math
 import re
@@ -19,6 +20,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
+from dpsql._sql import quote_literal
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo
 
@@ -81,12 +83,21 @@ def engine_aggregates() -> frozenset[str]:
 
 
 def not_an_attribute(name: str, release: ReleaseInfo) -> UnsupportedQueryError:
-    """The error for a column of the private table that is no attribute of it."""
+    """The error for a column of the private table that is no attribute of it. When the
+    name is a public value of a text column (``state = S01``, or ``state = "S01"`` as a
+    PostgreSQL user may quote a string), the fix is to quote it as a string; when it is
+    close to a column's name (``regoin``), that column."""
     known = sorted(c for x in release.attributes.values()
                    for c in ((x.name,) if x.kind == "range" else x.columns))
+    holders = [(c, name) for c, values in release.domains if name in values] or \
+        [(c, v) for c, values in release.domains for v in values if v.lower() == name.lower()]
+    close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.75)
+    hint = (f"; {name!r} is a value of {holders[0][0]}: write a value as a string in "
+            f"single quotes, {holders[0][0]} = {quote_literal(holders[0][1])}" if holders
+            else f"; did you mean {close[0]!r}?" if close else "")
     return UnsupportedQueryError(
         f"column {name!r} is not an attribute of the release {release.release.name!r}; "
-        f"its attributes are: {', '.join(known)}")
+        f"its attributes are: {', '.join(known)}{hint}")
 
 
 def fn_name(node: exp.Expression) -> str:
