@@ -97,3 +97,28 @@ def test_unquoted_value_or_misspelled_column_says_what_to_write(exact_con):
         cur.execute("SELECT provnce, COUNT(*) FROM trips GROUP BY 1")
     with pytest.raises(dpsql.UnsupportedQueryError, match=r"its attributes are: [a-z, ]+$"):
         cur.execute("SELECT COUNT(*) FROM trips WHERE zip = 1")
+
+
+def test_case_bands_on_a_binned_attribute_are_told_the_forms_that_work(exact_con):
+    """Age bands of unequal widths (0-19, 20-64, 65+) are a statistical office's first
+    table; `CASE WHEN age < 20 ...` is refused (its bins are released, not ages), and the
+    refusal named only equal-width buckets (floor, width_bucket). It now shows the two
+    forms that answer bands: a WHERE per band (with error columns), or the bins added
+    up outside. Both run and agree."""
+    import dpsql
+
+    cur = exact_con.cursor()
+    with pytest.raises(dpsql.UnsupportedQueryError, match="bands of unequal widths"):
+        cur.execute("SELECT CASE WHEN age < 20 THEN 'young' ELSE 'old' END, COUNT(*) "
+                    "FROM trips GROUP BY 1")
+    with pytest.raises(dpsql.UnsupportedQueryError) as err:  # not a CASE: no band text
+        cur.execute("SELECT age + 1, COUNT(*) FROM trips GROUP BY 1")
+    assert "bands" not in str(err.value)
+    where = cur.execute(
+        "SELECT 'young' AS band, COUNT(*), dp_ci_low(0.95) FROM trips WHERE age < 20 "
+        "UNION ALL SELECT 'old', COUNT(*), dp_ci_low(0.95) FROM trips WHERE age >= 20 "
+        "ORDER BY 1").fetchall()
+    outside = cur.execute(
+        "SELECT CASE WHEN age < 20 THEN 'young' ELSE 'old' END, SUM(n) FROM (SELECT age, "
+        "COUNT(*) AS n FROM trips GROUP BY age) GROUP BY 1 ORDER BY 1").fetchall()
+    assert [(b, round(n)) for b, n, _ in where] == [(b, round(n)) for b, n in outside]

@@ -108,8 +108,23 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
-            f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}")
+            f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}"
+            f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}")
     return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
+
+
+def _bands_text(a: AttributeMeta) -> str:
+    """For a CASE over a binned attribute: bands of unequal widths (ages 0-19, 20-64,
+    65+), which a statistical office asks for first, and which no bucket call makes.
+    The refusal named equal-width buckets only."""
+    x = a.name
+    return (f"; for bands of unequal widths, count each band with its own WHERE, e.g. "
+            f"SELECT 'low' AS band, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM "
+            f"<table> WHERE {x} < <edge> UNION ALL SELECT 'high', COUNT(*), "
+            f"dp_ci_low(0.95), dp_ci_high(0.95) FROM <table> WHERE {x} >= <edge> (edges "
+            f"on bin edges are exact), or add up the bins outside: SELECT CASE WHEN {x} < "
+            f"<edge> THEN 'low' ELSE 'high' END, SUM(n) FROM (SELECT {x}, COUNT(*) AS n "
+            f"FROM <table> GROUP BY {x}) GROUP BY 1 (without error columns)")
 
 
 def _whole_item(node: exp.Expression) -> bool:
