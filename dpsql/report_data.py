@@ -138,10 +138,11 @@ def _half_width(model: Any, level: int, ids: np.ndarray) -> tuple[float, str]:
     return Z95 * v.stderr, "variance" if v.exact else "variance bound"
 
 
-def _bands(model: Any, level: int, K: int, groups: int
+def _bands(model: Any, level: int, K: int, groups: int, stride: int
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, str]:
-    """(edges evaluated, CDF half-widths there, per-bin half-widths, band kind)."""
-    if groups == 1 and level == model.depth:
+    """(edges evaluated, CDF half-widths there, per-bin half-widths, band kind). Group g's
+    bins are the node ids ``g·stride + j`` (``stride`` K, or K + 1 with a NULL node)."""
+    if groups == 1 and level == model.depth and stride == K:
         rv = model.range_variance(np.zeros(K + 1, np.int64), np.arange(K + 1))
         if rv is not None:  # exact and vectorised: every edge and every bin
             per_bin = model.range_variance(np.arange(K), np.arange(1, K + 1))
@@ -149,7 +150,7 @@ def _bands(model: Any, level: int, K: int, groups: int
     # one model call per edge over ~groups·b/2 ids: fewer edges when the level is huge
     points = min(K, _MAX_BAND_POINTS - 1, max(8, int(_MAX_BAND_IDS / (groups * K))))
     at = np.unique(np.round(np.linspace(0, K, points + 1))).astype(np.int64)
-    offsets = np.arange(groups, dtype=np.int64) * K
+    offsets = np.arange(groups, dtype=np.int64) * stride
     band, kinds = np.zeros(at.size), set()
     for i, b in enumerate(at):
         band[i], kind = _half_width(model, level, np.add.outer(offsets, np.arange(b)).ravel())
@@ -220,19 +221,28 @@ def _support_bands(con: duckdb.DuckDBPyConnection, view: ViewMeta, lv: Any, attr
 def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMeta
                  ) -> list[RangeCurve]:
     """One :class:`RangeCurve` per range attribute of ``view``, at the level where the
-    attribute reaches single bins. Node ids there are ``g·K + bin`` (tree order: the
+    attribute reaches single bins. Node ids there are ``g·S + bin`` (tree order: the
     levels above come first, ``dpsql.domains``), so the prefix [0, b) summed over the
-    groups is the node set {g·K + j : j < b}. Counts are read from that level's table."""
+    groups is the node set {g·S + j : j < b}; S is K, or K + 1 for an attribute whose
+    NULLs are a category (its NULL node, bin K, comes last in each group and is in no
+    prefix). Counts are read from that level's table. An income with non-response
+    released as a NULL node (on a persons table, 41 nodes per tract for 40 bins) had no
+    CDF at all: the level's node count was not a multiple of K, and the curve was
+    skipped without a word."""
     out = []
     for name in dict.fromkeys(lv.attribute for lv in view.levels if lv.kind == "range"):
         attr = release.attributes.get(name)
         lv = [x for x in view.levels if x.attribute == name][-1]
-        if attr is None or not attr.bins or lv.n_nodes % attr.bins or lv.span not in (1, None):
+        stride = None if attr is None or not attr.bins else \
+            int(attr.bins) + (1 if attr.null_category else 0)
+        if stride is None or lv.n_nodes % stride or lv.span not in (1, None):
             continue
-        K, groups = int(attr.bins), lv.n_nodes // int(attr.bins)
+        K, groups = int(attr.bins), lv.n_nodes // stride
         counts = np.zeros(K)
         for b, c in _rows(con, f"SELECT {quote_ident(name + '_bin_lo')}, sum(dp_count) "
                                f"FROM {quote_ident(lv.table)} GROUP BY 1"):
+            if stride > K and b is not None and int(b) == K:
+                continue  # the NULL node: in no prefix of the values
             if b is None or not 0 <= int(b) < K:
                 raise IntegrityError(f"{lv.table!r}: bin {b} is outside 0..{K - 1}")
             counts[int(b)] = float(c)
@@ -240,7 +250,7 @@ def range_curves(con: duckdb.DuckDBPyConnection, release: Release, view: ViewMet
         if view.error_model.reads_support:
             at, band, per_bin, kind = _support_bands(con, view, lv, name, K)
         else:
-            at, band, per_bin, kind = _bands(view.error_model, lv.k, K, groups)
+            at, band, per_bin, kind = _bands(view.error_model, lv.k, K, groups, stride)
         out.append(RangeCurve(name, lv.k, groups, edges, counts,
                               np.concatenate([[0.0], np.cumsum(counts)]), at, band, per_bin,
                               kind))

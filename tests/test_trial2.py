@@ -122,3 +122,37 @@ def test_case_bands_on_a_binned_attribute_are_told_the_forms_that_work(exact_con
         "SELECT CASE WHEN age < 20 THEN 'young' ELSE 'old' END, SUM(n) FROM (SELECT age, "
         "COUNT(*) AS n FROM trips GROUP BY age) GROUP BY 1 ORDER BY 1").fetchall()
     assert [(b, round(n)) for b, n, _ in where] == [(b, round(n)) for b, n in outside]
+
+
+def test_report_draws_the_cdf_of_a_range_with_a_null_node(tmp_path):
+    """An income whose non-response is released as a NULL node (`on_null =
+    "category"`) had no CDF in `dpsql report`: its leaf level holds K + 1 nodes per group
+    (41 per tract for 40 bins on a persons table), not a multiple of K, and the curve was
+    skipped without a word. Now the NULL node is left out of every prefix; the curve's
+    last point is the count of the rows with a value, for InfTDA and Gaussian trees."""
+    import duckdb
+
+    from dpsql.release import build_release
+    from dpsql.release_file import open_release
+    from dpsql.report_data import range_curves
+    from dpsql.spec import ReleaseSpec
+    from tests.e2e.null_policy_support import SPEC, write_data
+
+    write_data(tmp_path)
+    views = [{"name": "inc", "levels": ["g", "nc"], "mechanism": "inftda"},
+             {"name": "gnc", "levels": ["g", "nc"], "mechanism": "gaussian_tree"},
+             {"name": "nc1", "levels": ["nc"], "mechanism": "gaussian_tree"}]
+    spec = {**SPEC, "views": views, "reconcile": False}
+    out = tmp_path / "r.duckdb"
+    build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=3,
+                  progress=False)
+    release, con = open_release(out), duckdb.connect(str(out), read_only=True)
+    try:
+        for name in ("inc", "gnc", "nc1"):
+            curves = range_curves(con, release, release.views[name])
+            assert [c.attribute for c in curves] == ["nc"], name
+            c = curves[0]
+            assert c.cdf.size == 11 and abs(c.cdf[-1] - 2250) < 100, (name, c.cdf[-1])
+            assert c.band.size and (c.band >= 0).all() and c.band[-1] < 200, (name, c.band)
+    finally:
+        con.close()
