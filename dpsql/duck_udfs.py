@@ -17,6 +17,11 @@ models or the public prefix sums loaded at attach time and never touch the conne
   / ``dp_ci_high``: the ``low`` or ``high`` end of the interval at ``conf`` of a row whose
   count is ``count``, at whole counts and never below 0
   (:func:`~dpsql.accuracy.base.count_interval`; NULL for a NULL count);
+* ``dp_weighted_estimate(what, 'alias.view', level, nodes BIGINT[], weights DOUBLE[],
+  count)`` — ``dp_estimate()`` (``what`` = ``estimate``) and ``dp_estimate_stderr()``
+  (``estimate_stderr``) of a row whose range cuts a bin: each node weighed by its overlap
+  fraction, as its count is (an InfTDA view's measurements summed whole gave the touched
+  bins' count);
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_quantile_ci(end, 'alias.view', level, nodes BIGINT[], counts[], lo[], hi[], p,
@@ -78,6 +83,9 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
     def dp_error(what, key, level, nodes, param):
         return _dp_error(ref(), what, key, level, nodes, param)
 
+    def dp_weighted_estimate(what, key, level, nodes, weights, count):
+        return _dp_weighted_estimate(ref(), what, key, level, nodes, weights, count)
+
     def dp_interval(what, key, level, nodes, conf, count):
         return _dp_interval(ref(), what, key, level, nodes, conf, count)
 
@@ -96,6 +104,8 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
     fns = [
         ("dp_error", dp_error, [V, V, I, duckdb.list_type(B), D]),
         ("dp_interval", dp_interval, [V, V, I, duckdb.list_type(B), D, D]),
+        ("dp_weighted_estimate", dp_weighted_estimate,
+         [V, V, I, duckdb.list_type(B), duckdb.list_type(D), D]),
         ("dp_hist_quantile", _dp_hist_quantile,
          [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
         ("dp_quantile_ci", dp_quantile_ci,
@@ -109,7 +119,7 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
         # dp_error / dp_interval / dp_hist_quantile may return NULL (no variance; a NULL
         # count; an empty histogram)
         nulls = "special" if fname in ("dp_error", "dp_interval", "dp_hist_quantile",
-                                       "dp_quantile_ci") \
+                                       "dp_quantile_ci", "dp_weighted_estimate") \
             else "default"
         con.create_function(fname, fn, params, D, type="arrow", side_effects=False,
                             null_handling=nulls)
@@ -150,6 +160,25 @@ def _dp_error(st: _State | None, what, key, level, nodes, param) -> pa.Array:
             out.append(_bound(st, v, lv, ids_np, p))
         else:
             raise ProgrammingError(f"dp_error: unknown quantity {w!r}")
+    return pa.array(out, pa.float64())
+
+
+def _dp_weighted_estimate(st: _State | None, what, key, level, nodes, weights,
+                          count) -> pa.Array:
+    """``dp_estimate()`` / ``dp_estimate_stderr()`` of groups whose nodes count by their
+    overlap weights (a range bound inside a bin): :func:`_estimate` with the weights."""
+    out = []
+    for w, k, lv, ids, ws, c in zip(_py(what), _py(key), _py(level), _py(nodes),
+                                    _py(weights), _py(count)):
+        if w not in ("estimate", "estimate_stderr"):
+            raise ProgrammingError(f"dp_weighted_estimate: unknown quantity {w!r}")
+        if k is None or lv is None:
+            out.append(None)
+            continue
+        kept = [(i, x) for i, x in zip(ids or (), ws or ()) if i is not None]
+        got = _estimate(st, _view(st, k), lv, np.asarray([i for i, _ in kept], np.int64), c,
+                        np.asarray([x for _, x in kept], np.float64))
+        out.append(None if got is None else got[0 if w == "estimate" else 1])
     return pa.array(out, pa.float64())
 
 
@@ -204,18 +233,21 @@ def _stderr(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray) -> floa
 
 
 def _estimate(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray,
-              count: float | None) -> tuple[float | None, float | None] | None:
+              count: float | None, weights: np.ndarray | None = None
+              ) -> tuple[float | None, float | None] | None:
     """``dp_estimate()`` and ``dp_estimate_stderr()``: an unbiased estimate of the group's
     true count and its standard error. A real-valued view's count is one already (its
     own standard error); an InfTDA view's integer count is not, and its estimate is the
     sum of its nodes' noisy measurements, each as often as a join repeats it
     (:func:`~dpsql.accuracy.inftda_answers.measured_estimate`), None in a release that
-    does not store them."""
+    does not store them. ``weights``: each node's overlap weight, where a range bound cuts
+    its bin (the count is weighed so already; the measurements are weighed alike)."""
     if not v.model.reads_support:
         var = multiset.model_variance(v.model, level, ids)
         return count, (math.sqrt(var.value) if var is not None else None)
     model = v.model
-    got = measured_estimate(st.supports[v.key], model.sigma2, model.root_sigma2, level, ids)
+    got = measured_estimate(st.supports[v.key], model.sigma2, model.root_sigma2, level, ids,
+                            weights)
     return None if got is None else (got[0], math.sqrt(got[1]))
 
 

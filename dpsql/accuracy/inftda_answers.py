@@ -267,7 +267,8 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
 
 
 def measured_estimate(support: Support, sigma2: Sequence[float], root_sigma2: float | None,
-                      level: int, rows: Any) -> tuple[float, float] | None:
+                      level: int, rows: Any, weights: Any = None
+                      ) -> tuple[float, float] | None:
     """(estimate, variance) of the answer's true count from InfTDA's noisy measurements
     (:mod:`dpsql.release.measured`): the sum of its nodes' measurements, with σ² of
     ``level`` per node (the root's own variance at level 0; 0 for a public total). It is
@@ -279,11 +280,17 @@ def measured_estimate(support: Support, sigma2: Sequence[float], root_sigma2: fl
     precise: the root is measured whatever the noise, and a public total is exact. None
     when the release stores no measurements, when a released node of the answer has none
     (reconciliation made it positive under a parent the run pruned), or when the answer
-    holds only deep zeros: there is nothing to estimate it from."""
+    holds only deep zeros: there is nothing to estimate it from. ``weights`` (one per row,
+    an interpolated range's overlap fractions) weigh each measurement as the count weighs
+    its node: the estimate is then Σ w·x, with variance Σ w²σ²."""
     if len(support.measured) <= level:
         return None
     m = support.measured[level]
-    codes, reps = np.unique(np.asarray(rows, dtype=np.int64), return_counts=True)
+    codes, inverse, reps = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True,
+                                     return_counts=True)
+    if weights is not None:
+        reps = np.bincount(inverse.ravel(), weights=np.asarray(weights, dtype=np.float64),
+                           minlength=codes.size)
     reps = reps[codes != DEEP_ZERO].astype(np.float64)
     codes = codes[codes != DEEP_ZERO]
     if not codes.size:

@@ -348,6 +348,10 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                     f"{num(agg.conf)}, {num(meta.step or 0.0)})"))
         elif agg.kind == "stderr":
             new = err("stderr", None)
+        elif agg.kind in ("estimate", "estimate_stderr") and rows.weight is not None:
+            # a bound inside a bin: each node's measurement weighed as its count is
+            new = (f"DP_WEIGHTED_ESTIMATE('{agg.kind}', {quote_literal(view.key)}, {k}, "
+                   f"LIST({rows.node}), LIST({rows.weight}), {count_sum})")
         elif agg.kind == "estimate_stderr":
             new = err("estimate_stderr", None)
         elif agg.kind == "estimate":  # the count itself where it is already unbiased
