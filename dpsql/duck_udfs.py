@@ -427,9 +427,21 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
                 edges = edges_of(meta)
                 qs = quantile(np.concatenate((fitted, [total])),
                               np.clip(xs[sel], 0.0, 1.0), edges)
-                step = getattr(meta, "step", None)  # grid values: the value at or below
-                out[sel] = np.floor(qs / step + 1e-9) * step if step else qs
+                step = getattr(meta, "step", None)
+                out[sel] = grid_quantile(qs, xs[sel], step) if step else qs
     return pa.array(out, pa.float64())
 
 
-__all__ = ["hist_quantile", "register"]
+def grid_quantile(x: np.ndarray, p: np.ndarray, step: float) -> np.ndarray:
+    """The quantile of grid values whose continuous quantile (the smallest x with F(x) >=
+    p) is ``x``: the smallest value v whose cumulative count reaches p, as quantile_disc
+    gives it, i.e. for p > 0 the value whose cell [v, v + step) ends at or after x, and
+    for p = 0 the value at the first edge x. (⌊x / step⌋ took the next value where x fell
+    on an edge.) The planner's SQL for MEDIAN and quantile_cont is the same rule
+    (:mod:`dpsql.planner.rewrite_query`, ``on_grid``)."""
+    cells = np.where(np.asarray(p) > 0, np.ceil(x / step - 1e-9) - 1,
+                     np.floor(x / step + 1e-9))
+    return cells * step
+
+
+__all__ = ["grid_quantile", "hist_quantile", "register"]

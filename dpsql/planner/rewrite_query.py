@@ -283,18 +283,26 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         step = ref.release.attributes[attr].step
         return f"({lo_e} + {hi_e} - {num(step)}) / 2" if step else f"({lo_e} + {hi_e}) / 2"
 
-    def on_grid(attr: str, value: str) -> str:
-        """A quantile of grid values is a value: the grid point at or below the
-        continuous quantile (the smallest value v with F(v) >= p)."""
+    def on_grid(attr: str, value: str, p: float | None) -> str:
+        """A quantile of grid values is a value: the smallest value v whose cumulative
+        count reaches p, as quantile_disc gives it. The continuous quantile x is the
+        smallest x with F(x) >= p, so for p > 0 v is the value whose cell [v, v + step)
+        ends at or after x, ⌈x / step⌉ − 1 cells up. ⌊x / step⌋ took the next value
+        where x fell on an edge, i.e. where the values up to v count exactly p: MEDIAN(k)
+        of 906 rows, 453 of them k <= 4, answered 5 (quantile_disc: 4) beside its own
+        interval [4, 4]. For p = 0, x is the first edge and v its value; ``p`` None: an
+        interval's ends (:mod:`dpsql.quantile_ci`), grid values already. The same rule as
+        :func:`dpsql.duck_udfs.grid_quantile`."""
         meta = ref.release.attributes[attr]
         step = meta.step
         if not step:
             return value
+        scaled = value if step == 1 else f"{value} / {num(step)}"
+        cell = f"CEIL({scaled} - 1e-9) - 1" if p else f"FLOOR({scaled} + 1e-9)"
+        grid = cell if step == 1 else f"({cell}) * {num(step)}"
         if meta.value_type in ("date", "timestamp"):  # the axis back to a DATE/TIMESTAMP
-            return axis_to_value_sql(meta.value_type, value)
-        if step == 1:
-            return f"FLOOR({value})"
-        return f"FLOOR({value} / {num(step)} + 1e-9) * {num(step)}"
+            return axis_to_value_sql(meta.value_type, grid)
+        return grid
 
     # name an unaliased output that holds an aggregate (the one below the SELECT on each
     # aggregate's parent chain) as PostgreSQL does: a call by its function (``count``)
@@ -339,13 +347,14 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
             skip = f" FILTER (WHERE {lo_e} IS NOT NULL)" if meta.null_category else ""
             lists = f"LIST({rows.count}){skip}, LIST({lo_e}){skip}, LIST({hi_e}){skip}"
             if agg.end is None:
-                new = on_grid(agg.attribute, f"DP_HIST_QUANTILE({lists}, {num(agg.param)})")
+                new = on_grid(agg.attribute, f"DP_HIST_QUANTILE({lists}, {num(agg.param)})",
+                              agg.param)
             else:  # an end of its interval (dpsql.quantile_ci)
                 _refuse_quantile_interval(agg, view, k)
                 new = on_grid(agg.attribute, (
                     f"DP_QUANTILE_CI('{agg.end}', {quote_literal(view.key)}, {k}, "
                     f"LIST({rows.node}){skip}, {lists}, {num(agg.param)}, "
-                    f"{num(agg.conf)}, {num(meta.step or 0.0)})"))
+                    f"{num(agg.conf)}, {num(meta.step or 0.0)})"), None)
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind in ("estimate", "estimate_stderr") and rows.weight is not None:

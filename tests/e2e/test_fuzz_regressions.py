@@ -297,6 +297,23 @@ def test_an_infinite_bound_keeps_every_value_or_none(cons):
         assert abs(got - want) <= 0.5, (where, got, want)
 
 
+# A quantile of grid values where the values up to v count exactly p of the rows: the
+# continuous quantile falls on v's upper edge, and MEDIAN(k) WHERE k < 10 AND c = 'a'
+# (906 rows, 453 of them k <= 4) answered 5 beside its own interval [4, 4], where
+# quantile_disc (the smallest value whose cumulative count reaches p) gives 4.
+def test_a_quantile_on_a_bin_edge_is_the_value_below_it(cons):
+    dp, raw = cons
+    where = "k < 10 AND c = 'a'"
+    assert raw.execute(f"SELECT COUNT(*), COUNT(*) FILTER (k <= 4) FROM t WHERE {where}"
+                       ).fetchall() == [(906, 453)]  # the tie itself
+    got = _run(dp, f"SELECT MEDIAN(k), dp_quantile(k, 0.5), quantile_cont(k, 0.5), "
+                   f"dp_quantile_low(k, 0.5, 0.95), dp_quantile_high(k, 0.5, 0.95), "
+                   f"dp_quantile(k, 0.75), dp_quantile(k, 0) FROM t WHERE {where}")
+    want = raw.execute(f"SELECT quantile_disc(k, 0.75), min(k) FROM t WHERE {where}"
+                       ).fetchall()[0]
+    assert got == [(4, 4, 4, 4, 4, *want)]
+
+
 def _run_params(dp, sql, params):
     from dpsql import duck
     return duck.execute(dp, sql, params)[0].fetchall()
