@@ -186,6 +186,8 @@ def edge_half_widths(model: Any, level: int, ids: np.ndarray, row_bin: np.ndarra
     edge exactly.)"""
     uniq, inv = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
     j_all = np.arange(1, bins)
+    if not j_all.size:  # one bin (k = 3): no interior edge, the interval is the bin (no
+        return np.empty(0)  # variance to take; its None crashed the UDF with a TypeError)
     var = _block_variances(model, level, uniq, inv, row_bin, bins, p)
     if var is None and inv.size == uniq.size == bins and np.array_equal(inv, row_bin):
         var = model.prefix_linear_variances(level, uniq, p)  # one row per bin, in id order

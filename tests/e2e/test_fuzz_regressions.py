@@ -314,6 +314,22 @@ def test_a_quantile_on_a_bin_edge_is_the_value_below_it(cons):
     assert got == [(4, 4, 4, 4, 4, *want)]
 
 
+# The interval of a quantile over one bin (n = 3) crashed in the UDF on every view but
+# InfTDA ("TypeError: '>=' not supported between instances of 'NoneType' and 'float'"):
+# with no interior edge no variance was taken. It is the bin's value.
+@pytest.mark.parametrize("attr,where,value", [
+    ("n", "n = 3", 3), ("p", "p = 2.5", 2.5), ("d", "d = '2013-03-03'", "2013-03-03")])
+def test_the_interval_of_a_quantile_over_one_bin_is_that_bin(cons, attr, where, value):
+    import datetime
+
+    dp, _ = cons
+    rows = _run(dp, f"SELECT MEDIAN({attr}), dp_quantile_low({attr}, 0.5, 0.95), "
+                    f"dp_quantile_high({attr}, 0.9, 0.95) FROM v{attr} WHERE {where}")
+    if attr == "d":
+        value = datetime.date.fromisoformat(value)
+    assert rows == [(value, value, value)]
+
+
 def _run_params(dp, sql, params):
     from dpsql import duck
     return duck.execute(dp, sql, params)[0].fetchall()
