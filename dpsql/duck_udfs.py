@@ -25,7 +25,7 @@ models or the public prefix sums loaded at attach time and never touch the conne
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_quantile_ci(end, 'alias.view', level, nodes BIGINT[], counts[], lo[], hi[], p,
-  conf, step)`` — ``dp_quantile_low`` / ``dp_quantile_high``: the ``low`` or ``high`` end
+  conf, step, whole[])`` — ``dp_quantile_low`` / ``dp_quantile_high``: the ``low`` or ``high`` end
   of the ``conf`` interval of the group's true p-quantile, the view's CDF band inverted
   at the bin edges (:mod:`dpsql.quantile_ci`); NULL where the quantile is;
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
@@ -89,8 +89,9 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
     def dp_interval(what, key, level, nodes, conf, count):
         return _dp_interval(ref(), what, key, level, nodes, conf, count)
 
-    def dp_quantile_ci(end, key, level, nodes, counts, lo, hi, p, conf, step):
-        return _dp_quantile_ci(ref(), end, key, level, nodes, counts, lo, hi, p, conf, step)
+    def dp_quantile_ci(end, key, level, nodes, counts, lo, hi, p, conf, step, whole):
+        return _dp_quantile_ci(ref(), end, key, level, nodes, counts, lo, hi, p, conf, step,
+                               whole)
 
     def dp_range_count(view, attr, lo, hi):
         return _dp_prefix(ref(), "range", view, attr, lo, hi)
@@ -110,7 +111,7 @@ def register(con: duckdb.DuckDBPyConnection, st: _State) -> None:
          [duckdb.list_type(D), duckdb.list_type(D), duckdb.list_type(D), D]),
         ("dp_quantile_ci", dp_quantile_ci,
          [V, V, I, duckdb.list_type(B), duckdb.list_type(D), duckdb.list_type(D),
-          duckdb.list_type(D), D, D, D]),
+          duckdb.list_type(D), D, D, D, duckdb.list_type(D)]),
         ("dp_range_count", dp_range_count, [V, V, D, D]),
         ("dp_cdf", dp_cdf, [V, V, D]),
         ("dp_quantile", dp_quantile, [V, V, D]),
@@ -340,25 +341,27 @@ def _dp_hist_quantile(counts, lo, hi, p) -> pa.Array:
 
 
 def _dp_quantile_ci(st: _State | None, end, key, level, nodes, counts, lo, hi, p, conf,
-                    step) -> pa.Array:
+                    step, whole) -> pa.Array:
     """``dp_quantile_low``/``dp_quantile_high`` of each group (:mod:`dpsql.quantile_ci`):
-    NULL over no rows or a total that is not positive, as the quantile itself."""
+    NULL over no rows or a total that is not positive, as the quantile itself. ``whole``:
+    each row's count before a range bound that cuts its bin weighed it (the counts
+    themselves where nothing is cut)."""
     out = []
-    for w, k, lv, ids, c, a, b, q, g, s in zip(
+    for w, k, lv, ids, c, a, b, q, g, s, wh in zip(
             _py(end), _py(key), _py(level), _py(nodes), _py(counts), _py(lo), _py(hi),
-            _py(p), _py(conf), _py(step)):
+            _py(p), _py(conf), _py(step), _py(whole)):
         if None in (w, k, lv, q, g) or not c:
             out.append(None)
             continue
         if w not in ("low", "high"):
             raise ProgrammingError(f"dp_quantile_ci: unknown end {w!r} (low or high)")
-        got = _quantile_ends(st, k, lv, ids, c, a, b, q, g, s or 0.0)
+        got = _quantile_ends(st, k, lv, ids, c, a, b, q, g, s or 0.0, wh or c)
         out.append(None if got is None else got[0 if w == "low" else 1])
     return pa.array(out, pa.float64())
 
 
 def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: list,
-                   lo: list, hi: list, p: float, conf: float, step: float
+                   lo: list, hi: list, p: float, conf: float, step: float, whole: list
                    ) -> tuple[float, float] | None:
     """Both ends of a group's quantile interval, computed once: ``dp_quantile_low`` and
     ``dp_quantile_high`` of a row are two UDF calls on the same inputs. Memoised in
@@ -368,9 +371,9 @@ def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: l
     keep = [i for i, (n, x) in enumerate(zip(ids or (), counts)) if n is not None
             and x is not None]  # not the NULL rows an outer join padded on
     ids_np = np.asarray([ids[i] for i in keep], dtype=np.int64)
-    c, a, b = (np.asarray([xs[i] for i in keep], dtype=np.float64)
-               for xs in (counts, lo, hi))
-    digest = hashlib.blake2b(b"".join(x.tobytes() for x in (ids_np, c, a, b)),
+    c, a, b, wh = (np.asarray([xs[i] for i in keep], dtype=np.float64)
+                   for xs in (counts, lo, hi, whole))
+    digest = hashlib.blake2b(b"".join(x.tobytes() for x in (ids_np, c, a, b, wh)),
                              digest_size=16).digest()
     memo = ("quantile_ci", v.key, level, p, conf, step, digest)
     if memo in st.answers:
@@ -387,7 +390,7 @@ def _quantile_ends(st: _State | None, key: str, level: int, ids: list, counts: l
                                       model.root_sigma2, level, codes, sizes, at)
             return sum_band(offsets, ids_np, c, row_bin, bins, p, conf, nested)
         return edge_half_widths(v.model, level, ids_np, row_bin, bins, p, conf, D)
-    got = quantile_interval(c, a, b, halves, p, step)
+    got = quantile_interval(c, a, b, halves, p, step, wh)
     if len(st.answers) >= _MAX_ANSWERS:
         st.answers.clear()
     st.answers[memo] = got  # type: ignore[assignment]

@@ -309,8 +309,30 @@ def sum_band(offsets, ids: np.ndarray, counts: np.ndarray, row_bin: np.ndarray, 
     return U, L
 
 
+def cut_rows_span(U: np.ndarray, L: np.ndarray, counts: np.ndarray, whole: np.ndarray,
+                  row_bin: np.ndarray, bins: int, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """The band (U, L) widened by the rows that a range bound cutting a bin weighed (count
+    w·W of a whole count W): how the rows of a cut bin spread inside it is not released,
+    so the row's true share lies anywhere from none to all of them, as the count's own
+    dp_ci_low/high take it. D_j = Σ ([bin < j] − p)·count moves by (1 − p) per row below
+    edge j and by −p per row above it, so U_j gains (1 − p)·(room up below j) + p·(room
+    down from j) and L_j loses (1 − p)·(room down below j) + p·(room up from j), with room
+    up = max(W, 0) − count and down = count − min(W, 0). (Without it the interval
+    covered only the uniform guess: m >= DATE '2014-04-03' on month bins, p = 0.1, gave
+    [2014-04-03, 2014-04-30] where the data's quantile is 2014-05-01.)"""
+    moved = np.abs(whole - counts) > 1e-9 * np.abs(whole)  # the rows a cut weighed
+    if bins < 2 or not moved.any():
+        return U, L
+    up = np.where(moved, np.maximum(whole, 0.0) - counts, 0.0)
+    down = np.where(moved, counts - np.minimum(whole, 0.0), 0.0)
+    up_below = np.cumsum(np.bincount(row_bin, weights=up, minlength=bins))[:-1]
+    down_below = np.cumsum(np.bincount(row_bin, weights=down, minlength=bins))[:-1]
+    return (U + (1 - p) * up_below + p * (down.sum() - down_below),
+            L - (1 - p) * down_below - p * (up.sum() - up_below))
+
+
 def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                      halves, p: float, step: float = 0.0
+                      halves, p: float, step: float = 0.0, whole: np.ndarray | None = None
                       ) -> tuple[float, float] | None:
     """The (low, high) ends of a group's quantile interval (module doc) from its rows'
     released ``counts`` and bins [lo, hi); ``halves(row_bin, bins, D)`` gives the interior
@@ -319,7 +341,8 @@ def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     themselves as a pair of arrays (:func:`sum_band`; NaN at the edges that cannot
     decide an end), ``step`` the grid step (0: a continuous axis). None when the
     released total is not positive (the quantile itself is NULL there) or the model
-    gives no half-widths.
+    gives no half-widths. ``whole``: each row's count before a range bound that cuts its
+    bin weighed it (:func:`cut_rows_span`).
 
     >>> flat = lambda row_bin, bins, D: np.full(bins - 1, 3.0)
     >>> quantile_interval(np.array([10., 10, 10, 10]), np.arange(4.), np.arange(1., 5),
@@ -340,6 +363,8 @@ def quantile_interval(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     if h is None:
         return None
     U, L = h if isinstance(h, tuple) else (D + h, D - h)
+    if whole is not None:
+        U, L = cut_rows_span(U, L, c, np.asarray(whole, dtype=np.float64), row_bin, bins, p)
     up = np.flatnonzero(U >= 0)
     a = int(up[0]) + 1 if up.size else bins
     below = np.flatnonzero(L < 0)

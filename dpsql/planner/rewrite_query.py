@@ -354,7 +354,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 new = on_grid(agg.attribute, (
                     f"DP_QUANTILE_CI('{agg.end}', {quote_literal(view.key)}, {k}, "
                     f"LIST({rows.node}){skip}, {lists}, {num(agg.param)}, "
-                    f"{num(agg.conf)}, {num(meta.step or 0.0)})"), None)
+                    f"{num(agg.conf)}, {num(meta.step or 0.0)}, LIST("
+                    f"{rows.count if rows.weight is None else rows.whole}){skip})"), None)
         elif agg.kind == "stderr":
             new = err("stderr", None)
         elif agg.kind in ("estimate", "estimate_stderr") and rows.weight is not None:

@@ -132,6 +132,23 @@ def test_exact_release_brackets_the_true_quantile_within_one_value(exact_con, tr
     assert low <= dist <= high and high - low <= 8.0, (low, high, dist)  # bins of 4
 
 
+def test_a_bound_inside_a_bin_widens_the_interval_by_that_bins_rows(exact_con, trips_data):
+    """The rows of a bin that a range bound cuts may lie anywhere inside it, so the
+    interval spans their share from none to all (as dp_ci_low/high do). It covered the
+    uniform guess only: distance >= 13 on bins of 4 gave the median's [20, 24] where the
+    data's is 24.19, p = 0.1 of distance >= 30 [30, 32] against 32.07."""
+    src = f"'{trips_data / 'trips.parquet'}'"
+    for p, t in [(0.5, 13), (0.1, 30), (0.9, 47)]:
+        truth = duckdb.connect().execute(
+            f"SELECT quantile_cont(distance, {p}) FROM {src} WHERE distance >= {t}"
+        ).fetchone()[0]
+        for view in ("dist", "mode_dist"):
+            low, high = exact_con.execute(
+                f"SELECT dp_quantile_low(distance, {p}, 0.95), dp_quantile_high(distance, "
+                f"{p}, 0.95) FROM {view} WHERE distance >= {t}").fetchone()
+            assert low <= truth <= high and high - low <= 8.0, (view, p, t, low, high, truth)
+
+
 @pytest.mark.parametrize("query,message", [
     ("SELECT dp_quantile_high(age, 0.5) FROM trips",
      "dp_quantile_high(attr, p, conf) takes three arguments (the binned attribute, the "
