@@ -25,9 +25,10 @@ models or the public prefix sums loaded at attach time and never touch the conne
 * ``dp_hist_quantile(counts[], lo[], hi[], p)`` — the p-quantile of a released histogram
   (the isotonic fit of its cumulative counts, as for ``dp_quantile``; uniform within a bin);
 * ``dp_quantile_ci(end, 'alias.view', level, nodes BIGINT[], counts[], lo[], hi[], p,
-  conf, step, whole[])`` — ``dp_quantile_low`` / ``dp_quantile_high``: the ``low`` or ``high`` end
-  of the ``conf`` interval of the group's true p-quantile, the view's CDF band inverted
-  at the bin edges (:mod:`dpsql.quantile_ci`); NULL where the quantile is;
+  conf, step, whole[])`` — ``dp_quantile_low`` / ``dp_quantile_high``: the ``low`` or
+  ``high`` end of the ``conf`` interval of the group's true p-quantile, the view's CDF
+  band inverted at the bin edges (:mod:`dpsql.quantile_ci`; ``whole``: the rows' counts
+  before a range bound inside their bin weighed them); NULL where the quantile is;
 * ``dp_range_count(view, attr, lo, hi)``, ``dp_cdf(view, attr, x)``,
   ``dp_quantile(view, attr, p)`` — over a range view's prefix table, with uniform
   interpolation inside a bin. ``view`` is ``'view'`` or ``'alias.view'``.
@@ -438,10 +439,12 @@ def _dp_prefix(st: _State | None, what: str, view, attr, x, y=None) -> pa.Array:
 def grid_quantile(x: np.ndarray, p: np.ndarray, step: float) -> np.ndarray:
     """The quantile of grid values whose continuous quantile (the smallest x with F(x) >=
     p) is ``x``: the smallest value v whose cumulative count reaches p, as quantile_disc
-    gives it, i.e. for p > 0 the value whose cell [v, v + step) ends at or after x, and
-    for p = 0 the value at the first edge x. (⌊x / step⌋ took the next value where x fell
-    on an edge.) The planner's SQL for MEDIAN and quantile_cont is the same rule
-    (:mod:`dpsql.planner.rewrite_query`, ``on_grid``)."""
+    gives it, i.e. for p > 0 the value whose cell [v, v + step) ends at or after x,
+    ⌈x / step⌉ − 1 cells up, and for p = 0 the value at the first edge x. ⌊x / step⌋
+    took the next value where x fell on an edge, i.e. where the values up to v count
+    exactly p: MEDIAN(k) of 906 rows, 453 of them k <= 4, answered 5 (quantile_disc: 4)
+    beside its own interval [4, 4]. The planner's SQL for MEDIAN, quantile_cont and
+    dp_quantile is the same rule (:mod:`dpsql.planner.rewrite_query`, ``on_grid``)."""
     cells = np.where(np.asarray(p) > 0, np.ceil(x / step - 1e-9) - 1,
                      np.floor(x / step + 1e-9))
     return cells * step

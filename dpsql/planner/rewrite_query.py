@@ -284,15 +284,9 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         return f"({lo_e} + {hi_e} - {num(step)}) / 2" if step else f"({lo_e} + {hi_e}) / 2"
 
     def on_grid(attr: str, value: str, p: float | None) -> str:
-        """A quantile of grid values is a value: the smallest value v whose cumulative
-        count reaches p, as quantile_disc gives it. The continuous quantile x is the
-        smallest x with F(x) >= p, so for p > 0 v is the value whose cell [v, v + step)
-        ends at or after x, ⌈x / step⌉ − 1 cells up. ⌊x / step⌋ took the next value
-        where x fell on an edge, i.e. where the values up to v count exactly p: MEDIAN(k)
-        of 906 rows, 453 of them k <= 4, answered 5 (quantile_disc: 4) beside its own
-        interval [4, 4]. For p = 0, x is the first edge and v its value; ``p`` None: an
-        interval's ends (:mod:`dpsql.quantile_ci`), grid values already. The same rule as
-        :func:`dpsql.duck_udfs.grid_quantile`."""
+        """A quantile of grid values is a value: the smallest one whose cumulative count
+        reaches p, as quantile_disc gives it (:func:`dpsql.duck_udfs.grid_quantile`, the
+        same rule). ``p`` None: an interval's ends, grid values already."""
         meta = ref.release.attributes[attr]
         step = meta.step
         if not step:
