@@ -25,9 +25,11 @@ Decisions:
   the view's error model: ``range_variance`` where the model has it (Cascade, b-ary tree:
   exact, vectorised), else ``sum_variance`` of the node set (tree counts: exact), both shown
   as ±1.96 σ (normal approximation; for Laplace noise the true coverage differs). InfTDA's
-  band is its calibrated per-answer 95 % interval (:mod:`dpsql.accuracy.inftda_answers`:
-  the linear support model over the released nodes of the prefix, calibrated by the
-  release-time bootstrap; pointwise, like the others); a release without a calibration
+  band is half the width of the calibrated per-answer 95 % interval that SQL gives for the
+  prefix (``dp_ci_low``/``dp_ci_high`` of ``COUNT(*) ... WHERE attr < edge``, run on an
+  analyst's connection: the planner's level and the released zeros included, so the
+  report and SQL show one number; :mod:`dpsql.accuracy.inftda_answers`; pointwise, like
+  the others); a release without a calibration
   (written by an earlier dpsql) shows the Theorem-1 high-probability L∞ bound at
   β = 0.05 instead, which holds for every edge at once. Each plot says which one it shows.
 * **Per-answer and simultaneous.** For InfTDA the per-level table gives both the
@@ -332,7 +334,8 @@ _BAND_TEXT = {
                             "normal approximation)",
     "bound": "95% band: InfTDA high-probability L∞ bound (β = 0.05, holds for every edge at "
              "once); not a standard error",
-    "calibrated": "95% band: InfTDA's calibrated per-answer interval of each prefix (linear "
+    "calibrated": "95% band: InfTDA's calibrated per-answer interval of each prefix, as "
+                  "dp_ci_low/dp_ci_high give it for COUNT(*) ... WHERE x < edge (linear "
                   "support model, bootstrap-calibrated at release time; pointwise, normal "
                   "approximation)",
 }
@@ -458,7 +461,7 @@ def _view_section(plot: _Plotter, con: duckdb.DuckDBPyConnection, release: Relea
         parts.append(_table([_e(lv.columns[-1]), "released count", "95% low", "95% high"],
                             [[_e(lab), _num(c), _num(lo), _num(hi)]
                              for lab, c, lo, hi in counts], "counts"))
-    for c in range_curves(con, release, view):
+    for c in range_curves(con, release, view, analyst):
         band = _BAND_TEXT[c.band_kind]
         summed = (f" Summed over the {c.groups:,} nodes of the levels above "
                   f"{_e(c.attribute)}." if c.groups > 1 else "")

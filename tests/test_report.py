@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -22,12 +23,12 @@ import duckdb
 import numpy as np
 import pytest
 
+import dpsql
 from dpsql._install import install_hint
-from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.cli import main
+from dpsql.dbapi import SeededReleaseWarning
 from dpsql.errors import NotSupportedError
 from dpsql.release import build_release, open_release
-from dpsql.release_file import read_support
 from dpsql.report import build_report, first_level_counts, level_rows, range_curves
 from dpsql.spec import ReleaseSpec
 
@@ -164,6 +165,18 @@ def ranges_release(trips_data, tmp_path_factory) -> Path:
     spec = ReleaseSpec.from_dict(_range_spec(trips_data), base_dir=trips_data)
     build_release(spec, out, seed=5, progress=False)
     return out
+
+
+@pytest.fixture(scope="module")
+def ranges_analyst(ranges_release):
+    """A cursor of dpsql.connect on ranges_release: the InfTDA bands are what SQL gives."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        con = dpsql.connect(ranges_release)
+    cur = con.cursor()
+    cur.warn_notices = False
+    yield cur
+    con.close()
 
 
 @pytest.fixture(scope="module")
@@ -335,12 +348,12 @@ def _true_age_cdf(trips_data: Path) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(hist)])
 
 
-def test_curves_equal_the_stored_prefix_sums(ranges_release, trips_data):
+def test_curves_equal_the_stored_prefix_sums(ranges_release, ranges_analyst, trips_data):
     release = open_release(ranges_release)
     con = duckdb.connect(str(ranges_release), read_only=True)
     try:
         for view in release.views.values():
-            (curve,) = range_curves(con, release, view)
+            (curve,) = range_curves(con, release, view, ranges_analyst)
             K = len(curve.counts)
             lead = [c for lv in view.levels if lv.kind != "range" for c in lv.columns]
             cum = np.array([r[0] for r in con.execute(
@@ -357,11 +370,12 @@ def test_curves_equal_the_stored_prefix_sums(ranges_release, trips_data):
         con.close()
 
 
-def test_bands_follow_the_error_model(ranges_release):
+def test_bands_follow_the_error_model(ranges_release, ranges_analyst):
     release = open_release(ranges_release)
     con = duckdb.connect(str(ranges_release), read_only=True)
     try:
-        curves = {v.name: range_curves(con, release, v)[0] for v in release.views.values()}
+        curves = {v.name: range_curves(con, release, v, ranges_analyst)[0]
+                  for v in release.views.values()}
     finally:
         con.close()
     # Cascade and the b-ary tree: range_variance, checked against sum_variance of the
@@ -381,27 +395,29 @@ def test_bands_follow_the_error_model(ranges_release):
     assert c.band[i] == pytest.approx(1.959964 * model.sum_variance(c.level, ids).stderr, rel=1e-6)
     assert c.bin_half[3] == pytest.approx(
         1.959964 * model.sum_variance(c.level, np.arange(7) * 64 + 3).stderr, rel=1e-6)
-    # InfTDA: the calibrated interval of the released nodes; the whole range is the root
-    view = release.views["age_inftda"]
-    c, model = curves["age_inftda"], view.error_model
+    # InfTDA: half the width of the interval SQL gives for the prefix and for each bin
+    # (the band was computed from the leaf level's released rows alone, without the
+    # released zeros and the coarser levels SQL reads: ±57.7 for the whole range of a
+    # trips release, whose SQL interval, the released root's, is ±2.5)
+    c = curves["age_inftda"]
     assert c.band_kind == "calibrated"
-    raw = duckdb.connect(str(ranges_release), read_only=True)
-    support = read_support(raw, view)
-    bins = raw.execute(f"SELECT age_bin_lo FROM {view.level(c.level).table} ORDER BY rowid"
-                       ).fetchnumpy()["age_bin_lo"]
-    raw.close()
-
-    def half(rows):
-        _, below, above = interval_offsets(support, model.calibration, model.sigma2,
-                                           model.root_sigma2, c.level, rows, 0.95)
-        return (below + above) / 2
-
-    assert c.band[-1] == pytest.approx(half(np.arange(bins.size)))
-    assert c.bin_half[50] == pytest.approx(half(np.flatnonzero(bins == 50)))
+    edges = release.attributes["age"]
+    for i in (3, len(c.band_at) // 2, len(c.band_at) - 1):
+        _, lo, hi = ranges_analyst.execute(
+            "SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM age_inftda "
+            "WHERE age < ?", [float(c.edges[c.band_at[i]])]).fetchone()
+        assert c.band[i] == (hi - lo) / 2
+    root = ranges_analyst.execute(
+        "SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM age_inftda").fetchone()
+    assert c.edges[-1] == edges.upper and c.band[-1] == (root[2] - root[1]) / 2
+    _, lo, hi = ranges_analyst.execute(
+        "SELECT COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM age_inftda "
+        "WHERE age >= 50 AND age < 51").fetchone()
+    assert c.bin_half[50] == (hi - lo) / 2
 
 
 @pytest.mark.statistical
-def test_bands_cover_the_true_cdf(ranges_release, trips_data):
+def test_bands_cover_the_true_cdf(ranges_release, ranges_analyst, trips_data):
     """Seeded: the true CDF lies within 5 standard errors at every edge (variance views
     and InfTDA's calibrated intervals)."""
     release = open_release(ranges_release)
@@ -409,7 +425,7 @@ def test_bands_cover_the_true_cdf(ranges_release, trips_data):
     con = duckdb.connect(str(ranges_release), read_only=True)
     try:
         for name in ("age_btree", "age_gauss", "age_inftda"):
-            c = range_curves(con, release, release.views[name])[0]
+            c = range_curves(con, release, release.views[name], ranges_analyst)[0]
             err = np.abs(c.cdf[c.band_at] - truth[c.band_at])
             scale = c.band / 1.959964 * 5 if c.band_kind in ("variance", "calibrated") \
                 else c.band
