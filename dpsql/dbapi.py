@@ -147,7 +147,7 @@ def _cache_key(operation: str, parameters: list[Any] | None) -> tuple | None:
 
 def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
             plan_cache_size: int = 256, duckdb_config: Mapping[str, Any] | None = None,
-            allow_file_access: bool = False) -> "Connection":
+            allow_file_access: bool = False, _stacklevel: int = 1) -> "Connection":
     """Open a DB-API connection to the release file ``path``.
 
     An in-memory DuckDB database is created and the release is attached read-only under
@@ -161,6 +161,8 @@ def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
     URL can be read through it. ``allow_file_access=True`` leaves file access on, for a
     trusted analyst who wants to join public files; it is logged (``dpsql`` logger,
     WARNING), and such a connection can read every file this process can.
+    ``_stacklevel`` (private): how many frames above this call the warning points (the
+    SQLAlchemy dialect points it at the analyst's line, past SQLAlchemy's pool).
     """
     if not isinstance(allow_file_access, bool):
         raise ProgrammingError(f"allow_file_access must be True or False, got "
@@ -179,7 +181,7 @@ def connect(path: str | Any, *, read_only: bool = True, name: str | None = None,
         raise _translate(err) from err
     conn = Connection(con, plan_cache_size, lockdown=not allow_file_access)
     try:
-        conn.attach(path, name=name, _stacklevel=3)  # warn at connect()'s caller
+        conn.attach(path, name=name, _stacklevel=2 + _stacklevel)  # at connect()'s caller
     except BaseException:
         conn.close()
         raise

@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +145,10 @@ class DpsqlCompiler(PGCompiler):
             "read-only; drop .with_for_update()")
 
 
-_OWN = tuple(str(Path(m.__file__).parent) + os.sep for m in (sys.modules["dpsql"],)) + (
-    str(Path(sa_exc.__file__).parent) + os.sep,)
+_OWN = tuple(str(Path(f).parent) + os.sep for f in (__file__, sa_exc.__file__))
+"""The directories of dpsql's dialect and of SQLAlchemy (frames :func:`_caller_level`
+skips; dpsql's other modules lie under ``site-packages`` once installed, or are not on
+the path between the analyst and the pool)."""
 
 
 def _caller_level() -> int:
@@ -155,7 +156,8 @@ def _caller_level() -> int:
     packages (the analyst's ``pd.read_sql(...)`` or ``engine.connect()``): a warning
     raised while SQLAlchemy's pool connects is then reported at the line that asked for
     the connection, not inside SQLAlchemy or pandas (Python 3.12's
-    ``skip_file_prefixes``, on 3.10 too). When every frame is such code, the outermost."""
+    ``skip_file_prefixes``, on 3.10 too). When every frame is such code, the outermost.
+    Level 1 is the caller of this function."""
     frame, level = sys._getframe(1), 1
     while frame.f_back is not None and _library(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
@@ -264,12 +266,11 @@ class DpsqlDialect(Inspection, default.DefaultDialect):
         from_url = cparams.pop("_url_duckdb_config", None)
         if from_url:  # URL settings, then connect_args={"duckdb_config": ...} on top
             cparams["duckdb_config"] = {**from_url, **(cparams.get("duckdb_config") or {})}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            con = self.dbapi.connect(*cargs, **cparams)  # 1.4 has no loaded_dbapi
-        for w in caught:  # shown at the analyst's line, not inside SQLAlchemy's pool
-            warnings.warn(w.message, w.category, stacklevel=_caller_level())
-        return con
+        # a seeded release's warning at the analyst's line, not inside SQLAlchemy's pool
+        # (no warnings.catch_warnings here: it swaps process-wide state, and two pool
+        # threads connecting at once left every later warning in a dead list)
+        return self.dbapi.connect(*cargs, _stacklevel=_caller_level(),  # 1.4: no loaded_dbapi
+                                  **cparams)
 
     def _get_server_version_info(self, connection: Any) -> tuple:
         return tuple(int(p) if p.isdigit() else p for p in __version__.split("."))
