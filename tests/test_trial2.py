@@ -91,7 +91,7 @@ def test_unquoted_value_or_misspelled_column_says_what_to_write(exact_con):
     for sql in ("SELECT province, COUNT(*) FROM trips WHERE region = R1 GROUP BY 1",
                 'SELECT province, COUNT(*) FROM trips WHERE region = "r1" GROUP BY 1'):
         with pytest.raises(dpsql.UnsupportedQueryError,
-                           match=r"is a value of region: .* region = 'R1'$"):
+                           match=r"is a value of region, not a column: .* 'R1'$"):
             cur.execute(sql)
     with pytest.raises(dpsql.UnsupportedQueryError, match=r"did you mean 'province'\?$"):
         cur.execute("SELECT provnce, COUNT(*) FROM trips GROUP BY 1")

@@ -92,8 +92,8 @@ def not_an_attribute(name: str, release: ReleaseInfo) -> UnsupportedQueryError:
     holders = [(c, name) for c, values in release.domains if name in values] or \
         [(c, v) for c, values in release.domains for v in values if v.lower() == name.lower()]
     close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.75)
-    hint = (f"; {name!r} is a value of {holders[0][0]}: write a value as a string in "
-            f"single quotes, {holders[0][0]} = {quote_literal(holders[0][1])}" if holders
+    hint = (f"; {name!r} is a value of {holders[0][0]}, not a column: write a value as a "
+            f"string in single quotes, {quote_literal(holders[0][1])}" if holders
             else f"; did you mean {close[0]!r}?" if close else "")
     return UnsupportedQueryError(
         f"column {name!r} is not an attribute of the release {release.release.name!r}; "

@@ -121,10 +121,13 @@ def _bands_text(a: AttributeMeta) -> str:
     return (f"; for bands of unequal widths, count each band with its own WHERE, e.g. "
             f"SELECT 'low' AS band, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM "
             f"<table> WHERE {x} < <edge> UNION ALL SELECT 'high', COUNT(*), "
-            f"dp_ci_low(0.95), dp_ci_high(0.95) FROM <table> WHERE {x} >= <edge> (edges "
-            f"on bin edges are exact), or add up the bins outside: SELECT CASE WHEN {x} < "
-            f"<edge> THEN 'low' ELSE 'high' END, SUM(n) FROM (SELECT {x}, COUNT(*) AS n "
-            f"FROM <table> GROUP BY {x}) GROUP BY 1 (without error columns)")
+            f"dp_ci_low(0.95), dp_ci_high(0.95) FROM <table> WHERE {x} >= <edge> (exact "
+            f"with edges on bin edges, interpolated with a wider interval otherwise), or, "
+            f"with every edge on a bin edge, add up the bins outside: SELECT CASE WHEN {x} "
+            f"< <edge> THEN 'low' ELSE 'high' END, SUM(n) FROM (SELECT {x}, COUNT(*) AS n "
+            f"FROM <table> GROUP BY {x}) GROUP BY 1 (without error columns; each bin is "
+            f"read as its lower bound, so an edge inside a bin puts the whole bin in one "
+            f"band)")
 
 
 def _whole_item(node: exp.Expression) -> bool:
