@@ -149,4 +149,4 @@ def test_dry_run_and_inspect_show_value_types_and_null_policies(trips_data, tmp_
     out = tmp_path / "t.duckdb"
     build_release(spec, out, seed=1, progress=False)
     built = shown(open_release(out))
-    assert built["age"][1] == "integer" and built["distance"][1] == "real"
+    assert built["age"][1] == "integer" and built["distance"][1] == "real (x <= v is x < v)"
