@@ -241,15 +241,16 @@ def _estimate(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray,
     true count and its standard error. A real-valued view's count is one already (its
     own standard error); an InfTDA view's integer count is not, and its estimate is the
     sum of its nodes' noisy measurements, each as often as a join repeats it
-    (:func:`~dpsql.accuracy.inftda_answers.measured_estimate`), None in a release that
-    does not store them. ``weights``: each node's overlap weight, where a range bound cuts
+    (:func:`~dpsql.accuracy.inftda_answers.measured_estimate`: a node reconciliation made
+    positive, never measured, stands in with its calibrated count), None in a release
+    that does not store them. ``weights``: each node's overlap weight, where a range bound cuts
     its bin (the count is weighed so already; the measurements are weighed alike)."""
     if not v.model.reads_support:
         var = multiset.model_variance(v.model, level, ids)
         return count, (math.sqrt(var.value) if var is not None else None)
     model = v.model
     got = measured_estimate(st.supports[v.key], model.sigma2, model.root_sigma2, level, ids,
-                            weights)
+                            weights, model.calibration)
     return None if got is None else (got[0], math.sqrt(got[1]))
 
 

@@ -40,6 +40,15 @@ ZERO_CHILD = 1 << 32
 """A released zero's code is ``-2 - (parent row + ZERO_CHILD·child)`` (:func:`zero_code`)."""
 
 
+def values_at(ids: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The values at the ids ``at`` (NaN where absent) for sorted ``ids``: a level's
+    stored measurements by node id or by released-zero code."""
+    if ids.size == 0:
+        return np.full(at.size, np.nan)
+    pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
+    return np.where(ids[pos] == at, values[pos], np.nan)
+
+
 def zero_code(parent: Any, child: Any = 0) -> Any:
     """The row code of the released zero ``child`` (any number that tells a parent's
     children apart, below 2³¹) under row ``parent`` of the level above; the planner writes
@@ -190,4 +199,4 @@ def split_rows(rows: Any) -> SplitRows:
 
 
 __all__ = ["DEEP_ZERO", "Measured", "SplitRows", "Support", "ZERO_CHILD", "linear_variance",
-           "node_variances", "split_rows", "zero_code", "zero_parents_of"]
+           "node_variances", "split_rows", "values_at", "zero_code", "zero_parents_of"]

@@ -30,7 +30,7 @@ bias of −0.07 to −0.38 (docs/sql.md has the measured coverage of this form).
 
 The release keeps per released node its measurement (``dp_measured``, a level-table
 column; NULL for a node no measurement covers: one made positive by reconciliation under
-a parent the run pruned), and in the ``<view>__measured`` table (``dp_level``,
+a parent the run pruned, which answers read as its calibrated count instead), and in the ``<view>__measured`` table (``dp_level``,
 ``dp_code``, ``dp_measured``) the root's (level 0, code 0: the public total itself under
 ``substitute``) and per measured node that came out 0 under a released parent its
 measurement, keyed by the planner's released-zero code. A node under a pruned parent was
@@ -44,16 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from dpsql.accuracy.inftda_support import zero_code
+from dpsql.accuracy.inftda_support import values_at, zero_code
 from dpsql.release_file import MEASURED_TABLE
-
-
-def _at(ids: np.ndarray, values: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The values at the ids ``at`` (NaN where absent) for sorted ``ids``."""
-    if ids.size == 0:
-        return np.full(at.size, np.nan)
-    pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
-    return np.where(ids[pos] == at, values[pos], np.nan)
 
 
 def measured_columns(dtree: Any, tree: Any) -> tuple[list[dict[str, np.ndarray]],
@@ -71,7 +63,7 @@ def measured_columns(dtree: Any, tree: Any) -> tuple[list[dict[str, np.ndarray]]
         order = np.argsort(ids, kind="stable")
         ids, x = np.asarray(ids, np.int64)[order], np.asarray(x, np.float64)[order]
         rel = tree.levels[k].ids
-        columns.append({"dp_measured": _at(ids, x, rel)})
+        columns.append({"dp_measured": values_at(ids, x, rel)})
         parents = tree.levels[k - 1].ids  # a zero under a released parent has a code
         keep = np.flatnonzero(~np.isin(ids, rel))
         p = dtree.parent(k, ids[keep])
