@@ -30,8 +30,9 @@ bias of −0.07 to −0.38 (docs/sql.md has the measured coverage of this form).
 
 The release keeps per released node its measurement (``dp_measured``, a level-table
 column; NULL for a node no measurement covers: one made positive by reconciliation under
-a parent the run pruned, which answers read as its calibrated count instead), and in the ``<view>__measured`` table (``dp_level``,
-``dp_code``, ``dp_measured``) the root's (level 0, code 0: the public total itself under
+a parent the run pruned, which answers read as its calibrated count instead), and in the
+``<view>__measured`` table (``dp_level``, ``dp_code``, ``dp_measured``) the root's
+(level 0, code 0: the public total itself under
 ``substitute``) and per measured node that came out 0 under a released parent its
 measurement, keyed by the planner's released-zero code. A node under a pruned parent was
 never measured; an answer that holds one is told so by its ``-1`` code. A view that drew
