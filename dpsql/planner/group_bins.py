@@ -388,6 +388,14 @@ def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
     return name
 
 
+def unit_spelled(call: exp.Expression) -> str | None:
+    """The unit ``date_trunc`` was written with, lower case and in DuckDB's canonical
+    spelling ('mon' is 'month'); None when it is not a literal."""
+    unit = call.args.get("unit")
+    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
+    return TRUNC_ALIASES.get(name, name)
+
+
 def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
     """The unit of ``date_trunc(unit, a)``, checked: ``a`` is a date or timestamp
     attribute and the unit a literal among those of its type
@@ -399,8 +407,7 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
             "not a date or timestamp; group its values with the range predicates "
             f"(WHERE {a.name} BETWEEN lo AND hi)")
     unit = call.args.get("unit")
-    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
-    name = TRUNC_ALIASES.get(name, name)  # 'mon' is 'month', as in DuckDB
+    name = unit_spelled(call)
     if a.value_type == "date" and name in DATE_AS_DAY:
         name = "day"
     allowed = TRUNC_UNITS[a.value_type]

@@ -50,11 +50,11 @@ from types import SimpleNamespace
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TRUNC_ALIASES
+from dpsql.domains.calendar import DATE_AS_DAY, EPOCH
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.group_bins import TRUNCS, trunc_name
+from dpsql.planner.group_bins import TRUNCS, trunc_name, unit_spelled
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
@@ -123,9 +123,7 @@ def _refuse_date_by_time(call: exp.Expression, meta) -> None:
     ``date_trunc('hour', d) = TIMESTAMP '2013-05-05 00:00:00'`` is false on 2013-05-05
     while ``... IN (TIMESTAMP '2013-05-05 00:00:00')`` is true, and ``date_trunc('minute',
     d) > '2013-05-05 12:00'`` is true there. No answer would agree with DuckDB's."""
-    unit = call.args.get("unit")
-    name = unit.name.lower() if isinstance(unit, (exp.Var, exp.Literal)) else None
-    if meta.value_type == "date" and TRUNC_ALIASES.get(name, name) in DATE_AS_DAY:
+    if meta.value_type == "date" and unit_spelled(call) in DATE_AS_DAY:
         raise UnsupportedQueryError(
             f"{call.sql('duckdb')} compared with a value: on the date attribute "
             f"{meta.name!r} it is the date's midnight, and DuckDB compares it "
