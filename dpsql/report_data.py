@@ -206,7 +206,7 @@ def _sql_bands(analyst: Any, view: ViewMeta, attr: Any, edges: np.ndarray, K: in
     missed both: on the trips release (ρ = 1) ``distance < 256`` (the whole range, the
     released root) showed ±57.7 where SQL gives ±2.5, and ``distance < 192`` ±57.0 where
     it reads a coarser level and gives ±15.0; a persons table's age CDF ±5,323 against
-    ±852."""
+    ±852. Cost: about 0.1 s per curve at K = 64, 1.5 s at K = 4,000."""
     value = ((lambda x: from_axis(attr.value_type, float(x)))
              if attr.value_type in CALENDAR_TYPES else float)
     at = np.unique(np.round(np.linspace(0, K, min(K, _MAX_BAND_POINTS - 1) + 1))
@@ -224,10 +224,13 @@ def _sql_bands(analyst: Any, view: ViewMeta, attr: Any, edges: np.ndarray, K: in
         band[i] = (hi - lo) / 2.0 if lo is not None and hi is not None else np.nan
     per_bin = None
     if K <= _MAX_BIN_LOOP:
-        rows = analyst.execute(
-            f"SELECT {col}, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM {name} WHERE "
-            f"{col} IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall()
-        if len(rows) == K:  # one row per bin, in bin order
+        try:
+            rows = analyst.execute(
+                f"SELECT {col}, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95) FROM {name} "
+                f"WHERE {col} IS NOT NULL GROUP BY 1 ORDER BY 1").fetchall()
+        except Error:  # as above: no per-bin error bars rather than no report
+            rows = []
+        if len(rows) == K:  # one row per bin, in bin order (every bin, zeros included)
             per_bin = np.array([(hi - lo) / 2.0 for _, _, lo, hi in rows])
     return at, band, per_bin, "calibrated"
 
