@@ -28,9 +28,7 @@ import numpy as np
 
 from dpsql.accuracy.inftda_answers import Calibration
 from dpsql.accuracy.inftda_support import Support, node_variances
-from dpsql.accuracy.inftda_zeros import child_shifts
 from dpsql.mechanisms.base import PrivateTree
-from dpsql.mechanisms.inftda_prior import bootstrap_priors, prior_window
 
 MAX_REPLICATES = 32
 MIN_REPLICATES = 4
@@ -73,26 +71,6 @@ def _lookup(ids: np.ndarray, counts: np.ndarray, at: np.ndarray) -> np.ndarray:
         return np.zeros(at.size, np.int64)
     pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
     return np.where(ids[pos] == at, counts[pos], 0)
-
-
-def level_priors(support: Support, released: PrivateTree, sigma2: Any
-                 ) -> tuple[tuple[tuple[float, ...], ...], ...]:
-    """Per level 1..d, the prior of its counts fitted to its measurements and its
-    bootstrap refits (:func:`~dpsql.mechanisms.inftda_prior.bootstrap_priors`, over the
-    window its largest push to 0 needs), or an empty tuple; none at all when the run kept
-    no measurements."""
-    if released.measured is None:
-        return ()
-    d = len(support.parent) - 1
-    shifts = child_shifts(support.fanout[:d], support.active[:d], sigma2)
-    out = []
-    for k in range(1, d + 1):
-        sigma = float(sigma2[k - 1]) ** 0.5
-        push = float(shifts[k - 1].max()) if shifts[k - 1].size else 0.0
-        window = prior_window(sigma, push)
-        fits = bootstrap_priors(released.measured[k][1], sigma, window, seed=k)
-        out.append(tuple(tuple(float(f"{p:.6g}") for p in fit) for fit in fits))
-    return tuple(out)
 
 
 class Moments:
@@ -170,7 +148,7 @@ class Moments:
             root_bias = float(self.s1[0][0] / B)
             root_var = float(max(self.s2[0][0] / B - root_bias ** 2, 0.0) * (B / max(B - 1, 1)))
         cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var), root_bias,
-                          root_var, level_priors(support, released, model.sigma2))
+                          root_var)
         return cal, tuple(biases), shape, variances
 
 
@@ -234,5 +212,5 @@ def calibrated_tree(dtree: Any, released: PrivateTree,
     return with_calibration(dtree, released, moments, "parametric bootstrap")
 
 
-__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "level_priors",
-           "replicates_for", "support_arrays", "with_calibration"]
+__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
+           "support_arrays", "with_calibration"]
