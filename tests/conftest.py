@@ -22,19 +22,26 @@ from dpsql.datasets import commutes_spec, trips_spec, write_commutes, write_trip
 N_ROWS = 20_000
 
 
-def seeded_cursor(spec, path: Path, seed: int):
-    """A cursor on the release of ``spec`` (a :class:`~dpsql.spec.ReleaseSpec`) built at
-    ``path`` with ``seed``: seeded on purpose, so its not-private warning is silenced."""
+def connect_seeded(path: Path):
+    """``dpsql.connect`` on a release built with a seed on purpose (a test's), its
+    not-private warning silenced."""
     import warnings
 
     import dpsql
     from dpsql.dbapi import SeededReleaseWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)
+        return dpsql.connect(path)
+
+
+def seeded_cursor(spec, path: Path, seed: int):
+    """A cursor on the release of ``spec`` (a :class:`~dpsql.spec.ReleaseSpec`) built at
+    ``path`` with ``seed``: seeded on purpose, so its not-private warning is silenced."""
     from dpsql.release import build_release
 
     build_release(spec, path, seed=seed, progress=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        return dpsql.connect(path).cursor()
+    return connect_seeded(path).cursor()
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -23,14 +22,13 @@ import duckdb
 import numpy as np
 import pytest
 
-import dpsql
 from dpsql._install import install_hint
 from dpsql.cli import main
-from dpsql.dbapi import SeededReleaseWarning
 from dpsql.errors import NotSupportedError
 from dpsql.release import build_release, open_release
 from dpsql.report import build_report, first_level_counts, level_rows, range_curves
 from dpsql.spec import ReleaseSpec
+from conftest import connect_seeded
 
 pytest.importorskip("matplotlib")
 
@@ -170,9 +168,7 @@ def ranges_release(trips_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def ranges_analyst(ranges_release):
     """A cursor of dpsql.connect on ranges_release: the InfTDA bands are what SQL gives."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        con = dpsql.connect(ranges_release)
+    con = connect_seeded(ranges_release)
     cur = con.cursor()
     cur.warn_notices = False
     yield cur

@@ -130,12 +130,9 @@ def test_report_draws_the_cdf_of_a_range_with_a_null_node(tmp_path):
     (41 per tract for 40 bins on a persons table), not a multiple of K, and the curve was
     skipped without a word. Now the NULL node is left out of every prefix; the curve's
     last point is the count of the rows with a value, for InfTDA and Gaussian trees."""
-    import warnings
-
     import duckdb
 
-    import dpsql
-    from dpsql.dbapi import SeededReleaseWarning
+    from conftest import connect_seeded
     from dpsql.release import build_release
     from dpsql.release_file import open_release
     from dpsql.report_data import range_curves
@@ -151,9 +148,7 @@ def test_report_draws_the_cdf_of_a_range_with_a_null_node(tmp_path):
     build_release(ReleaseSpec.from_dict(spec, base_dir=tmp_path), out, seed=3,
                   progress=False)
     release, con = open_release(out), duckdb.connect(str(out), read_only=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        analyst = dpsql.connect(out)
+    analyst = connect_seeded(out)
     try:
         for name in ("inc", "gnc", "nc1"):
             curves = range_curves(con, release, release.views[name], analyst.cursor())

@@ -27,6 +27,7 @@ from dpsql import duck
 from dpsql.dbapi import SeededReleaseWarning
 from dpsql.planner.level_rows import dense_nodes_sql
 from dpsql.release_file import open_release
+from conftest import connect_seeded
 
 
 @pytest.mark.parametrize("fixture", ["trips_release", "commutes_release"])
@@ -73,9 +74,7 @@ def _measured_by_mode(path) -> dict[str, tuple[float, int]]:
 def test_dp_estimate_is_the_sum_of_the_stored_measurements(trips_release):
     want = _measured_by_mode(trips_release)
     sigma2 = open_release(trips_release).views["geo_mode"].error_model.sigma2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        con = dpsql.connect(str(trips_release))
+    con = connect_seeded(str(trips_release))
     rows = con.execute("SELECT mode, COUNT(*), dp_estimate(), dp_estimate_stderr() "
                        "FROM geo_mode GROUP BY mode").fetchall()
     assert len(rows) == len(want) >= 4
@@ -118,9 +117,7 @@ def test_a_release_without_measurements_keeps_its_intervals_and_has_no_estimate(
              "dp_estimate(), dp_estimate_stderr() FROM geo_mode GROUP BY mode ORDER BY mode")
     got = {}
     for path in (trips_release, old):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SeededReleaseWarning)
-            con = dpsql.connect(str(path))
+        con = connect_seeded(str(path))
         got[path] = con.execute(query).fetchall()
         con.close()
     assert [r[:5] for r in got[old]] == [r[:5] for r in got[trips_release]]
@@ -135,9 +132,7 @@ def test_a_release_without_measurements_keeps_its_intervals_and_has_no_estimate(
 ])
 def test_estimate_functions_are_checked_like_the_error_columns(trips_release, query,
                                                                message):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        con = dpsql.connect(str(trips_release))
+    con = connect_seeded(str(trips_release))
     with pytest.raises(dpsql.NotSupportedError, match=message):
         con.execute(query)
     con.close()
@@ -171,9 +166,7 @@ def test_a_view_with_too_many_measurements_keeps_none(trips_data, tmp_path, monk
              "FROM geo_mode GROUP BY mode ORDER BY mode")
     got = {}
     for cap, path in paths.items():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SeededReleaseWarning)
-            con = dpsql.connect(str(path))
+        con = connect_seeded(str(path))
         got[cap] = con.execute(query).fetchall()
         con.close()
     assert [r[:4] for r in got[50]] == [r[:4] for r in got[default]]
@@ -237,9 +230,7 @@ def test_nodes_reconciliation_made_positive_stand_in_with_their_calibrated_count
         "HAVING count(*) = 2 ORDER BY city LIMIT 1").fetchone()
     raw.close()
     sigma2 = open_release(path).views["geo_dist"].error_model.sigma2
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SeededReleaseWarning)
-        con = dpsql.connect(str(path))
+    con = connect_seeded(str(path))
     rows = con.execute("SELECT city, COUNT(*), dp_estimate(), dp_estimate_stderr() "
                        "FROM trips WHERE distance < 40 GROUP BY city").fetchall()
     held = [r for r in rows if r[1] > 0]  # the others hold only deep zeros: no estimate
