@@ -120,7 +120,11 @@ def _choose(ref: Reference) -> Choice:
     for v in covering:
         level, aligned = _level_for(v, ref, edges)
         scored.append((_predict(v, level, ref, bins), level, v.name, v, aligned))
-    scored.sort(key=lambda s: (s[0].half, s[1], s[2]))
+    # ties broken by level, then name; halves equal to 12 digits are ties: views that
+    # reconciliation made agree (every view's total) predict the same variance up to
+    # the last bits of float arithmetic, which differ between numpy builds, and the
+    # plan must not (a COUNT(*) read from another view on another machine)
+    scored.sort(key=lambda s: (float(f"{s[0].half:.12g}"), s[1], s[2]))
     best = scored[0]
     return Choice(best[3], best[1], best[4], best[0].half,
                   tuple((s[2], s[1], s[0].half) for s in scored), best[0].stderr)
