@@ -1,5 +1,8 @@
-"""What ``dpsql query`` prints: its interval columns, table cells, CSV/JSON values and
-provenance footer, split from :mod:`dpsql.cli` (one concept: presenting a query's answer).
+"""``dpsql query`` (:func:`cmd_query`: the analyst's side, through the DB-API module) and
+what it prints: its interval columns, table cells, CSV/JSON values and provenance footer,
+split from :mod:`dpsql.cli` (one concept: running and presenting a query's answer). The
+stdout :func:`console` of every command lives here too, so that :mod:`dpsql.cli` imports
+this module and not the other way round.
 
 The CLI appends ``dp_ci_low/high`` to the outer SELECT (:func:`with_ci_columns`); the CI
 column of a table has one form for all its rows (:func:`ci_cells`).
@@ -7,11 +10,107 @@ column of a table has one form for all its rows (:func:`ci_cells`).
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dpsql.errors import Error, ProgrammingError
 
 CI_LOW, CI_HIGH = "dp_ci_low", "dp_ci_high"
 _ERROR_FUNCTIONS = {"dp_stderr", "dp_ci_low", "dp_ci_high", "dp_bound", "dp_estimate",
                     "dp_estimate_stderr", "dp_quantile_low", "dp_quantile_high"}
+
+
+def console(markup: bool = True) -> Console:
+    """stdout's console for every ``dpsql`` command. ``markup=False`` where what is
+    printed holds user text as plain strings (workload queries, file names): rich markup
+    would eat '[workload]' or a query's '[1]'."""
+    return Console(highlight=False, soft_wrap=False, width=120, markup=markup)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    import csv
+    import json
+    import warnings
+
+    from dpsql.dbapi import SeededReleaseWarning, connect
+
+    out = console()
+    err = Console(stderr=True, highlight=False)
+    if args.sql == "-":  # a long query kept in a file: dpsql query r.duckdb - < q.sql
+        args.sql = sys.stdin.read()
+    params = [parse_param(p) for p in args.param] if args.param else None
+    confidence = None if args.no_ci else (
+        args.ci if args.ci is not None else (0.95 if args.format == "table" else None))
+    if confidence is not None and not 0 < confidence < 1:
+        raise ProgrammingError(f"--ci {confidence}: the confidence must lie strictly between "
+                               "0 and 1, e.g. --ci 0.95")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeededReleaseWarning)  # reported below, one line
+        conn = connect(args.release, allow_file_access=args.allow_file_access)
+    with conn:
+        for alias in sorted(conn.seeded):
+            err.print(Text.assemble(("warning: ", "bold yellow"),
+                                    f"release {alias!r} is seeded: NOT private (tests and "
+                                    "demos only)"))
+        cur = conn.cursor()
+        cur.warn_notices = False  # each notice is shown below, one line
+        with_ci = with_ci_columns(args.sql, confidence) if confidence is not None else None
+        ci_note = None
+        if with_ci is not None:
+            try:
+                cur.execute(with_ci, params)
+            except Error as refused:  # e.g. no count in the outer SELECT: run as written
+                ci_note = f"no error columns for this query ({refused})"
+                with_ci = None
+        if with_ci is None:
+            cur.execute(args.sql, params)
+        for _, notice in cur.messages:  # a literal outside a public domain
+            err.print(Text.assemble(("notice: ", "bold yellow"), str(notice)))
+        names = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+        info = cur.dp_info or {}
+    if confidence is not None and with_ci is None and ci_note is None and \
+            info.get("private") and not asks_for_error_columns(args.sql):
+        ci_note = "no error columns for this query (write dp_ci_low/dp_ci_high in the SELECT "\
+                  "that counts)"
+    if not info.get("private"):
+        ci_note = None  # nothing private was read: there is no error to show
+    ci = [names.index(CI_LOW), names.index(CI_HIGH)] if with_ci is not None else []
+
+    if args.format == "json":
+        records = [{n: plain(v) for n, v in zip(names, r)} for r in rows]
+        sys.stdout.write(json.dumps({"columns": names, "rows": records, "dp_info": json_info(info)},
+                                  default=str, indent=2) + "\n")
+    elif args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows([[plain(v, exact=True) for v in r] for r in rows])
+    else:
+        # names and cells are Text, never markup: a label "[bold]x" or "[/]" is data
+        table = Table(show_lines=False)
+        shown = [i for i in range(len(names)) if i not in ci]
+        for i in shown:
+            table.add_column(Text(names[i]), justify="right" if rows and isinstance(
+                plain(rows[0][i]), (int, float)) else "left")
+        if ci:
+            table.add_column(f"{confidence:.0%} CI", justify="right")
+        ci_column = ci_cells([(r[ci[0]], r[ci[1]], [r[i] for i in shown])
+                              for r in rows]) if ci else []
+        for n, r in enumerate(rows):
+            cells = [cell(r[i]) for i in shown] + ci_column[n:n + 1]
+            table.add_row(*map(Text, cells))
+        out.print(table)
+        for line in info_lines(info):
+            out.print(Text(line, style="dim"))
+        if ci_note:
+            out.print(Text(ci_note, style="dim"))
+        out.print(Text(f"{len(rows):,} row(s)", style="dim"))
+    return 0
 
 
 def with_ci_columns(query: str, confidence: float) -> str | None:
