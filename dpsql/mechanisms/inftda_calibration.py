@@ -28,7 +28,9 @@ import numpy as np
 
 from dpsql.accuracy.inftda_answers import Calibration
 from dpsql.accuracy.inftda_support import Support, node_variances
+from dpsql.accuracy.inftda_zeros import child_shifts
 from dpsql.mechanisms.base import PrivateTree
+from dpsql.mechanisms.inftda_prior import fit_prior, prior_window
 
 MAX_REPLICATES = 32
 MIN_REPLICATES = 4
@@ -71,6 +73,25 @@ def _lookup(ids: np.ndarray, counts: np.ndarray, at: np.ndarray) -> np.ndarray:
         return np.zeros(at.size, np.int64)
     pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
     return np.where(ids[pos] == at, counts[pos], 0)
+
+
+def level_priors(support: Support, released: PrivateTree, sigma2: Any
+                 ) -> tuple[tuple[float, ...], ...]:
+    """Per level 1..d, the prior of its counts fitted to its measurements
+    (:func:`~dpsql.mechanisms.inftda_prior.fit_prior`, over the window its largest push
+    to 0 needs), or an empty tuple; none at all when the run kept no measurements."""
+    if released.measured is None:
+        return ()
+    d = len(support.parent) - 1
+    shifts = child_shifts(support.fanout[:d], support.active[:d], sigma2)
+    out = []
+    for k in range(1, d + 1):
+        sigma = float(sigma2[k - 1]) ** 0.5
+        push = float(shifts[k - 1].max()) if shifts[k - 1].size else 0.0
+        window = prior_window(sigma, push)
+        prior = fit_prior(released.measured[k][1], sigma, window)
+        out.append(() if prior is None else tuple(float(f"{p:.6g}") for p in prior))
+    return tuple(out)
 
 
 class Moments:
@@ -148,7 +169,7 @@ class Moments:
             root_bias = float(self.s1[0][0] / B)
             root_var = float(max(self.s2[0][0] / B - root_bias ** 2, 0.0) * (B / max(B - 1, 1)))
         cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var), root_bias,
-                          root_var)
+                          root_var, level_priors(support, released, model.sigma2))
         return cal, tuple(biases), shape, variances
 
 
@@ -212,5 +233,5 @@ def calibrated_tree(dtree: Any, released: PrivateTree,
     return with_calibration(dtree, released, moments, "parametric bootstrap")
 
 
-__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
-           "support_arrays", "with_calibration"]
+__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "level_priors",
+           "replicates_for", "support_arrays", "with_calibration"]
