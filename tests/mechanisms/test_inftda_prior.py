@@ -17,7 +17,7 @@ import pytest
 import dpsql
 from dpsql.accuracy.inftda_answers import Calibration
 from dpsql.accuracy.inftda_zeros import hidden_allowance, zero_allowance, zeros_reach
-from dpsql.mechanisms.inftda_prior import fit_prior, prior_window
+from dpsql.mechanisms.inftda_prior import fit_level, fit_prior, prior_window
 from dpsql.privacy.samplers import discrete_gaussian
 
 SIGMA2 = 12.0  # the O/D example's levels at ρ = 1
@@ -46,6 +46,24 @@ def test_the_fitted_prior_recovers_a_seeded_sparse_mixture():
     assert 5 <= _upper_given_positive(g, 0.95) <= 10
     # smooth: no spike (the nonparametric MLE's atoms), each count within 2x of the next
     assert np.all(g[2:20] < 2.0 * g[1:19]) and np.all(g[1:19] < 2.5 * g[2:20])
+
+
+def test_the_small_count_signal_counts_the_levels_small_nonzero_counts():
+    """n₁ (the gate's signal, ``LevelFit.small``) estimates how many measured nodes hold
+    a count in 1..G: on the seeded mixture above (2,010 of 5,000 in 1..42, σ = 3.5) it
+    came out 2,078 ± 267 over 20 seeds; the tolerance is 5 of those standard errors. A
+    level with nothing in 1..G (zeros and counts of thousands) gives far fewer, but not
+    none: 66 ± 94, up to 330, over 20 seeds (the bound below is 5.7 of those above its
+    mean): the noise of ~3,000 measured zeros alone makes that much "signal"."""
+    rng = np.random.default_rng(5)
+    t = np.where(rng.random(5000) < 0.6, 0, rng.geometric(0.35, 5000))
+    window = prior_window(SIGMA, 2.0 * SIGMA)
+    truth = int(((t >= 1) & (t <= window)).sum())
+    fit = fit_level(_measure(t, 6), SIGMA, window)
+    assert fit.small == pytest.approx(truth, abs=5 * 267)
+    assert np.array_equal(fit.prior, fit_prior(_measure(t, 6), SIGMA, window))
+    none = np.where(rng.random(5000) < 0.6, 0, rng.integers(1000, 5000, 5000))
+    assert fit_level(_measure(none, 7), SIGMA, window).small < 0.3 * truth
 
 
 def test_the_reach_shrinks_on_a_sparse_level_and_stays_flat_on_a_dense_one():
@@ -82,9 +100,12 @@ def test_a_release_without_a_fitted_prior_keeps_the_flat_one():
     for released in (True, False):
         assert zeros_reach(0.95, pushes, released, cal.prior(2), SIGMA) \
             == zeros_reach(0.95, pushes, released)
-    new = Calibration.from_json({**old, "zero_prior": [[], [0.5, 0.3, 0.2]]})
+    new = Calibration.from_json({**old, "zero_prior": [[], [0.5, 0.3, 0.2]],
+                                 "zero_signal": [None, 812.4]})
     assert new.prior(1) is None and new.prior(2) == (0.5, 0.3, 0.2)
-    assert Calibration.from_json(new.to_json()) == new
+    assert np.isnan(new.zero_signal[0]) and new.zero_signal[1] == 812.4
+    assert new.to_json()["zero_signal"] == [None, 812.4]
+    assert Calibration.from_json(new.to_json()).to_json() == new.to_json()
 
 
 LEAVES = ("SELECT work_municipality, home_municipality, COUNT(*) AS n, "
