@@ -34,7 +34,7 @@ import numpy as np
 
 from dpsql.accuracy.inftda_answers import NEAR_ZERO_SIGMAS, Calibration, combine_offsets
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_parents_of
-from dpsql.accuracy.inftda_zeros import JOINT_ZEROS, hidden_allowance, zeros_reach
+from dpsql.accuracy.inftda_zeros import JOINT_ZEROS, zero_allowance, zeros_reach
 
 EXACT = "edge by edge through interval_offsets"
 """What the cases this module does not vectorise get (module doc)."""
@@ -152,14 +152,13 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
     # rows, the most pushed zero's allowance; with zeros only (the first sizes, below the
     # first released row), the joint reach of the JOINT_ZEROS most pushed
     zeros_up = np.full(sizes.size, np.nan)
-    prior = calibration.prior(level)
     some = neg > 0
     with_rel = some & (n_rel > 0)
     if with_rel.any():
         t = np.where(np.isfinite(zero_push), zero_push, 0.0)
         t = np.maximum(t / sigma, 0.0) if sigma > 0 else np.zeros_like(t)
         values, at = np.unique(t[with_rel], return_inverse=True)
-        zeros_up[with_rel] = np.array([hidden_allowance(confidence, x, prior, sigma)
+        zeros_up[with_rel] = np.array([zero_allowance(confidence, x)
                                        for x in values.tolist()])[at]
     only = np.flatnonzero(some & (n_rel == 0))
     if only.size:
@@ -177,7 +176,7 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
         for i, size in zip(only.tolist(), sizes[only].tolist()):
             key = tops[size - 1]
             if key not in joint:
-                joint[key] = zeros_reach(confidence, np.array(key), False, prior, sigma)
+                joint[key] = zeros_reach(confidence, np.array(key), False)
             zeros_up[i] = joint[key]
     below, above = combine_offsets(confidence, calibration.replicates, var, bias, near,
                                    sigma, zeros_up, y, n_rel, push)

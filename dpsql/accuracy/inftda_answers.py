@@ -43,7 +43,6 @@ true one); benchmarks/calibration.py measures its coverage per query shape.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -52,8 +51,8 @@ import numpy as np
 from dpsql.accuracy.base import z_value
 from dpsql.accuracy.inftda_support import (DEEP_ZERO, SplitRows, Support, linear_variance,
                                            node_variances, split_rows, values_at)
-from dpsql.accuracy.inftda_zeros import (false_positive_reach, hidden_allowance,
-                                         zero_allowance, zeros_reach)
+from dpsql.accuracy.inftda_zeros import (false_positive_reach, zero_allowance,
+                                         zeros_reach)
 
 
 def _zeros_under_released(support: Support, k: int, zero_parents: np.ndarray) -> int:
@@ -75,36 +74,12 @@ class Calibration:
     zero_var: tuple[float, ...]
     root_bias: float | None = None
     root_var: float | None = None
-    zero_prior: tuple[tuple[float, ...], ...] = ()
-    """Per level 1..d, the prior of its counts 0..G fitted to its stored measurements
-    (:mod:`dpsql.mechanisms.inftda_prior`; an empty tuple where none was fitted), which
-    :func:`~dpsql.accuracy.inftda_zeros.hidden_allowance` reads; empty in releases
-    written before it was fitted or without measurements, whose zeros keep the flat
-    prior."""
-    zero_signal: tuple[float, ...] = ()
-    """Per level 1..d, the small-count signal n₁ of its fit
-    (:attr:`~dpsql.mechanisms.inftda_prior.LevelFit.small`; NaN where none was fitted),
-    which decides whether ``zero_prior`` holds the fit or nothing
-    (:data:`~dpsql.mechanisms.inftda_prior.MIN_SMALL`): kept so that a release says why
-    a level answers with the flat prior. Answers do not read it."""
-
-    def prior(self, level: int) -> tuple[float, ...] | None:
-        """Level ``level``'s (≥ 1) fitted prior, or None (the flat prior)."""
-        if level < 1 or level > len(self.zero_prior):
-            return None
-        return self.zero_prior[level - 1] or None
 
     def to_json(self) -> dict[str, Any]:
         out = {"replicates": self.replicates, "kappa": list(self.kappa),
                "zero_bias": list(self.zero_bias), "zero_var": list(self.zero_var)}
         if self.root_var is not None:
             out.update(root_bias=self.root_bias, root_var=self.root_var)
-        if any(self.zero_prior):
-            out["zero_prior"] = [[float(f"{p:.6g}") for p in level]
-                                 for level in self.zero_prior]
-        if self.zero_signal:
-            out["zero_signal"] = [None if math.isnan(n) else round(n, 1)
-                                  for n in self.zero_signal]
         return out
 
     @classmethod
@@ -114,11 +89,7 @@ class Calibration:
                    tuple(float(x) for x in d["zero_bias"]),
                    tuple(float(x) for x in d["zero_var"]),
                    None if root_var is None else float(d.get("root_bias") or 0.0),
-                   None if root_var is None else float(root_var),
-                   tuple(tuple(float(p) for p in level)
-                         for level in d.get("zero_prior") or ()),
-                   tuple(math.nan if n is None else float(n)
-                         for n in d.get("zero_signal") or ()))
+                   None if root_var is None else float(root_var))
 
 
 def answer_error(support: Support, calibration: Calibration, sigma2: Sequence[float],
@@ -513,8 +484,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     zeros_up = np.nan
     if split.codes.min() < 0:
         t = shifts[zp[zp < shifts.size]] / sigma if sigma > 0 else np.zeros(0)
-        zeros_up = zeros_reach(confidence, t, bool(released.size),
-                               calibration.prior(level), sigma)
+        zeros_up = zeros_reach(confidence, t, bool(released.size))
     below, above = combine_offsets(confidence, calibration.replicates, var, bias, near,
                                    sigma, zeros_up, y, released.size, push)
     below, above = float(below), float(above)
@@ -522,8 +492,7 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     skipped = skipped[skipped < shifts.size]
     if skipped.size and sigma > 0:
         t = float(shifts[skipped].max()) / sigma
-        below = max(below, hidden_allowance(confidence, t, calibration.prior(level),
-                                            sigma) * sigma)
+        below = max(below, zero_allowance(confidence, t) * sigma)
     return var ** 0.5, below, above
 
 

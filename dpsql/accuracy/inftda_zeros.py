@@ -8,11 +8,9 @@ zero by what these functions give, in units of σ of the answer's level:
 
 * :func:`child_shifts`: how high a parent pushes its small children to 0 (IntOpt lifts
   its negative noisy children to 0 and takes the mass back from the smallest);
-* :func:`hidden_allowance` and :func:`zeros_reach`: how far above 0 the true count of
-  one released zero, or of an answer that came out 0, can reach: under the level's prior
-  fitted to its stored measurements when the release has one
-  (:mod:`dpsql.mechanisms.inftda_prior`), else under a flat prior on counts ≥ 0
-  (:func:`zero_allowance`);
+* :func:`zero_allowance` and :func:`zeros_reach`: how far above 0 the true count of one
+  released zero, or of an answer that came out 0, can reach under a flat prior on
+  counts ≥ 0;
 * :func:`false_positive_reach`: how large a released sum can be when all its nodes are
   false positives (then the interval reaches down to 0).
 
@@ -105,46 +103,7 @@ def _joint_reach(confidence: float, pushes: tuple[float, ...]) -> float:
     return float(np.searchsorted(np.cumsum(dens), confidence) + 1) * step
 
 
-@functools.lru_cache(maxsize=4096)
-def _hidden(push: float, prior: tuple[float, ...], sigma: float) -> np.ndarray:
-    """The posterior of a released zero's count 0..G under ``prior`` (counts 0..G), its
-    parent pushing small children to 0 up to ``push`` counts: ∝ prior(t)·Φ((push − t)/σ)
-    (the flat prior's likelihood, :func:`zero_allowance`)."""
-    t = np.arange(len(prior), dtype=np.float64)
-    post = np.asarray(prior) * 0.5 * _erfc((t - push) / (sigma * math.sqrt(2.0)))
-    total = float(post.sum())
-    return post / total if total > 0 else post
-
-
-def _upper(post: np.ndarray, confidence: float) -> float | None:
-    """The upper ``confidence`` quantile of a count given that it is > 0 (whole counts);
-    None when the posterior holds nothing above 0."""
-    above = np.cumsum(post[1:])
-    if not above.size or not above[-1] > 0:
-        return None
-    return float(np.searchsorted(above, confidence * above[-1]) + 1)
-
-
-@functools.lru_cache(maxsize=4096)
-def hidden_allowance(confidence: float, push: float, prior: tuple[float, ...] | None = None,
-                     sigma: float = 0.0) -> float:
-    """How far above 0, in units of σ, the count that one released zero hides can reach
-    at ``confidence``, its parent pushing to 0 up to ``push`` σ: without a ``prior`` (a
-    release that stores none, or a level too small to fit one), :func:`zero_allowance`;
-    with the level's fitted prior of counts 0..G (:mod:`dpsql.mechanisms.inftda_prior`),
-    the upper quantile of the count *given that it is above 0* under the posterior
-    ∝ prior(t)·Φ((push·σ − t)/σ), a whole count (the interval [0, reach] covers a true 0
-    anyway, and "if this zero hides a count, how large?" is the analyst's question).
-    Where the level's counts are spread far beyond σ the prior is about flat over the
-    window and so is the reach; where they are mostly 1 or 2 (a sparse level) it shrinks."""
-    if not prior or not sigma > 0:
-        return zero_allowance(confidence, push)
-    r = _upper(_hidden(float(push) * sigma, prior, sigma), confidence)
-    return zero_allowance(confidence, push) if r is None else r / sigma
-
-
-def zeros_reach(confidence: float, pushes: np.ndarray, released: bool,
-                prior: tuple[float, ...] | None = None, sigma: float = 0.0) -> float:
+def zeros_reach(confidence: float, pushes: np.ndarray, released: bool) -> float:
     """How far above its released count, in units of σ, what an answer's released zeros
     hide can reach at ``confidence``; ``pushes`` are their parents' pushes to 0 in σ
     (:func:`child_shifts`), ``released`` says whether the answer holds released nodes.
@@ -162,24 +121,8 @@ def zeros_reach(confidence: float, pushes: np.ndarray, released: bool,
       of zeros would reach hundreds of σ."""
     t = np.sort(np.maximum(np.asarray(pushes, dtype=np.float64), 0.0))[::-1]
     if released or t.size < 2:
-        return hidden_allowance(confidence, float(t[0]) if t.size else 0.0, prior, sigma)
-    key = tuple(np.round(t[:JOINT_ZEROS], 2).tolist())
-    if prior and sigma > 0:
-        return _joint_prior_reach(float(confidence), key, prior, float(sigma))
-    return _joint_reach(float(confidence), key)
-
-
-@functools.lru_cache(maxsize=4096)
-def _joint_prior_reach(confidence: float, pushes: tuple[float, ...],
-                       prior: tuple[float, ...], sigma: float) -> float:
-    """:func:`zeros_reach` of an answer that came out 0, under a fitted prior: the upper
-    quantile of the sum of its zeros' hidden counts (each one's posterior as in
-    :func:`hidden_allowance`, 0 included), given that the sum is above 0."""
-    dens = np.ones(1)
-    for t in pushes:
-        dens = np.convolve(dens, _hidden(t * sigma, prior, sigma))
-    r = _upper(dens, confidence)
-    return _joint_reach(confidence, pushes) if r is None else r / sigma
+        return zero_allowance(confidence, float(t[0]) if t.size else 0.0)
+    return _joint_reach(float(confidence), tuple(np.round(t[:JOINT_ZEROS], 2).tolist()))
 
 
 def false_positive_reach(confidence: float, m: int) -> float:
@@ -193,5 +136,5 @@ def false_positive_reach(confidence: float, m: int) -> float:
     return 0.7979 * m + z_value(confidence) * 0.6028 * m ** 0.5
 
 
-__all__ = ["JOINT_ZEROS", "child_shifts", "false_positive_reach", "hidden_allowance",
-           "zero_allowance", "zeros_reach"]
+__all__ = ["JOINT_ZEROS", "child_shifts", "false_positive_reach", "zero_allowance",
+           "zeros_reach"]

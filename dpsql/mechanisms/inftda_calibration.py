@@ -21,7 +21,6 @@ still measured over millions of nodes and the noisier per-node bias is paid for 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -29,9 +28,7 @@ import numpy as np
 
 from dpsql.accuracy.inftda_answers import Calibration
 from dpsql.accuracy.inftda_support import Support, node_variances
-from dpsql.accuracy.inftda_zeros import child_shifts
 from dpsql.mechanisms.base import PrivateTree
-from dpsql.mechanisms.inftda_prior import MIN_SMALL, fit_level, prior_window
 
 MAX_REPLICATES = 32
 MIN_REPLICATES = 4
@@ -74,29 +71,6 @@ def _lookup(ids: np.ndarray, counts: np.ndarray, at: np.ndarray) -> np.ndarray:
         return np.zeros(at.size, np.int64)
     pos = np.minimum(np.searchsorted(ids, at), ids.size - 1)
     return np.where(ids[pos] == at, counts[pos], 0)
-
-
-def level_priors(support: Support, released: PrivateTree, sigma2: Any
-                 ) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
-    """(priors, signals): per level 1..d, the prior of its counts fitted to its
-    measurements (:func:`~dpsql.mechanisms.inftda_prior.fit_level`, over the window its
-    largest push to 0 needs) where the fit rests on at least
-    :data:`~dpsql.mechanisms.inftda_prior.MIN_SMALL` small nonzero counts (n₁), else an
-    empty tuple (the flat prior); and each level's n₁ (NaN where nothing was fitted).
-    Both empty when the run kept no measurements."""
-    if released.measured is None:
-        return (), ()
-    d = len(support.parent) - 1
-    shifts = child_shifts(support.fanout[:d], support.active[:d], sigma2)
-    priors, signals = [], []
-    for k in range(1, d + 1):
-        sigma = float(sigma2[k - 1]) ** 0.5
-        push = float(shifts[k - 1].max()) if shifts[k - 1].size else 0.0
-        fit = fit_level(released.measured[k][1], sigma, prior_window(sigma, push))
-        signals.append(math.nan if fit is None else fit.small)
-        priors.append(() if fit is None or fit.small < MIN_SMALL
-                      else tuple(float(f"{p:.6g}") for p in fit.prior))
-    return tuple(priors), tuple(signals)
 
 
 class Moments:
@@ -174,7 +148,7 @@ class Moments:
             root_bias = float(self.s1[0][0] / B)
             root_var = float(max(self.s2[0][0] / B - root_bias ** 2, 0.0) * (B / max(B - 1, 1)))
         cal = Calibration(B, tuple(kappa), tuple(zero_bias), tuple(zero_var), root_bias,
-                          root_var, *level_priors(support, released, model.sigma2))
+                          root_var)
         return cal, tuple(biases), shape, variances
 
 
@@ -238,5 +212,5 @@ def calibrated_tree(dtree: Any, released: PrivateTree,
     return with_calibration(dtree, released, moments, "parametric bootstrap")
 
 
-__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "level_priors",
-           "replicates_for", "support_arrays", "with_calibration"]
+__all__ = ["Moments", "SupportArrays", "calibrate", "calibrated_tree", "replicates_for",
+           "support_arrays", "with_calibration"]
