@@ -445,7 +445,17 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         elif agg.kind == "count" and agg.attribute:
             columns.add(agg.attribute)
     for name in using:  # USING (col): a join key the node rows must carry
-        if column_attribute(name) is not None:
+        a = column_attribute(name)
+        if a is not None and a.kind == "range":  # its node rows carry bins, not values
+            raise UnsupportedQueryError(
+                f"JOIN ... USING ({name}) with the binned attribute {a.name!r} is not "
+                "supported: the release holds its bins, not a value per row. Write the "
+                f"condition with ON ({alias}.{a.name} = <table>.{a.name}, answered where "
+                f"each bin holds one value), or count by {a.name} first and join the "
+                f"released bins: WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM "
+                f"{table.name} GROUP BY {a.name}) SELECT ... FROM q JOIN ... USING "
+                f"({a.name})")
+        if a is not None:
             columns.add(release.column_name(name))
     columns |= nested_labels
 
