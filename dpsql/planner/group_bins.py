@@ -134,11 +134,13 @@ def _check_join_condition(col: exp.Column, parent: exp.Expression | None,
         return
     what = ("its bins hold one value each, but as DOUBLEs (the data's are DECIMALs), so "
             f"compare {a.name} itself with =, <>, <, <=, >, >=" if one_value_bins(a) else
-            f"its released bins hold many values ({_bin_text(a)}), and the condition "
-            "would be read on each bin's lower bound")
+            f"its released bins hold many values ({_bin_text(a)}), each of which the join "
+            "would read as its lower bound")
+    part = _condition(col)
+    where = "JOIN condition" if part.arg_key in ("on", "match_condition") else "join"
     raise UnsupportedQueryError(
-        f"the binned attribute {a.name!r} in the JOIN condition {_condition(col).sql('duckdb')!r} "
-        f"is not supported: SQL compares it row by row, and {what}. Count by its bins first "
+        f"the binned attribute {a.name!r} in the {where} {part.sql('duckdb')!r} is not "
+        f"supported: SQL reads it row by row, and {what}. Count by its bins first "
         f"and join the released bins (WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> "
         f"GROUP BY {a.name}) SELECT ... FROM q JOIN ... ON q.{a.name} ...: each bin as its "
         f"lower bound), join on {_buckets_text_plain(a)}, or filter {a.name} in WHERE with "
@@ -146,6 +148,8 @@ def _check_join_condition(col: exp.Column, parent: exp.Expression | None,
 
 
 def _condition(col: exp.Column) -> exp.Expression:
+    """The part of the join that holds ``col``: its ON condition, or the joined table
+    (``unnest([t.x])``, a LATERAL subquery)."""
     node: exp.Expression = col
     while node.parent is not None and not isinstance(node.parent, exp.Join):
         node = node.parent

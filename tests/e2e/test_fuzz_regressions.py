@@ -588,3 +588,12 @@ def test_using_a_binned_attribute_is_refused_not_a_crash(kw_cons, attr):
     assert kind in ("refused", "raw_error"), (kind, detail)
     if kind == "refused":
         assert f"USING ({attr})" in detail and "WITH q AS" in detail, detail
+
+
+def test_a_binned_attribute_unnested_in_a_join_is_refused(kw_cons):
+    """``unnest([t.m])`` beside the private table reads the attribute row by row too (it
+    listed the month bins' first days: 157 rows on 2012-01-01 where the data has 4)."""
+    dp, raw = kw_cons
+    kind, detail = fz.classify(
+        dp, raw, "SELECT u.v, COUNT(*) FROM t, unnest([t.m]) u(v) GROUP BY u.v", 1)
+    assert kind == "refused" and "in the join 'UNNEST" in detail, (kind, detail)
