@@ -13,6 +13,7 @@ interleaved (origin/destination) InfTDA views, on a small seeded gravity-model g
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,36 @@ def connect_seeded(path: Path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeededReleaseWarning)
         return dpsql.connect(path)
+
+
+@contextmanager
+def release_and_raw(base: Path, name: str = "t"):
+    """(``dpsql.connect`` on the seeded release ``base/<name>.duckdb``, a DuckDB
+    connection where the view ``<name>`` is the raw ``base/<name>.parquet``): the pair an
+    e2e test compares, closed after."""
+    import duckdb
+
+    raw = duckdb.connect()
+    raw.execute(f"CREATE VIEW {name} AS SELECT * FROM '{base / f'{name}.parquet'}'")
+    con = connect_seeded(base / f"{name}.duckdb")
+    try:
+        yield con, raw
+    finally:
+        con.close()
+        raw.close()
+
+
+def count_mismatches(con, raw, wheres) -> tuple[dict, list]:
+    """``SELECT COUNT(*) FROM t WHERE <w>`` for each of ``wheres`` on both connections:
+    the ones more than 0.5 apart (w -> (dpsql's, DuckDB's)) and DuckDB's counts."""
+    wrong, counts = {}, []
+    for w in wheres:
+        q = f"SELECT COUNT(*) FROM t WHERE {w}"
+        got, want = con.execute(q).fetchall()[0][0], raw.execute(q).fetchall()[0][0]
+        counts.append(want)
+        if abs(got - want) > 0.5:
+            wrong[w] = (got, want)
+    return wrong, counts
 
 
 def seeded_cursor(spec, path: Path, seed: int):

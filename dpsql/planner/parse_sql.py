@@ -300,6 +300,9 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
         raise UnsupportedQueryError(
             f"{len(trees)} statements given; run one SELECT statement at a time")
     tree = trees[0]
+    if isinstance(tree, exp.Subquery) and set(k for k, v in tree.args.items() if v) <= \
+            _OUTSIDE_CLAUSES:
+        tree = _select_from(tree)
     if not isinstance(tree, _QUERY_TYPES):
         what = _first_word(sql)
         if isinstance(tree, exp.Column) and what not in _NOT_QUERIES:  # VALUES, TABLE
@@ -356,28 +359,108 @@ _NOT_QUERIES = frozenset(
 def _pivot_with_tail(sql: str, err: ParseError) -> tuple[str, list]:
     """DuckDB's PIVOT and UNPIVOT statements end with optional ``ORDER BY`` and
     ``LIMIT``/``OFFSET`` clauses (``PIVOT (...) ON sex USING SUM(n) GROUP BY state ORDER BY
-    state``), which sqlglot does not parse. Such a statement is the same query as the
-    pivot in a subquery with those clauses outside it, ``SELECT * FROM (PIVOT ...) ORDER BY
-    state``: that text and its trees, or ``err`` as a syntax error. The clauses are cut at
-    the first ``ORDER BY``, ``LIMIT`` or ``OFFSET`` outside parentheses; parameters keep
-    their text order."""
+    state``), may follow a ``WITH`` list and may stand in parentheses with those clauses
+    outside (``(PIVOT ...) ORDER BY state``); sqlglot parses none of these forms. Each is
+    the same query as the pivot in a subquery with the clauses outside it, ``SELECT *
+    FROM (PIVOT ...) ORDER BY state`` (:func:`_pivot_as_select`): that text and its trees.
+    Otherwise, or when sqlglot cannot parse that either, ``err`` as a syntax error, which
+    for a pivot form names the spelling that works. Parameters keep their text order."""
     try:
         tokens = _PARSERS.tokenizer.tokenize(sql)
     except TokenError:
         tokens = []
-    if tokens and tokens[0].token_type in (TokenType.PIVOT, TokenType.UNPIVOT):
+    wrapped = _pivot_as_select(sql, tokens, 0, len(tokens)) if tokens else None
+    if wrapped is None:
+        raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
+    text = _number_qmarks(wrapped) if "?" in wrapped else wrapped
+    try:
+        return wrapped, [t for t in _PARSERS.parse(text) if t is not None]
+    except (ParseError, TokenError):
+        pass
+    found = syntax_error(sql, err, _PARSERS.tokenizer.tokenize)
+    raise SqlSyntaxError(
+        f"{found}; a PIVOT or UNPIVOT statement after WITH, in parentheses or with ORDER "
+        "BY / LIMIT is read as SELECT * FROM (PIVOT ...) ORDER BY ... LIMIT ..., which "
+        "did not parse either: write the pivot in that form, or check it on its own",
+        found.line, found.col, found.highlight) from err
+
+
+_OUTSIDE_CLAUSES = {"this", "with_", "order", "limit", "offset"}
+
+
+def _select_from(tree: exp.Subquery) -> exp.Select:
+    """A query in parentheses with clauses outside them, ``(SELECT ...) ORDER BY k LIMIT
+    2`` (which DuckDB runs; sqlglot reads it as a bare subquery, which was refused as
+    "SUBQUERY statements are not supported"), as ``SELECT * FROM (SELECT ...) ORDER BY k
+    LIMIT 2``, the same query; a ``WITH`` before the parentheses stays in front.
+
+    >>> _select_from(_PARSERS.parse("(SELECT 1 AS k) ORDER BY k")[0]).sql("duckdb")
+    'SELECT * FROM (SELECT 1 AS k) ORDER BY k'
+    """
+    out = exp.Select(expressions=[exp.Star()],
+                     from_=exp.From(this=exp.Subquery(this=tree.this)))
+    for key in ("with_", "order", "limit", "offset"):
+        if tree.args.get(key) is not None:
+            out.set(key, tree.args[key])
+    return out
+
+
+_PIVOTS = (TokenType.PIVOT, TokenType.UNPIVOT)
+_TAIL = (TokenType.ORDER_BY, TokenType.LIMIT, TokenType.OFFSET)
+
+
+def _pivot_as_select(sql: str, tokens: list, i: int, j: int) -> str | None:
+    """The statement of ``tokens[i:j]`` with its PIVOT or UNPIVOT written as a
+    subquery, or None when it is no pivot form: ``[WITH ...] PIVOT ... [ORDER BY ...]
+    [LIMIT ...]`` is ``[WITH ...] SELECT * FROM (PIVOT ...) [ORDER BY ...] [LIMIT
+    ...]`` (the clauses cut at the first ``ORDER BY``, ``LIMIT`` or ``OFFSET`` outside
+    parentheses), and ``[WITH ...] (<a pivot form>) <clauses>`` is ``[WITH ...] SELECT
+    * FROM (<that form, rewritten>) <clauses>``.
+
+    >>> q = "WITH c AS (SELECT 1 AS k) (PIVOT c ON k IN (1)) ORDER BY 1"
+    >>> t = _PARSERS.tokenizer.tokenize(q)
+    >>> _pivot_as_select(q, t, 0, len(t))
+    'WITH c AS (SELECT 1 AS k) SELECT * FROM (SELECT * FROM (PIVOT c ON k IN (1))) ORDER BY 1'
+    """
+    def text(a: int, b: int) -> str:
+        return sql[tokens[a].start:tokens[b - 1].end + 1] if b > a else ""
+
+    k = i
+    if k < j and tokens[k].token_type == TokenType.WITH:  # the main statement's start
+        depth, k = 0, k + 1
+        while k < j:
+            kind = tokens[k].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            k += 1
+            if depth == 0 and kind == TokenType.R_PAREN and k < j and \
+                    tokens[k].token_type not in (TokenType.COMMA, TokenType.ALIAS):
+                break
+    if k >= j:
+        return None
+    head = f"{text(i, k)} " if k > i else ""
+    if tokens[k].token_type in _PIVOTS:
         depth = 0
-        for t in tokens:
-            depth += (t.token_type == TokenType.L_PAREN) - (t.token_type == TokenType.R_PAREN)
-            if depth == 0 and t.token_type in (TokenType.ORDER_BY, TokenType.LIMIT,
-                                               TokenType.OFFSET):
-                wrapped = f"SELECT * FROM ({sql[:t.start]}) {sql[t.start:]}"
-                text = _number_qmarks(wrapped) if "?" in wrapped else wrapped
-                try:
-                    return wrapped, [t for t in _PARSERS.parse(text) if t is not None]
-                except (ParseError, TokenError):
-                    break
-    raise syntax_error(sql, err, _PARSERS.tokenizer.tokenize) from err
+        for m in range(k, j):
+            kind = tokens[m].token_type
+            depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            if depth == 0 and kind in _TAIL:
+                return f"{head}SELECT * FROM ({text(k, m)}) {text(m, j)}"
+        return f"{head}SELECT * FROM ({text(k, j)})"
+    if tokens[k].token_type != TokenType.L_PAREN:
+        return None
+    depth = 0
+    for close in range(k, j):
+        kind = tokens[close].token_type
+        depth += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+        if depth == 0:
+            break
+    else:
+        return None
+    inner = _pivot_as_select(sql, tokens, k + 1, close)
+    if inner is None:
+        return None
+    tail = text(close + 1, j)
+    return f"{head}SELECT * FROM ({inner}){' ' + tail if tail else ''}"
 
 
 def _first_word(sql: str) -> str:
