@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dpsql.domains.calendar import (aligned_units, bin_span_of, edge_index, from_axis,
@@ -34,16 +35,53 @@ def test_timestamp_axis_is_seconds_and_a_date_is_its_midnight():
 
 
 @pytest.mark.parametrize("attr,units", [
+    # the ISO year 2014 starts on Monday 2013-12-30; a year holds the whole domain
     (dict(lower="2013-01-01", upper="2014-01-01", unit="day"),
-     ("day", "week", "month", "quarter", "year")),
-    (dict(lower="2012-12-31", upper="2014-01-01", unit="week"), ("week",)),  # Mondays
+     ("day", "week", "month", "quarter", "year", "isoyear")),
+    (dict(lower="2012-12-31", upper="2014-01-01", unit="week"),  # Mondays
+     ("week", "isoyear", "decade")),
     (dict(lower="2013-01-01", upper="2014-01-01", unit="week"), ()),  # Tuesdays
-    (dict(lower="2012-01-01", upper="2015-01-01", unit="month"), ("month", "quarter", "year")),
+    (dict(lower="2012-01-01", upper="2015-01-01", unit="month"),
+     ("month", "quarter", "year", "decade")),
     (dict(lower="2013-01-01 00:00:00", upper="2013-01-08 00:00:00", unit="hour"),
-     ("hour", "day", "week", "month", "quarter", "year")),
+     ("hour", "day", "week", "month")),
+    (dict(lower="1895-01-01", upper="2105-01-01", unit="month"),  # no isoyear: Mondays
+     ("month", "quarter", "year", "decade", "century", "millennium")),
+    (dict(lower="2009-12-30 00:00:00", upper="2010-01-02 00:00:00", unit="hour"),
+     ("hour", "day", "week", "month", "year", "decade")),
 ])
 def test_units_that_align_with_the_leaf_bins(attr, units):
+    """The units named as the ones to group by: aligned, and of those that hold the
+    whole domain in one group, the finest only."""
     assert aligned_units(_range(**attr)) == units
+
+
+@pytest.mark.parametrize("unit", ["isoyear", "decade", "century", "millennium", "year",
+                                  "quarter", "month", "week"])
+def test_unit_starts_are_where_duckdb_s_date_trunc_changes(unit):
+    """The boundaries of date_trunc(unit, ·) are those of DuckDB's on every day of spans
+    around 2000 (2000 starts a century and a millennium, 2001 does not), 1900, 1000 and
+    years before 1 AD (DuckDB truncates a year towards zero: the decade of the year 0,
+    1 BC, runs from -9 to 9)."""
+    import duckdb
+
+    from dpsql.domains.calendar import _unit_starts
+
+    con = duckdb.connect()
+    for y0, y1 in ((-1010, -990), (-130, -80), (-30, 30), (990, 1010), (1895, 1905),
+                   (1995, 2025)):
+        lo, hi = (int(np.datetime64(y - 1970, "Y").astype("datetime64[D]").astype(int))
+                  for y in (y0, y1))
+        day = "DATE '1970-01-01' + CAST(i AS INTEGER)"
+        want = con.execute(
+            f"SELECT list(i ORDER BY i) FROM (SELECT i, date_trunc('{unit}', {day}) AS t, "
+            f"lag(date_trunc('{unit}', {day})) OVER (ORDER BY i) AS p FROM range({lo}, "
+            f"{hi}) r(i)) WHERE t <> p").fetchone()[0] or []
+        assert [int(x) for x in _unit_starts("date", lo, hi, unit)] == want, (y0, y1)
+        assert want or unit in ("century", "millennium")  # (and some change)
+        seconds = [int(x) // 86400 for x in _unit_starts("timestamp", lo * 86400.0,
+                                                          hi * 86400.0, unit)]
+        assert seconds == want, (y0, y1)
 
 
 def test_coarser_nodes_align_only_where_their_edges_fall_on_unit_boundaries():

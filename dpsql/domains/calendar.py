@@ -145,43 +145,88 @@ def axis_to_value_sql(value_type: str, x: str) -> str:
     return f"make_timestamp(CAST(FLOOR({x}) AS BIGINT) * 1000000)"
 
 
-TRUNC_UNITS = {"date": ("day", "week", "month", "quarter", "year"),
+TRUNC_UNITS = {"date": ("day", "week", "month", "quarter", "year", "isoyear", "decade",
+                        "century", "millennium"),
                "timestamp": ("second", "minute", "hour", "day", "week", "month", "quarter",
-                             "year")}
-"""The ``date_trunc`` units each calendar type groups by."""
+                             "year", "isoyear", "decade", "century", "millennium")}
+"""The ``date_trunc`` units each calendar type groups by, finest first. As DuckDB's:
+weeks are ISO weeks (from Monday), quarters start in January, April, July and October,
+an ``isoyear`` starts on the Monday of the week that holds January 4 (between December
+29 and January 4: it does not start on the first of a month, except when that is a
+Monday), and a decade, century or millennium of N years starts on January 1 of a year
+that is a multiple of N, counted towards zero (``year - year % N`` with the sign of the
+year, astronomical years: 2000 starts a century and a millennium, 2001 does not; year 0,
+which is 1 BC, holds the years -(N-1) to N-1, 19 for decades)."""
 
-DATE_AS_DAY = ("hour", "minute", "second")
+DATE_AS_DAY = ("hour", "minute", "second", "millisecond", "microsecond")
 """Units finer than a day, which DuckDB also accepts on a DATE: ``date_trunc('hour', d)``
 is the date's midnight, as ``date_trunc('day', d)`` is (both TIMESTAMPs), so on a date
 attribute they are the unit 'day'."""
 
+TIMESTAMP_AS_SECOND = ("millisecond", "microsecond")
+"""Units finer than a second: a timestamp attribute's values are whole seconds (the
+build cuts a fraction of a second off, :func:`dpsql.release.value_types.value_sql`), so
+``date_trunc('millisecond', ts)`` is ``ts`` truncated to its second, as DuckDB gives it
+on such values: the unit 'second'."""
+
 TRUNC_ALIASES = {
     **dict.fromkeys(("y", "yr", "yrs", "years"), "year"), "quarters": "quarter",
     **dict.fromkeys(("mon", "mons", "months"), "month"),
-    **dict.fromkeys(("w", "weeks", "yearweek"), "week"),
-    **dict.fromkeys(("d", "days", "dayofmonth"), "day"),
+    **dict.fromkeys(("w", "weeks", "yearweek", "weekofyear"), "week"),
+    **dict.fromkeys(("d", "days", "dayofmonth", "dayofweek", "dow", "weekday", "isodow",
+                     "dayofyear", "doy", "julian"), "day"),
     **dict.fromkeys(("h", "hr", "hrs", "hours"), "hour"),
     **dict.fromkeys(("m", "min", "mins", "minutes"), "minute"),
-    **dict.fromkeys(("s", "sec", "secs", "seconds"), "second")}
+    **dict.fromkeys(("s", "sec", "secs", "seconds", "epoch"), "second"),
+    **dict.fromkeys(("milliseconds", "ms", "msec", "msecs", "msecond", "mseconds"),
+                    "millisecond"),
+    **dict.fromkeys(("microseconds", "us", "usec", "usecs", "usecond", "useconds"),
+                    "microsecond"),
+    **dict.fromkeys(("dec", "decs", "decades"), "decade"),
+    **dict.fromkeys(("c", "cent", "centuries"), "century"),
+    **dict.fromkeys(("mil", "mils", "millennia", "millenniums", "millenium"), "millennium")}
 """The other spellings DuckDB 2 accepts for those units in ``date_trunc``
 (``date_trunc('mon', d)`` is ``date_trunc('month', d)``; each checked against DuckDB
-in tests/e2e/test_trunc_predicates.py)."""
+in tests/e2e/test_trunc_predicates.py). The day-of parts (``'dow'``, ``'doy'``,
+``'julian'``, ...) truncate to the day and ``'epoch'`` to the second, in DuckDB 2.0.1.
+DuckDB's documentation lists ``'millenia'``, which DuckDB 2.0.1 refuses (it takes
+``'millennia'``): it is refused here too."""
 _FIXED = {"second": 1, "minute": 60, "hour": 3600, "day": 86400, "week": 604800}
 _NP_UNIT = {"second": "s", "minute": "m", "hour": "h", "day": "D", "week": "D",
             "month": "M", "quarter": "M", "year": "Y"}
+_YEARS = {"decade": 10, "century": 100, "millennium": 1000}
 _MONDAY = 4  # 1970-01-01 was a Thursday: day numbers of Mondays are 4 mod 7
 
 
+def _year_starts(unit: str, first: int, last: int) -> np.ndarray:
+    """The day numbers where ``date_trunc(unit, ·)`` of a year-long or longer unit
+    (isoyear, decade, century, millennium) changes value, for the astronomical years
+    ``first`` to ``last`` (numpy's proleptic Gregorian calendar, DuckDB's)."""
+    years = np.arange(first, last + 1)
+    jan1 = (years - 1970).astype("datetime64[Y]").astype("datetime64[D]").astype("int64")
+    if unit == "isoyear":  # the Monday on or before January 4
+        jan4 = jan1 + 3
+        return jan4 - (jan4 - _MONDAY) % 7
+    n = _YEARS[unit]  # year - year % n towards zero: a start at each multiple of n
+    # above 0; below, each group runs up to a multiple of n, so it starts after the next
+    return jan1[np.where(years > 0, years % n == 0, (years - 1) % n == 0)]
+
+
 def _unit_starts(value_type: str, lower: float, upper: float, unit: str) -> np.ndarray:
-    """The axis values of the starts of ``unit`` (``date_trunc``'s boundaries: weeks
-    start on Monday, quarters in January, April, July and October) strictly inside
-    (lower, upper)."""
+    """The axis values of the starts of ``unit`` (``date_trunc``'s boundaries,
+    :data:`TRUNC_UNITS`) strictly inside (lower, upper)."""
     scale = 1.0 if value_type == "date" else 86400.0  # axis units per day
     if unit in ("day", "week") or unit in _FIXED and value_type == "timestamp":
         length = _FIXED[unit] / (86400.0 if value_type == "date" else 1.0)
         origin = _MONDAY * scale if unit == "week" else 0.0
         first = origin + (math.floor((lower - origin) / length) + 1) * length
         return np.arange(first, upper, length)
+    if unit == "isoyear" or unit in _YEARS:
+        years = np.array([math.floor(lower / scale), math.ceil(upper / scale)],
+                         dtype="int64").astype("datetime64[D]").astype("datetime64[Y]")
+        y0, y1 = (years.astype("int64") + 1970).tolist()
+        axis = _year_starts(unit, y0, y1 + 1).astype(np.float64) * scale
+        return axis[(axis > lower) & (axis < upper)]
     np_unit = _NP_UNIT[unit]
     base = "datetime64[D]" if value_type == "date" else "datetime64[s]"
     lo = np.array(math.floor(lower), dtype="int64").astype(base)
@@ -230,5 +275,15 @@ def unit_count(a, unit: str) -> int:
 
 @lru_cache(maxsize=256)
 def aligned_units(a) -> tuple[str, ...]:
-    """The ``date_trunc`` units that align with the leaf bins of ``a``."""
-    return tuple(u for u in TRUNC_UNITS[a.value_type] if trunc_aligned(a, u, 1))
+    """The ``date_trunc`` units that align with the leaf bins of ``a``, finest first: the
+    units to suggest. Of those that hold the whole domain in one group (aligned, as no
+    boundary falls inside), only the finest is named: on a domain inside 2013, 'year'
+    (what ``year(d)`` means there), not also 'decade', 'century' and 'millennium'; and
+    none when no unit splits the domain (the total is no grouping to suggest)."""
+    out: list[str] = []
+    for u in TRUNC_UNITS[a.value_type]:
+        whole = unit_count(a, u) == 1
+        if trunc_aligned(a, u, 1) and not (whole and any(unit_count(a, v) == 1
+                                                         for v in out)):
+            out.append(u)
+    return tuple(out) if any(unit_count(a, u) > 1 for u in out) else ()  # only a total

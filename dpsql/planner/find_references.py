@@ -37,7 +37,8 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
-from dpsql.planner.group_bins import TRUNCS, BinGroup, bin_group, trunc_unit
+from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared,
+                                     refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
@@ -415,6 +416,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if a.kind == "range" and isinstance(node.parent, TRUNCS) \
                 and node.parent.this is node:
             truncs.append((node, a.name, trunc_unit(node.parent, a)))
+            if compared(node.parent):  # as in WHERE (trunc_predicates), so that no
+                refuse_date_by_time(node.parent, a)  # answer differs from DuckDB's
             continue
         if a.kind == "range":
             if args.get("group") is None:

@@ -35,26 +35,32 @@ non-decreasing step function whose values are the unit starts:
 * ``date_trunc(unit, d) IS [NOT] NULL`` is ``d IS [NOT] NULL`` (``date_trunc`` is NULL
   exactly where ``d`` is).
 
-Units: those of :data:`~dpsql.domains.calendar.TRUNC_UNITS` (year, quarter, month,
-week, day for dates; hour, minute and second too for timestamps), weeks being ISO weeks
-(starting on Monday) and quarters starting in January, April, July and October, as
-DuckDB's. Another unit, a non-literal one, or ``date_trunc`` of an attribute that is
-not a date or timestamp is refused (:func:`~dpsql.planner.group_bins.trunc_name`). A
-bound past the year 9999 (``next`` of a T in December 9999) is beyond every value.
+Units: those of :data:`~dpsql.domains.calendar.TRUNC_UNITS` (millennium, century,
+decade, isoyear, year, quarter, month, week, day for dates; hour, minute and second too
+for timestamps, where millisecond and microsecond are the second: a release's
+timestamps are whole seconds), with DuckDB's boundaries (ISO weeks from Monday, quarters
+from January, April, July and October, ISO years from the Monday of the week of January
+4, decades, centuries and millennia from a year that is a multiple of their length, so
+that 2000 starts a century). Another unit, a non-literal one, or ``date_trunc`` of an
+attribute that is not a date or timestamp is refused
+(:func:`~dpsql.planner.group_bins.trunc_name`), and so is a comparison of a unit finer
+than a day of a date attribute, which DuckDB gets wrong
+(:func:`~dpsql.planner.group_bins.refuse_date_by_time`). The call may stand in
+parentheses. A bound past the year 9999 (``next`` of a T in December 9999) is beyond
+every value.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from types import SimpleNamespace
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import DATE_AS_DAY, EPOCH
-from dpsql.errors import UnsupportedQueryError
+from dpsql.domains.calendar import EPOCH
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.group_bins import TRUNCS, trunc_name, unit_spelled
+from dpsql.planner.group_bins import TRUNCS, refuse_date_by_time, trunc_name
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
@@ -65,6 +71,7 @@ _FIXED = {"week": timedelta(days=7), "day": timedelta(days=1),
           "hour": timedelta(hours=1), "minute": timedelta(minutes=1),
           "second": timedelta(seconds=1)}
 _MONTHS = {"year": 12, "quarter": 3, "month": 1}
+_YEARS = {"decade": 10, "century": 100, "millennium": 1000}
 
 
 def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
@@ -72,18 +79,18 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     (``is_attr``: the binned attribute ``meta``'s column) with constants rewritten into
     the same predicate on the attribute itself (module doc); any other node unchanged."""
     if isinstance(node, _COMPARISONS):
-        left, right, kind = node.this, node.expression, type(node)
+        left, right, kind = _unparen(node.this), _unparen(node.expression), type(node)
         if _trunc_of(right, is_attr) and not _trunc_of(left, is_attr):
             left, right, kind = right, left, _FLIP.get(kind, kind)
         if _trunc_of(left, is_attr) and not _mentions(right, is_attr):
             return _Trunc(left, meta).compare(kind, right)
     elif isinstance(node, exp.Is) and _trunc_of(node.this, is_attr) \
             and isinstance(node.expression, exp.Null):  # NULL exactly where attr is
-        trunc_name(node.this, meta)  # the unit checked, as DuckDB checks it
-        return exp.Is(this=node.this.this.copy(), expression=exp.Null())
+        trunc_name(_unparen(node.this), meta)  # the unit checked, as DuckDB checks it
+        return exp.Is(this=_unparen(node.this).this.copy(), expression=exp.Null())
     elif isinstance(node, exp.Between) and _trunc_of(node.this, is_attr) and not any(
             _mentions(node.args[k], is_attr) for k in ("low", "high")):
-        t = _Trunc(node.this, meta)
+        t = _Trunc(_unparen(node.this), meta)
         lo, hi = node.args["low"], node.args["high"]
         out = exp.and_(t.compare(exp.GTE, lo, "BETWEEN"), t.compare(exp.LTE, hi, "BETWEEN"))
         if node.args.get("symmetric"):
@@ -93,7 +100,7 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     elif isinstance(node, exp.In) and _trunc_of(node.this, is_attr) \
             and not node.args.get("unnest") and not _mentions(node, is_attr, node.this):
         refuse_list_membership(node)
-        t = _Trunc(node.this, meta)
+        t = _Trunc(_unparen(node.this), meta)
         items = list(node.expressions)
         if node.args.get("query") is not None:  # IN (SELECT v): a constant one's value
             items.append(node.args["query"])
@@ -106,7 +113,15 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     return node
 
 
+def _unparen(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
 def _trunc_of(node: exp.Expression, is_attr) -> bool:
+    """``date_trunc(unit, attr)``, in parentheses or not."""
+    node = _unparen(node)
     return isinstance(node, TRUNCS) and is_attr(node.this)
 
 
@@ -116,28 +131,12 @@ def _mentions(node: exp.Expression, is_attr, skip: exp.Expression | None = None)
     return any(is_attr(x) for x in node.find_all(exp.Column) if id(x) not in inside)
 
 
-def _refuse_date_by_time(call: exp.Expression, meta) -> None:
-    """Refuse a comparison of ``date_trunc('hour' | 'minute' | 'second', d)`` of a date
-    attribute. Its value is the date's midnight (GROUP BY answers it as the day), but
-    DuckDB 2's rewrite of date_trunc comparisons gets it wrong on a DATE column:
-    ``date_trunc('hour', d) = TIMESTAMP '2013-05-05 00:00:00'`` is false on 2013-05-05
-    while ``... IN (TIMESTAMP '2013-05-05 00:00:00')`` is true, and ``date_trunc('minute',
-    d) > '2013-05-05 12:00'`` is true there. No answer would agree with DuckDB's."""
-    if meta.value_type == "date" and unit_spelled(call) in DATE_AS_DAY:
-        raise UnsupportedQueryError(
-            f"{call.sql('duckdb')} compared with a value: on the date attribute "
-            f"{meta.name!r} it is the date's midnight, and DuckDB compares it "
-            f"inconsistently (its rewrite of date_trunc comparisons is wrong for units "
-            f"finer than a day on a DATE). Write date_trunc('day', {meta.name}), or compare "
-            f"{meta.name} itself")
-
-
 class _Trunc:
     """``date_trunc(unit, attr)``: its unit checked, and its comparisons with a value."""
 
     def __init__(self, call: exp.Expression, meta) -> None:
         self.unit = trunc_name(call, meta)
-        _refuse_date_by_time(call, meta)
+        refuse_date_by_time(call, meta)
         self.column = call.this
         self.what = f"the value compared with {call.sql('duckdb')}"
         # compared as a TIMESTAMP column compares (date_trunc returns TIMESTAMP)
@@ -172,7 +171,7 @@ class _Trunc:
         t = EPOCH + timedelta(seconds=x)
         low = _floor(t, self.unit)
         up = _next(low, self.unit)
-        on_start = t == low
+        on_start = t == low  # never for the year 0 (None): T is in a year AD
         if kind is exp.GTE:
             return self._at_least(t if on_start else up)
         if kind is exp.GT:
@@ -184,7 +183,7 @@ class _Trunc:
         if on_start:
             same = exp.and_(self._at_least(t), exp.not_(self._at_least(up)))
         else:
-            same = self._nothing(low)
+            same = self._nothing(t)
         if kind is exp.EQ:
             return exp.paren(same, copy=False)
         if kind is exp.NEQ:
@@ -214,24 +213,40 @@ def _timestamp(t: datetime) -> exp.Expression:
     return exp.cast(exp.Literal.string(t.isoformat(sep=" ")), exp.DataType.Type.TIMESTAMP)
 
 
-def _floor(t: datetime, unit: str) -> datetime:
+def _floor(t: datetime, unit: str) -> datetime | None:
     """``date_trunc(unit, t)``, as DuckDB's (weeks start on Monday, quarters in January,
-    April, July and October)."""
+    April, July and October, ISO years on the Monday of the week of January 4, decades,
+    centuries and millennia on a year that is a multiple of their length:
+    :data:`~dpsql.domains.calendar.TRUNC_UNITS`); None for the year 0 (1 BC), where a
+    decade, century or millennium of the first years AD starts and which no Python
+    datetime holds."""
     if unit in _MONTHS:
         months = _MONTHS[unit]
         return datetime(t.year, 1 if months == 12 else t.month - (t.month - 1) % months, 1)
+    if unit in _YEARS:
+        year = t.year - t.year % _YEARS[unit]
+        return datetime(year, 1, 1) if year >= 1 else None
+    if unit == "isoyear":
+        day = date.fromisocalendar(t.isocalendar()[0], 1, 1)
+        return datetime(day.year, day.month, day.day)
     if unit == "week":
         return datetime(t.year, t.month, t.day) - timedelta(days=t.weekday())
     keep = ("day", "hour", "minute", "second").index(unit)
     return datetime(*(t.year, t.month, t.day, t.hour, t.minute, t.second)[:3 + keep])
 
 
-def _next(start: datetime, unit: str) -> datetime | None:
-    """``start + 1 unit`` (a unit start), None past the year 9999."""
+def _next(start: datetime | None, unit: str) -> datetime | None:
+    """``start + 1 unit`` (a unit start; None: the year 0, :func:`_floor`), None past the
+    year 9999."""
     try:
         if unit in _MONTHS:
             m = start.year * 12 + start.month - 1 + _MONTHS[unit]
             return datetime(m // 12, m % 12 + 1, 1)
+        if unit in _YEARS:
+            return datetime((start.year if start else 0) + _YEARS[unit], 1, 1)
+        if unit == "isoyear":
+            day = date.fromisocalendar(start.isocalendar()[0] + 1, 1, 1)
+            return datetime(day.year, day.month, day.day)
         return start + _FIXED[unit]
     except (OverflowError, ValueError):
         return None
