@@ -385,7 +385,8 @@ def _pivot_with_tail(sql: str, err: ParseError) -> tuple[str, list]:
         found.line, found.col, found.highlight) from err
 
 
-_OUTSIDE_CLAUSES = {"this", "with_", "order", "limit", "offset"}
+_WITH = "with_" if "with_" in exp.Select.arg_types else "with"  # sqlglot 30 / 28
+_OUTSIDE_CLAUSES = {"this", _WITH, "order", "limit", "offset"}
 
 
 def _select_from(tree: exp.Subquery) -> exp.Select:
@@ -397,9 +398,9 @@ def _select_from(tree: exp.Subquery) -> exp.Select:
     >>> _select_from(_PARSERS.parse("(SELECT 1 AS k) ORDER BY k")[0]).sql("duckdb")
     'SELECT * FROM (SELECT 1 AS k) ORDER BY k'
     """
-    out = exp.Select(expressions=[exp.Star()],
-                     from_=exp.From(this=exp.Subquery(this=tree.this)))
-    for key in ("with_", "order", "limit", "offset"):
+    out = exp.Select(expressions=[exp.Star()]).from_(exp.Subquery(this=tree.this),
+                                                     copy=False)
+    for key in (_WITH, "order", "limit", "offset"):
         if tree.args.get(key) is not None:
             out.set(key, tree.args[key])
     return out
