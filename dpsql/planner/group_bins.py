@@ -546,9 +546,26 @@ _COMPARED_IN = (exp.GT, exp.GTE, exp.LT, exp.LTE, exp.EQ, exp.NEQ, exp.NullSafeE
 
 
 def compared(call: exp.Expression) -> bool:
-    """Whether ``call`` (through parentheses) is an operand of a comparison, ``BETWEEN``
-    or ``IN`` (``IS [NOT] NULL`` is not one: it is NULL exactly where the column is)."""
-    parent = call.parent
-    while isinstance(parent, exp.Paren):
-        parent = parent.parent
-    return isinstance(parent, _COMPARED_IN)
+    """Whether ``call`` is an operand of a comparison, ``BETWEEN`` or ``IN`` (``IS [NOT]
+    NULL`` is not one: it is NULL exactly where the column is), also through what DuckDB
+    folds into one before its date_trunc rewrite: parentheses, a cast to a timestamp type
+    (a no-op on the call's TIMESTAMP), a simple ``CASE call WHEN v`` (``call = v``, either
+    side) and ``NULLIF(call, v)`` (``call = v``). Each of those answered on a DATE where
+    DuckDB errs (:func:`refuse_date_by_time`)."""
+    node, parent = call, call.parent
+    while isinstance(parent, exp.Paren) or (
+            isinstance(parent, (exp.Cast, exp.TryCast)) and _timestamp_type(parent.to)):
+        node, parent = parent, parent.parent
+    if isinstance(parent, exp.Case):  # CASE call WHEN ...
+        return parent.this is node
+    if isinstance(parent, exp.If) and node is parent.this and \
+            isinstance(parent.parent, exp.Case) and parent.parent.this is not None:
+        return True  # CASE x WHEN call ...
+    return isinstance(parent, _COMPARED_IN + (exp.Nullif,))
+
+
+def _timestamp_type(to: exp.Expression) -> bool:
+    """A TIMESTAMP type of any precision or zone (sqlglot 30 writes DuckDB's TIMESTAMP as
+    TIMESTAMPNTZ, 28 as TIMESTAMP)."""
+    kind = getattr(to, "this", None)
+    return str(getattr(kind, "value", kind)).upper().startswith(("TIMESTAMP", "DATETIME"))
