@@ -120,11 +120,14 @@ def _choose(ref: Reference) -> Choice:
     for v in covering:
         level, aligned = _level_for(v, ref, edges)
         scored.append((_predict(v, level, ref, bins), level, v.name, v, aligned))
-    # ties broken by level, then name; halves equal to 12 digits are ties: views that
-    # reconciliation made agree (every view's total) predict the same variance up to
-    # the last bits of float arithmetic, which differ between numpy builds, and the
-    # plan must not (a COUNT(*) read from another view on another machine)
-    scored.sort(key=lambda s: (float(f"{s[0].half:.12g}"), s[1], s[2]))
+    # ties broken by level, then name; a half within a relative 1e-9 of the smallest is
+    # a tie with it: views that reconciliation made agree (every view's total) predict
+    # the same variance up to the last bits of float arithmetic, which differ between
+    # numpy builds, and the plan must not (a COUNT(*) read from another view on another
+    # machine). Anchored on the smallest, not rounded, so no tie straddles a rounding edge
+    least = min(s[0].half for s in scored)
+    scored.sort(key=lambda s: (least if s[0].half <= least * (1 + 1e-9) else s[0].half,
+                               s[1], s[2]))
     best = scored[0]
     return Choice(best[3], best[1], best[4], best[0].half,
                   tuple((s[2], s[1], s[0].half) for s in scored), best[0].stderr)
