@@ -37,7 +37,7 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
-from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared,
+from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import pads_with_nulls, using_keys
@@ -452,12 +452,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if a is not None and a.kind == "range":  # its node rows carry bins, not values
             raise UnsupportedQueryError(
                 f"JOIN ... USING ({name}) with the binned attribute {a.name!r} is not "
-                "supported: the release holds its bins, not a value per row. Write the "
-                f"condition with ON ({alias}.{a.name} = <table>.{a.name}, answered where "
-                f"each bin holds one value), or count by {a.name} first and join the "
-                f"released bins: WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM "
-                f"{table.name} GROUP BY {a.name}) SELECT ... FROM q JOIN ... USING "
-                f"({a.name})")
+                "supported: the release holds its bins, not a value per row. "
+                + (f"Its bins hold one value each: write the condition with ON "
+                   f"({alias}.{a.name} = <table>.{a.name}), or count" if one_value_bins(a)
+                   else "Count")
+                + f" by {a.name} first and join the released bins: WITH q AS (SELECT "
+                f"{a.name}, COUNT(*) AS n FROM {table.name} GROUP BY {a.name}) SELECT ... "
+                f"FROM q JOIN ... USING ({a.name})")
         if a is not None:
             columns.add(release.column_name(name))
     columns |= nested_labels

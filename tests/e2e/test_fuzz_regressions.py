@@ -580,7 +580,9 @@ def test_the_advised_form_joins_the_released_bins(kw_cons):
 
 @pytest.mark.parametrize("attr", ["k", "x", "m"])
 def test_using_a_binned_attribute_is_refused_not_a_crash(kw_cons, attr):
-    """JOIN ... USING (k) failed inside the planner (StopIteration)."""
+    """JOIN ... USING (k) failed inside the planner (StopIteration). The refusal offers
+    ON only where it is answered, on bins of one value each (k; not x's 0.125 or m's
+    months)."""
     dp, raw = kw_cons
     sql = (f"SELECT u.name, COUNT(*) FROM t JOIN (SELECT k AS {attr}, name FROM kw) AS u "
            f"USING ({attr}) GROUP BY u.name")
@@ -588,6 +590,7 @@ def test_using_a_binned_attribute_is_refused_not_a_crash(kw_cons, attr):
     assert kind in ("refused", "raw_error"), (kind, detail)
     if kind == "refused":
         assert f"USING ({attr})" in detail and "WITH q AS" in detail, detail
+        assert ("condition with ON" in detail) == (attr == "k"), detail
 
 
 def test_a_binned_attribute_unnested_in_a_join_is_refused(kw_cons):
