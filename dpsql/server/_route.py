@@ -112,7 +112,11 @@ def other_tables(tree: exp.Expression, logical: set[str], relations: set[str], a
     """The tables a SELECT names that are neither logical tables, catalog relations nor
     its CTEs, each as SQL (``"x"``, ``s."x"``) with where its name starts in the text
     (0-based; -1 when unknown): those a Parse looks for on the session, to answer 42P01
-    when one does not exist, as PostgreSQL does (:meth:`Session.check_tables`)."""
+    when one does not exist, as PostgreSQL does (:meth:`Session.check_tables`). A query
+    in parentheses with clauses outside (``(SELECT ...) ORDER BY k``, which the planner
+    reads as ``SELECT * FROM (...)``) is looked into the same way."""
+    if isinstance(tree, exp.Subquery):
+        tree = tree.this
     if not isinstance(tree, (exp.Select, exp.SetOperation)):
         return ()
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}

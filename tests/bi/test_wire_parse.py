@@ -160,3 +160,8 @@ def test_a_table_that_does_not_exist_is_42P01_at_parse(server):
         s.sendall(query("SELECT 1; SELECT COUNT(*) FROM nosuch"))
         got = until_ready(s)
         assert kinds(got) == "TDCEZ" and fields(got[3][1])["P"] == "32", got
+        # a query in parentheses with clauses outside: its tables are looked for too
+        sql = "(SELECT * FROM nosuch) ORDER BY 1"
+        s.sendall(parse("", sql) + SYNC)
+        err = fields(until_ready(s)[0][1])
+        assert (err["C"], err["P"]) == ("42P01", str(sql.index("nosuch") + 1)), err
