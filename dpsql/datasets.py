@@ -359,7 +359,7 @@ def synthetic_persons(n_households: int = 80_000, seed: int = 2020, *, n_states:
         np.where(g.random(n) < 0.8, child, other))).astype(np.int64)
     male = g.random(n) >= 0.51
 
-    # incomes: log-normal (median about 32,000) around a tract level (rich and poor
+    # incomes: log-normal (median 36,000) around a tract level (rich and poor
     # tracts), lower for the young; NULL under 15 and for 8% non-response
     tract_level = g.normal(0.0, 0.2, n_tracts)
     mu = np.log(INCOME_MEDIAN) + tract_level[hh_tract[hh]] + np.where(age < 25, -0.6, 0.0)
