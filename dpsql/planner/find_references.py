@@ -299,6 +299,31 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
     removed_ids: set[int] = set()  # the scope's columns in them
     nested_labels: set[str] = set()
     where = args.get("where")
+
+    def correlated(inner: list[exp.Column], c: exp.Expression, qualified: bool = False,
+                   in_where: bool = True) -> None:
+        """A nested query's columns are its own, but for our attributes: a label's level
+        must carry it, a binned one is refused (``qualified``: only names qualified by
+        our alias count, as in a derived table of the FROM clause)."""
+        for x in inner:
+            a = column_attribute(x.name)
+            if a is None or (x.table and x.table.lower() != alias_l) or (
+                    qualified and not x.table):
+                continue
+            if a.kind != "range":
+                nested_labels.add(release.column_name(x.name))  # its level must carry it
+            else:
+                refuse_correlated(x, a, c, select, table.name, resolve, in_where)
+
+    if sc.nested:  # queries nested outside WHERE: the SELECT list, HAVING, ORDER BY...
+        for key, value in args.items():
+            if key in ("where", "with", "with_"):
+                continue
+            for part in value if isinstance(value, list) else [value]:
+                inner = split_columns(part)[1] if isinstance(part, exp.Expression) else ()
+                if inner:  # a derived table names its own columns, but under LATERAL
+                    correlated(inner, part, key in ("from", "from_", "joins")
+                               and part.find(exp.Lateral) is None, in_where=False)
     for c in conjuncts_of(where.this) if where is not None else ():
         if sc.nested:  # a nested query may sit in it: its columns and ORs are its own
             c_columns, inner, has_or = split_columns(c)
@@ -309,14 +334,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             raise UnsupportedQueryError(
                 f"dp_count in WHERE ({c.sql('duckdb')!r}) is not supported: {MEASURE_HELP}; "
                 "to filter on the count, use HAVING SUM(dp_count) > x")
-        for x in inner:  # a nested query's columns are its own, but for our attributes
-            a = column_attribute(x.name)
-            if a is None or (x.table and x.table.lower() != alias_l):
-                continue
-            if a.kind != "range":
-                nested_labels.add(release.column_name(x.name))  # its level must carry it
-            else:
-                refuse_correlated(x, a, c, select, table.name, resolve)
+        correlated(inner, c)
         col_attrs: set[str] = set()
         range_attr = None  # the first binned attribute among them
         for x in c_columns:

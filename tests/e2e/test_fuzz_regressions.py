@@ -600,3 +600,47 @@ def test_a_binned_attribute_unnested_in_a_join_is_refused(kw_cons):
     kind, detail = fz.classify(
         dp, raw, "SELECT u.v, COUNT(*) FROM t, unnest([t.m]) u(v) GROUP BY u.v", 1)
     assert kind == "refused" and "in the join 'UNNEST" in detail, (kind, detail)
+
+
+# The same correlation outside WHERE (a scalar subquery in the SELECT list, ORDER BY or
+# GROUP BY, one in HAVING, a LATERAL join) reached DuckDB: "DuckDB rejected the planned
+# query: Binder Error: Table "t" does not have a column named "k"". Refused now, saying
+# what to write; a label (r, not grouped by) answered with the same error, as its level
+# did not carry it: it is carried now, and the answer is DuckDB's.
+OUTSIDE_WHERE = [
+    "SELECT k, (SELECT max(name) FROM kw WHERE kw.k = t.k) AS nm, COUNT(*) FROM t GROUP BY k",
+    "SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY (SELECT max(name) FROM kw WHERE kw.k = t.k)",
+    "SELECT k, COUNT(*) FROM t GROUP BY k HAVING EXISTS (SELECT 1 FROM kw WHERE kw.k = t.k)",
+    "SELECT k, COUNT(*) FROM t GROUP BY k HAVING COUNT(*) > (SELECT max(w) FROM pub "
+    "WHERE pub.w = k)",
+    "SELECT l.name, COUNT(*) FROM t, LATERAL (SELECT name FROM kw WHERE kw.k = t.k) l "
+    "GROUP BY l.name",
+    "SELECT (SELECT max(name) FROM kw WHERE kw.k = t.k) AS nm, COUNT(*) FROM t GROUP BY 1",
+]
+
+
+@pytest.mark.parametrize("sql", OUTSIDE_WHERE, ids=range(len(OUTSIDE_WHERE)))
+def test_a_subquery_correlated_with_a_binned_attribute_outside_where_is_refused(
+        kw_cons, sql):
+    dp, raw = kw_cons
+    kind, detail = fz.classify(dp, raw, sql, 1)
+    assert kind == "refused", (kind, detail)
+    assert "is used inside a subquery" in detail and "DuckDB rejected" not in detail, detail
+    assert "run the subquery on the released rows" in detail and "WITH q AS (SELECT k" \
+        in detail, detail
+
+
+def test_outside_where_a_correlated_label_and_the_advised_form_are_duckdbs(kw_cons):
+    dp, raw = kw_cons
+    for sql in ["SELECT (SELECT max(kind) FROM pub WHERE pub.label = t.r) AS nm, COUNT(*) "
+                "FROM t GROUP BY 1",
+                "SELECT c, COUNT(*) FROM t GROUP BY c HAVING EXISTS (SELECT 1 FROM pub "
+                "WHERE pub.label = t.c)",
+                "SELECT l.kind, COUNT(*) FROM t, LATERAL (SELECT kind FROM pub WHERE "
+                "pub.label = t.c) l GROUP BY l.kind"]:
+        assert fz.classify(dp, raw, sql, 1) == ("equal", ""), sql
+    advised = ("WITH q AS (SELECT k, COUNT(*) AS cnt FROM t GROUP BY k) SELECT q.k, "
+               "(SELECT max(name) FROM kw WHERE kw.k = q.k), q.cnt FROM q")
+    want = raw.execute(OUTSIDE_WHERE[0]).fetchall()
+    got = [(a, b, round(c)) for a, b, c in _run(dp, advised)]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
