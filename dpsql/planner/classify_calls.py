@@ -100,6 +100,55 @@ def not_an_attribute(name: str, release: ReleaseInfo) -> UnsupportedQueryError:
         f"its attributes are: {', '.join(known)}{hint}")
 
 
+def written_call(node: exp.Expression) -> str:
+    """The call ``node`` as the analyst wrote it, for a message: its text in the query
+    (``string_agg(r, ',')``, ``bool_or(k > 3)``), not sqlglot's name of its class
+    (``GROUPCONCAT``, ``LOGICALOR``), which messages printed before. The parser gives the
+    position of the name (or, for some calls, only of a name inside the arguments) in
+    the text it read, which :mod:`~dpsql.planner.parse_sql` keeps in the root's
+    ``meta``; where either is missing, the call in DuckDB's spelling."""
+    text = node.root().meta.get("sql")
+    if not isinstance(text, str):
+        return node.sql("duckdb")
+    start, end = node.meta.get("start"), node.meta.get("end")
+    if not isinstance(start, int) or not isinstance(end, int):
+        # the first name in the arguments: the call's name is before its parenthesis
+        inner = [x.meta["start"] for x in node.walk() if x is not node
+                 and isinstance(x.meta.get("start"), int)] if node.args else []
+        if not inner:
+            return node.sql("duckdb")
+        end = min(inner) - 1
+        while True:  # back over "(", DISTINCT or ALL to the name
+            while end >= 0 and (text[end].isspace() or text[end] == "("):
+                end -= 1
+            start = end
+            while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+                start -= 1
+            if text[start:end + 1].lower() not in ("distinct", "all"):
+                break
+            end = start - 1
+    i = end + 1
+    while i < len(text) and text[i].isspace():
+        i += 1
+    depth, quote = 0, ""
+    for j in range(i, len(text)):
+        ch = text[j]
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                call = text[start:j + 1]
+                return call if call[:1].isalpha() else node.sql("duckdb")
+        elif depth == 0:
+            break  # no argument list after the name: not this call's text
+    return node.sql("duckdb")
+
+
 def fn_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
@@ -255,7 +304,7 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             # histogram(), entropy()...): it would run over the released nodes, one row
             # each, not over the data's rows
             raise UnsupportedQueryError(
-                f"{node.sql('duckdb')} over the private table is not supported; " + SUPPORTED)
+                f"{written_call(node)} over the private table is not supported; " + SUPPORTED)
         return None
     if not isinstance(node, exp.AggFunc):
         return None
@@ -284,7 +333,7 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
     if isinstance(node, exp.Sum) and isinstance(arg, exp.Literal) and arg.this == "1" \
             and not arg.is_string:
         return Aggregate(node, "count", sums=True)
-    name = type(node).__name__.upper()
+    name = written_call(node).split("(", 1)[0]
     if isinstance(node, (exp.Sum, exp.Avg)) and isinstance(arg, exp.Column) and owned(arg):
         a = release.column_attribute(arg.name)
         if a is not None and a.kind == "range" and a.value_type in ("date", "timestamp"):
@@ -308,15 +357,15 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
             raise UnsupportedQueryError(f"{name} needs a probability argument")
         return _quantile(node, arg, p, owned, release)
     if isinstance(node, exp.Count) or any(map(owned, node_columns)):
-        raise UnsupportedQueryError(f"{name}({arg.sql('duckdb') if arg else ''}) over the "
-                                    f"private table is not supported; " + SUPPORTED)
+        raise UnsupportedQueryError(f"{written_call(node)} over the private table is not "
+                                    "supported; " + SUPPORTED)
     if any(isinstance(x, exp.AggFunc) for x in node.walk() if x is not node):
         return None  # an aggregate of aggregates: DuckDB checks it
     if not node_columns:  # SUM(2), MAX(1): over the private table's rows
-        raise UnsupportedQueryError(f"{node.sql('duckdb')} over the private table is not "
+        raise UnsupportedQueryError(f"{written_call(node)} over the private table is not "
                                     "supported; " + SUPPORTED)
     raise UnsupportedQueryError(
-        f"{name} over a column joined to the private table is not supported (it would be "
+        f"{written_call(node)} over a column joined to the private table is not supported (it would be "
         "weighted by private rows); aggregate the release first in a CTE, then join")
 
 

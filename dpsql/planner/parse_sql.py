@@ -54,7 +54,11 @@ class _Parsers(threading.local):
 
     def parse(self, sql: str) -> list:
         with quiet_fallback():  # dpsql refuses a Command itself (parse_walked)
-            return self.parser.parse(self.tokenizer.tokenize(sql), sql)
+            trees = self.parser.parse(self.tokenizer.tokenize(sql), sql)
+        for t in trees:  # the text its nodes' positions point into (written_call)
+            if t is not None:
+                t.meta["sql"] = sql
+        return trees
 
     def generate(self, tree: exp.Expression) -> str:
         """``tree`` as DuckDB SQL, without copying it (it is the planner's own parse)."""

@@ -138,8 +138,10 @@ def other_tables(tree: exp.Expression, logical: set[str], relations: set[str], a
 
 def _route_tree(text: str, tree: exp.Expression, logical: set[str], relations: set[str],
                 alias: str) -> tuple[str, str]:
-    if isinstance(tree, _WRITES) or any(isinstance(n, _WRITES) for n in tree.walk()):
-        raise ReadOnlyError(read_only(type(tree).__name__.upper()))
+    write = next((n for n in tree.walk() if isinstance(n, _WRITES)), None)
+    if write is not None:  # the write's SQL word: TRUNCATE, DELETE in a WITH (not SELECT)
+        raise ReadOnlyError(read_only(
+            "TRUNCATE" if isinstance(write, exp.TruncateTable) else type(write).__name__.upper()))
     if isinstance(tree, exp.Command):
         what = str(tree.this).upper()
         if what in _WRITE_COMMANDS:

@@ -644,3 +644,41 @@ def test_outside_where_a_correlated_label_and_the_advised_form_are_duckdbs(kw_co
     want = raw.execute(OUTSIDE_WHERE[0]).fetchall()
     got = [(a, b, round(c)) for a, b, c in _run(dp, advised)]
     assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+# A refused aggregate was named by sqlglot's class, not as written: "ANYVALUE(k)",
+# "GROUPCONCAT(r)" for string_agg(r, ','), "LOGICALOR(k > 3)" for bool_or(k > 3),
+# "CORR(k)" for corr(k, n) (its second argument left out), "PERCENTILEDISC(k)".
+WRITTEN = [
+    ("SELECT c, any_value(k) FROM t GROUP BY c", "any_value(k) over the private table"),
+    ("SELECT c, group_concat(r) FROM t GROUP BY c", "group_concat(r) over"),
+    ("SELECT c, string_agg(r, ',') FROM t GROUP BY c", "string_agg(r, ',') over"),
+    ("SELECT c, STRING_AGG(DISTINCT r, ', ') FROM t GROUP BY c",
+     "STRING_AGG(DISTINCT r, ', ') over"),
+    ("SELECT c, bool_or(k > 3) FROM t GROUP BY c", "bool_or(k > 3) over"),
+    ("SELECT c, corr(k, n) FROM t GROUP BY c", "corr(k, n) over"),
+    ("SELECT c, quantile_disc(k, 0.5) FROM t GROUP BY c", "quantile_disc(k, 0.5) over"),
+    ("SELECT c, max(k) FROM t GROUP BY c", "max(k) over"),
+    ("SELECT c, bool_and(kw.k > 3) FROM t JOIN kw ON t.k = kw.k GROUP BY c",
+     "bool_and(kw.k > 3) over a column joined"),
+]
+
+
+@pytest.mark.parametrize("sql,words", WRITTEN, ids=range(len(WRITTEN)))
+def test_a_refused_aggregate_is_named_as_written(kw_cons, sql, words):
+    dp, raw = kw_cons
+    kind, detail = fz.classify(dp, raw, sql, 1)
+    assert kind == "refused" and detail.startswith(words), (kind, detail)
+
+
+@pytest.mark.parametrize("sql,word", [
+    ("TRUNCATE t", "TRUNCATE"), ("WITH d AS (DELETE FROM t RETURNING *) SELECT 1", "DELETE")])
+def test_the_server_names_a_refused_write_as_written(sql, word):
+    """``dpsql serve`` said "TRUNCATETABLE is not allowed", and "SELECT is not allowed"
+    for a write inside a WITH."""
+    from dpsql.server._guard import ReadOnlyError
+    from dpsql.server._route import route_statement
+
+    with pytest.raises(ReadOnlyError) as err:
+        route_statement(sql, {"t"}, set(), "rel")
+    assert str(err.value).startswith(f"{word} is not allowed"), str(err.value)
