@@ -438,7 +438,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 refuse_date_by_time(node.parent, a)  # answer differs from DuckDB's
             continue
         if a.kind == "range":
-            if args.get("group") is None:
+            # a JOIN condition needs no GROUP BY: it keeps or drops each node's bin
+            # (group_bins answers it where a bin holds one value, as a row does)
+            if args.get("group") is None and arg != "joins":
                 raise UnsupportedQueryError(
                     f"the binned attribute {a.name!r} can only be used in range predicates "
                     f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=), inside SUM/AVG/"

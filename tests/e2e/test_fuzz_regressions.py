@@ -682,3 +682,31 @@ def test_the_server_names_a_refused_write_as_written(sql, word):
     with pytest.raises(ReadOnlyError) as err:
         route_statement(sql, {"t"}, set(), "rel")
     assert str(err.value).startswith(f"{word} is not allowed"), str(err.value)
+
+
+# A join on one-value bins with no GROUP BY was refused ("the binned attribute 'k' can
+# only be used in range predicates ..., or grouped"), though with GROUP BY it answered:
+# the join keeps or drops whole bins either way.
+UNGROUPED_JOINS = [
+    "SELECT COUNT(*) FROM t SEMI JOIN kw ON t.k = kw.k",
+    "SELECT COUNT(*) FROM t ANTI JOIN kw ON t.k = kw.k",
+    "SELECT COUNT(*) FROM t JOIN kw ON t.k = kw.k",
+    "SELECT COUNT(t.k) FROM t LEFT JOIN kw ON t.k = kw.k",
+    "SELECT COUNT(*) FROM t SEMI JOIN kw ON t.k = kw.k AND t.c = 'a' WHERE t.k < 3",
+    "SELECT COUNT(*) FROM t ANTI JOIN kw ON t.d < DATE '2013-01-01' + kw.k",
+    "SELECT SUM(k) FROM t SEMI JOIN kw ON t.k = kw.k",
+    "SELECT AVG(n) FROM t SEMI JOIN kw ON t.k = kw.k",
+    "SELECT COUNT(*) FROM t SEMI JOIN kw ON floor(t.x) = kw.k",
+]
+
+
+@pytest.mark.parametrize("sql", UNGROUPED_JOINS, ids=range(len(UNGROUPED_JOINS)))
+def test_a_join_on_one_value_bins_needs_no_group_by(kw_cons, sql):
+    dp, raw = kw_cons
+    assert fz.classify(dp, raw, sql, 0) == ("equal", ""), sql
+
+
+def test_an_ungrouped_join_on_bins_of_many_values_is_still_refused(kw_cons):
+    dp, raw = kw_cons
+    kind, detail = fz.classify(dp, raw, "SELECT COUNT(*) FROM t SEMI JOIN kw ON t.x > kw.k", 0)
+    assert kind == "refused" and "JOIN condition" in detail and "bins 0.125 wide" in detail
