@@ -84,6 +84,21 @@ def _used_outside_aggregates(ref, attribute: str) -> bool:
         or any(g.attribute == attribute for g in ref.bins)
 
 
+def _join_on(ref, attribute: str):
+    """(join, its ON condition) of the first join of ``ref``'s SELECT whose condition
+    names a column of ``attribute`` of the reference, or None."""
+    meta = ref.release.attributes[attribute]
+    names = {c.lower() for c in (meta.name, *meta.columns)}
+    alias = ref.alias.lower()
+    for j in ref.select.args.get("joins") or ():
+        on = j.args.get("on")
+        if on is not None and any(
+                c.name.lower() in names and (not c.table or c.table.lower() == alias)
+                for c in on.find_all(exp.Column)):
+            return j, on
+    return None
+
+
 def _column(ref, attribute: str) -> str:
     """The column to name for ``attribute``: the one of its columns that the SELECT
     uses, else its finest (a hierarchy's last level), else its name."""
@@ -116,6 +131,18 @@ def unsafe_view_error(ref, view: ViewInfo) -> UnsupportedQueryError:
     if grouped:
         a = grouped[0]
         x = _column(ref, a)
+        joined = _join_on(ref, a)
+        if joined is not None:
+            j, on = joined
+            how = " ".join(w for w in (j.method, j.side, j.kind) if w).upper()
+            return UnsupportedQueryError(
+                f"the condition {on.sql('duckdb')} of this {how + ' ' if how else ''}JOIN "
+                f"may keep rows where {x} is NULL, which the release does not hold: the "
+                f"views over {a!r} leave its NULL rows out (on_null = \"drop\" in the "
+                f"spec). Only an inner or SEMI join on a comparison of {x} (=, <>, <, <=, "
+                f">, >=, BETWEEN: never true on NULL) leaves them out; an outer or ANTI "
+                f"join keeps its unmatched rows, and IS NOT DISTINCT FROM matches NULL. Add "
+                f"WHERE {x} IS NOT NULL to leave those rows out")
         return UnsupportedQueryError(
             f"this query uses {x} outside its aggregates (GROUP BY, SELECT...), so in SQL "
             f"it has a group where {x} is NULL, which the release does not hold: the views "

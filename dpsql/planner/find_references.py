@@ -40,7 +40,7 @@ from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, lon
 from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
-from dpsql.planner.joins import pads_with_nulls, using_keys
+from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
                                           not_an_attribute)
@@ -365,6 +365,10 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         removed_ids.update(map(id, c_columns))
 
     non_null, nulls = null_rows.settle(lambda a: _column_test(a, owned))
+    for x in null_rejected(table, joins, owned) if joins else ():  # JOIN ... ON t.n = p.w
+        a = column_attribute(x.name)
+        if a is not None:
+            non_null.add(a.name)
 
     # ---- aggregates
     aggregates: list[Aggregate] = []

@@ -4,13 +4,46 @@ find_references` refuses row counts over such a join: SQL counts a padded row as
 the released counts have nothing to back it). The joins that cannot be answered from
 released counts are refused here, naming what to write instead: NATURAL (it would join
 on whichever columns the node rows happen to carry) and POSITIONAL (node rows are not
-records)."""
+records). An inner or semi join whose condition compares an attribute (``t.n = p.w``)
+keeps none of the rows where it is NULL, as a WHERE predicate false on NULL does
+(:func:`null_rejected`)."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner._names import conjuncts_of
+
+_NULL_REJECTING = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Between)
+"""Conditions whose value is NULL, so never true, where their first operand (or, for the
+comparisons, either operand) is NULL: not ``IS [NOT] DISTINCT FROM``."""
+
+
+def null_rejected(table: exp.Table, joins: list[exp.Join], owned) -> list[exp.Column]:
+    """The columns of ``table`` (``owned(col)``) that a join drops the NULL rows of: an
+    operand of a comparison or ``BETWEEN`` (``t.n = p.w``, ``t.n BETWEEN p.a AND p.b``)
+    that is an AND-ed term of the ``ON`` of an inner join, or of a semi join whose left
+    side ``table`` is. Such a row never matches, so the join keeps none of them: the
+    query counts the rows where the column has a value, which a view that dropped its
+    NULLs (``on_null = "drop"``) holds. Outer joins keep their left rows (and ANTI joins
+    the unmatched ones, NULLs included), so their conditions drop nothing."""
+    out: list[exp.Column] = []
+    for j in joins:
+        kind, on = (j.kind or "").upper(), j.args.get("on")
+        if on is None or j.side or j.method or kind not in ("", "INNER", "SEMI") or (
+                kind == "SEMI" and j.this is table):
+            continue
+        for c in conjuncts_of(on):
+            if not isinstance(c, _NULL_REJECTING):
+                continue
+            sides = [c.this] if isinstance(c, exp.Between) else [c.this, c.expression]
+            for x in sides:
+                while isinstance(x, exp.Paren):
+                    x = x.this
+                if isinstance(x, exp.Column) and owned(x):
+                    out.append(x)
+    return out
 
 
 def using_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:
@@ -45,4 +78,4 @@ def pads_with_nulls(table: exp.Table, joins: list[exp.Join]) -> bool:
     return any(j.side.upper() in ("RIGHT", "FULL") for j in joins[here + 1:])
 
 
-__all__ = ["pads_with_nulls", "using_keys"]
+__all__ = ["null_rejected", "pads_with_nulls", "using_keys"]

@@ -710,3 +710,36 @@ def test_an_ungrouped_join_on_bins_of_many_values_is_still_refused(kw_cons):
     dp, raw = kw_cons
     kind, detail = fz.classify(dp, raw, "SELECT COUNT(*) FROM t SEMI JOIN kw ON t.x > kw.k", 0)
     assert kind == "refused" and "JOIN condition" in detail and "bins 0.125 wide" in detail
+
+
+# An inner join on n (on_null = "drop") was refused "so in SQL it has a group where n
+# is NULL", though no NULL n matches an inner or SEMI join's comparison: the join counts
+# the rows where n has a value, which the views over n hold. Joins that keep those rows
+# (an outer or ANTI join, IS NOT DISTINCT FROM, an OR) stay refused, naming the join.
+DROPPED_JOINS = [
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON t.n = kw.k GROUP BY kw.name", 1),
+    ("SELECT COUNT(*) FROM t SEMI JOIN kw ON t.n = kw.k", 0),
+    ("SELECT COUNT(*) FROM kw INNER JOIN t ON kw.k < t.n AND t.k BETWEEN 2 AND kw.k + 9", 0),
+    ("SELECT n, COUNT(*) FROM t JOIN kw ON t.n = kw.k GROUP BY n", 1),
+]
+
+
+@pytest.mark.parametrize("sql,keys", DROPPED_JOINS, ids=range(len(DROPPED_JOINS)))
+def test_an_inner_join_on_an_attribute_with_dropped_nulls_is_duckdbs(kw_cons, sql, keys):
+    dp, raw = kw_cons
+    assert fz.classify(dp, raw, sql, keys) == ("equal", ""), sql
+
+
+@pytest.mark.parametrize("sql,how", [
+    ("SELECT COUNT(*) FROM t ANTI JOIN kw ON t.n = kw.k", "ANTI JOIN"),
+    ("SELECT COUNT(t.n) FROM t LEFT JOIN kw ON t.n = kw.k GROUP BY kw.name", "LEFT JOIN"),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON t.n IS NOT DISTINCT FROM kw.k "
+     "GROUP BY kw.name", "this JOIN"),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON coalesce(t.n, 0) = kw.k GROUP BY kw.name",
+     "this JOIN"),
+])
+def test_a_join_that_keeps_dropped_nulls_is_refused_naming_it(kw_cons, sql, how):
+    dp, raw = kw_cons
+    kind, detail = fz.classify(dp, raw, sql, 0)
+    assert kind == "refused" and how in detail and "may keep rows where n is NULL" in detail \
+        and "WHERE n IS NOT NULL" in detail, (kind, detail)
