@@ -269,7 +269,7 @@ def test_a_sub_day_trunc_cast_to_date_or_grouped_is_still_answered(cons):
     answered as DuckDB answers them (the release also lists the public days with no
     rows, at a count of 0)."""
     con, raw = cons
-    for q in (f"SELECT date_trunc('hour', d)::DATE = DATE '2000-01-03' AS b, COUNT(*) FROM t "
+    for q in ("SELECT date_trunc('hour', d)::DATE = DATE '2000-01-03' AS b, COUNT(*) FROM t "
               "GROUP BY b ORDER BY b",
               "SELECT date_trunc('hour', d)::TIMESTAMP AS h, COUNT(*) FROM t GROUP BY h "
               "ORDER BY h"):
