@@ -365,8 +365,9 @@ def _classify_call(node: exp.Expression, node_columns: list[exp.Column], owned,
         raise UnsupportedQueryError(f"{written_call(node)} over the private table is not "
                                     "supported; " + SUPPORTED)
     raise UnsupportedQueryError(
-        f"{written_call(node)} over a column joined to the private table is not supported (it would be "
-        "weighted by private rows); aggregate the release first in a CTE, then join")
+        f"{written_call(node)} over a column joined to the private table is not supported "
+        "(it would be weighted by private rows); aggregate the release first in a CTE, "
+        "then join")
 
 
 def enclosing_call(node: exp.Expression) -> exp.Expression | None:
