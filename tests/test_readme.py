@@ -92,7 +92,7 @@ def test_setup_commands_are_the_ones_ci_runs():
     assert bash[0].strip().endswith(".venv/bin/dpsql demo")
     ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()
                 if ln.strip() and not ln.strip().startswith("#")]
-    assert ci_lines[-1] == ".venv/bin/python -m pytest -q"
+    assert ci_lines[-1] == ".venv/bin/python -m pytest -q -n 2"
     assert bash[1].strip().endswith("&& " + ci_lines[-1])
     assert '.venv/bin/pip install -e ".[test]"' in bash[1]
 
