@@ -106,7 +106,7 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
     while isinstance(parent, exp.Paren):
         node, parent = parent, parent.parent
     if arg == "joins":
-        _check_join_condition(col, parent, a)
+        _check_join_condition(col, parent, a, level_widths)
     if arg in _ITEM_ARGS and not _whole_item(node):
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
@@ -121,7 +121,7 @@ _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeE
 
 
 def _check_join_condition(col: exp.Column, parent: exp.Expression | None,
-                          a: AttributeMeta) -> None:
+                          a: AttributeMeta, level_widths) -> None:
     """A binned column in a JOIN condition (outside a bucketing call or ``date_trunc``)
     is compared row by row in SQL, and on the release with each node's bin lower bound:
     the same only where a bin holds one value. So it is answered on integer, date and
@@ -144,7 +144,7 @@ def _check_join_condition(col: exp.Column, parent: exp.Expression | None,
         f"supported: SQL reads it row by row, and {what}. Count by its bins first "
         f"and join the released bins (WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> "
         f"GROUP BY {a.name}) SELECT ... FROM q JOIN ... ON q.{a.name} ...: each bin as its "
-        f"lower bound), join on {_buckets_text_plain(a)}, or filter {a.name} in WHERE with "
+        f"lower bound), join on {_buckets_text(a, level_widths)}, or filter {a.name} in WHERE with "
         "literal bounds")
 
 
@@ -159,15 +159,6 @@ def _condition(col: exp.Column) -> exp.Expression:
 
 def _bin_text(a: AttributeMeta) -> str:
     return a.unit + " bins" if a.unit else f"bins {_num(a.width)} wide"
-
-
-def _buckets_text_plain(a: AttributeMeta) -> str:
-    if a.value_type in TRUNC_UNITS:
-        fits = aligned_units(a)
-        return ("date_trunc(unit, " + a.name + ") with a unit of whole bins ("
-                + ", ".join(fits) + ")") if fits else "a range of whole bins"
-    return (f"buckets of whole bins (floor({a.name} / w) with w a multiple of "
-            f"{_num(a.width)})")
 
 
 def one_value_bins(a: AttributeMeta) -> bool:
