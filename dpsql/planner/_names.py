@@ -6,6 +6,7 @@ beyond the release passed in, no I/O."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -123,10 +124,18 @@ def is_named_call(e: exp.Expression) -> bool:
 
 def output_name(e: exp.Expression) -> str:
     """PostgreSQL's name of an unaliased output: a function call (also under a cast or
-    as a window) is named by its function, ``count`` for ``COUNT(*)``, ``dp_stderr`` for
+    as a window) is named by its function (as DuckDB spells it), ``count`` for ``COUNT(*)``, ``dp_stderr`` for
     ``dp_stderr()`` (ORDER BY and HAVING may name it so, as in PostgreSQL); any other
     expression keeps its SQL text, as DuckDB names it."""
     if is_named_call(e):
         f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
-        return f.name.lower() if isinstance(f, exp.Anonymous) else f.sql_name().lower()
+        if isinstance(f, exp.Anonymous):
+            return f.name.lower()
+        written = f.sql("duckdb", normalize_functions="lower").split("(", 1)[0]
+        return written if _WORD.fullmatch(written) else f.sql_name().lower()
     return e.sql("duckdb", normalize_functions="lower")
+
+
+_WORD = re.compile(r"[a-z_][a-z0-9_]*")
+"""A function name as DuckDB SQL writes it: ``date_trunc`` and ``dayofweek``, where
+sqlglot's own names for its classes are ``timestamp_trunc`` and ``day_of_week``."""

@@ -39,6 +39,7 @@ from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, lon
                                   names_cte, output_name, scope_tables, split_columns)
 from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
+from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
@@ -121,7 +122,9 @@ class Reference:
     those NULLs (``on_null = "drop"``) answers such a reference as the data would."""
     truncs: tuple[tuple[exp.Column, str, str], ...] = field(default=(), compare=False)
     """``date_trunc(unit, attr)`` of a date or timestamp attribute outside the aggregates
-    (SELECT, GROUP BY, ORDER BY...): (the column node, the attribute, the unit). The
+    (SELECT, GROUP BY, ORDER BY...), and a date part of it (``year(attr)``: a function
+    of ``date_trunc('year', attr)``, :mod:`~dpsql.planner.date_parts`): (the column
+    node, the attribute, the unit). The
     chosen level's nodes each lie in one unit (:func:`dpsql.domains.calendar.trunc_aligned`)
     and the rewrite puts each node's first date or timestamp in the column's place, so
     that DuckDB's own ``date_trunc`` groups whole nodes."""
@@ -441,6 +444,14 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             if compared(node.parent):  # as in WHERE (trunc_predicates), so that no
                 refuse_date_by_time(node.parent, a)  # answer differs from DuckDB's
             continue
+        part = date_part_call(node) if a.kind == "range" else None
+        if part is not None:  # year(d), extract(dow FROM d): a function of a date_trunc
+            try:
+                truncs.append((node, a.name, part_unit(*part, a)))
+                continue
+            except UnsupportedQueryError:
+                if arg != "joins":  # in a JOIN condition: the JOIN refusal (bin_group)
+                    raise
         if a.kind == "range":
             # a JOIN condition needs no GROUP BY: it keeps or drops each node's bin
             # (group_bins answers it where a bin holds one value, as a row does)

@@ -394,18 +394,22 @@ def replace_bins(select: exp.Select, groups: tuple[BinGroup, ...],
         a = attributes[g.attribute]
         lo, hi = edges[g.attribute]
         if g.bucket is None:
-            _replace_item(select, g.column, exp.Var(this=bound_sql(a, lo)), g.column.name)
+            replace_item(select, g.column, exp.Var(this=bound_sql(a, lo)), g.column.name)
             continue
         inner = value_sql(a, lo, hi)
         if isinstance(g.bucket, exp.WidthBucket):
-            _replace_item(select, g.bucket, exp.Var(this=width_bucket_sql(g.bucket, inner)),
+            replace_item(select, g.bucket, exp.Var(this=width_bucket_sql(g.bucket, inner)),
                           "width_bucket")
         else:
-            _replace_item(select, g.column, exp.Var(this=inner), None)
+            replace_item(select, g.column, exp.Var(this=inner), None)
 
 
-def _replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
-                  name: str | None) -> None:
+def replace_item(select: exp.Select, node: exp.Expression, new: exp.Expression,
+                 name: str | None) -> None:
+    """Replace ``node`` (a column of ``select``) with ``new``. When it is in an unaliased
+    output of ``select``, alias that output first: ``name``, or when the column is inside
+    a larger expression (a call around it), the name DuckDB or PostgreSQL gives the
+    expression as written (:func:`~dpsql.planner._names.output_name`)."""
     item, parent = node, node.parent
     while isinstance(parent, exp.Paren):
         item, parent = parent, parent.parent

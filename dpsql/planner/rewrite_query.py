@@ -67,7 +67,7 @@ from dpsql.planner.catalog import ViewInfo
 from dpsql.planner.choose_view import Choice, grid_index
 from dpsql.planner._names import conjuncts_of, output_name
 from dpsql.planner.find_references import PLACING_ARGS, Reference
-from dpsql.planner.group_bins import replace_bins
+from dpsql.planner.group_bins import replace_bins, replace_item
 from dpsql.planner.level_rows import dense_nodes_sql, level_read, num
 from dpsql.planner.value_intervals import pieces_condition, pieces_weight
 
@@ -386,9 +386,10 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
                 select.set("having", None)
             select.set("group", None)
         select.set("where", exp.Where(this=_and_all(keep)) if keep else None)
-    for col, attr, _ in ref.truncs:  # date_trunc(unit, attr): of the node's first value
-        meta = ref.release.attributes[attr]
-        col.replace(V(axis_to_value_sql(meta.value_type, rows.edges[attr][0])))
+    for col, attr, _ in ref.truncs:  # date_trunc(unit, attr), year(attr): of the node's
+        meta = ref.release.attributes[attr]  # first value, named as written
+        replace_item(select, col, V(axis_to_value_sql(meta.value_type, rows.edges[attr][0])),
+                     None)
     for col in ref.long_names:  # the release is read under the alias: name it so
         col.set("db", None)
         col.set("catalog", None)
