@@ -23,7 +23,8 @@ from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
 from dpsql.errors import SqlSyntaxError, UnsupportedQueryError
-from dpsql.planner._sqlglot_compat import quiet_fallback, refuse_regexp_tilde
+from dpsql.planner._sqlglot_compat import (quiet_fallback, refuse_regexp_tilde,
+                                           wrap_grouping_items)
 from dpsql.planner._syntax_error import syntax_error
 from dpsql.planner.refuse_file_reads import reads_outside
 from dpsql.planner.refuse_loose_syntax import refuse_misread_operators, refuse_loose_syntax
@@ -54,7 +55,7 @@ class _Parsers(threading.local):
 
     def parse(self, sql: str) -> list:
         with quiet_fallback():  # dpsql refuses a Command itself (parse_walked)
-            trees = self.parser.parse(self.tokenizer.tokenize(sql), sql)
+            trees = self.parser.parse(wrap_grouping_items(self.tokenizer.tokenize(sql)), sql)
         for t in trees:  # the text its nodes' positions point into (written_call)
             if t is not None:
                 t.meta["sql"] = sql

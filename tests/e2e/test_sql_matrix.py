@@ -45,6 +45,17 @@ MATRIX = [
     ("SELECT region, mode, COUNT(*) FROM trips GROUP BY CUBE (region, mode)", None),
     ("SELECT region, mode, COUNT(*) FROM trips GROUP BY GROUPING SETS ((region), (mode), ())",
      None),
+    # predicates as grouping items, which DuckDB takes and sqlglot 28 and 30 did not parse
+    # (dpsql.planner._sqlglot_compat.wrap_grouping_items)
+    ("SELECT mode LIKE 'b%' AS b, COUNT(*) FROM trips GROUP BY ROLLUP (mode LIKE 'b%')",
+     None),
+    ("SELECT mode IN ('car', 'bus') AS k, region, COUNT(*) FROM trips "
+     "GROUP BY CUBE (mode IN ('car', 'bus'), region)", None),
+    ("SELECT region = 'R1' AS r1, mode, COUNT(*) FROM trips "
+     "GROUP BY GROUPING SETS (region = 'R1', (mode, region <> 'R1' AND mode ILIKE 'B%'), ())",
+     None),
+    ("SELECT region IS NOT NULL, COUNT(*) FROM trips /* ROLLUP (a = 1) */ "
+     "GROUP BY ROLLUP (region IS NOT NULL, (region, province)) -- CUBE (b IS NULL)", None),
     ("SELECT COUNT(*) FROM trips WHERE distance >= 8 AND distance < 48", None),
     ("SELECT COUNT(*) FROM trips WHERE distance < 64", None),
     ("SELECT COUNT(*) FROM trips WHERE distance >= 128 AND distance < 252", None),
