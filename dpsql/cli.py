@@ -119,11 +119,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     for table in release_summary(release):
         console.print(table)
     if args.columns:
-        from dpsql.domains.calendar import edges_of, from_axis
+        from dpsql.domains.calendar import axis_text, edges_of
         from dpsql.present import column_table
         from dpsql.release_file import read_domains
 
-        dates = {a.name: [str(from_axis(a.value_type, e)) for e in edges_of(a)]
+        dates = {a.name: [axis_text(a.value_type, e) for e in edges_of(a)]
                  for a in release.attributes.values()
                  if a.kind == "range" and a.value_type in ("date", "timestamp")}
         console.print(column_table(release, read_domains(args.release, release), dates))

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from dpsql.domains.calendar import edges_of, from_axis
+from dpsql.domains.calendar import axis_text, edges_of
 from dpsql.spec import own_population_views
 
 
@@ -140,7 +140,7 @@ def _domain_text(a: dict) -> str:
     if kind == "range":
         bins = f"{a.get('bins', 0):,} bins" + (f" by {a['unit']}" if a.get("unit") else "")
         if a.get("type") in ("date", "timestamp"):
-            lo, hi = (str(from_axis(a["type"], float(a[k]))).removesuffix(" 00:00:00")
+            lo, hi = (axis_text(a["type"], float(a[k])).removesuffix(" 00:00:00")
                       for k in ("lower", "upper"))
             return f"[{lo}, {hi}), {bins}"
         return f"[{_fmt(float(a['lower']))}, {_fmt(float(a['upper']))}), {bins}"

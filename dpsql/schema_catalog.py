@@ -98,9 +98,9 @@ def bins_text(a: Any) -> str:
     dates and timestamps by their unit and calendar bounds (``12 bins by month over
     [2013-01-01, 2014-01-01)``)."""
     if a.value_type in ("date", "timestamp"):
-        from dpsql.domains.calendar import from_axis
+        from dpsql.domains.calendar import axis_text
 
-        lo, hi = (from_axis(a.value_type, x) for x in (a.lower, a.upper))
+        lo, hi = (axis_text(a.value_type, x) for x in (a.lower, a.upper))
         unit = a.unit or ("day" if a.value_type == "date" else "second")
         return f"{a.bins} bins by {unit} over [{lo}, {hi})"
     return f"{a.bins} bins of width {a.width:g} over [{a.lower:g}, {a.upper:g})"

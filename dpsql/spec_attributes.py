@@ -17,6 +17,8 @@ from numbers import Real
 from pathlib import Path
 from typing import Any, Union
 
+import numpy as np
+
 from dpsql.domains.bin_edges import edge_mode
 from dpsql.domains.calendar import (UNITS, edges_of, is_month_start, month_edges,
                                    months_between, to_axis)
@@ -43,7 +45,7 @@ def _is_date(value: Any) -> bool:
     try:
         date.fromisoformat(value)
     except (TypeError, ValueError):
-        return False
+        return _far_axis(value, "D") is not None
     return True
 
 
@@ -55,8 +57,25 @@ def _is_datetime(value: Any) -> bool:
     try:
         datetime.fromisoformat(value)
     except ValueError:
-        return False
+        return _far_axis(value, "s") is not None
     return True
+
+
+_FAR = {"D": re.compile(r"-?\d{4,}-\d\d-\d\d"),
+        "s": re.compile(r"-?\d{4,}-\d\d-\d\d[ T]\d\d:\d\d:\d\d")}
+
+
+def _far_axis(value: Any, unit: str) -> float | None:
+    """A date (``unit`` "D") or date-time ("s") string outside Python's years 1 to 9999,
+    with an astronomical year as DuckDB writes it (``'-0015-03-01'`` is 16 BC,
+    ``'0000-01-01'`` 1 BC), as days or seconds since 1970-01-01 (numpy's proleptic
+    Gregorian calendar, DuckDB's); None for anything else."""
+    if not isinstance(value, str) or not _FAR[unit].fullmatch(value.strip()):
+        return None
+    try:
+        return float(np.datetime64(value.strip().replace(" ", "T"), unit).astype(np.int64))
+    except ValueError:  # a day that does not exist: -0015-02-30
+        return None
 
 
 def second_number(path: str, value: Any) -> float:
@@ -67,6 +86,9 @@ def second_number(path: str, value: Any) -> float:
         try:
             value = datetime.fromisoformat(value)
         except ValueError as err:
+            far = _far_axis(value, "s")
+            if far is not None:
+                return far
             raise _err(path, f"{value!r} is not a timestamp; write YYYY-MM-DD HH:MM:SS") \
                 from err
     if isinstance(value, datetime) and value.tzinfo is not None:
@@ -87,6 +109,9 @@ def day_number(path: str, value: Any) -> float:
         try:
             value = date.fromisoformat(value)
         except ValueError as err:
+            far = _far_axis(value, "D")
+            if far is not None:
+                return far
             raise _err(path, f"{value!r} is not a date; write YYYY-MM-DD") from err
     if isinstance(value, date):
         return float((value - EPOCH).days)

@@ -90,3 +90,24 @@ def test_coarser_nodes_align_only_where_their_edges_fall_on_unit_boundaries():
     assert [trunc_aligned(m, "quarter", s) for s in (1, 3, 4)] == [True, True, False]
     h = _range(lower="2013-01-01 00:00:00", upper="2013-01-08 00:00:00", unit="hour")
     assert [trunc_aligned(h, "day", s) for s in (1, 4, 16)] == [True, True, False]
+
+
+def test_axis_text_is_iso_and_reaches_before_the_year_1():
+    """``axis_text`` writes what Python's ``isoformat`` writes for the years 1 to 9999, and
+    DuckDB's astronomical years beyond them (Python's dates stop there); the spec reads its
+    text back to the same day or second."""
+    from dpsql.domains.calendar import axis_text
+    from dpsql.spec_attributes import day_number, second_number
+
+    g = np.random.default_rng(4)
+    for x in g.uniform(-719162, 2932896, 500):
+        assert axis_text("date", x) == from_axis("date", x).isoformat()
+    for x in g.uniform(-719162 * 86400, 2932896 * 86400, 500):
+        assert axis_text("timestamp", x) == from_axis("timestamp", x).isoformat(sep=" ")
+    bc = float(np.datetime64("-0015-03-01").astype(int))
+    assert [axis_text("date", bc), axis_text("date", bc - 1)] == ["-0015-03-01", "-0015-02-28"]
+    assert axis_text("timestamp", bc * 86400 + 3661) == "-0015-03-01 01:01:01"
+    assert axis_text("date", float(np.datetime64("0000-12-31").astype(int))) == "0000-12-31"
+    for x in g.integers(-3_000_000, -719162, 200):
+        assert day_number("lower", axis_text("date", x)) == x
+        assert second_number("lower", axis_text("timestamp", x * 86400 + 59)) == x * 86400 + 59

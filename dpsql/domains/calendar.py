@@ -60,30 +60,54 @@ def from_axis(value_type: str, x: float) -> date | datetime:
     return EPOCH + timedelta(seconds=math.floor(x))
 
 
+def _month_of(value_type: str, x: float) -> int:
+    """The month (counted from 1970-01, negative before) that the axis point ``x`` lies
+    in, on DuckDB's proleptic Gregorian calendar (numpy's: any year, 1 BC and before
+    too, where Python's ``date`` stops at the year 1)."""
+    day = math.floor(x if value_type == "date" else x / 86400.0)
+    return int(np.datetime64(day, "D").astype("datetime64[M]").astype(np.int64))
+
+
+def _month_start(value_type: str, month: int) -> float:
+    """The axis value of the first day (at 00:00:00) of ``month`` (:func:`_month_of`)."""
+    day = int(np.datetime64(month, "M").astype("datetime64[D]").astype(np.int64))
+    return float(day) if value_type == "date" else day * 86400.0
+
+
+def axis_text(value_type: str, x: float) -> str:
+    """A point of the axis as ISO text: ``'2013-03-01'`` for a date, ``'2013-03-01
+    10:00:00'`` for a timestamp (the day or second it starts), also where Python's
+    ``date`` does not reach: years before 1 and after 9999 are astronomical, as DuckDB
+    reads them (``'-0015-03-01'`` is 16 BC, ``'0000-01-01'`` 1 BC)."""
+    day = math.floor(x if value_type == "date" else x / 86400.0)
+    m = _month_of("date", day)
+    year, month = 1970 + m // 12, m % 12 + 1
+    text = (f"{'-' if year < 0 else ''}{abs(year):04d}-{month:02d}-"
+            f"{day - int(_month_start('date', m)) + 1:02d}")
+    if value_type == "date":
+        return text
+    s = math.floor(x) - day * 86400
+    return f"{text} {s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 def is_month_start(value_type: str, x: float) -> bool:
-    if x != math.floor(x):
-        return False
-    v = from_axis(value_type, x)
-    return v.day == 1 and (value_type == "date" or (v.hour, v.minute, v.second) == (0, 0, 0))
+    return x == math.floor(x) and _month_start(value_type, _month_of(value_type, x)) == x
 
 
 def months_between(value_type: str, lower: float, upper: float) -> int:
     """How many calendar months [lower, upper) spans, rounded up (upper is moved to the
     next first of a month)."""
-    a, b = from_axis(value_type, lower), from_axis(value_type, upper)
-    n = (b.year - a.year) * 12 + (b.month - a.month)
+    n = _month_of(value_type, upper) - _month_of(value_type, lower)
     return n + (0 if is_month_start(value_type, upper) else 1)
 
 
 @lru_cache(maxsize=64)
 def _month_edges(value_type: str, lower: float, bins: int) -> tuple[float, ...]:
-    start = from_axis(value_type, lower)
-    out = []
-    for b in range(bins + 1):
-        m = start.month - 1 + b
-        out.append(to_axis(value_type, start.replace(year=start.year + m // 12,
-                                                     month=m % 12 + 1)))
-    return tuple(out)
+    first = _month_of(value_type, lower)
+    days = (np.arange(first, first + bins + 1).astype("datetime64[M]")
+            .astype("datetime64[D]").astype(np.int64))
+    scale = 1.0 if value_type == "date" else 86400.0
+    return tuple((days * scale).astype(np.float64).tolist())
 
 
 def month_edges(value_type: str, lower: float, bins: int) -> np.ndarray:
@@ -116,9 +140,9 @@ def bin_span_of(a, lo: float, hi: float) -> tuple[int, int]:
 
 
 def _start_sql(value_type: str, lower: float) -> str:
-    v = from_axis(value_type, lower)
-    return f"DATE '{v.isoformat()}'" if value_type == "date" else \
-        f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+    """The literal of the month start ``lower``, with DuckDB's astronomical years (year 0
+    is 1 BC, -1 is 2 BC: ``DATE '-0001-03-01'``)."""
+    return f"{'DATE' if value_type == 'date' else 'TIMESTAMP'} '{axis_text(value_type, lower)}'"
 
 
 def month_edge_sql(value_type: str, lower: float, b: str) -> str:

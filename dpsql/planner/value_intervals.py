@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import CALENDAR_TYPES, from_axis, to_axis
+from dpsql.domains.calendar import CALENDAR_TYPES, axis_text, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.fold_constants import (Constant, cast_text, fold_constant,
@@ -350,10 +350,6 @@ def describe_intervals(pieces: Intervals, value_type: str | None = None) -> str:
 
     def show(x: float) -> str:
         if value_type in CALENDAR_TYPES and math.isfinite(x):
-            try:
-                return from_axis(value_type, x).isoformat(sep=" ") \
-                    if value_type == "timestamp" else from_axis(value_type, x).isoformat()
-            except OverflowError:  # past 9999-12-31 (d <= DATE '9999-12-31' ends there)
-                return f"1970-01-01 + {x:g} {'days' if value_type == 'date' else 'seconds'}"
+            return axis_text(value_type, x)  # also before 1 AD and past 9999
         return f"{x:g}"
     return " ∪ ".join(f"[{show(lo)}, {show(hi)})" for lo, hi in pieces)

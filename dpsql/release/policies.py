@@ -154,12 +154,10 @@ def _bounds_text(attr: Range) -> str:
     """``[lower, upper)`` as the spec wrote them: dates and timestamps as such, not as the
     day or second numbers the bins are cut on (``[1.57784e+09, 1.58043e+09)``)."""
     if attr.value_type in ("date", "timestamp"):
-        from dpsql.domains.calendar import from_axis
+        from dpsql.domains.calendar import axis_text
 
-        lo, hi = (from_axis(attr.value_type, x) for x in (attr.lower, attr.upper))
-        if attr.value_type == "date":
-            return f"[{lo.isoformat()}, {hi.isoformat()})"
-        return f"[{lo.isoformat(sep=' ')}, {hi.isoformat(sep=' ')})"
+        return f"[{axis_text(attr.value_type, attr.lower)}, " \
+            f"{axis_text(attr.value_type, attr.upper)})"
     return f"[{attr.lower:g}, {attr.upper:g})"
 
 
