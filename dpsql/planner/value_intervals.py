@@ -39,6 +39,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import CALENDAR_TYPES, axis_text, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
+from dpsql.planner.date_parts import date_part_call
 from dpsql.planner.fold_constants import (Constant, cast_text, fold_constant,
                                           not_plain_calendar, plain_calendar)
 from dpsql.planner.refuse_time_zones import refuse_time_zone
@@ -310,6 +311,14 @@ def unsupported(c: exp.Expression, axis: Axis) -> UnsupportedQueryError:
     sub = "" if c.find(exp.Query) is None else (
         " (the planner does not run a subquery: list its values as literals, or count by "
         f"{a} first and filter the released bins in an outer query)")
+    part = next((p for col in c.find_all(exp.Column) if col.name.lower() == a.lower()
+                 and (p := date_part_call(col)) is not None), None)
+    if part is not None:  # year(d) = 2013: a part is answered outside WHERE only
+        sub += (f"; {part[0].sql('duckdb')} is a date part: it is answered in GROUP BY, "
+                f"HAVING and the SELECT list where it is constant on the bins, not in "
+                f"WHERE: filter on the range it stands for ({a} >= DATE '2013-01-01' AND "
+                f"{a} < DATE '2014-01-01', or date_trunc('year', {a}) = DATE "
+                f"'2013-01-01'), or group by it and keep groups with HAVING")
     return UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {a!r} is not supported; "
         f"write {forms} with {kind} literals, combined with AND, OR and NOT{sub}")
