@@ -40,6 +40,7 @@ from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, lon
 from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
+from dpsql.planner.join_bins import check_join_condition
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
@@ -457,9 +458,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     f"histogram from them would draw every bin once): count them, SELECT "
                     f"{a.name}, COUNT(*) FROM {table.name} GROUP BY {a.name}; the bins "
                     f"themselves are public, in {a.domain_table}")
-            bins.append(bin_group(node, arg, a, lambda a=a: tuple(
-                (lv.span or 1) * a.width for v in views
-                for lv in v.attribute_levels.get(a.name, ()))))
+            def level_widths(a=a) -> tuple[float, ...]:
+                return tuple((lv.span or 1) * a.width for v in views
+                             for lv in v.attribute_levels.get(a.name, ()))
+            group = bin_group(node, arg, a, level_widths)
+            if arg == "joins" and group.bucket is None:  # read as its bin: where exact
+                check_join_condition(node, a, level_widths)
+            bins.append(group)
             continue
         columns.add(release.column_name(name))
         if node.args.get("db"):
