@@ -43,8 +43,8 @@ from typing import NamedTuple
 import numpy as np
 
 from dpsql.accuracy.laplace_sum import half_width
-from dpsql.domains.bin_edges import bin_edge, edge_index as bin_edge_index
-from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned, unit_count
+from dpsql.domains.bin_edges import bin_edge
+from dpsql.domains.calendar import bin_span_of, grid_index, trunc_aligned, unit_count
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import unsafe_view_error
@@ -200,17 +200,6 @@ def _grid_edges(release: ReleaseInfo, r: RangeFilter) -> tuple[int | None, ...]:
 def _on_grid(edges: tuple[int | None, ...], span: int) -> bool:
     # exact: a near-edge bound interpolates
     return all(b is not None and not b % span for b in edges)
-
-
-def grid_index(a, x: float) -> int | None:
-    """The leaf-bin edge index of ``x`` on the binned attribute ``a`` if ``x`` lies
-    exactly on that edge, else None: the edge is computed as the release stores it
-    (:mod:`dpsql.domains.bin_edges`, by ``a.edge_mode``) and compared with ``==``, so a
-    bound written as an edge's decimal (``0.3`` with bins of 0.1) is that edge, and an
-    ``x`` a hair off it (5e-324 with bins of 4) is not."""
-    if a.unit == "month":
-        return edge_index(a, x)
-    return bin_edge_index(a.lower, a.upper, a.bins, x, a.edge_mode)
 
 
 def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:
