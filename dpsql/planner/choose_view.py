@@ -82,8 +82,8 @@ def choose_view(ref: Reference) -> Choice:
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
            ref.ranges, ref.trunc_units, ref.counted)  # every input of needed_attributes
-    if ref.bins:  # the bucket edges of each grouped binned attribute
-        key += (tuple(g.signature() for g in ref.bins),)
+    if ref.bins or ref.join_filters:  # the bucket edges of each grouped binned attribute
+        key += (tuple(g.signature() for g in ref.bins + ref.join_filters),)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
         key += (ref.non_null,
                 frozenset((g.kind, g.attribute, g.skips) for g in ref.aggregates))
@@ -166,7 +166,8 @@ def _level_for(v: ViewInfo, ref: Reference,
             k, aligned = max(k, own[-1].k), False
         else:
             k = max(k, fit.k)
-    for g in ref.bins:  # the coarsest level whose nodes lie inside one bucket each
+    for g in ref.bins + ref.join_filters:  # the coarsest level whose nodes lie inside
+        # one bucket each (or inside or outside a join's condition on the attribute)
         fit = next((lv for lv in by_attribute.get(g.attribute, ())
                     if g.fits(lv.span or 1)), None)
         k = max(k, (fit or by_attribute[g.attribute][-1]).k)

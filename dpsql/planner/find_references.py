@@ -40,7 +40,7 @@ from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, lon
 from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
-from dpsql.planner.join_bins import check_join_condition
+from dpsql.planner.join_bins import JoinFilter, check_join_condition, join_filters
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
@@ -133,6 +133,9 @@ class Reference:
     unclear_nulls: tuple[tuple[str, exp.Expression], ...] = field(default=(), compare=False)
     """(attribute, WHERE conjunct) where the conjunct's value on the attribute's NULL
     rows is not known to the planner (``upper(cd) = 'A'``): for the refusal's words."""
+    join_filters: tuple[JoinFilter, ...] = ()
+    """Terms of a join's ``ON`` on one binned attribute and constants (``t.y < 50``):
+    the chosen level's nodes lie inside or outside each (:mod:`~dpsql.planner.join_bins`)."""
 
     def null_safe(self, view: ViewInfo) -> bool:
         """True when ``view`` holds every row this reference counts
@@ -148,6 +151,7 @@ class Reference:
         out = set(self.measured) | {r.attribute for r in self.ranges} | self.counted
         out |= {a for _, a, _ in self.truncs}
         out.update(g.attribute for g in self.bins)
+        out.update(f.attribute for f in self.join_filters)
         for c in self.columns:
             a = self.release.column_attribute(c)
             if a is not None:
@@ -366,6 +370,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         removed_ids.update(map(id, c_columns))
 
     non_null, nulls = null_rows.settle(lambda a: _column_test(a, owned))
+    filters = join_filters(joins, owned, release) if joins else []  # ON ... AND t.y < 50
+    for f in filters:
+        removed_ids.update(map(id, f.condition.find_all(exp.Column)))
     for x in null_rejected(table, joins, owned) if joins else ():  # JOIN ... ON t.n = p.w
         a = column_attribute(x.name)
         if a is not None:
@@ -503,7 +510,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      None if plain is None else tuple(plain), tuple(long_names), measured,
                      tuple(bins), frozenset(non_null), tuple(truncs),
                      frozenset(a.skips for a in aggregates if a.skips),
-                     tuple(null_rows.unknown.items()))
+                     tuple(null_rows.unknown.items()), tuple(filters))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

@@ -1,21 +1,133 @@
 """A binned attribute in the condition of a join with a public table.
 
 SQL compares the attribute row by row; the release holds nodes, each a range of bins,
-and the rewrite puts each node's bin in the column's place. The answer is the data's
-only where the condition has one value over every row of a node.
-:func:`check_join_condition` decides that for a bare column (outside a bucketing call
-or ``date_trunc``, which :mod:`~dpsql.planner.group_bins` answers on whole bins).
+and the rewrite puts a node in the place of its rows. The answer is the data's exactly
+where the condition has one value over the rows of every node read, so it is answered
+there and refused elsewhere:
+
+* **a condition on the attribute alone** (an AND-ed term of ``ON`` with constants only:
+  ``t.y < 50``, ``t.d BETWEEN DATE '2013-03-01' AND DATE '2013-03-31'``, ``t.m IS NOT
+  NULL``, ``date_trunc('month', t.m) = DATE '2013-01-01'``): read as WHERE reads it
+  (:func:`~dpsql.planner.predicate_truth.predicate_truth`: the parts of the axis where
+  it is TRUE, and its value on a NULL row), it is a :class:`JoinFilter`. Each bound
+  must be a bin edge; the level read then has nodes that lie wholly inside or outside
+  it, and the term becomes a test of the node's bin. A bound inside a bin is refused
+  (:func:`join_filters`): WHERE would interpolate it, which a join cannot (it keeps or
+  drops each node whole);
+* ``date_trunc(unit, t.m)`` on a unit whose boundaries are bin edges: evaluated on
+  each node's first value, from a level whose nodes lie in one unit
+  (``Reference.truncs``);
+* **a bucketing call** (``floor(t.x) = p.k``): :mod:`~dpsql.planner.group_bins`;
+* **the bare column** compared with a public column (``t.k = p.k``):
+  :func:`check_join_condition`, where a bin holds one value.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
+import numpy as np
 from sqlglot import exp
 
+from dpsql.domains.calendar import CALENDAR_TYPES, edges_of, from_axis, grid_index
 from dpsql.errors import UnsupportedQueryError
+from dpsql.planner._names import conjuncts_of
 from dpsql.planner.group_bins import _buckets_text, _num, one_value_bins
+from dpsql.planner.predicate_truth import (TRUE, predicate_truth, refuse_dropped_nulls,
+                                           refuse_points)
+from dpsql.planner.value_intervals import Intervals, pieces_condition
 from dpsql.release_file import AttributeMeta
+
+
+@dataclass(frozen=True)
+class JoinFilter:
+    """An AND-ed term of a join's ``ON`` on one binned attribute and constants: TRUE on
+    the axis ``pieces`` (and on the NULL node where ``null``), whose bounds inside the
+    domain are the leaf-bin edges ``edges``."""
+
+    attribute: str
+    pieces: Intervals
+    null: bool
+    edges: tuple[int, ...]
+    condition: exp.Expression = field(compare=False, repr=False)
+    """The term in the query (replaced by the test of the node's bin)."""
+
+    def fits(self, span: int) -> bool:
+        """True when nodes of ``span`` leaf bins never straddle a bound."""
+        return all(e % span == 0 for e in self.edges)
+
+    def signature(self) -> tuple[str, tuple[int, ...]]:
+        return (self.attribute, self.edges)
+
+    def sql(self, lo: str, hi: str) -> str:
+        """The term on a node whose bin is [``lo``, ``hi``) (NULL bounds: the NULL node):
+        the node overlaps the pieces, so lies inside them (its edges do not cut them)."""
+        inside = pieces_condition(self.pieces, lo, hi)
+        if self.null:
+            return f"({inside} OR {lo} IS NULL)"
+        return f"({inside} AND {lo} IS NOT NULL)"
+
+
+def join_filters(joins: list[exp.Join], owned, release) -> list[JoinFilter]:
+    """The :class:`JoinFilter` of each AND-ed term of the joins' ``ON`` conditions whose
+    columns are all of one binned attribute of this reference (``owned``) and that WHERE
+    would read (:func:`~dpsql.planner.predicate_truth.predicate_truth`). A term WHERE
+    does not read (``t.k + 1 = 5``, ``year(t.m) = 2013``) is left to the column rules.
+    Refused, as WHERE refuses them: a term TRUE on the NULL rows of an attribute with
+    ``on_null = "drop"``, one that keeps or leaves out a single point of a real axis;
+    and a bound inside a bin (the join keeps or drops each node whole)."""
+    out: list[JoinFilter] = []
+    for j in joins:
+        on = j.args.get("on")
+        for c in conjuncts_of(on) if on is not None else ():
+            cols = list(c.find_all(exp.Column))
+            if not cols or c.find(exp.Query) is not None or not all(map(owned, cols)):
+                continue
+            metas = {id(release.column_attribute(x.name)) for x in cols}
+            a = release.column_attribute(cols[0].name)
+            if len(metas) != 1 or a is None or a.kind != "range":
+                continue
+
+            def is_attr(x: exp.Expression, a=a) -> bool:
+                return isinstance(x, exp.Column) and owned(x) and \
+                    release.column_attribute(x.name) is a
+            try:
+                truth = predicate_truth(c, a, is_attr)
+            except UnsupportedQueryError:
+                continue
+            refuse_dropped_nulls(truth, c, a, is_attr)
+            refuse_points(truth, c, a)
+            edges = []
+            for x in sorted({x for p in truth.true for x in p if a.lower < x < a.upper}):
+                b = grid_index(a, x)
+                if b is None:
+                    raise _inside_bin(c, a, x)
+                edges.append(b)
+            out.append(JoinFilter(a.name, truth.true, truth.at_null == TRUE, tuple(edges), c))
+    return out
+
+
+def _inside_bin(c: exp.Expression, a: AttributeMeta, x: float) -> UnsupportedQueryError:
+    edges = edges_of(a)
+    i = int(np.searchsorted(edges, x))
+    near = " and ".join(_value_text(a, e) for e in (edges[i - 1], edges[i]))
+    return UnsupportedQueryError(
+        f"the JOIN condition {c.sql('duckdb')!r} puts a bound of the binned attribute "
+        f"{a.name!r} at {_value_text(a, x)}, inside a released bin ({_bin_text(a)}; the "
+        f"nearest edges are {near}): the release does not know the bin's rows on either "
+        f"side of it, and a join keeps or drops each bin whole. Write the bound on a bin "
+        f"edge; or, in an inner join, move the condition to WHERE, which answers a bound "
+        f"inside a bin by interpolation (approximate)")
+
+
+def _value_text(a: AttributeMeta, x: float) -> str:
+    if a.value_type in CALENDAR_TYPES:
+        v = from_axis(a.value_type, float(x))
+        return f"{a.value_type.upper()} '{v}'"
+    return _num(float(x)) if math.isfinite(x) else str(x)
+
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
                 exp.NullSafeNEQ)
@@ -53,6 +165,7 @@ def check_join_condition(col: exp.Column, a: AttributeMeta,
         "literal bounds")
 
 
+
 def _condition(col: exp.Column) -> exp.Expression:
     """The part of the join that holds ``col``: its ON condition, or the joined table
     (``unnest([t.x])``, a LATERAL subquery)."""
@@ -66,4 +179,4 @@ def _bin_text(a: AttributeMeta) -> str:
     return a.unit + " bins" if a.unit else f"bins {_num(a.width)} wide"
 
 
-__all__ = ["check_join_condition"]
+__all__ = ["JoinFilter", "check_join_condition", "join_filters"]

@@ -743,3 +743,72 @@ def test_a_join_that_keeps_dropped_nulls_is_refused_naming_it(kw_cons, sql, how)
     kind, detail = fz.classify(dp, raw, sql, 0)
     assert kind == "refused" and how in detail and "may keep rows where n is NULL" in detail \
         and "WHERE n IS NOT NULL" in detail, (kind, detail)
+
+
+# Joins that the refusal of many-value bins in JOIN conditions also refused, though each
+# is right on the release (dpsql/planner/join_bins.py): a term of ON on the attribute
+# alone with constants, read as WHERE reads it, when its bounds are bin edges
+# (``t.x < 4``, ``t.m IS NOT NULL``).
+
+ON_TERMS = [  # (query, key columns)
+    ("SELECT pub.kind, COUNT(*) FROM t JOIN pub ON t.c = pub.label AND t.x < 4 "
+     "GROUP BY pub.kind", 1),
+    ("SELECT pub.kind, COUNT(*) FROM t LEFT JOIN pub ON t.c = pub.label AND t.x >= 2 "
+     "AND t.x < 6 GROUP BY pub.kind", 1),
+    ("SELECT pub.kind, COUNT(*) FROM t JOIN pub ON t.c = pub.label AND (t.x < 1 OR "
+     "t.x >= 7.5) GROUP BY pub.kind", 1),
+    ("SELECT pub.kind, COUNT(*) FROM t JOIN pub ON t.c = pub.label AND t.x <= 4 "
+     "GROUP BY pub.kind", 1),
+    ("SELECT COUNT(*) FROM t SEMI JOIN kw ON floor(t.x) = kw.k AND t.x >= 3", 0),
+    ("SELECT COUNT(*) FROM t ANTI JOIN kw ON floor(t.x) = kw.k AND t.x >= 3", 0),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON t.k = kw.k AND t.k IN (1, 5, 7) "
+     "GROUP BY kw.name", 1),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON date_trunc('month', t.m) = DATE "
+     "'2012-01-01' + INTERVAL (kw.k) MONTH AND t.m < DATE '2013-07-01' GROUP BY kw.name", 1),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON date_trunc('hour', t.ts) = TIMESTAMP "
+     "'2013-01-02' + to_hours(kw.k) AND t.ts IS NOT NULL GROUP BY kw.name", 1),
+    # IS [NOT] NULL (was refused: 'its released bins hold many values')
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON floor(t.x) = kw.k AND t.x IS NOT NULL "
+     "GROUP BY kw.name", 1),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON t.k IS NOT DISTINCT FROM kw.k AND "
+     "t.k IS NULL GROUP BY kw.name", 1),
+    ("SELECT kw.name, COUNT(t.k) FROM kw LEFT JOIN t ON t.k IS NOT DISTINCT FROM kw.k "
+     "AND t.k IS NOT NULL GROUP BY kw.name", 1),
+    ("SELECT kw.name, COUNT(*) FROM t JOIN kw ON t.k = kw.k AND t.n IS NOT NULL "
+     "GROUP BY kw.name", 1),
+    ("SELECT COUNT(*) FROM t SEMI JOIN kw ON floor(t.x) = kw.k AND t.x IS NULL", 0),
+]
+
+
+@pytest.mark.parametrize("sql,keys", ON_TERMS, ids=range(len(ON_TERMS)))
+def test_a_term_of_on_with_bounds_on_bin_edges_is_duckdbs(kw_cons, sql, keys):
+    dp, raw = kw_cons
+    assert fz.classify(dp, raw, sql, keys) == ("equal", ""), sql
+
+
+ON_REFUSED = [  # (ON, words of the refusal)
+    ("t.c = pub.label AND t.x < 4.01", ["'t.x < 4.01' puts a bound", "at 4.01, inside a "
+                                        "released bin", "nearest edges are 4 and 4.125",
+                                        "move the condition to WHERE"]),
+    ("month(t.m) = kw.k AND t.m < DATE '2013-07-02'",
+     ["at DATE '2013-07-02', inside a released bin (month bins",
+      "DATE '2013-07-01' and DATE '2013-08-01'"]),
+    ("hour(t.ts) = kw.k AND t.ts < TIMESTAMP '2013-01-02 05:30:00'",
+     ["TIMESTAMP '2013-01-02 05:00:00' and TIMESTAMP '2013-01-02 06:00:00'"]),
+    ("t.c = pub.label AND t.x = 4", ["compares a single point of a continuous axis"]),
+    ("t.k = kw.k AND t.n IS NULL", ["cannot count the rows where n is NULL"]),
+    ("t.k = kw.k AND date_trunc('hour', t.d) = TIMESTAMP '2013-03-03'",
+     ["DuckDB compares it inconsistently"]),
+    ("week(t.m) = kw.k", ["JOIN condition 'WEEK(t.m) = kw.k'", "month bins"]),
+    ("day(t.m) = kw.k AND t.m IS NOT NULL", ["JOIN condition", "month bins"]),
+]
+
+
+@pytest.mark.parametrize("on,words", ON_REFUSED, ids=range(len(ON_REFUSED)))
+def test_a_join_term_that_cuts_a_bin_is_refused_naming_it(kw_cons, on, words):
+    dp, raw = kw_cons
+    table = "pub" if "pub." in on else "kw"
+    sql = (f"SELECT {table}.{'kind' if table == 'pub' else 'name'}, COUNT(*) FROM t JOIN "
+           f"{table} ON {on} GROUP BY 1")
+    kind, detail = fz.classify(dp, raw, sql, 1)
+    assert kind == "refused" and all(w in detail for w in words), (kind, detail)
