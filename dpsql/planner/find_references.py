@@ -40,7 +40,9 @@ from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, lon
 from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.group_distinct import group_distinct
-from dpsql.planner.join_bins import JoinFilter, check_join_condition, join_filters
+from dpsql.planner.date_parts import part_unit
+from dpsql.planner.join_bins import (JoinFilter, against_column, check_join_condition,
+                                     join_filters)
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
@@ -446,8 +448,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if a.kind == "range" and isinstance(node.parent, TRUNCS) \
                 and node.parent.this is node:
             truncs.append((node, a.name, trunc_unit(node.parent, a)))
-            if compared(node.parent):  # as in WHERE (trunc_predicates), so that no
-                refuse_date_by_time(node.parent, a)  # answer differs from DuckDB's
+            if compared(node.parent) and not (arg == "joins" and against_column(
+                    node.parent)):  # as in WHERE (trunc_predicates), so that no answer
+                refuse_date_by_time(node.parent, a)  # differs from DuckDB's
+            continue
+        unit = part_unit(node, a) if arg == "joins" and a.kind == "range" else None
+        if unit is not None:  # year(t.m) = p.v: one value over each unit's nodes
+            truncs.append((node, a.name, unit))
             continue
         if a.kind == "range":
             # a JOIN condition needs no GROUP BY: it keeps or drops each node's bin

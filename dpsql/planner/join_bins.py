@@ -14,12 +14,17 @@ there and refused elsewhere:
   it, and the term becomes a test of the node's bin. A bound inside a bin is refused
   (:func:`join_filters`): WHERE would interpolate it, which a join cannot (it keeps or
   drops each node whole);
-* ``date_trunc(unit, t.m)`` on a unit whose boundaries are bin edges: evaluated on
-  each node's first value, from a level whose nodes lie in one unit
-  (``Reference.truncs``);
+* **a date part** (``year(t.m) = p.v``, ``month(t.m)``, ``extract(dow FROM t.d)``)
+  whose unit's boundaries are bin edges (:func:`~dpsql.planner.date_parts.part_unit`)
+  and ``date_trunc(unit, t.m)`` on such a unit: evaluated on each node's first value,
+  from a level whose nodes lie in one unit (``Reference.truncs``). ``date_trunc`` finer
+  than a day of a DATE compared with a public column is answered (:func:`against_column`);
 * **a bucketing call** (``floor(t.x) = p.k``): :mod:`~dpsql.planner.group_bins`;
 * **the bare column** compared with a public column (``t.k = p.k``):
-  :func:`check_join_condition`, where a bin holds one value.
+  :func:`check_join_condition`, where a bin holds one value. ``t.m >= p.dd`` on month
+  bins is right only if every ``p.dd`` is the first day of a month, which the planner,
+  reading no table when it plans, does not know: refused, naming
+  ``date_trunc('month', t.m) >= p.dd`` (the same rows on such values).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlglot import exp
 
-from dpsql.domains.calendar import CALENDAR_TYPES, edges_of, from_axis, grid_index
+from dpsql.domains.calendar import (CALENDAR_TYPES, TRUNC_UNITS, aligned_units, edges_of,
+                                    from_axis, grid_index)
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import conjuncts_of
 from dpsql.planner.group_bins import _buckets_text, _num, one_value_bins
@@ -129,6 +135,19 @@ def _value_text(a: AttributeMeta, x: float) -> str:
     return _num(float(x)) if math.isfinite(x) else str(x)
 
 
+def against_column(call: exp.Expression) -> bool:
+    """``call`` is one side of a comparison (``=``, ``<``, ...: not ``IN``, ``BETWEEN``
+    or a CASE) whose other side reads a column: a join's comparison with a public
+    column, which DuckDB evaluates row by row, right for ``date_trunc('hour', d)`` of a
+    DATE too (its wrong rewrite, duckdb#19635, is of comparisons with a constant)."""
+    node, parent = call, call.parent
+    while isinstance(parent, exp.Paren):
+        node, parent = parent, parent.parent
+    if not isinstance(parent, _COMPARISONS):
+        return False
+    other = parent.expression if parent.this is node else parent.this
+    return other.find(exp.Column) is not None
+
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
                 exp.NullSafeNEQ)
 
@@ -158,12 +177,46 @@ def check_join_condition(col: exp.Column, a: AttributeMeta,
     where = "JOIN condition" if part.arg_key in ("on", "match_condition") else "join"
     raise UnsupportedQueryError(
         f"the binned attribute {a.name!r} in the {where} {part.sql('duckdb')!r} is not "
-        f"supported: SQL reads it row by row, and {what}. Count by its bins first "
+        f"supported: SQL reads it row by row, and {what}.{_unit_starts_text(col, parent, a)}"
+        f" Count by its bins first "
         f"and join the released bins (WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> "
         f"GROUP BY {a.name}) SELECT ... FROM q JOIN ... ON q.{a.name} ...: each bin as its "
         f"lower bound), join on {_buckets_text(a, level_widths)}, or filter {a.name} in WHERE with "
         "literal bounds")
 
+
+_AT_LEAST = {(exp.GTE, True): ">=", (exp.LT, True): "<", (exp.LTE, False): ">=",
+             (exp.GT, False): "<"}
+"""(comparison, the column on its left) -> the operator of ``col >= w`` or ``col < w``."""
+
+
+def _unit_starts_text(col: exp.Column, parent: exp.Expression | None,
+                      a: AttributeMeta) -> str:
+    """For ``t.m >= p.dd`` on calendar bins (month bins: ``date_trunc('month', ·)``
+    aligns): the same rows as ``date_trunc('month', t.m) >= p.dd`` where every ``p.dd``
+    is the first day of a month, which the planner cannot know (it reads no table to
+    plan). Offered, with that condition; '' for any other shape."""
+    units = aligned_units(a) if a.value_type in TRUNC_UNITS else ()
+    if not units or not isinstance(parent, (exp.GTE, exp.LT, exp.LTE, exp.GT)):
+        return ""
+    left = parent.this.unnest() is col
+    op = _AT_LEAST.get((type(parent), left))
+    other = parent.expression if left else parent.this
+    if op is None or other.find(exp.Column) is None:
+        return ""
+    u, w = units[0], other.sql("duckdb")
+    return (f" Where {w} holds only {_START[u]}, {col.sql('duckdb')} "
+            f"{op} {w} is date_trunc('{u}', {col.sql('duckdb')}) {op} {w}, which is "
+            f"answered (the planner reads no table to plan, so it cannot check {w}'s "
+            f"values itself).")
+
+
+_START = {"second": "whole seconds", "minute": "whole minutes", "hour": "whole hours",
+          "day": "midnights", "week": "Mondays", "month": "first days of months",
+          "quarter": "first days of quarters", "year": "first days of years",
+          "isoyear": "first days of ISO years",
+          "decade": "first days of decades", "century": "first days of centuries",
+          "millennium": "first days of millennia"}
 
 
 def _condition(col: exp.Column) -> exp.Expression:
@@ -179,4 +232,4 @@ def _bin_text(a: AttributeMeta) -> str:
     return a.unit + " bins" if a.unit else f"bins {_num(a.width)} wide"
 
 
-__all__ = ["JoinFilter", "check_join_condition", "join_filters"]
+__all__ = ["JoinFilter", "against_column", "check_join_condition", "join_filters"]
