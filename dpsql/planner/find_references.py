@@ -127,7 +127,9 @@ class Reference:
     (SELECT, GROUP BY, ORDER BY...): (the column node, the attribute, the unit). The
     chosen level's nodes each lie in one unit (:func:`dpsql.domains.calendar.trunc_aligned`)
     and the rewrite puts each node's first date or timestamp in the column's place, so
-    that DuckDB's own ``date_trunc`` groups whole nodes."""
+    that DuckDB's own ``date_trunc`` groups whole nodes. A date part in a JOIN condition
+    (``year(t.m) = p.v``) is one too, with the unit it is a function of
+    (:func:`~dpsql.planner.date_parts.part_unit`)."""
 
     counted: frozenset[str] = frozenset()
     """Attributes with ``on_null = "drop"`` of which the SELECT takes ``COUNT(attr)``:
