@@ -173,7 +173,8 @@ class BiGen:
         pinned = self.chance(0.6)
         tool = self.pick(["superset", "superset_ts", "superset_series", "superset_virtual",
                           "metabase", "tableau", "tableau_topn", "powerbi", "looker",
-                          "percent", "having", "distinct", "topn_in"])
+                          "percent", "having", "distinct", "topn_in", "cumulative",
+                          "other", "rollup", "grand_total"])
         table = view if pinned else "t"
         if tool == "metabase":
             return self.metabase(view if pinned else "t", attrs)
@@ -259,6 +260,28 @@ class BiGen:
         if tool == "distinct":
             return (f'SELECT DISTINCT "g0" FROM (SELECT {sel}, {m} AS n FROM {table}{where} '
                     f"GROUP BY {grp} HAVING {m} > {g.randint(0, 300)}.5) AS s", 1, tool)
+        if tool == "cumulative":  # Metabase's cumulative count, Superset's running total
+            return (f"SELECT {keys[0]} AS g0, {m} AS n, SUM({m}) OVER (ORDER BY {keys[0]} "
+                    f"NULLS FIRST ROWS UNBOUNDED PRECEDING) AS cum FROM {table}{where} "
+                    f"GROUP BY {keys[0]}", 1, tool)
+        if tool == "other":  # the top categories and 'Other'
+            plain = self.top_n_keys(attrs)
+            if not plain:
+                return self.query()
+            a = self.pick(plain)
+            cast = f"CAST({a} AS VARCHAR)" if a == "k" else a
+            return (f"SELECT CASE WHEN {a} IN (SELECT {a} FROM {table} GROUP BY {a} ORDER BY "
+                    f"round(COUNT(*)) DESC, {a} NULLS LAST LIMIT {g.randint(1, 3)}) THEN "
+                    f"{cast} ELSE 'Other' END AS g0, {m} AS n FROM {table}{where} GROUP BY 1",
+                    1, tool)
+        if tool == "rollup" and " IS NULL" not in grp:  # a pivot table's subtotals
+            # (k IS NULL inside ROLLUP is a syntax error to sqlglot 30, not to DuckDB)
+            return (f"SELECT {sel}, {m} AS n FROM {table}{where} GROUP BY ROLLUP ({grp})", kw,
+                    tool)
+        if tool == "grand_total":  # a table and its total row
+            nulls = ", ".join("NULL" for _ in keys)
+            return (f"SELECT {sel}, {m} AS n FROM {table}{where} GROUP BY {grp} UNION ALL "
+                    f"SELECT {nulls}, {m} FROM {table}{where}", kw, tool)
         # topn_in
         plain = self.top_n_keys(attrs)
         if not plain:

@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::dpsql.dbapi.SeededReleaseWarni
               pytest.mark.filterwarnings("ignore::dpsql._dbapi_cursor.PublicDomainWarning")]
 
 SEEDS = (20261128, 7)
-QUERIES_PER_SEED = 250
+QUERIES_PER_SEED = 200
 ALIAS = "s"  # the attach alias: Metabase's "s"."t", the raw side's schema s
 
 
@@ -75,7 +75,7 @@ def test_every_bi_query_is_duckdbs_answer_or_a_clear_refusal(cons, seed):
     assert not bad, "\n".join(f"[{k}] {q}\n    {d}" for k, q, d in bad[:10])
     # the shapes stay answerable: most queries are answered and compared, of every tool
     assert kinds["equal"] >= QUERIES_PER_SEED * 2 // 3, kinds
-    assert len(tools) == 13 and min(tools.values()) >= 2, tools
+    assert len(tools) == 17 and min(tools.values()) >= 1, tools
 
 
 @pytest.fixture(scope="module")
