@@ -116,8 +116,10 @@ def test_every_entry_point_gives_the_same_rows(cons, pep249, server):
     dp, _ = cons
     gen = bi_sql_gen.BiGen(11)
     outcomes: Counter = Counter()
-    for _ in range(40):
+    while sum(outcomes.values()) < 40:
         sql = gen.query()[0]
+        if "pub" in sql:  # the public table is a table of the DuckDB connection only
+            continue
         attached = _rows(lambda: duck.execute(dp, sql)[0].fetchall())
         connected = _rows(lambda: pep249.execute(sql.replace('"s"."t"', '"t"."t"')).fetchall())
         wire = _rows(lambda: server.execute(sql.replace('"s"."t"', '"public"."t"')).fetchall())
