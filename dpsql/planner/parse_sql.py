@@ -290,15 +290,17 @@ def generate_sql(tree: exp.Expression) -> str:
 def not_expressible(tree: exp.Expression, err: UnsupportedError) -> UnsupportedQueryError:
     """The refusal of a query that sqlglot cannot write as DuckDB SQL without losing a
     part of it (``err`` says which), naming the call where it is one we know."""
-    hint = ""
     call = next(iter(tree.find_all(exp.ToChar)), None)
     if call is not None and call.args.get("format") is not None:
-        shown = f"to_char({call.this.sql(DIALECT)}, {call.args['format'].sql(DIALECT)})"
-        hint = (f"; {shown} is PostgreSQL's to_char, which DuckDB does not "
-                "have: write strftime(<value>, '<format>') with DuckDB's format codes, "
-                "e.g. strftime(date_trunc('month', d), '%Y-%m') for 'YYYY-MM'")
-    return UnsupportedQueryError(f"this query cannot be run as written: "
-                                 f"{str(err).rstrip('.')}{hint}")
+        # the format only: the value may be rewritten onto the release's tables by now
+        shown = f"to_char(..., {call.args['format'].sql(DIALECT)})"
+        return UnsupportedQueryError(
+            f"{shown} is PostgreSQL's to_char, which DuckDB does not have (it would run "
+            "without its format, as a cast to text): write strftime(<value>, '<format>') "
+            "with DuckDB's format codes, e.g. strftime(date_trunc('month', d), '%Y-%m') "
+            "for 'YYYY-MM'")
+    return UnsupportedQueryError(f"this query cannot be run as written in DuckDB's SQL "
+                                 f"without losing a part of it: {str(err).rstrip('.')}")
 
 
 def parse_sql(sql: str) -> exp.Expression:
