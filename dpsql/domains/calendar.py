@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dpsql.domains.bin_edges import all_edges
+from dpsql.domains.bin_edges import all_edges, edge_index as bin_edge_index
 
 EPOCH_DATE = date(1970, 1, 1)
 EPOCH = datetime(1970, 1, 1)
@@ -129,6 +129,17 @@ def edge_index(a, x: float) -> int | None:
     edges = month_edges(a.value_type, a.lower, a.bins)
     i = int(np.searchsorted(edges, x))
     return i if i < len(edges) and edges[i] == x else None
+
+
+def grid_index(a, x: float) -> int | None:
+    """The leaf-bin edge index of ``x`` on the binned attribute ``a`` if ``x`` lies
+    exactly on that edge, else None: the edge is computed as the release stores it
+    (:mod:`dpsql.domains.bin_edges`, by ``a.edge_mode``) and compared with ``==``, so a
+    bound written as an edge's decimal (``0.3`` with bins of 0.1) is that edge, and an
+    ``x`` a hair off it (5e-324 with bins of 4) is not."""
+    if a.unit == "month":
+        return edge_index(a, x)
+    return bin_edge_index(a.lower, a.upper, a.bins, x, a.edge_mode)
 
 
 def bin_span_of(a, lo: float, hi: float) -> tuple[int, int]:

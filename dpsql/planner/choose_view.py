@@ -43,8 +43,8 @@ from typing import NamedTuple
 import numpy as np
 
 from dpsql.accuracy.laplace_sum import half_width
-from dpsql.domains.bin_edges import bin_edge, edge_index as bin_edge_index
-from dpsql.domains.calendar import bin_span_of, edge_index, trunc_aligned, unit_count
+from dpsql.domains.bin_edges import bin_edge
+from dpsql.domains.calendar import bin_span_of, grid_index, trunc_aligned, unit_count
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.catalog import ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import unsafe_view_error
@@ -82,8 +82,8 @@ def choose_view(ref: Reference) -> Choice:
     by exactly that signature (public facts only, like the predictions it ranks by)."""
     key = (tuple([v.meta.name for v in ref.candidates]), ref.columns, ref.measured,
            ref.ranges, ref.trunc_units, ref.counted)  # every input of needed_attributes
-    if ref.bins:  # the bucket edges of each grouped binned attribute
-        key += (tuple(g.signature() for g in ref.bins),)
+    if ref.bins or ref.join_filters:  # the bucket edges of each grouped binned attribute
+        key += (tuple(g.signature() for g in ref.bins + ref.join_filters),)
     if any(v.null_dropped for v in ref.candidates):  # which views hold the rows counted
         key += (ref.non_null,
                 frozenset((g.kind, g.attribute, g.skips) for g in ref.aggregates))
@@ -166,7 +166,8 @@ def _level_for(v: ViewInfo, ref: Reference,
             k, aligned = max(k, own[-1].k), False
         else:
             k = max(k, fit.k)
-    for g in ref.bins:  # the coarsest level whose nodes lie inside one bucket each
+    for g in ref.bins + ref.join_filters:  # the coarsest level whose nodes lie inside
+        # one bucket each (or inside or outside a join's condition on the attribute)
         fit = next((lv for lv in by_attribute.get(g.attribute, ())
                     if g.fits(lv.span or 1)), None)
         k = max(k, (fit or by_attribute[g.attribute][-1]).k)
@@ -200,17 +201,6 @@ def _grid_edges(release: ReleaseInfo, r: RangeFilter) -> tuple[int | None, ...]:
 def _on_grid(edges: tuple[int | None, ...], span: int) -> bool:
     # exact: a near-edge bound interpolates
     return all(b is not None and not b % span for b in edges)
-
-
-def grid_index(a, x: float) -> int | None:
-    """The leaf-bin edge index of ``x`` on the binned attribute ``a`` if ``x`` lies
-    exactly on that edge, else None: the edge is computed as the release stores it
-    (:mod:`dpsql.domains.bin_edges`, by ``a.edge_mode``) and compared with ``==``, so a
-    bound written as an edge's decimal (``0.3`` with bins of 0.1) is that edge, and an
-    ``x`` a hair off it (5e-324 with bins of 4) is not."""
-    if a.unit == "month":
-        return edge_index(a, x)
-    return bin_edge_index(a.lower, a.upper, a.bins, x, a.edge_mode)
 
 
 def bin_range(release: ReleaseInfo, r: RangeFilter) -> tuple[int, int]:

@@ -75,23 +75,25 @@ SHOWN = ("second", "minute", "hour", "day", "dayofweek", "isodow", "dayofyear", 
 
 def date_part_call(col: exp.Column) -> tuple[exp.Expression, str] | None:
     """(the call, its part as written, lower case) when ``col`` is the whole value
-    argument of a date-part call (module doc); None otherwise."""
-    call = col.parent
+    argument of a date-part call, in parentheses or not (module doc); None otherwise."""
+    node, call = col, col.parent
+    while isinstance(call, exp.Paren):
+        node, call = call, call.parent
     if isinstance(call, exp.Extract):
         unit = call.this
-        if call.expression is col and isinstance(unit, (exp.Var, exp.Literal)):
+        if call.expression is node and isinstance(unit, (exp.Var, exp.Literal)):
             return call, unit.name.lower()
         return None
     if isinstance(call, exp.Anonymous):
         name, args = call.name.lower(), call.expressions
-        if name in ("date_part", "datepart") and len(args) == 2 and args[1] is col \
+        if name in ("date_part", "datepart") and len(args) == 2 and args[1] is node \
                 and isinstance(args[0], exp.Literal) and args[0].is_string:
             return call, args[0].name.lower()
-        if name in _FUNCTIONS and len(args) == 1 and args[0] is col:
+        if name in _FUNCTIONS and len(args) == 1 and args[0] is node:
             return call, _FUNCTIONS[name]
         return None
     part = _CLASSES.get(type(call).__name__)
-    if part is not None and call.this is col and all(
+    if part is not None and call.this is node and all(
             v is None or v is False or (isinstance(v, exp.Boolean) and not v.this)
             for k, v in call.args.items() if k != "this"):
         return call, part

@@ -41,6 +41,8 @@ from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one
                                      refuse_date_by_time, trunc_unit)
 from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
+from dpsql.planner.join_bins import (JoinFilter, against_column, check_join_condition,
+                                     join_filters)
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
@@ -127,7 +129,9 @@ class Reference:
     node, the attribute, the unit). The
     chosen level's nodes each lie in one unit (:func:`dpsql.domains.calendar.trunc_aligned`)
     and the rewrite puts each node's first date or timestamp in the column's place, so
-    that DuckDB's own ``date_trunc`` groups whole nodes."""
+    that DuckDB's own ``date_trunc`` groups whole nodes. A date part in a JOIN condition
+    (``year(t.m) = p.v``) is one too, with the unit it is a function of
+    (:func:`~dpsql.planner.date_parts.part_unit`)."""
 
     counted: frozenset[str] = frozenset()
     """Attributes with ``on_null = "drop"`` of which the SELECT takes ``COUNT(attr)``:
@@ -135,6 +139,9 @@ class Reference:
     unclear_nulls: tuple[tuple[str, exp.Expression], ...] = field(default=(), compare=False)
     """(attribute, WHERE conjunct) where the conjunct's value on the attribute's NULL
     rows is not known to the planner (``upper(cd) = 'A'``): for the refusal's words."""
+    join_filters: tuple[JoinFilter, ...] = ()
+    """Terms of a join's ``ON`` on one binned attribute and constants (``t.y < 50``):
+    the chosen level's nodes lie inside or outside each (:mod:`~dpsql.planner.join_bins`)."""
 
     def null_safe(self, view: ViewInfo) -> bool:
         """True when ``view`` holds every row this reference counts
@@ -150,6 +157,7 @@ class Reference:
         out = set(self.measured) | {r.attribute for r in self.ranges} | self.counted
         out |= {a for _, a, _ in self.truncs}
         out.update(g.attribute for g in self.bins)
+        out.update(f.attribute for f in self.join_filters)
         for c in self.columns:
             a = self.release.column_attribute(c)
             if a is not None:
@@ -368,6 +376,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         removed_ids.update(map(id, c_columns))
 
     non_null, nulls = null_rows.settle(lambda a: _column_test(a, owned))
+    filters = join_filters(joins, owned, release) if joins else []  # ON ... AND t.y < 50
+    for f in filters:
+        removed_ids.update(map(id, f.condition.find_all(exp.Column)))
     for x in null_rejected(table, joins, owned) if joins else ():  # JOIN ... ON t.n = p.w
         a = column_attribute(x.name)
         if a is not None:
@@ -441,8 +452,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if a.kind == "range" and isinstance(node.parent, TRUNCS) \
                 and node.parent.this is node:
             truncs.append((node, a.name, trunc_unit(node.parent, a)))
-            if compared(node.parent):  # as in WHERE (trunc_predicates), so that no
-                refuse_date_by_time(node.parent, a)  # answer differs from DuckDB's
+            if compared(node.parent) and not (arg == "joins" and against_column(
+                    node.parent)):  # as in WHERE (trunc_predicates), so that no answer
+                refuse_date_by_time(node.parent, a)  # differs from DuckDB's
             continue
         part = date_part_call(node) if a.kind == "range" else None
         if part is not None:  # year(d), extract(dow FROM d): a function of a date_trunc
@@ -468,9 +480,13 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                     f"histogram from them would draw every bin once): count them, SELECT "
                     f"{a.name}, COUNT(*) FROM {table.name} GROUP BY {a.name}; the bins "
                     f"themselves are public, in {a.domain_table}")
-            bins.append(bin_group(node, arg, a, lambda a=a: tuple(
-                (lv.span or 1) * a.width for v in views
-                for lv in v.attribute_levels.get(a.name, ()))))
+            def level_widths(a=a) -> tuple[float, ...]:
+                return tuple((lv.span or 1) * a.width for v in views
+                             for lv in v.attribute_levels.get(a.name, ()))
+            group = bin_group(node, arg, a, level_widths)
+            if arg == "joins" and group.bucket is None:  # read as its bin: where exact
+                check_join_condition(node, a, level_widths)
+            bins.append(group)
             continue
         columns.add(release.column_name(name))
         if node.args.get("db"):
@@ -509,7 +525,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                      None if plain is None else tuple(plain), tuple(long_names), measured,
                      tuple(bins), frozenset(non_null), tuple(truncs),
                      frozenset(a.skips for a in aggregates if a.skips),
-                     tuple(null_rows.unknown.items()))
+                     tuple(null_rows.unknown.items()), tuple(filters))
 
 
 _MEASURING_KINDS = frozenset(("count", "sum", "avg", "quantile"))

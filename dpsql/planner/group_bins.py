@@ -105,8 +105,6 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
     parent = col.parent
     while isinstance(parent, exp.Paren):
         node, parent = parent, parent.parent
-    if arg == "joins":
-        _check_join_condition(col, parent, a, level_widths)
     if arg in _ITEM_ARGS and not _whole_item(node):
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
@@ -114,51 +112,6 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
             f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}"
             f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}")
     return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
-
-
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
-                exp.NullSafeNEQ)
-
-
-def _check_join_condition(col: exp.Column, parent: exp.Expression | None,
-                          a: AttributeMeta, level_widths) -> None:
-    """A binned column in a JOIN condition (outside a bucketing call or ``date_trunc``)
-    is compared row by row in SQL, and on the release with each node's bin lower bound:
-    the same only where a bin holds one value. So it is answered on integer, date and
-    timestamp attributes whose bins hold one value each (the bound is that value, of the
-    data's kind), and on such decimal attributes only compared as it is (the bound is a
-    DOUBLE where the data has a DECIMAL: ``p::INT`` rounds 2.5 to 2, the data's 2.50 to
-    3). Elsewhere it is refused: ``t.x > pub.w`` on bins of 0.125 read each bin as its
-    lower bound, and left out the bin just above w (5,911 trips of 6,000 where w = 0),
-    and ``t.m = pub.d`` on month bins counted the whole month."""
-    if one_value_bins(a) and (a.value_type != "decimal" or isinstance(parent, _COMPARISONS)):
-        return
-    what = ("its bins hold one value each, but as DOUBLEs (the data's are DECIMALs), so "
-            f"compare {a.name} itself with =, <>, <, <=, >, >=" if one_value_bins(a) else
-            f"its released bins hold many values ({_bin_text(a)}), each of which the join "
-            "would read as its lower bound")
-    part = _condition(col)
-    where = "JOIN condition" if part.arg_key in ("on", "match_condition") else "join"
-    raise UnsupportedQueryError(
-        f"the binned attribute {a.name!r} in the {where} {part.sql('duckdb')!r} is not "
-        f"supported: SQL reads it row by row, and {what}. Count by its bins first "
-        f"and join the released bins (WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> "
-        f"GROUP BY {a.name}) SELECT ... FROM q JOIN ... ON q.{a.name} ...: each bin as its "
-        f"lower bound), join on {_buckets_text(a, level_widths)}, or filter {a.name} in WHERE with "
-        "literal bounds")
-
-
-def _condition(col: exp.Column) -> exp.Expression:
-    """The part of the join that holds ``col``: its ON condition, or the joined table
-    (``unnest([t.x])``, a LATERAL subquery)."""
-    node: exp.Expression = col
-    while node.parent is not None and not isinstance(node.parent, exp.Join):
-        node = node.parent
-    return node
-
-
-def _bin_text(a: AttributeMeta) -> str:
-    return a.unit + " bins" if a.unit else f"bins {_num(a.width)} wide"
 
 
 def one_value_bins(a: AttributeMeta) -> bool:

@@ -22,12 +22,13 @@ comparisons, either operand) is NULL: not ``IS [NOT] DISTINCT FROM``."""
 
 def null_rejected(table: exp.Table, joins: list[exp.Join], owned) -> list[exp.Column]:
     """The columns of ``table`` (``owned(col)``) that a join drops the NULL rows of: an
-    operand of a comparison or ``BETWEEN`` (``t.n = p.w``, ``t.n BETWEEN p.a AND p.b``)
-    that is an AND-ed term of the ``ON`` of an inner join, or of a semi join whose left
-    side ``table`` is. Such a row never matches, so the join keeps none of them: the
-    query counts the rows where the column has a value, which a view that dropped its
-    NULLs (``on_null = "drop"``) holds. Outer joins keep their left rows (and ANTI joins
-    the unmatched ones, NULLs included), so their conditions drop nothing."""
+    operand of a comparison or ``BETWEEN`` (``t.n = p.w``, ``t.n BETWEEN p.a AND p.b``),
+    or the column of ``t.n IS NOT NULL``, that is an AND-ed term of the ``ON`` of an
+    inner join, or of a semi join whose left side ``table`` is. Such a row never
+    matches, so the join keeps none of them: the query counts the rows where the column
+    has a value, which a view that dropped its NULLs (``on_null = "drop"``) holds. Outer
+    joins keep their left rows (and ANTI joins the unmatched ones, NULLs included), so
+    their conditions drop nothing."""
     out: list[exp.Column] = []
     for j in joins:
         kind, on = (j.kind or "").upper(), j.args.get("on")
@@ -35,15 +36,23 @@ def null_rejected(table: exp.Table, joins: list[exp.Join], owned) -> list[exp.Co
                 kind == "SEMI" and j.this is table):
             continue
         for c in conjuncts_of(on):
-            if not isinstance(c, _NULL_REJECTING):
+            if _is_not_null(c):  # t.n IS NOT NULL
+                sides = [c.this.this]
+            elif not isinstance(c, _NULL_REJECTING):
                 continue
-            sides = [c.this] if isinstance(c, exp.Between) else [c.this, c.expression]
+            else:
+                sides = [c.this] if isinstance(c, exp.Between) else [c.this, c.expression]
             for x in sides:
                 while isinstance(x, exp.Paren):
                     x = x.this
                 if isinstance(x, exp.Column) and owned(x):
                     out.append(x)
     return out
+
+
+def _is_not_null(c: exp.Expression) -> bool:
+    return isinstance(c, exp.Not) and isinstance(c.this, exp.Is) \
+        and isinstance(c.this.expression, exp.Null)
 
 
 def using_keys(table: exp.Table, joins: list[exp.Join]) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ParseError, TokenError
+from sqlglot.errors import ErrorLevel, ParseError, TokenError, UnsupportedError
 from sqlglot.helper import name_sequence
 from sqlglot.tokens import TokenType
 
@@ -46,12 +46,19 @@ class _Parsers(threading.local):
     query). All three reset their per-call state at the start of every ``tokenize``/
     ``parse``/``generate``, except the generator's sequence of made-up alias names
     (``_t0``, ``_t1``…), which :meth:`generate` restarts so that the SQL of a query never
-    depends on the queries planned before it. None of them is shared across threads."""
+    depends on the queries planned before it. None of them is shared across threads.
+
+    The generator raises where sqlglot cannot write a node in DuckDB's SQL instead of
+    logging a warning and dropping part of it: ``to_char(d, 'YYYY-MM')`` (PostgreSQL's,
+    which Looker and Metabase send) parses to sqlglot's ``ToChar``, whose DuckDB form
+    dropped the format and ran ``CAST(d AS TEXT)``: a month's labels came out as
+    ``'2013-01-01 00:00:00'`` instead of ``'2013-01'``, silently. Such a query is
+    refused (:func:`generate_sql`)."""
 
     def __init__(self) -> None:
         self.tokenizer = _DUCKDB.tokenizer()
         self.parser = _DUCKDB.parser()
-        self.generator = _DUCKDB.generator()
+        self.generator = _DUCKDB.generator(unsupported_level=ErrorLevel.RAISE)
 
     def parse(self, sql: str) -> list:
         with quiet_fallback():  # dpsql refuses a Command itself (parse_walked)
@@ -273,8 +280,28 @@ def columns_below(node: exp.Expression) -> tuple[list[exp.Column], bool]:
 
 
 def generate_sql(tree: exp.Expression) -> str:
-    """Render a (rewritten) tree as DuckDB SQL with this thread's generator."""
-    return _PARSERS.generate(tree)
+    """Render a (rewritten) tree as DuckDB SQL with this thread's generator; refuse a
+    tree that DuckDB's SQL cannot say as parsed (sqlglot would drop a part of it)."""
+    try:
+        return _PARSERS.generate(tree)
+    except UnsupportedError as err:
+        raise not_expressible(tree, err) from None
+
+
+def not_expressible(tree: exp.Expression, err: UnsupportedError) -> UnsupportedQueryError:
+    """The refusal of a query that sqlglot cannot write as DuckDB SQL without losing a
+    part of it (``err`` says which), naming the call where it is one we know."""
+    call = next(iter(tree.find_all(exp.ToChar)), None)
+    if call is not None and call.args.get("format") is not None:
+        # the format only: the value may be rewritten onto the release's tables by now
+        shown = f"to_char(..., {call.args['format'].sql(DIALECT)})"
+        return UnsupportedQueryError(
+            f"{shown} is PostgreSQL's to_char, which DuckDB does not have (it would run "
+            "without its format, as a cast to text): write strftime(<value>, '<format>') "
+            "with DuckDB's format codes, e.g. strftime(date_trunc('month', d), '%Y-%m') "
+            "for 'YYYY-MM'")
+    return UnsupportedQueryError(f"this query cannot be run as written in DuckDB's SQL "
+                                 f"without losing a part of it: {str(err).rstrip('.')}")
 
 
 def parse_sql(sql: str) -> exp.Expression:

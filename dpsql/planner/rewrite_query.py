@@ -371,6 +371,8 @@ def rewrite_reference(ref: Reference, choice: Choice) -> str:
         agg.node.replace(V(new))
     if ref.bins:
         replace_bins(select, ref.bins, rows.edges, ref.release.attributes)
+    for f in ref.join_filters:  # ON ... AND t.y < 50: a test of the node's bin
+        f.condition.replace(V(f.sql(*rows.edges[f.attribute])))
     # range predicates: removed from WHERE; inline, their bin filters take their place
     if ref.removed or rows.conds or one_node:
         where = select.args.get("where")

@@ -17,6 +17,7 @@ from sqlglot import exp
 from dpsql.errors import ProgrammingError
 from dpsql.planner import too_complex
 from dpsql.planner._sqlglot_compat import parse_duckdb
+from dpsql.planner.parse_sql import generate_sql
 from dpsql.planner.refuse_file_reads import refuse_file_reads_in
 from dpsql.schema_catalog import fix_catalog_sql
 from dpsql.server._commands import first_word as _first_word
@@ -167,7 +168,9 @@ def _route_tree(text: str, tree: exp.Expression, logical: set[str], relations: s
             if c.table.lower() in logical and c.text("db").lower() == "public" \
                     and not c.text("catalog"):
                 c.set("db", None)
-        return "planner", tree.sql(dialect="duckdb")
+        # the planner's generator: it refuses what DuckDB's SQL cannot say (to_char)
+        # where sqlglot's default one drops a part of it
+        return "planner", generate_sql(tree)
     return "planner", text
 
 
