@@ -21,7 +21,7 @@ from dpsql._sql import quote_ident
 from dpsql.accuracy.base import count_interval
 from dpsql.accuracy.inftda_answers import interval_offsets
 from dpsql.accuracy.multiset import model_offsets
-from dpsql.domains.calendar import CALENDAR_TYPES, edges_of, from_axis
+from dpsql.domains.calendar import CALENDAR_TYPES, axis_text, edges_of
 from dpsql.errors import Error, IntegrityError
 from dpsql.release_file import Release, ViewMeta, read_support
 
@@ -207,7 +207,7 @@ def _sql_bands(analyst: Any, view: ViewMeta, attr: Any, edges: np.ndarray, K: in
     released root) showed ±57.7 where SQL gives ±2.5, and ``distance < 192`` ±57.0 where
     it reads a coarser level and gives ±15.0; a persons table's age CDF ±5,323 against
     ±852. Cost: about 0.1 s per curve at K = 64, 1.5 s at K = 4,000."""
-    value = ((lambda x: from_axis(attr.value_type, float(x)))
+    value = ((lambda x: axis_text(attr.value_type, float(x)))  # also before the year 1
              if attr.value_type in CALENDAR_TYPES else float)
     at = np.unique(np.round(np.linspace(0, K, min(K, _MAX_BAND_POINTS - 1) + 1))
                    ).astype(np.int64)

@@ -55,13 +55,16 @@ _CALENDAR = {_T.DATE, _T.TIMESTAMP, _T.TIMESTAMPNTZ, _T.DATETIME, _T.TIMESTAMP_S
 _ZONED = {_T.TIMESTAMPTZ, _T.TIMESTAMPLTZ, _T.TIMETZ}
 
 _PLAIN_CALENDAR = re.compile(
-    r"\s*\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{1,2}(?::\d{1,2}(?:\.\d{1,9})?)?)?\s*")
+    r"\s*-?\d{4,}-\d{1,2}-\d{1,2}(?:\s*\(BC\))?"
+    r"(?:[ T]\d{1,2}:\d{1,2}(?::\d{1,2}(?:\.\d{1,9})?)?)?\s*")
 
 
 def plain_calendar(text: str) -> bool:
     """Whether ``text`` is a date (``YYYY-M-D``) or a date and time (``HH:MM[:SS[.f]]``,
     after a space or a ``T``), fields with or without leading zeros, and nothing else:
-    no time zone, no ``'infinity'``."""
+    no time zone, no ``'infinity'``. Years before 1 and after 9999 are written as
+    DuckDB reads them: astronomical (``'-0015-03-01'`` is 16 BC) or as DuckDB prints
+    them (``'0016-03-01 (BC)'``, ``'0016-03-01 (BC) 12:00:00'``; ``'12345-01-01'``)."""
     return _PLAIN_CALENDAR.fullmatch(text) is not None
 
 
@@ -162,6 +165,18 @@ def cast_text(text: str, to: str, what: str) -> Constant:
     return folded
 
 
+def epoch_seconds(node: exp.Expression, what: str) -> float:
+    """The seconds since 1970-01-01 of a constant DATE or TIMESTAMP expression ``node``
+    (already valued by :func:`fold_constant`), as DuckDB computes them: for a value
+    Python's ``date`` cannot hold (before the year 1, after 9999), which the folder
+    hands back as DuckDB's text (``'0016-03-01 (BC)'``)."""
+    folded = _fold(f"epoch(CAST(({node.sql('duckdb')}) AS TIMESTAMP))")
+    if not isinstance(folded, Constant) or not isinstance(folded.value, (int, float)):
+        raise InternalError(f"epoch({node.sql('duckdb')}) was not valued: this is a bug, "
+                            "please report")
+    return float(folded.value)
+
+
 def not_plain_calendar(what: str, text: str) -> UnsupportedQueryError:
     return UnsupportedQueryError(
         f"{what} {text!r} is not a plain date or timestamp, which is all dpsql reads: write "
@@ -219,5 +234,5 @@ def _fold_now(sql: str) -> Constant | str:
     return Constant(value, kind)
 
 
-__all__ = ["ALLOWED", "Constant", "cast_text", "fold_condition", "fold_constant",
-           "fold_list", "plain_calendar"]
+__all__ = ["ALLOWED", "Constant", "cast_text", "epoch_seconds", "fold_condition",
+           "fold_constant", "fold_list", "plain_calendar"]

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sqlglot import exp
 
-from dpsql.domains.calendar import (CALENDAR_TYPES, TRUNC_UNITS, aligned_units, edges_of,
-                                    from_axis, grid_index)
+from dpsql.domains.calendar import (CALENDAR_TYPES, TRUNC_UNITS, aligned_units, axis_text,
+                                    edges_of, grid_index)
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import conjuncts_of
 from dpsql.planner.group_bins import _buckets_text, _num, one_value_bins
@@ -130,8 +130,7 @@ def _inside_bin(c: exp.Expression, a: AttributeMeta, x: float) -> UnsupportedQue
 
 def _value_text(a: AttributeMeta, x: float) -> str:
     if a.value_type in CALENDAR_TYPES:
-        v = from_axis(a.value_type, float(x))
-        return f"{a.value_type.upper()} '{v}'"
+        return f"{a.value_type.upper()} '{axis_text(a.value_type, float(x))}'"
     return _num(float(x)) if math.isfinite(x) else str(x)
 
 

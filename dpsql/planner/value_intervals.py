@@ -40,7 +40,7 @@ from dpsql.domains.calendar import CALENDAR_TYPES, axis_text, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.date_parts import date_part_call
-from dpsql.planner.fold_constants import (Constant, cast_text, fold_constant,
+from dpsql.planner.fold_constants import (Constant, cast_text, epoch_seconds, fold_constant,
                                           not_plain_calendar, plain_calendar)
 from dpsql.planner.refuse_time_zones import refuse_time_zone
 
@@ -57,12 +57,15 @@ _PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)\s*")
 _CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}(?: \d{2}:\d{2}:\d{2}(?:\.\d{1,6})?)?")
 
 
-def _calendar_text(text: str, to: str, what: str) -> date | datetime:
+def _calendar_axis(text: str, to: str, value_type: str, what: str) -> float:
     """A string compared with a date (``to = "date"``) or timestamp attribute, cast as
-    DuckDB casts it to the column's type: ``'2013-1-5'`` is 2013-01-05, ``'2013-01-05
-    12:00'`` against a DATE column is 2013-01-05 (DuckDB drops the time). Canonical
-    text is read by Python (the same value, without a query), the rest by DuckDB
-    (:func:`~dpsql.planner.fold_constants.cast_text`); a time zone is refused."""
+    DuckDB casts it to the column's type, as a point of ``value_type``'s axis:
+    ``'2013-1-5'`` is 2013-01-05, ``'2013-01-05 12:00'`` against a DATE column is
+    2013-01-05 (DuckDB drops the time). Canonical text is read by Python (the same
+    value, without a query), the rest by DuckDB
+    (:func:`~dpsql.planner.fold_constants.cast_text`), and a value Python's ``date``
+    does not hold (``'-0015-03-01'``, 16 BC; a year past 9999) by DuckDB's ``epoch``; a
+    time zone is refused."""
     if not plain_calendar(text):
         try:
             parsed = datetime.fromisoformat(text.strip())
@@ -73,13 +76,22 @@ def _calendar_text(text: str, to: str, what: str) -> date | datetime:
         raise not_plain_calendar(what, text)
     if _CANONICAL.fullmatch(text) and (to == "timestamp" or len(text) == 10):
         try:
-            return date.fromisoformat(text) if to == "date" else datetime.fromisoformat(text)
+            return to_axis(value_type, date.fromisoformat(text) if to == "date"
+                           else datetime.fromisoformat(text))
         except ValueError:
             pass  # '2013-02-30': DuckDB's error
-    value = cast_text(text, "DATE" if to == "date" else "TIMESTAMP", what).value
-    if not isinstance(value, (date, datetime)):  # a year past 9999
-        raise not_plain_calendar(what, text)
-    return value
+    typed = "DATE" if to == "date" else "TIMESTAMP"
+    value = cast_text(text, typed, what).value
+    if isinstance(value, (date, datetime)):
+        return to_axis(value_type, value)
+    return _epoch_axis(exp.cast(exp.Literal.string(text), typed), value_type, what)
+
+
+def _epoch_axis(node: exp.Expression, value_type: str, what: str) -> float:
+    """The axis point of a constant date or timestamp that Python cannot hold, by
+    DuckDB's ``epoch`` (seconds; a date attribute's axis counts days)."""
+    seconds = epoch_seconds(node, what)
+    return seconds / 86400.0 if value_type == "date" else seconds
 
 
 def intersect(a: Intervals, b: Intervals) -> Intervals:
@@ -139,7 +151,7 @@ class Axis:
         As in SQL, a timestamp compared with a date attribute keeps its time of day (a
         fraction of a day, so ``d < TIMESTAMP '2013-06-01 12:00'`` keeps June 1st) and a
         date compared with a timestamp attribute is its midnight; a plain string is cast to
-        the attribute's type (:meth:`_text`, :func:`_calendar_text`), and a constant
+        the attribute's type (:meth:`_text`, :func:`_calendar_axis`), and a constant
         expression (``10 + 5``, ``DATE '2013-01-31' + INTERVAL 1 MONTH``) is valued by
         DuckDB (:mod:`~dpsql.planner.fold_constants`)."""
         if self.value_type in CALENDAR_TYPES:
@@ -226,13 +238,14 @@ class Axis:
                                                           exp.DataType.Type.TIMESTAMP):
             v, to = node.this, "date" if node.to.is_type("date") else "timestamp"
         if isinstance(v, exp.Literal) and v.is_string:
-            return to_axis(self.value_type, _calendar_text(v.this, to, what))
+            return _calendar_axis(v.this, to, self.value_type, what)
         folded = fold_constant(node, what)
         if folded is not None and folded.value is None:
             return self._null(folded, node, what)
-        if folded is not None and folded.type in _CALENDAR_RESULTS \
-                and isinstance(folded.value, (date, datetime)):
-            return to_axis(self.value_type, folded.value)
+        if folded is not None and folded.type in _CALENDAR_RESULTS:
+            if isinstance(folded.value, (date, datetime)):
+                return to_axis(self.value_type, folded.value)
+            return _epoch_axis(node, self.value_type, what)  # before the year 1, past 9999
         raise UnsupportedQueryError(
             f"{what} must be a {self.value_type} literal ("
             + ("DATE 'YYYY-MM-DD', 'YYYY-MM-DD'" if self.value_type == "date" else

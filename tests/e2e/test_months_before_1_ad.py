@@ -7,6 +7,8 @@ plain DuckDB on the raw rows at ρ = 1e11 (every count within 0.5)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -81,6 +83,34 @@ def test_ranges_are_duckdb_s(cons):
         "mt >= TIMESTAMP '0001-03-01 00:00:00'", "d >= DATE '0001-01-01'"])
     assert not wrong, wrong
     assert all(0 < c < 3000 for c in counts)
+
+
+def test_literals_before_1_ad_are_duckdb_s(cons):
+    """A bound before the year 1, astronomical or as DuckDB prints it ('(BC)'), as a
+    string, a DATE, a TIMESTAMP or an expression with an INTERVAL: Python's ``date``
+    cannot hold it, so its point of the axis is DuckDB's ``epoch`` (each was refused as
+    "not a plain date or timestamp")."""
+    wrong, counts = count_mismatches(*cons, [
+        "m < DATE '-0005-01-01'", "m < '0006-01-01 (BC)'", "m < '-0005-01-01'",
+        "m >= DATE '-0010-01-01' + INTERVAL 1 MONTH AND m < '-0002-07-01'",
+        "m BETWEEN '0011-01-01 (BC)' AND '-0003-12-31'",
+        "mt < TIMESTAMP '-0001-06-01 00:00:00'", "mt >= '0002-06-01 (BC) 00:00:00'",
+        "d < DATE '0000-01-01'", "d >= '-0001-12-25' AND d < DATE '0000-01-05'"])
+    assert not wrong, wrong
+    assert all(0 < c < 3000 for c in counts)
+
+
+def test_the_report_draws_an_attribute_before_1_ad(spec):
+    """The HTML report's InfTDA prefix bands query the release at every bin edge: with
+    Python dates as parameters it failed with "OverflowError: date value out of range"."""
+    from dpsql.report import build_report
+    base, raw = spec
+    raw = {**raw, "budget": {"rho": "1"}, "attributes": {"d": ATTRIBUTES["d"]},
+           "views": [{"name": "vi", "levels": ["d"], "mechanism": "inftda"}]}
+    build_release(ReleaseSpec.from_dict(raw, base_dir=base), base / "inftda.duckdb",
+                  seed=3, progress=False)
+    build_report(base / "inftda.duckdb", base / "inftda.html", progress=False)
+    assert "View vi" in re.sub(r"<[^>]+>", "", (base / "inftda.html").read_text())
 
 
 def test_the_bins_are_named_with_duckdb_s_years(spec):
