@@ -48,7 +48,7 @@ def test_timestamp_axis_is_seconds_and_a_date_is_its_midnight():
     (dict(lower="1895-01-01", upper="2105-01-01", unit="month"),  # no isoyear: Mondays
      ("month", "quarter", "year", "decade", "century", "millennium")),
     (dict(lower="2009-12-30 00:00:00", upper="2010-01-02 00:00:00", unit="hour"),
-     ("hour", "day", "week", "month", "year", "decade")),
+     ("hour", "day", "week", "month", "quarter", "year", "decade")),  # 2010 Q1 too
 ])
 def test_units_that_align_with_the_leaf_bins(attr, units):
     """The units named as the ones to group by: aligned, and of those that hold the

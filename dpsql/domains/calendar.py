@@ -199,10 +199,11 @@ is the date's midnight, as ``date_trunc('day', d)`` is (both TIMESTAMPs), so on 
 attribute they are the unit 'day'."""
 
 TIMESTAMP_AS_SECOND = ("millisecond", "microsecond")
-"""Units finer than a second: a timestamp attribute's values are whole seconds (the
-build cuts a fraction of a second off, :func:`dpsql.release.value_types.value_sql`), so
-``date_trunc('millisecond', ts)`` is ``ts`` truncated to its second, as DuckDB gives it
-on such values: the unit 'second'."""
+"""Units finer than a second. A timestamp attribute's released values are whole seconds
+(the build cuts a fraction of a second off, :func:`dpsql.release.value_types.value_sql`),
+so ``date_trunc('millisecond', ts)`` of a timestamp, and its millisecond and microsecond
+parts, are refused (:mod:`dpsql.planner.date_parts`): on a source with fractions DuckDB
+gives one group per value where the release has one per second."""
 
 TRUNC_ALIASES = {
     **dict.fromkeys(("y", "yr", "yrs", "years"), "year"), "quarters": "quarter",
@@ -266,13 +267,11 @@ def _unit_starts(value_type: str, lower: float, upper: float, unit: str) -> np.n
     base = "datetime64[D]" if value_type == "date" else "datetime64[s]"
     lo = np.array(math.floor(lower), dtype="int64").astype(base)
     hi = np.array(math.ceil(upper), dtype="int64").astype(base)
-    starts = np.arange(lo.astype(f"datetime64[{np_unit}]"),
-                       hi.astype(f"datetime64[{np_unit}]") + 1,
-                       3 if unit == "quarter" else 1)
+    first, last = (x.astype(f"datetime64[{np_unit}]").astype("int64") for x in (lo, hi))
     if unit == "quarter":  # quarters start in months 0, 3, 6, 9 of the year
-        months = starts.astype("int64")
-        first = months[0] - months[0] % 3
-        starts = np.arange(first, months[-1] + 1, 3).astype("datetime64[M]")
+        first -= first % 3  # (stepping by 3 from lower's own month lost them)
+    starts = np.arange(first, last + 1, 3 if unit == "quarter" else 1
+                       ).astype(f"datetime64[{np_unit}]")
     axis = starts.astype(base).astype("int64").astype(np.float64)
     return axis[(axis > lower) & (axis < upper)]
 

@@ -21,7 +21,9 @@ refused on bins that cross a year but no boundary of theirs): ``century`` and
 ``millennium`` (DuckDB's start in a year ending in 01, 2001 is in the 21st century,
 where ``date_trunc('century', ·)`` starts 2000) and ``era``. A part finer than a day of
 a date (``hour(d)``, 0) is answered where the day is, as ``date_trunc('hour', d)`` is;
-``julian`` of a timestamp has a fraction of a day, and is a function of its second.
+a part that reads a timestamp below the second (its milliseconds, microseconds or
+nanoseconds, and ``epoch`` and ``julian``, which carry the fraction) is refused, as the
+release keeps no fraction of a second (:func:`below_second`).
 
 Spellings: the functions DuckDB names after a part (``year``, ``dayofweek``,
 ``weekday``, ``isodow``, ``yearweek``, ``epoch``, ...; also
@@ -112,6 +114,12 @@ def part_unit(call: exp.Expression, part: str, a: AttributeMeta) -> str:
             f"{shown}: {a.name!r} holds {a.value_type or 'real'} numbers, not dates or "
             f"timestamps; group its values by buckets of whole bins (GROUP BY {a.name}, "
             f"or floor({a.name} / w))")
+    if a.value_type == "timestamp" and below_second(part):
+        raise UnsupportedQueryError(
+            f"{shown} reads {a.name!r} below the second, and the release keeps no fraction "
+            "of a second (the build cuts it off when counting: docs/spec.md), so it would "
+            f"group each second's rows as one; group by second({a.name}) or "
+            f"date_trunc('second', {a.name})")
     unit = unit_of(part, a.value_type)
     if unit is None:
         raise UnsupportedQueryError(
@@ -133,24 +141,31 @@ def part_unit(call: exp.Expression, part: str, a: AttributeMeta) -> str:
     return unit
 
 
+def below_second(part: str) -> bool:
+    """Whether the date part or ``date_trunc`` unit ``part`` of a timestamp reads its
+    fraction of a second (milliseconds, microseconds, nanoseconds, and ``epoch`` and
+    ``julian``, which carry the fraction), which a release does not keep: such parts of
+    a timestamp attribute are refused, as on a source with fractions they would group
+    each second's rows as one (DuckDB on the rows: one group per value)."""
+    return part in _NANO or part in ("epoch", "julian", "jd") or \
+        TRUNC_ALIASES.get(part, part) in TIMESTAMP_AS_SECOND
+
+
 def unit_of(part: str, value_type: str) -> str | None:
     """The ``date_trunc`` unit (:data:`~dpsql.domains.calendar.TRUNC_UNITS`) of which
     ``part`` of a ``value_type`` value is a function (module doc), or None for a part
-    that is not one of DuckDB's for that type."""
-    if part in _UNSUPPORTED or (part in _NANO and value_type == "date"):
+    that is not one of DuckDB's for that type, or that reads a timestamp below the
+    second (:func:`below_second`)."""
+    if part in _UNSUPPORTED or part in _NANO and value_type == "date" or \
+            value_type == "timestamp" and below_second(part):
         return None
     if part in _BY_YEAR:
         unit = "year"
-    elif part in _NANO:
-        unit = "second"
-    elif part in ("julian", "jd"):
-        unit = "day" if value_type == "date" else "second"
-    elif part in ("dayofweek", "isodow", "weekday", "dayofyear", "dayofmonth"):
+    elif part in ("julian", "jd", "dayofweek", "isodow", "weekday", "dayofyear",
+                  "dayofmonth"):
         unit = "day"
     else:
         unit = TRUNC_ALIASES.get(part, part)
     if value_type == "date" and unit in DATE_AS_DAY:
         unit = "day"
-    elif value_type == "timestamp" and unit in TIMESTAMP_AS_SECOND:
-        unit = "second"
     return unit if unit in TRUNC_UNITS[value_type] else None

@@ -430,7 +430,8 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
     grid is its grid unit, as in DuckDB on such values: an hour, minute, second,
     millisecond or microsecond of a date is its day
     (:data:`~dpsql.domains.calendar.DATE_AS_DAY`), a millisecond or microsecond of a
-    timestamp (whole seconds) its second
+    timestamp is refused: the release keeps no fraction of a second, which such a
+    unit keeps in DuckDB on the rows
     (:data:`~dpsql.domains.calendar.TIMESTAMP_AS_SECOND`)."""
     if a.value_type not in TRUNC_UNITS:
         raise UnsupportedQueryError(
@@ -442,7 +443,11 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
     if a.value_type == "date" and name in DATE_AS_DAY:
         name = "day"
     elif a.value_type == "timestamp" and name in TIMESTAMP_AS_SECOND:
-        name = "second"
+        raise UnsupportedQueryError(
+            f"date_trunc({name!r}, {a.name}) keeps {a.name!r}'s fraction of a second, and "
+            "the release keeps none (the build cuts it off when counting: docs/spec.md), so "
+            f"it would group each second's rows as one; group by date_trunc('second', "
+            f"{a.name})")
     allowed = TRUNC_UNITS[a.value_type]
     if name not in allowed:
         raise UnsupportedQueryError(
@@ -453,9 +458,9 @@ def trunc_name(call: exp.Expression, a: AttributeMeta) -> str:
 
 
 def _finer_text(a: AttributeMeta) -> str:
-    finer = DATE_AS_DAY if a.value_type == "date" else TIMESTAMP_AS_SECOND
-    grid = "day" if a.value_type == "date" else "second"
-    return f"; {', '.join(finer)}: the {grid}, the grid of {a.name}'s values"
+    if a.value_type != "date":
+        return ""
+    return f"; {', '.join(DATE_AS_DAY)}: the day, the grid of {a.name}'s values"
 
 
 _MISCOMPARED = frozenset(DATE_AS_DAY) | {

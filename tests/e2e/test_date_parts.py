@@ -144,11 +144,17 @@ def test_unaliased_outputs_are_named_by_their_function(cons):
      r"\(week bins\): a bin holds values of w in more than one month.* week\(w\), "
      r"yearweek\(w\), quarter\(w\), year\(w\), isoyear\(w\), decade\(w\), century\(w\)"),
     ("SELECT second(h), COUNT(*) FROM t GROUP BY 1", r"SECOND\(h\) is not constant"),
-    ("SELECT epoch(h), COUNT(*) FROM t GROUP BY 1", r"EPOCH\(h\) is not constant"),
+    ("SELECT epoch(h), COUNT(*) FROM t GROUP BY 1",  # the release keeps no fraction
+     r"EPOCH\(h\) reads 'h' below the second, and the release keeps no fraction of a "
+     r"second .* group by second\(h\) or date_trunc\('second', h\)"),
+    ("SELECT millisecond(h), COUNT(*) FROM t GROUP BY 1", r"reads 'h' below the second"),
+    ("SELECT date_part('us', ts), COUNT(*) FROM t GROUP BY 1", r"reads 'ts' below the"),
+    ("SELECT date_trunc('ms', ts) AS k, COUNT(*) FROM t GROUP BY k",
+     r"keeps 'ts''s fraction of a second"),
     ("SELECT second(ts), COUNT(*) FROM t GROUP BY 1",
      r"SECOND\(ts\) is not constant on the released bins of 'ts' \(hour bins\): a bin "
      r"holds values of ts in more than one second.* hour\(ts\), day\(ts\), dayofweek\(ts\)"),
-    ("SELECT julian(ts), COUNT(*) FROM t GROUP BY 1", r"JULIAN\(ts\) is not constant"),
+    ("SELECT julian(ts), COUNT(*) FROM t GROUP BY 1", r"JULIAN\(ts\) reads 'ts' below"),
     ("SELECT year(x), COUNT(*) FROM t GROUP BY 1",
      r"YEAR\(x\): 'x' holds integer numbers, not dates or timestamps; group its values "
      r"by buckets of whole bins"),
@@ -168,3 +174,52 @@ def test_parts_that_cut_a_bin_are_refused_saying_what_to_write(cons, sql, messag
         assert raw.execute(sql).fetchall()  # DuckDB answers it on the rows
     with pytest.raises(dpsql.UnsupportedQueryError, match=message):
         con.execute(sql)
+
+
+@pytest.fixture(scope="module")
+def quarters(tmp_path_factory):
+    """(dpsql, DuckDB on the rows) over domains that start in a quarter's last month and
+    end before the next quarter's third month: ``d`` day bins and ``w`` week bins (from
+    Monday 2020-12-07) over 2020-12-07 .. 2021-02-07, ``ts`` hour bins over 2020-12-27 ..
+    2021-01-09."""
+    base = tmp_path_factory.mktemp("quarters")
+    g = np.random.default_rng(5)
+    n = 2000
+    a = np.datetime64("2020-12-07", "D")
+    d = pa.array(a + g.integers(0, 63, n).astype("timedelta64[D]"), pa.date32())
+    ts = pa.array(np.datetime64("2020-12-27 00:00:00", "s") + g.integers(
+        0, 14 * 86400, n).astype("timedelta64[s]"), pa.timestamp("us"))
+    pq.write_table(pa.table({"d": d, "w": d, "ts": ts}), base / "t.parquet")
+    days = {"lower": "2020-12-07", "upper": "2021-02-08"}
+    spec = {"name": "t", "source": "t.parquet", "neighbouring": "add_remove",
+            "budget": {"rho": "1e11"},
+            "attributes": {"d": {"kind": "range", **days, "width": 1},
+                           "w": {"kind": "range", **days, "unit": "week"},
+                           "ts": {"kind": "range", "lower": "2020-12-27 00:00:00",
+                                  "upper": "2021-01-10 00:00:00", "unit": "hour"}},
+            "views": [{"name": f"v{a}", "levels": [a], "mechanism": "gaussian_tree"}
+                      for a in ("d", "w", "ts")]}
+    build_release(ReleaseSpec.from_dict(spec, base_dir=base), base / "t.duckdb", seed=1,
+                  progress=False)
+    with release_and_raw(base) as pair:
+        yield pair
+
+
+@pytest.mark.parametrize("key", ["quarter(d)", "date_trunc('quarter', d)", "quarter(ts)",
+                                 "date_trunc('quarter', ts)", "extract(quarter FROM d)"])
+def test_a_quarter_that_starts_after_the_domain_s_first_quarter_month(quarters, key):
+    """2021-01-01 is a quarter's start inside these domains: its bins were left out of
+    the starts to align with (stepping by 3 from December reached no month after it), so
+    the planner read nodes across it (quarter(d): 1,477 / 1,523 where DuckDB has 1,809 /
+    1,191 on 3,000 rows)."""
+    con, raw = quarters
+    q = f"SELECT {key} AS u, COUNT(*) FROM t GROUP BY u ORDER BY u"
+    want = raw.execute(q).fetchall()
+    assert len(want) == 2
+    same_groups(con.execute(q).fetchall(), want)
+
+
+def test_a_quarter_of_weeks_that_straddle_its_start_is_refused(quarters):
+    """The week of Monday 2020-12-28 holds 2021-01-01 (a Friday)."""
+    with pytest.raises(dpsql.UnsupportedQueryError, match=r"QUARTER\(w\) is not constant"):
+        quarters[0].execute("SELECT quarter(w), COUNT(*) FROM t GROUP BY 1")
