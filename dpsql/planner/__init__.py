@@ -9,6 +9,9 @@ An ordered tuple of small passes, each a ``verb_object`` module (STYLE §1, §3)
    :mod:`~dpsql.planner.refuse_file_reads` then refuses whatever would read a file;
    :mod:`~dpsql.planner.resolve_helpers` resolves the release's helpers (``dp_level``,
    ``dp_range``, ``dpsql_domain__<attr>``...) by their documented names;
+   :mod:`~dpsql.planner.inline_subqueries` reads a subquery of FROM that only selects,
+   renames and filters the private table's columns (Superset's virtual datasets, Power
+   BI's nesting) as the table itself;
 2. :mod:`~dpsql.planner.find_references` — find each logical-table reference and check
    that it is only used under supported aggregates (each call sorted out by
    :mod:`~dpsql.planner.classify_calls`), with no star expression
@@ -46,6 +49,7 @@ from dpsql.planner.check_literals import domain_notices
 from dpsql.planner.choose_view import Choice, bin_range, choose_view
 from dpsql.planner.find_references import RangeFilter, Reference, find_references
 from dpsql.planner.bind_params import bind_params
+from dpsql.planner.inline_subqueries import inline_subqueries
 from dpsql.planner.parse_sql import generate_sql, parse_walked
 from dpsql.planner.refuse_file_reads import refuse_file_reads
 from dpsql.planner.resolve_helpers import resolve_helpers
@@ -129,6 +133,7 @@ def _plan_query(catalog: Catalog, query: str, params: Sequence[Any] | None
         refuse_file_reads(walked)
     bind_params(tree, params, walked)
     resolve_helpers(walked, catalog)
+    walked = inline_subqueries(tree, walked, catalog)
     refs = find_references(tree, catalog, walked)
     notices = domain_notices(refs) if refs else ()
     choices = [choose_view(r) for r in refs]

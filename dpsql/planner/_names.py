@@ -16,13 +16,18 @@ if TYPE_CHECKING:
 
 
 def names_cte(t: exp.Table) -> bool:
-    """True when the table name ``t`` refers to a CTE in its scope, as SQL scopes them:
+    """True when the table name ``t`` refers to a CTE in its scope (:func:`cte_named`)."""
+    return cte_named(t) is not None
+
+
+def cte_named(t: exp.Table) -> exp.CTE | None:
+    """The CTE the table name ``t`` refers to in its scope, as SQL scopes them, or None:
     a CTE of the WITH of an enclosing query, and, inside the body of a CTE, only the CTEs
     defined before it (that CTE too under WITH RECURSIVE). A non-recursive CTE named like
     a table reads the table in its own body (``WITH trips AS (SELECT COUNT(*) ... FROM
     trips)``), and a CTE of one subquery is unknown to its siblings."""
     if t.args.get("db") or t.args.get("catalog"):
-        return False
+        return None
     name = t.name.lower()
     prev, node, body = t, t.parent, None
     while node is not None:
@@ -33,16 +38,19 @@ def names_cte(t: exp.Table) -> bool:
             at = next((i for i, c in enumerate(ctes) if c is body), None)
             if at is not None:
                 ctes = ctes[:at + 1] if node.args.get("recursive") else ctes[:at]
-            if any(c.alias_or_name.lower() == name for c in ctes):
-                return True
+            hit = next((c for c in ctes if c.alias_or_name.lower() == name), None)
+            if hit is not None:
+                return hit
             body = None
         elif isinstance(node, exp.Query):
             w = node.args.get("with_") or node.args.get("with")
-            if w is not None and w is not prev and any(
-                    c.alias_or_name.lower() == name for c in w.expressions):
-                return True
+            if w is not None and w is not prev:
+                hit = next((c for c in w.expressions if c.alias_or_name.lower() == name),
+                           None)
+                if hit is not None:
+                    return hit
         prev, node = node, node.parent
-    return False
+    return None
 
 
 def home_catalog(t: exp.Table) -> str:

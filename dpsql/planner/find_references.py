@@ -43,6 +43,7 @@ from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.join_bins import (JoinFilter, against_column, check_join_condition,
                                      join_filters)
+from dpsql.planner.inline_subqueries import inline_hint
 from dpsql.planner.joins import null_rejected, pads_with_nulls, using_keys
 from dpsql.planner.classify_calls import (ERROR_FUNCTIONS, MEASURE, MEASURE_HELP, Aggregate,
                                           classify, counts_rows, enclosing_call, fn_name,
@@ -415,7 +416,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
                 f"the bare column dp_count is not supported: {MEASURE_HELP}")
         raise UnsupportedQueryError(
             f"row-level access to the private table {table.name!r} is not supported; "
-            f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>")
+            f"aggregate it: SELECT <columns>, COUNT(*) FROM {table.name} GROUP BY <columns>"
+            + inline_hint(select))
 
     refuse_volatile(select, table.name)  # after DISTINCT became GROUP BY ALL
 

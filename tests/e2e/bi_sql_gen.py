@@ -2,6 +2,8 @@
 Superset, Metabase, Tableau, Power BI and Looker write them (nested aggregates with
 aliases, ``CAST(date_trunc(...) AS DATE)``, ``COALESCE(x, 'N/A')`` and ``CASE``
 labels, ``COUNT(1)``/``SUM(1)``, quoted and mixed-case names, ``"schema"."table"``,
+Superset's virtual datasets and Power BI's nested filters over the table, renamed
+columns of a native query,
 top-n ``IN (SELECT ... LIMIT n)`` filters and joins, ``HAVING COUNT(*) > n``, outer
 ``DISTINCT``, label concatenation, percentages of the total), over a release whose views
 use every mechanism dpsql builds: InfTDA, the Gaussian and Laplace trees, Cascade with the
@@ -102,6 +104,15 @@ KEYS = {
     "p": ["floor({q}p)"],
     "x": ["floor({q}x)", "floor({q}x * 2) / 2"],
 }
+# a renamed column's keys and a filter on it ({x}: its new name)
+RENAMED = {
+    "c": (["{x}", "COALESCE({x}, 'N/A')"], "{x} IS NOT NULL"),
+    "r": (["{x}", "lower({x})"], "{x} <> 'E'"),
+    "ci": (["{x}"], "{x} IN ('n1', 's1')"),
+    "k": (["{x}", "floor({x} / 5) * 5"], "{x} < 10"),
+    "n": (["{x}", "floor({x} / 10) * 10"], "{x} >= 5"),
+    "d": (["date_trunc('month', {x})"], "{x} >= DATE '2013-03-01'"),
+}
 MEASURES = ["COUNT(*)", "COUNT(1)", "SUM(1)", "count(*)", "Count(*)", "SUM(dp_count)"]
 
 
@@ -174,7 +185,8 @@ class BiGen:
         tool = self.pick(["superset", "superset_ts", "superset_series", "superset_virtual",
                           "metabase", "tableau", "tableau_topn", "powerbi", "looker",
                           "percent", "having", "distinct", "topn_in", "cumulative",
-                          "other", "rollup", "grand_total"])
+                          "other", "rollup", "grand_total", "superset_dataset",
+                          "powerbi_nested", "renamed"])
         table = view if pinned else "t"
         if tool == "metabase":
             return self.metabase(view if pinned else "t", attrs)
@@ -216,6 +228,50 @@ class BiGen:
             agg = self.pick(["SUM(n)", "MAX(n)", "MIN(n)", "AVG(n)"])  # COUNT(*): of public groups
             return (f"SELECT {outer}, {agg} AS \"{agg}\" FROM ({inner}) AS virtual_table "
                     f"GROUP BY {ogrp} ORDER BY \"{agg}\" DESC LIMIT 10000", kw, tool)
+        if tool == "superset_dataset":  # a virtual dataset that only picks and filters
+            cols = "*" if "dp_count" in m or self.chance(0.4) else ", ".join(attrs)
+            w_in = self.where(attrs, "")
+            inner = f"SELECT {cols} FROM {table}" + (f" WHERE {w_in}" if w_in else "")
+            order = ' ORDER BY "count" DESC' if self.chance(0.5) else ""
+            return (f'SELECT {sel}, {m} AS "count" FROM ({inner}) AS virtual_table{where} '
+                    f"GROUP BY {grp}{order} LIMIT 10000", kw, tool)
+        if tool == "powerbi_nested":  # Power BI's filters, one subquery per step
+            q = '"_".'
+            pk = self.keys(attrs, q, kw)
+            psel = ", ".join(f'{k} AS "g{i}"' for i, k in enumerate(pk))
+            cols = ", ".join(f'"_"."{a}"' for a in attrs)
+            inner = f'select {cols} from {table} "_"'
+            for depth in range(g.randint(1, 3)):
+                w_in = self.where(attrs, q)
+                if depth == 0 and "n" in attrs:
+                    w_in = f'({w_in}) and ("_"."n" is not null)' if w_in else \
+                        '("_"."n" is not null)'
+                inner = (f"select {cols} from ({inner}) \"_\"" if depth else inner) + (
+                    f" where {w_in}" if w_in else "")
+            agg = (f'select {psel}, count(1) as "a0" from ({inner}) "_" group by '
+                   f'{", ".join(pk)}')
+            if self.chance(0.5):
+                cols = ", ".join(f'"g{i}"' for i in range(kw))
+                agg = (f'select {cols}, "a0" from ({agg}) "_" where not "a0" is null '
+                       "limit 1000001")
+            return agg, kw, tool
+        if tool == "renamed":  # Metabase/Tableau over a native query that renames
+            named = [a for a in attrs if a in RENAMED]
+            if not named:
+                return self.query()
+            a = self.pick(named)
+            x = f"{a.upper()} label"
+            key = self.pick(RENAMED[a][0]).format(x=f'"{x}"')
+            rest = ", ".join(b for b in attrs if b != a)
+            w_in = self.where(attrs, "")
+            if "n" in attrs:
+                w_in = f"({w_in}) AND n IS NOT NULL" if w_in else "n IS NOT NULL"
+            inner = (f'SELECT {a} AS "{x}"{", " + rest if rest else ""} FROM {table}'
+                     + (f" WHERE {w_in}" if w_in else ""))
+            w_out = (f' WHERE {RENAMED[a][1].format(x=chr(34) + x + chr(34))}'
+                     if self.chance(0.5) else "")
+            return (f'SELECT {key} AS "{x}", COUNT(*) AS "count" FROM ({inner}) AS "source"'
+                    f'{w_out} GROUP BY 1 ORDER BY 1', 1, tool)
         if tool == "tableau":
             qk = self.keys(attrs, '"t".', kw)
             sel = ", ".join(f'{k} AS "{k.replace(chr(34), "")[:6]}:{i}:nk"'

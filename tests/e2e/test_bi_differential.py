@@ -75,7 +75,7 @@ def test_every_bi_query_is_duckdbs_answer_or_a_clear_refusal(cons, seed):
     assert not bad, "\n".join(f"[{k}] {q}\n    {d}" for k, q, d in bad[:10])
     # the shapes stay answerable: most queries are answered and compared, of every tool
     assert kinds["equal"] >= QUERIES_PER_SEED * 2 // 3, kinds
-    assert len(tools) == 17 and min(tools.values()) >= 1, tools
+    assert len(tools) == 20 and min(tools.values()) >= 1, tools
 
 
 @pytest.fixture(scope="module")

@@ -164,3 +164,19 @@ def test_dp_level_takes_a_whole_number_level(catalog, k):
             rf"whole-number literal, got {re.escape(k)}; the levels of 'dist' are 1 to 6")):
         plan_query(catalog, f"SELECT COUNT(*) FROM dp_level('dist', {k})")
     assert "dist__l2" in plan_query(catalog, "SELECT COUNT(*) FROM dp_level('dist', 2)").sql
+
+
+@pytest.mark.parametrize("case", _cases("inline_subqueries.sql"))
+def test_inline_subqueries(catalog, case):
+    """The SQL after :mod:`~dpsql.planner.inline_subqueries` (a derived table that only
+    picks, renames and filters the private table's columns is the table), and what it
+    leaves as it is."""
+    from dpsql.planner.inline_subqueries import inline_subqueries
+    from dpsql.planner.parse_sql import parse_walked
+    from dpsql.planner.resolve_helpers import resolve_helpers
+
+    query, expected = case
+    tree, walked = parse_walked(query)
+    resolve_helpers(walked, catalog)
+    inline_subqueries(tree, walked, catalog)
+    assert tree.sql("duckdb") == sqlglot.parse_one(expected, dialect="duckdb").sql("duckdb")
