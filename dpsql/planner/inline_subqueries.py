@@ -83,6 +83,12 @@ class _Plain:
         col = self.column(name)
         return col is not None and col.lower() != name.lower()
 
+    def output(self, name: str) -> str:
+        """The output ``name`` as the subquery spells it, which DuckDB gives an outer
+        bare column of it (``SELECT mode FROM (SELECT c AS "Mode" ...)`` is ``Mode``)."""
+        low = name.lower()
+        return next(o for o, _ in self.outputs if o.lower() == low)
+
 
 def inline_subqueries(tree: exp.Expression, walked: Walked, catalog: Catalog) -> Walked:
     """Inline, in place, the plain subqueries over a private table in ``tree``; returns
@@ -101,14 +107,19 @@ def inline_subqueries(tree: exp.Expression, walked: Walked, catalog: Catalog) ->
 def inline_hint(select: exp.Select) -> str:
     """The end of the row-level refusal of ``select`` when it is a subquery of FROM or
     a CTE's body: what this pass would have read as the table itself."""
-    if not isinstance(select.parent, (exp.Subquery, exp.CTE)):
+    node = select.parent
+    while isinstance(node, exp.SetOperation):  # a UNION's branch: the UNION's place
+        node = node.parent
+    if not isinstance(node, exp.CTE) and not (isinstance(node, exp.Subquery) and isinstance(
+            node.parent, (exp.From, exp.Join))):
         return ""
     return ("; a subquery over it (in FROM, or a CTE) is read as the table itself only "
-            "when it selects bare columns (c, c AS x, *) with at most a WHERE on them, "
-            "and the query around it names only the columns it selects: no DISTINCT, "
-            "GROUP BY, ORDER BY, LIMIT, expressions, joins or nested queries in the "
-            "subquery, no filtered subquery on the NULL side of an outer join; move "
-            "those into the outer query or aggregate inside the subquery")
+            "when it selects bare columns (c, c AS x, *) and filters them with a "
+            "deterministic WHERE, and the query around it names only the columns it "
+            "selects: no DISTINCT, GROUP BY, ORDER BY, LIMIT, expressions, joins, set "
+            "operations or volatile functions in it, and no WHERE in it on the NULL side "
+            "of an outer join; move those into the outer query, or aggregate inside the "
+            "subquery")
 
 
 # ---- derived tables -----------------------------------------------------------------
@@ -336,12 +347,17 @@ def _inline(select: exp.Select, sub: exp.Subquery, plain: _Plain) -> None:
             continue
         name = col.name
         target = plain.column(name)
-        if target is None or target.lower() == name.lower():
-            continue  # the same name binds to the same column
-        new = exp.column(target, table=alias_id.copy(), quoted=True)
+        if target is None:
+            continue
+        new = col if target.lower() == name.lower() else exp.column(  # the same name
+            target, table=alias_id.copy(), quoted=True)  # binds to the same column
         if col.parent is select and col.arg_key == "expressions":
-            new = exp.alias_(new, exp.to_identifier(name, quoted=True))
-        col.replace(new)
+            shown = plain.output(name)  # the output's name, as DuckDB gives it
+            if shown != plain.release.column_name(target):
+                new = exp.alias_(new.copy() if new is col else new,
+                                 exp.to_identifier(shown, quoted=True))
+        if new is not col:
+            col.replace(new)
     expanded = []
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)

@@ -132,6 +132,11 @@ NESTED = [
     "read_parquet('{raw}')))",
     "SELECT region, COUNT(*) FROM trips GROUP BY region HAVING COUNT(*) > "
     "(SELECT COUNT(*) FROM read_parquet('{raw}'))",
+    # a projection subquery is read as the table (inline_subqueries): not its file read
+    "SELECT mode, COUNT(*) FROM (SELECT * FROM trips WHERE EXISTS (SELECT 1 FROM "
+    "read_text('{secret}'))) AS virtual_table GROUP BY mode",
+    "WITH v AS (SELECT mode FROM trips WHERE age < (SELECT COUNT(*) FROM "
+    "read_parquet('{raw}'))) SELECT mode, COUNT(*) FROM v GROUP BY mode",
 ]
 
 URLS = [
@@ -193,6 +198,9 @@ STAR_FORMS = [
     "SELECT region, COUNT(*) FROM trips GROUP BY region HAVING MAX(COLUMNS('dp_var')) >= 0",
     "SELECT region, COUNT(*) FROM trips GROUP BY region ORDER BY COLUMNS('dp_var')",
     "SELECT {'a': *}, COUNT(*) FROM trips GROUP BY ALL",
+    # through a projection subquery, which is read as the table (inline_subqueries)
+    "SELECT v.*, COUNT(*) FROM (SELECT * FROM trips) v GROUP BY ALL",
+    "SELECT COLUMNS('dp_.*'), COUNT(*) FROM (SELECT * FROM trips) v GROUP BY ALL",
 ]
 
 # volatile functions where the release would evaluate them once per released node

@@ -153,3 +153,103 @@ def test_to_char_is_refused_not_answered_without_its_format(cons, pep249, server
     if fixed != sql:
         got = pep249.execute(fixed.format(t="t")).fetchall()
         assert got[:2] == [("2013-01", 509.0), ("2013-02", 522.0)]
+
+
+# BI tools' projection subqueries over the private table (dpsql/planner/inline_subqueries.py):
+# each is an aggregate of the table, answered as DuckDB answers it on the rows
+INLINED = [
+    # Superset's virtual datasets
+    'SELECT c AS c, COUNT(*) AS "count" FROM (SELECT * FROM t) AS virtual_table GROUP BY c '
+    'ORDER BY "count" DESC LIMIT 10000',
+    "SELECT c, COUNT(*) AS count FROM (SELECT c, r FROM t WHERE r <> 'E') AS virtual_table "
+    "WHERE c IS NOT NULL GROUP BY c ORDER BY count DESC LIMIT 10000",
+    "SELECT CAST(date_trunc('month', d) AS DATE) AS __timestamp, COUNT(*) AS count FROM "
+    "(SELECT d, k FROM vd WHERE d >= DATE '2013-03-01') AS virtual_table GROUP BY 1 LIMIT 50000",
+    "SELECT c, SUM(dp_count) AS n FROM (SELECT * FROM vlt WHERE k BETWEEN 3 AND 12) AS "
+    "virtual_table GROUP BY c",
+    # Power BI, one to three levels deep
+    'SELECT "_"."c", count(1) AS "a0" FROM (SELECT "_"."c" FROM "t" "_" WHERE ("_"."c" IS NOT '
+    'NULL)) "_" GROUP BY "_"."c"',
+    'select "_"."c", "_"."a0" from (select "_"."c", count(1) as "a0" from (select "_"."c" from '
+    '(select "_"."c", "_"."k" from "vlt" "_" where ("_"."k" < 10)) "_" where ("_"."c" IS NOT '
+    'NULL)) "_" group by "_"."c") "_" where not "_"."a0" is null limit 1000001',
+    # Metabase/Tableau over a native query that renames
+    'SELECT "Category", COUNT(*) AS "count" FROM (SELECT c AS "Category", k FROM t WHERE k >= '
+    '5) AS "source" WHERE "Category" <> \'b\' GROUP BY "Category" ORDER BY "Category"',
+    'SELECT "source"."Region" AS "Region", COUNT(*) AS "count" FROM (SELECT r AS "Region", c '
+    'AS "C" FROM t WHERE pr <> \'N1\') AS "source" WHERE "source"."C" < \'c\' GROUP BY '
+    '"source"."Region" ORDER BY "source"."Region" ASC',
+    # an outer * is the subquery's columns; a CTE; a join with a public table
+    "SELECT *, COUNT(*) AS n FROM (SELECT c AS cat, r FROM t) v GROUP BY ALL",
+    "WITH base AS (SELECT c AS cat FROM t WHERE r = 'N') SELECT cat, COUNT(*) FROM base "
+    "GROUP BY cat",
+    "SELECT v.c, p.kind, COUNT(*) FROM (SELECT c FROM t WHERE k > 4) v JOIN pub p ON v.c = "
+    "p.label GROUP BY 1, 2",
+    "SELECT p.label, COUNT(v.c) AS n FROM pub p LEFT JOIN (SELECT c FROM t) v ON v.c = "
+    "p.label GROUP BY 1",
+]
+
+
+@pytest.mark.parametrize("sql", INLINED, ids=range(len(INLINED)))
+def test_projection_subqueries_are_answered_as_duckdb_answers_them(cons, sql):
+    dp, raw = cons
+    kind, detail = fz.classify(dp, raw, sql, len(sql))  # every column compared as a key
+    assert kind == "equal", (kind, detail)
+
+
+# what is not a projection is planned as the subquery it is: a row-level read of the
+# table is refused, saying what would have been read as the table itself
+ROW_LEVEL = "row-level access to the private table 't'.*read as the table itself only when"
+NOT_INLINED = {
+    "distinct": ("SELECT x, COUNT(*) FROM (SELECT DISTINCT k AS x FROM t) v GROUP BY x",
+                 "grouping by the binned attribute 'k' without an aggregate"),
+    "group by": ("SELECT c, COUNT(*) FROM (SELECT c, k FROM t GROUP BY c, k) v GROUP BY c",
+                 "grouping by the binned attribute 'k' without an aggregate"),
+    "aggregate": ("SELECT n, COUNT(*) FROM (SELECT COUNT(*) OVER () AS n, c FROM t) v "
+                  "GROUP BY n", "row-level"),
+    "window": ("SELECT c, COUNT(*) FROM (SELECT c, row_number() OVER () AS i FROM t) v "
+               "GROUP BY c", ROW_LEVEL),
+    "limit": ("SELECT c, COUNT(*) FROM (SELECT c FROM t LIMIT 100) v GROUP BY c", ROW_LEVEL),
+    "offset": ("SELECT c, COUNT(*) FROM (SELECT c FROM t OFFSET 5) v GROUP BY c", ROW_LEVEL),
+    "order by and limit": ("SELECT c, COUNT(*) FROM (SELECT c FROM t ORDER BY c LIMIT 10) v "
+                           "GROUP BY c", ROW_LEVEL),
+    "qualify": ("SELECT c, COUNT(*) FROM (SELECT c FROM t QUALIFY row_number() OVER () < 5) "
+                "v GROUP BY c", ROW_LEVEL),
+    "set operation": ("SELECT c, COUNT(*) FROM (SELECT c FROM t UNION ALL SELECT c FROM t) v "
+                      "GROUP BY c", ROW_LEVEL),
+    "join": ("SELECT c, COUNT(*) FROM (SELECT t.c FROM t JOIN pub p ON t.c = p.label) v "
+             "GROUP BY c", ROW_LEVEL),
+    "expression": ("SELECT x, COUNT(*) FROM (SELECT upper(c) AS x FROM t) v GROUP BY x",
+                   ROW_LEVEL),
+    "volatile": ("SELECT c, COUNT(*) FROM (SELECT c FROM t WHERE random() < 0.5) v GROUP BY c",
+                 ROW_LEVEL),
+    "sample": ("SELECT c, COUNT(*) FROM (SELECT c FROM t USING SAMPLE 10%) v GROUP BY c",
+               "sampling the private table"),
+    "outer join filter": ("SELECT p.label, COUNT(v.c) FROM pub p LEFT JOIN (SELECT c FROM t "
+                          "WHERE k < 5) v ON v.c = p.label GROUP BY 1", ROW_LEVEL),
+    "hidden column": ("SELECT r, COUNT(*) FROM (SELECT c FROM t) v GROUP BY r", ROW_LEVEL),
+    "in a CTE": ("WITH v AS (SELECT c FROM t LIMIT 5) SELECT c, COUNT(*) FROM v GROUP BY c",
+                 ROW_LEVEL),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_INLINED))
+def test_other_subqueries_are_planned_as_written_and_refused(cons, case):
+    dp, _ = cons
+    sql, says = NOT_INLINED[case]
+    with pytest.raises(dpsql.UnsupportedQueryError, match=says):
+        duck.execute(dp, sql)
+
+
+def test_a_superset_virtual_dataset_through_every_entry_point(cons, pep249, server):
+    """Superset's virtual dataset over the release, through DuckDB with the release
+    attached, dpsql.connect and dpsql serve: DuckDB's answer on the rows at each."""
+    dp, raw = cons
+    sql = ("SELECT r AS r, COUNT(*) AS \"count\" FROM (SELECT c, r FROM {t} WHERE c <> 'b') "
+           "AS virtual_table GROUP BY r ORDER BY \"count\" DESC, r LIMIT 10000")
+    want = [(r, float(n)) for r, n in raw.execute(sql.format(t="t")).fetchall()]
+    assert len(want) == 4
+    for got in (duck.execute(dp, sql.format(t='"s"."t"'))[0].fetchall(),
+                pep249.execute(sql.format(t='"t"."t"')).fetchall(),
+                server.execute(sql.format(t='"public"."t"')).fetchall()):
+        assert [(r, round(float(n), 4)) for r, n in got] == want
