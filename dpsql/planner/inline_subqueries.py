@@ -10,12 +10,17 @@ table that only picks, renames and filters rows, and aggregate outside it::
 Each is exactly an aggregate of the private table. This pass rewrites, in place, a
 derived table (``FROM (subquery) alias``, in the FROM clause or a join) whose subquery
 is **plain**: a SELECT of one private table with only bare columns (``c``, ``b.c``),
-renames (``c AS x``), ``*`` / ``b.*`` and a WHERE of the table's own columns with no
-nested query. The derived table becomes the private table under the derived table's
-alias, the subquery's WHERE is AND-ed into the outer WHERE, and the outer query's names
-of the subquery's columns become the table's (``virtual_table.x`` -> ``virtual_table.c``,
-an unqualified renamed ``x`` -> ``alias.c``, an outer ``*`` or ``alias.*`` -> the
-subquery's columns under their names). Nested plain subqueries (Power BI nests two or
+renames (``c AS x``), ``*`` / ``b.*``, named deterministic expressions of the table's
+columns (``COALESCE(c, 'N/A') AS x``, ``1 AS one``) and a WHERE of the table's own
+columns with no nested query but constant ones. The derived table becomes the private
+table under the derived table's alias, the subquery's WHERE is AND-ed into the outer
+WHERE, and the outer query's names of the subquery's columns become the table's
+(``virtual_table.x`` -> ``virtual_table.c``, an unqualified renamed ``x`` -> ``alias.c``,
+a computed ``x`` -> its expression, in parentheses under an operator; an outer ``*`` or
+``alias.*`` -> the subquery's columns under their names). Putting a deterministic
+expression in place of its name is exact in SQL (on the rows, each use computes the same
+value), so the planner then answers, or refuses, the expression as it would if the
+analyst had written it there. Nested plain subqueries (Power BI nests two or
 three) are inlined innermost first, and a CTE whose body is plain is inlined where a FROM
 or JOIN names it (the CTE is dropped when nothing else names it).
 
@@ -28,11 +33,12 @@ row-level access) whenever inlining could change an answer or reach what the sub
 hides:
 
 * the subquery has DISTINCT, GROUP BY, HAVING, aggregates, window functions, ORDER BY,
-  LIMIT/OFFSET, QUALIFY, a join, a WITH, a sample, an expression in its SELECT list, a
-  volatile function or a nested query with a column in its WHERE (a constant one,
+  LIMIT/OFFSET, QUALIFY, a join, a WITH, a sample, an unnamed expression in its SELECT
+  list, a volatile function or a nested query with a column in its SELECT list or WHERE (a constant one,
   ``c = (SELECT 'z')``, means the same anywhere), or a column list on its alias;
 * it is on the side of an outer join that can be padded with NULLs and has a WHERE
-  (a filter there belongs to the join's ON, not to the WHERE), or the outer SELECT joins
+  (a filter there belongs to the join's ON, not to the WHERE) or an expression (on a
+  padded row ``COALESCE(c, 'N/A')`` is 'N/A', where the subquery's column is NULL), or the outer SELECT joins
   with USING or NATURAL (which name columns by the subquery's names);
 * the outer query names a column of the private table that the subquery does not select
   (``SELECT region ... FROM (SELECT mode FROM trips) v``; ``dp_count`` and the release
@@ -67,21 +73,28 @@ _MAX_ROUNDS = 8  # CTE bodies inlined into CTE bodies: one level per round
 @dataclass(frozen=True)
 class _Plain:
     """A plain subquery: its table, the table's release, its outputs in order (output
-    name, the table's column as written) and its WHERE condition (or None)."""
+    name, its value: a column of the table, or a deterministic expression of them) and
+    its WHERE condition (or None)."""
 
     table: exp.Table
     release: ReleaseInfo
-    outputs: tuple[tuple[str, str], ...]
+    outputs: tuple[tuple[str, exp.Expression], ...]
     where: exp.Expression | None
 
-    def column(self, name: str) -> str | None:
-        """The table column the output ``name`` is (case-insensitive), or None."""
+    def source(self, name: str) -> exp.Expression | None:
+        """The value of the output ``name`` (case-insensitive), or None."""
         low = name.lower()
-        return next((c for o, c in self.outputs if o.lower() == low), None)
+        return next((v for o, v in self.outputs if o.lower() == low), None)
 
     def renamed(self, name: str) -> bool:
-        col = self.column(name)
-        return col is not None and col.lower() != name.lower()
+        """Whether the output ``name`` is not the table's column of that name."""
+        v = self.source(name)
+        return v is not None and not (isinstance(v, exp.Column)
+                                      and v.name.lower() == name.lower())
+
+    @property
+    def computed(self) -> bool:
+        return any(not isinstance(v, exp.Column) for _, v in self.outputs)
 
     def output(self, name: str) -> str:
         """The output ``name`` as the subquery spells it, which DuckDB gives an outer
@@ -114,12 +127,12 @@ def inline_hint(select: exp.Select) -> str:
             node.parent, (exp.From, exp.Join))):
         return ""
     return ("; a subquery over it (in FROM, or a CTE) is read as the table itself only "
-            "when it selects bare columns (c, c AS x, *) and filters them with a "
-            "deterministic WHERE, and the query around it names only the columns it "
-            "selects: no DISTINCT, GROUP BY, ORDER BY, LIMIT, expressions, joins, set "
-            "operations or volatile functions in it, and no WHERE in it on the NULL side "
-            "of an outer join; move those into the outer query, or aggregate inside the "
-            "subquery")
+            "when it selects columns (c, c AS x, *, deterministic expressions with a name) "
+            "and filters them with a deterministic WHERE, and the query around it names "
+            "only the columns it selects: no DISTINCT, GROUP BY, ORDER BY, LIMIT, joins, "
+            "set operations or volatile functions in it, and no WHERE or expression in it "
+            "on the NULL side of an outer join; move those into the outer query, or "
+            "aggregate inside the subquery")
 
 
 # ---- derived tables -----------------------------------------------------------------
@@ -169,15 +182,15 @@ def _plain(inner: exp.Expression, alias: exp.TableAlias | None, catalog: Catalog
             isinstance(col.this, exp.Identifier) and (
                 release.column_attribute(col.name) is not None or col.name.lower() == MEASURE)
 
-    outputs: list[tuple[str, str]] = []
+    outputs: list[tuple[str, exp.Expression]] = []
     for e in inner.expressions:
         if _is_star(e, name):
-            outputs += [(c, c) for c in _table_columns(table, release, views)]
-        elif isinstance(e, exp.Column) and own(e):
-            outputs.append((e.name, e.name))
-        elif isinstance(e, exp.Alias) and isinstance(e.this, exp.Column) and own(e.this) \
-                and e.alias:
-            outputs.append((e.alias, e.this.name))
+            outputs += [(c, exp.column(c)) for c in _table_columns(table, release, views)]
+        elif isinstance(e, exp.Column) and own(e):  # named as the table names it
+            outputs.append((release.column_name(e.name) or e.name.lower(), e))
+        elif isinstance(e, exp.Alias) and e.alias and (
+                own(e.this) if isinstance(e.this, exp.Column) else _computed(e.this, own)):
+            outputs.append((e.alias, e.this))
         else:
             return None
     if len({o.lower() for o, _ in outputs}) != len(outputs):
@@ -187,6 +200,13 @@ def _plain(inner: exp.Expression, alias: exp.TableAlias | None, catalog: Catalog
     if cond is not None and not _own_condition(cond, own):
         return None
     return _Plain(table, release, tuple(outputs), cond)
+
+
+def _computed(value: exp.Expression, own) -> bool:
+    """Whether ``value`` (``<value> AS x`` in the subquery) is a deterministic
+    expression of the table's columns, which the outer query may have in its place:
+    :func:`_own_condition`'s test, on a function call, CASE, cast, operator or literal."""
+    return not isinstance(value, (exp.Query, exp.Subquery)) and _own_condition(value, own)
 
 
 def _own_condition(cond: exp.Expression, own) -> bool:
@@ -253,14 +273,15 @@ def _outer_allows(select: exp.Select, sub: exp.Subquery, i: int, joins: list[exp
             return False
         if k == i - 1 and (j.kind or "").upper() not in ("", "INNER", "CROSS", "OUTER"):
             return False  # SEMI/ANTI: the subquery's columns are not the outer query's
-    if plain.where is not None and _padded(i, joins):
-        return False
+    if (plain.where is not None or plain.computed) and _padded(i, joins):
+        return False  # a padded row's NULLs are no row of the table: its filter and
+        # its expressions (COALESCE(c, 'N/A')) hold on the table's rows, not on them
     release = plain.release
     hidden = release.internal_columns | {MEASURE}
 
     def hides(name: str) -> bool:  # a name the table has and the subquery does not
         low = name.lower()
-        return plain.column(name) is None and (
+        return plain.source(name) is None and (
             release.column_attribute(name) is not None or low in hidden or low == alias)
 
     ordering = {c.name.lower() for key in ("order", "qualify")
@@ -295,7 +316,7 @@ def _outer_allows(select: exp.Select, sub: exp.Subquery, i: int, joins: list[exp
                 if nested or node.parent is not select or _has_args(node.this, frozenset()):
                     return False
                 continue
-            if plain.column(node.name) is None:
+            if plain.source(node.name) is None:
                 return False  # alias.<column> the subquery does not have
         elif not q:
             if hides(node.name) or (nested and plain.renamed(node.name)):
@@ -346,14 +367,14 @@ def _inline(select: exp.Select, sub: exp.Subquery, plain: _Plain) -> None:
         if q and q.lower() != alias or isinstance(col.this, exp.Star):
             continue
         name = col.name
-        target = plain.column(name)
-        if target is None:
+        value = plain.source(name)
+        if value is None:
             continue
-        new = col if target.lower() == name.lower() else exp.column(  # the same name
-            target, table=alias_id.copy(), quoted=True)  # binds to the same column
+        new = col if not plain.renamed(name) else _placed(value, alias_id, col.parent)
         if col.parent is select and col.arg_key == "expressions":
             shown = plain.output(name)  # the output's name, as DuckDB gives it
-            if shown != plain.release.column_name(target):
+            if not isinstance(value, exp.Column) or \
+                    shown != plain.release.column_name(value.name):
                 new = exp.alias_(new.copy() if new is col else new,
                                  exp.to_identifier(shown, quoted=True))
         if new is not col:
@@ -362,14 +383,29 @@ def _inline(select: exp.Select, sub: exp.Subquery, plain: _Plain) -> None:
     for e in select.expressions:
         if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
                                        and (e.table or "").lower() == alias):
-            expanded += [exp.alias_(exp.column(c, table=alias_id.copy(), quoted=True),
+            expanded += [exp.alias_(_placed(v, alias_id, select),
                                     exp.to_identifier(o, quoted=True))
-                         for o, c in plain.outputs]
+                         for o, v in plain.outputs]
         else:
             expanded.append(e)
     if len(expanded) != len(select.expressions) or any(
             a is not b for a, b in zip(expanded, select.expressions)):
         select.set("expressions", expanded)
+
+
+def _placed(value: exp.Expression, alias: exp.Identifier, parent: exp.Expression | None
+            ) -> exp.Expression:
+    """A copy of the subquery's output ``value`` with its columns qualified by the
+    table's new alias, in parentheses where it is an operand of an operator."""
+    out = value.copy()
+    for col in [out] if isinstance(out, exp.Column) else list(out.find_all(exp.Column)):
+        col.set("table", alias.copy())
+        col.set("db", None)
+        col.set("catalog", None)
+    if isinstance(out, (exp.Binary, exp.Unary, exp.Predicate)) and isinstance(
+            parent, (exp.Binary, exp.Unary, exp.Predicate)):
+        out = exp.paren(out, copy=False)
+    return out
 
 
 # ---- CTEs ---------------------------------------------------------------------------

@@ -3,7 +3,7 @@ Superset, Metabase, Tableau, Power BI and Looker write them (nested aggregates w
 aliases, ``CAST(date_trunc(...) AS DATE)``, ``COALESCE(x, 'N/A')`` and ``CASE``
 labels, ``COUNT(1)``/``SUM(1)``, quoted and mixed-case names, ``"schema"."table"``,
 Superset's virtual datasets and Power BI's nested filters over the table, renamed
-columns of a native query,
+columns and named expressions of a native query,
 top-n ``IN (SELECT ... LIMIT n)`` filters and joins, ``HAVING COUNT(*) > n``, outer
 ``DISTINCT``, label concatenation, percentages of the total), over a release whose views
 use every mechanism dpsql builds: InfTDA, the Gaussian and Laplace trees, Cascade with the
@@ -113,6 +113,9 @@ RENAMED = {
     "n": (["{x}", "floor({x} / 10) * 10"], "{x} >= 5"),
     "d": (["date_trunc('month', {x})"], "{x} >= DATE '2013-03-01'"),
 }
+# a named expression in place of the renamed column (Tableau's custom SQL)
+COMPUTED = {"c": "COALESCE(c, 'none')", "r": "upper(r)", "ci": "ci || '-city'",
+            "k": "floor(k / 5) * 5", "d": "CAST(date_trunc('month', d) AS DATE)"}
 MEASURES = ["COUNT(*)", "COUNT(1)", "SUM(1)", "count(*)", "Count(*)", "SUM(dp_count)"]
 
 
@@ -266,7 +269,8 @@ class BiGen:
             w_in = self.where(attrs, "")
             if "n" in attrs:
                 w_in = f"({w_in}) AND n IS NOT NULL" if w_in else "n IS NOT NULL"
-            inner = (f'SELECT {a} AS "{x}"{", " + rest if rest else ""} FROM {table}'
+            value = COMPUTED[a] if a in COMPUTED and self.chance(0.4) else a
+            inner = (f'SELECT {value} AS "{x}"{", " + rest if rest else ""} FROM {table}'
                      + (f" WHERE {w_in}" if w_in else ""))
             w_out = (f' WHERE {RENAMED[a][1].format(x=chr(34) + x + chr(34))}'
                      if self.chance(0.5) else "")

@@ -179,6 +179,11 @@ INLINED = [
     'SELECT "source"."Region" AS "Region", COUNT(*) AS "count" FROM (SELECT r AS "Region", c '
     'AS "C" FROM t WHERE pr <> \'N1\') AS "source" WHERE "source"."C" < \'c\' GROUP BY '
     '"source"."Region" ORDER BY "source"."Region" ASC',
+    # Tableau's custom SQL with named expressions of the columns
+    'SELECT "Cat", COUNT(*) AS n FROM (SELECT COALESCE(c, \'N/A\') AS "Cat", k FROM vlt) '
+    '"Custom SQL Query" WHERE "Cat" <> \'b\' AND k < 12 GROUP BY "Cat"',
+    "SELECT kb, SUM(one) AS n FROM (SELECT floor(k / 5) * 5 AS kb, 1 AS one FROM t) s "
+    "GROUP BY kb",
     # an outer * is the subquery's columns; a CTE; a join with a public table
     "SELECT *, COUNT(*) AS n FROM (SELECT c AS cat, r FROM t) v GROUP BY ALL",
     "WITH base AS (SELECT c AS cat FROM t WHERE r = 'N') SELECT cat, COUNT(*) FROM base "
@@ -219,8 +224,10 @@ NOT_INLINED = {
                       "GROUP BY c", ROW_LEVEL),
     "join": ("SELECT c, COUNT(*) FROM (SELECT t.c FROM t JOIN pub p ON t.c = p.label) v "
              "GROUP BY c", ROW_LEVEL),
-    "expression": ("SELECT x, COUNT(*) FROM (SELECT upper(c) AS x FROM t) v GROUP BY x",
-                   ROW_LEVEL),
+    "unnamed expression": ("SELECT COUNT(*) FROM (SELECT upper(c) FROM t) v", ROW_LEVEL),
+    "expression on the NULL side": ("SELECT p.label, COUNT(v.x) FROM pub p LEFT JOIN "
+                                    "(SELECT COALESCE(c, 'a') AS x FROM t) v ON v.x = "
+                                    "p.label GROUP BY 1", ROW_LEVEL),
     "volatile": ("SELECT c, COUNT(*) FROM (SELECT c FROM t WHERE random() < 0.5) v GROUP BY c",
                  ROW_LEVEL),
     "sample": ("SELECT c, COUNT(*) FROM (SELECT c FROM t USING SAMPLE 10%) v GROUP BY c",
