@@ -333,12 +333,14 @@ def _padded(i: int, joins: list[exp.Join]) -> bool:
 
 
 def _outer_nodes(select: exp.Select, sub: exp.Subquery):
-    """Every node under ``select`` but those of ``sub``, with whether it lies in a
-    query nested in ``select``."""
+    """Every node under ``select`` but those of ``sub`` and of its WITH (whose CTE
+    bodies cannot name its FROM items), with whether it lies in a query nested in
+    ``select``."""
     stack = [(select, False)]
+    own_with = select.args.get("with_") or select.args.get("with")
     while stack:
         node, nested = stack.pop()
-        if node is sub:
+        if node is sub or node is own_with:
             continue
         yield node, nested
         below = nested or (node is not select and isinstance(node, (exp.Query,
