@@ -260,3 +260,14 @@ def test_a_superset_virtual_dataset_through_every_entry_point(cons, pep249, serv
                 pep249.execute(sql.format(t='"t"."t"')).fetchall(),
                 server.execute(sql.format(t='"public"."t"')).fetchall()):
         assert [(r, round(float(n), 4)) for r, n in got] == want
+
+
+@pytest.mark.parametrize("sql", ["SELECT c FROM t", "SELECT c, COUNT(*) FROM t WHERE c IN "
+                                 "(SELECT c FROM t LIMIT 1) GROUP BY c"])
+def test_the_subquery_hint_is_only_for_a_subquery_of_from(cons, sql):
+    """A row-level read that is no subquery of FROM (the query itself, an IN list) is
+    refused without the words about subqueries read as the table."""
+    dp, _ = cons
+    with pytest.raises(dpsql.UnsupportedQueryError, match="row-level access") as err:
+        duck.execute(dp, sql)
+    assert "read as the table itself" not in str(err.value)
