@@ -291,17 +291,24 @@ def generate_sql(tree: exp.Expression) -> str:
 def not_expressible(tree: exp.Expression, err: UnsupportedError) -> UnsupportedQueryError:
     """The refusal of a query that sqlglot cannot write as DuckDB SQL without losing a
     part of it (``err`` says which), naming the call where it is one we know."""
-    call = next(iter(tree.find_all(exp.ToChar)), None)
-    if call is not None and call.args.get("format") is not None:
-        # the format only: the value may be rewritten onto the release's tables by now
-        shown = f"to_char(..., {call.args['format'].sql(DIALECT)})"
-        return UnsupportedQueryError(
-            f"{shown} is PostgreSQL's to_char, which DuckDB does not have (it would run "
-            "without its format, as a cast to text): write strftime(<value>, '<format>') "
-            "with DuckDB's format codes, e.g. strftime(date_trunc('month', d), '%Y-%m') "
-            "for 'YYYY-MM'")
+    refuse_to_char(tree)  # the server's rewrite of "public"."t" generates before parsing
     return UnsupportedQueryError(f"this query cannot be run as written in DuckDB's SQL "
                                  f"without losing a part of it: {str(err).rstrip('.')}")
+
+
+def refuse_to_char(tree: exp.Expression) -> None:
+    """Refuse PostgreSQL's ``to_char(value, format)``, which Looker and Metabase send:
+    sqlglot parses it to ``ToChar``, which DuckDB's SQL writes as a cast to text without
+    the format, and which a pass would otherwise read (and name in its refusals) as that
+    cast. The message shows the format only and says what to write."""
+    call = next((c for c in tree.find_all(exp.ToChar) if c.args.get("format") is not None),
+                None)
+    if call is not None:
+        raise UnsupportedQueryError(
+            f"to_char(..., {call.args['format'].sql(DIALECT)}) is PostgreSQL's to_char, "
+            "which DuckDB does not have (it would run without its format, as a cast to "
+            "text): write strftime(<value>, '<format>') with DuckDB's format codes, e.g. "
+            "strftime(date_trunc('month', d), '%Y-%m') for 'YYYY-MM'")
 
 
 def parse_sql(sql: str) -> exp.Expression:
@@ -349,6 +356,8 @@ def parse_walked(sql: str) -> tuple[exp.Expression, Walked]:
     refuse_misread_operators(sql, _PARSERS.tokenizer.tokenize)
     if _LEADING_DOT.search(sql):
         keep_leading_dots(tree, sql)
+    if "to_char" in sql.lower():  # before any pass reads the call as a cast to text
+        refuse_to_char(tree)
     walked = walk_tree(tree)
     return tree, walked
 

@@ -36,7 +36,7 @@ from fractions import Fraction
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import CALENDAR_TYPES, axis_text, to_axis
+from dpsql.domains.calendar import CALENDAR_TYPES, TRUNC_ALIASES, axis_text, to_axis
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.classify_calls import as_fraction, literal_value
 from dpsql.planner.date_parts import date_part_call
@@ -47,6 +47,10 @@ from dpsql.planner.refuse_time_zones import refuse_time_zone
 Intervals = tuple[tuple[float, float], ...]
 EVERYTHING: Intervals = ((-math.inf, math.inf),)
 GRID_TYPES = ("integer", "decimal", "date", "timestamp")
+_SPANS = ("year", "decade", "century", "millennium", "era", "isoyear")
+"""Date parts whose values are one span of time each (``year(d) = 2013`` is a range of
+``d``), unlike those that repeat (``hour(ts) = 5`` every day, ``month(d) = 3`` every
+year): only for those does a refusal suggest the range."""
 _CALENDAR_RESULTS = ("DATE", "TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS")
 """DuckDB types of a constant that a date or timestamp attribute compares with exactly
 (a TIMESTAMP_NS holds nanoseconds, which a Python datetime does not)."""
@@ -327,11 +331,13 @@ def unsupported(c: exp.Expression, axis: Axis) -> UnsupportedQueryError:
     part = next((p for col in c.find_all(exp.Column) if col.name.lower() == a.lower()
                  and (p := date_part_call(col)) is not None), None)
     if part is not None:  # year(d) = 2013: a part is answered outside WHERE only
-        sub += (f"; {part[0].sql('duckdb')} is a date part: it is answered in GROUP BY, "
-                f"HAVING and the SELECT list where it is constant on the bins, not in "
-                f"WHERE: filter on the range it stands for ({a} >= DATE '2013-01-01' AND "
-                f"{a} < DATE '2014-01-01', or date_trunc('year', {a}) = DATE "
-                f"'2013-01-01'), or group by it and keep groups with HAVING")
+        call, name = part
+        ranges = (f"filter on the range it stands for ({a} >= DATE '2013-01-01' AND {a} < "
+                  f"DATE '2014-01-01', or date_trunc('year', {a}) = DATE '2013-01-01'), or "
+                  if TRUNC_ALIASES.get(name, name) in _SPANS else "")
+        sub += (f"; {call.sql('duckdb')} is a date part: it is answered in GROUP BY, "
+                "HAVING and the SELECT list where it is constant on the bins, not in "
+                f"WHERE: {ranges}group by it and keep groups with HAVING")
     return UnsupportedQueryError(
         f"predicate {c.sql('duckdb')!r} on the binned attribute {a!r} is not supported; "
         f"write {forms} with {kind} literals, combined with AND, OR and NOT{sub}")

@@ -167,6 +167,11 @@ def test_unaliased_outputs_are_named_by_their_function(cons):
      r"predicate 'YEAR\(m\) = 2001' on the binned attribute 'm' is not supported; .*; "
      r"YEAR\(m\) is a date part: it is answered in GROUP BY, HAVING and the SELECT list "
      r"where it is constant on the bins, not in WHERE: filter on the range it stands for"),
+    # a part that repeats (every day, every year) stands for no one range to suggest
+    ("SELECT COUNT(*) FROM t WHERE hour(ts) = 5",
+     r"HOUR\(ts\) is a date part: .*, not in WHERE: group by it and keep groups with "
+     r"HAVING$"),
+    ("SELECT COUNT(*) FROM t WHERE dayofweek(d) IN (0, 6)", r"not in WHERE: group by it"),
 ])
 def test_parts_that_cut_a_bin_are_refused_saying_what_to_write(cons, sql, message):
     con, raw = cons
