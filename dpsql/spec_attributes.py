@@ -89,6 +89,9 @@ def second_number(path: str, value: Any) -> float:
             far = _far_axis(value, "s")
             if far is not None:
                 return far
+            day = _far_axis(value, "D")  # a date alone is its midnight, as 2013-03-01 is
+            if day is not None:
+                return day * 86400.0
             raise _err(path, f"{value!r} is not a timestamp; write YYYY-MM-DD HH:MM:SS") \
                 from err
     if isinstance(value, datetime) and value.tzinfo is not None:

@@ -122,6 +122,17 @@ def test_the_bins_are_named_with_duckdb_s_years(spec):
         "72 bins by month over [-0003-01-01 00:00:00, 0003-01-01 00:00:00)"
 
 
+def test_a_timestamp_bound_before_1_ad_may_be_a_date_as_after_it(spec):
+    """``"-0003-01-01"`` for a timestamp bound is its midnight, as ``"2013-01-01"`` is
+    (it was refused "is not a timestamp")."""
+    mt = {**ATTRIBUTES["mt"], "lower": "-0003-01-01", "upper": "0003-01-01",
+          "type": "timestamp"}
+    raw = {**spec[1], "attributes": {**ATTRIBUTES, "mt": mt}}
+    got = ReleaseSpec.from_dict(raw, base_dir=spec[0]).attributes["mt"]
+    want = ReleaseSpec.from_dict(spec[1], base_dir=spec[0]).attributes["mt"]
+    assert (got.lower, got.upper, got.bins) == (want.lower, want.upper, want.bins)
+
+
 @pytest.mark.parametrize("key,value,message", [
     ("lower", "-0015-03-02", r"attributes.m.lower: month bins start on the first of a month"),
     ("lower", "-0015-02-30", r"attributes.m.lower: '-0015-02-30' is not a date; write "
