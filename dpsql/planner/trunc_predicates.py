@@ -37,8 +37,8 @@ non-decreasing step function whose values are the unit starts:
 
 Units: those of :data:`~dpsql.domains.calendar.TRUNC_UNITS` (millennium, century,
 decade, isoyear, year, quarter, month, week, day for dates; hour, minute and second too
-for timestamps, where millisecond and microsecond are the second: a release's
-timestamps are whole seconds), with DuckDB's boundaries (ISO weeks from Monday, quarters
+for timestamps, whose millisecond and microsecond are refused: a release keeps no
+fraction of a second), with DuckDB's boundaries (ISO weeks from Monday, quarters
 from January, April, July and October, ISO years from the Monday of the week of January
 4, decades, centuries and millennia from a year that is a multiple of their length, so
 that 2000 starts a century). Another unit, a non-literal one, or ``date_trunc`` of an
@@ -46,7 +46,8 @@ attribute that is not a date or timestamp is refused
 (:func:`~dpsql.planner.group_bins.trunc_name`), and so is a comparison of a unit finer
 than a day of a date attribute, which DuckDB gets wrong
 (:func:`~dpsql.planner.group_bins.refuse_date_by_time`). The call may stand in
-parentheses. A bound past the year 9999 (``next`` of a T in December 9999) is beyond
+parentheses, and a truncation to a day or longer in a cast to DATE (``CAST(date_trunc('month',
+d) AS DATE) >= DATE '2013-03-01'``, as Tableau writes it). A bound past the year 9999 (``next`` of a T in December 9999) is beyond
 every value.
 """
 
@@ -57,10 +58,10 @@ from types import SimpleNamespace
 
 from sqlglot import exp
 
-from dpsql.domains.calendar import EPOCH
+from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TIMESTAMP_AS_SECOND
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.group_bins import TRUNCS, refuse_date_by_time, trunc_name
+from dpsql.planner.group_bins import TRUNCS, refuse_date_by_time, trunc_name, unit_spelled
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
@@ -80,6 +81,7 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     the same predicate on the attribute itself (module doc); any other node unchanged."""
     if isinstance(node, _COMPARISONS):
         left, right, kind = _unparen(node.this), _unparen(node.expression), type(node)
+        left, right = _undated(left, [right]), _undated(right, [left])
         if _trunc_of(right, is_attr) and not _trunc_of(left, is_attr):
             left, right, kind = right, left, _FLIP.get(kind, kind)
         if _trunc_of(left, is_attr) and not _mentions(right, is_attr):
@@ -88,6 +90,13 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
             and isinstance(node.expression, exp.Null):  # NULL exactly where attr is
         trunc_name(_unparen(node.this), meta)  # the unit checked, as DuckDB checks it
         return exp.Is(this=_unparen(node.this).this.copy(), expression=exp.Null())
+    elif isinstance(node, (exp.Between, exp.In)) and _undated(
+            node.this, [v for k, v in node.args.items() if k != "this" and
+                        isinstance(v, exp.Expression)] + list(node.expressions)
+    ) is not node.this:
+        node = node.copy()
+        node.set("this", _undated(node.this, []).copy())
+        return untrunc(node, meta, is_attr)
     elif isinstance(node, exp.Between) and _trunc_of(node.this, is_attr) and not any(
             _mentions(node.args[k], is_attr) for k in ("low", "high")):
         t = _Trunc(_unparen(node.this), meta)
@@ -117,6 +126,31 @@ def _unparen(node: exp.Expression) -> exp.Expression:
     while isinstance(node, exp.Paren):
         node = node.this
     return node
+
+
+def _undated(node: exp.Expression, values: list[exp.Expression]) -> exp.Expression:
+    """``node``, or the ``date_trunc`` inside it when it is one to a day or longer in a
+    cast to DATE (Tableau's ``CAST(DATE_TRUNC('MONTH', d) AS DATE)``) compared with
+    ``values`` that hold no bare string: the truncation is a midnight, which the DATE
+    holds as it is and which compares with a DATE or a TIMESTAMP as the TIMESTAMP does
+    (DuckDB compares a DATE with a TIMESTAMP as its midnight). A bare string would be
+    cast to DATE there (dropping a time of day) and to TIMESTAMP without the cast, and a
+    unit finer than a day of a timestamp loses its time in the DATE: those keep the
+    cast, and are refused as before."""
+    inner = _unparen(node)
+    if not (isinstance(inner, exp.Cast) and inner.to.is_type(exp.DataType.Type.DATE)
+            and not isinstance(inner, exp.TryCast)):
+        return node
+    call = _unparen(inner.this)
+    if not isinstance(call, TRUNCS):
+        return node
+    name = unit_spelled(call)
+    if name is None or name in DATE_AS_DAY or name in TIMESTAMP_AS_SECOND:
+        return node
+    if any(isinstance(x.parent, exp.Paren) or not isinstance(x.parent, exp.Cast)
+           for v in values for x in v.find_all(exp.Literal) if x.is_string):
+        return node
+    return call
 
 
 def _trunc_of(node: exp.Expression, is_attr) -> bool:
