@@ -148,6 +148,10 @@ def test_every_unit_spelling_duckdb_accepts_is_its_unit(cons):
                            f"date_trunc('{unit}', {value})").fetchone()[0], alias
         a, start, _ = VALUES.get(unit, ("ts", "'2013-03-31 05:17:42'", None))  # second
         q = f"SELECT COUNT(*) FROM t WHERE date_trunc('{alias}', {a}) >= {start}"
+        if unit in ("millisecond", "microsecond"):  # the release keeps no fraction
+            with pytest.raises(dpsql.NotSupportedError, match="fraction of a second"):
+                con.execute(q)
+            continue
         got, want = con.execute(q).fetchall()[0][0], raw.execute(q).fetchall()[0][0]
         assert abs(got - want) <= 0.5, (q, got, want)
     for unit in ("mon", "hour"):  # the hour of a date is its midnight, as its day is
