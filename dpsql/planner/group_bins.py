@@ -140,10 +140,20 @@ def _bands_text(a: AttributeMeta) -> str:
 
 
 def _whole_item(node: exp.Expression) -> bool:
+    """``node`` is a whole grouping key or output (through parentheses, an alias, ROLLUP
+    and the like), or a whole key of a window's ``PARTITION BY`` or ``ORDER BY``: a
+    window runs on the grouped rows, where the column is the grouped bin (its lower
+    bound), the same value as the ``GROUP BY`` output, so ``SUM(COUNT(*)) OVER (ORDER
+    BY n)`` accumulates the bins in the order of their lower bounds."""
     parent = node.parent
     while isinstance(parent, (exp.Paren, exp.Alias, exp.Ordered, exp.Tuple, exp.Rollup,
                               exp.Cube, exp.GroupingSets, exp.Grouping, exp.GroupingId)):
-        parent = parent.parent  # GROUPING(k): which grouping set, of the bin key itself
+        node, parent = parent, parent.parent  # GROUPING(k): which grouping set, of the
+        # bin key itself
+    if isinstance(parent, exp.Window):
+        return node.arg_key == "partition_by"
+    if isinstance(parent, exp.Order) and isinstance(parent.parent, exp.Window):
+        return True
     return isinstance(parent, (exp.Select, exp.Group))
 
 
