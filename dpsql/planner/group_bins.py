@@ -24,8 +24,19 @@ one group:
   its result and type are those DuckDB gives on the data (``width_bucket``, which DuckDB
   lacks, is spelled out as PostgreSQL defines it: 0 below ``low``, ``n + 1`` from
   ``high``). A bucket that cuts a bin is refused, naming the aligned widths;
+* on an attribute whose bins each hold one value (:func:`one_value_bins`: integers in
+  bins of 1, dates by day, timestamps by second, decimals by their resolution), any
+  other expression of the column (``CASE WHEN k < 10 ...``, ``CAST(k AS VARCHAR)``,
+  ``strftime(d, '%Y-%m')``, ``p::INT``, also a bucket that would cut wider bins,
+  ``floor(k / 2.5)``): the bins are labels, so the expression of each leaf node's value
+  is the expression on every row of it (volatile calls are refused before, by
+  ``refuse_volatile``). The column becomes the node's value in the data's own type
+  (:func:`one_value_sql`: a DECIMAL stays one, ``CAST(2.50 AS INT)`` is 3) and the
+  grouping has every leaf edge, so the leaf level is read. The bare column stays the
+  bin's bound (:func:`bound_sql`), on whose SQL the value is built, so that DuckDB
+  finds a ``GROUP BY p`` inside ``p::INT``. A JOIN condition is :mod:`join_bins`'s;
 * anything else that computes with the column in the SELECT list or the GROUP BY
-  (``hour + 1``) is refused: its value inside a bin is unknown.
+  (``hour + 1`` on bins of many values) is refused: its value inside a bin is unknown.
 
 :data:`BUCKETS` maps a sqlglot expression class to the function that reads its bucket
 edges, so that another bucketing function (``date_trunc`` for date bins) is one entry:
@@ -70,6 +81,10 @@ class BinGroup:
     """The column in the query (replaced by the node's value)."""
     bucket: exp.Expression | None = field(default=None, compare=False, repr=False)
     """The bucketing call around it, or None for the bare column."""
+    value: bool = field(default=False, compare=False, repr=False)
+    """The column inside another expression of an attribute whose bins each hold one
+    value (:func:`one_value_bins`): replaced by the node's value in the data's own type
+    (:func:`one_value_sql`), read from the leaf level."""
 
     def fits(self, span: int) -> bool:
         """True when nodes of ``span`` leaf bins never straddle a bucket edge."""
@@ -94,24 +109,28 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
     SELECT argument ``arg``) makes, or an :class:`UnsupportedQueryError` naming what to
     write. ``level_widths()``: the node widths of the levels that hold ``a`` (asked for
     the message only)."""
+    leaves = BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
+    one_value = arg != "joins" and one_value_bins(a)  # a JOIN condition: join_bins
     call = bucket_call(col)
     if call is not None:
         found = BUCKETS[type(call)](call, col, a)
-        if found == "misaligned":
+        if found == "misaligned" and not one_value:
             raise _misaligned(call, a, level_widths)
-        if found is not None:
+        if found is not None and found != "misaligned":
             return BinGroup(a.name, *found, column=col, bucket=call)
     node: exp.Expression = col
     parent = col.parent
     while isinstance(parent, exp.Paren):
         node, parent = parent, parent.parent
+    if one_value and not _whole_item(node):  # a label: any expression of it is exact
+        return BinGroup(*leaves.signature(), column=col, value=True)
     if arg in _ITEM_ARGS and not _whole_item(node):
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
             f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}"
             f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}")
-    return BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
+    return leaves
 
 
 def one_value_bins(a: AttributeMeta) -> bool:
@@ -325,6 +344,23 @@ def bound_sql(a: AttributeMeta, x: str) -> str:
     return f"CAST({x} AS DOUBLE)"
 
 
+def one_value_sql(a: AttributeMeta, lo: str) -> str:
+    """The one value of a leaf bin from ``lo`` (SQL, its lower edge on the attribute's
+    axis) of an attribute whose bins each hold one value (:func:`one_value_bins`), in
+    the data's own type: BIGINT, DATE, TIMESTAMP, and DECIMAL(18, s) for a decimal of
+    resolution 10⁻ˢ (so that ``p::INT`` of 2.50 rounds to 3 as it does on the data, not
+    to 2 as the DOUBLE 2.4999... might). It is built on :func:`bound_sql`'s expression,
+    the one ``GROUP BY p`` groups by, so that DuckDB finds that grouped expression
+    inside it (``SELECT p::INT ... GROUP BY p``). NULL on the NULL node."""
+    bound = bound_sql(a, lo)
+    if a.value_type != "decimal":
+        return bound
+    step, scale = as_fraction(a.step), 0
+    while (step * 10 ** scale).denominator != 1:
+        scale += 1
+    return f"CAST({bound} AS DECIMAL(18, {scale}))"
+
+
 def value_sql(a: AttributeMeta, lo: str, hi: str) -> str:
     """A value inside the node [lo, hi) (SQL), typed as the attribute: its first whole
     value on an integer grid, its first date or timestamp, else its midpoint (far from
@@ -356,6 +392,9 @@ def replace_bins(select: exp.Select, groups: tuple[BinGroup, ...],
     for g in groups:
         a = attributes[g.attribute]
         lo, hi = edges[g.attribute]
+        if g.value:
+            replace_item(select, g.column, exp.Var(this=one_value_sql(a, lo)), None)
+            continue
         if g.bucket is None:
             replace_item(select, g.column, exp.Var(this=bound_sql(a, lo)), g.column.name)
             continue

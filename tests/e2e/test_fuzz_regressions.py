@@ -104,15 +104,24 @@ def test_between_symmetric_takes_the_bounds_in_either_order(cons, where, plain):
 # width that is a multiple of 30.444444444444443 with edges on 15340 + k *
 # 30.444444444444443": day numbers, which DuckDB cannot divide a DATE by, and no width
 # at all for calendar months. It now names the date_trunc units that align. (month(m)
-# and year(d) themselves are answered now, on these aligned bins: test_date_parts.py.)
+# and year(d) themselves are answered now, on these aligned bins: test_date_parts.py; so
+# is year(d - 1), d's bins holding one day each: test_one_value_bins.py and below.)
 DATE_BUCKETS = [
     ("SELECT month(m + INTERVAL 1 DAY), COUNT(*) FROM t GROUP BY 1",
      "date_trunc('month', m), date_trunc('quarter', m), date_trunc('year', m)"),
-    ("SELECT year(d - 1) AS y, COUNT(*) FROM t GROUP BY y", "date_trunc('year', d)"),
+    ("SELECT year(m - 1) AS y, COUNT(*) FROM t GROUP BY y", "date_trunc('year', m)"),
     ("SELECT floor(m / 2) * 2, COUNT(*) FROM t GROUP BY 1",
      "cuts the released bins of 'm' (month): group by calendar units of whole bins: "
      "date_trunc('month', m)"),
 ]
+
+
+def test_a_computed_key_of_day_bins_is_duckdbs(cons):
+    dp, raw = cons
+    sql = "SELECT year(d - 1) AS y, COUNT(*) FROM t GROUP BY y ORDER BY y"
+    got, want = _run(dp, sql), raw.execute(sql).fetchall()
+    assert [g[0] for g in got] == [w[0] for w in want]
+    assert all(abs(g[1] - w[1]) <= 0.5 for g, w in zip(got, want)), (got, want)
 
 
 @pytest.mark.parametrize("sql,advice", DATE_BUCKETS, ids=range(len(DATE_BUCKETS)))
