@@ -55,6 +55,7 @@ from dpsql.planner.refuse_stars import refuse_stars
 from dpsql.planner.refuse_volatile import refuse_volatile
 from dpsql.planner.null_rows import NullRows
 from dpsql.planner.predicate_truth import predicate_truth
+from dpsql.planner.value_subqueries import value_subquery
 from dpsql.planner.value_intervals import EVERYTHING, Intervals
 
 @dataclass(frozen=True)
@@ -371,6 +372,8 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             if drops_nulls and len(col_attrs) == 1:
                 null_rows.label(c, next(iter(col_attrs)))
             continue
+        if value_subquery(c, attrs[range_attr], _column_test(range_attr, owned)):
+            continue  # k IN (SELECT ...) on one-value bins: stays, on each node's value
         truth = predicate_truth(c, attrs[range_attr], _column_test(range_attr, owned))
         ranges[range_attr] = null_rows.range(c, range_attr, truth).true  # the AND
         removed.append(c)
@@ -469,7 +472,7 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
         if a.kind == "range":
             # a JOIN condition needs no GROUP BY: it keeps or drops each node's bin
             # (group_bins answers it where a bin holds one value, as a row does)
-            if args.get("group") is None and arg != "joins":
+            if args.get("group") is None and arg not in ("joins", "where"):
                 raise UnsupportedQueryError(
                     f"the binned attribute {a.name!r} can only be used in range predicates "
                     f"(WHERE {a.name} BETWEEN lo AND hi, <, <=, >, >=), inside SUM/AVG/"
