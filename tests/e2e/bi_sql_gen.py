@@ -91,12 +91,14 @@ KEYS = {
     "pr": ["{q}pr", "COALESCE({q}pr, 'Unknown')", "{q}pr || ''"],
     "ci": ["{q}ci", "upper({q}ci)", "CASE WHEN {q}ci IN ('n1', 'n2') THEN 'north' ELSE "
            "'other' END"],
+    # k (bins of 1) and d (day bins): bins of one value, labels (any expression of them)
     "k": ["{q}k", "floor({q}k / 5) * 5", "CASE WHEN {q}k < 10 THEN 'low' ELSE 'high' END",
-          "{q}k IS NULL"],
+          "{q}k IS NULL", "COALESCE({q}k, -1)", "CAST({q}k AS VARCHAR)", "({q}k >= 10)"],
     "n": ["{q}n", "floor({q}n / 10) * 10"],
     "d": ["CAST(date_trunc('month', {q}d) AS DATE)", "date_trunc('week', {q}d)",
           "date_trunc('year', {q}d)", "{q}d", "CAST(date_trunc('quarter', {q}d) AS DATE)",
-          "DATE_TRUNC('MONTH', {q}d)::DATE"],
+          "DATE_TRUNC('MONTH', {q}d)::DATE", "strftime({q}d, '%Y-%m')",
+          "EXTRACT(MONTH FROM {q}d)", "CAST({q}d AS VARCHAR)"],
     "m": ["date_trunc('quarter', {q}m)", "CAST(date_trunc('year', {q}m) AS DATE)",
           "date_trunc('month', {q}m)"],
     "ts": ["date_trunc('day', {q}ts)", "CAST(date_trunc('hour', {q}ts) AS TIMESTAMP)",
@@ -171,9 +173,10 @@ class BiGen:
 
     def top_n_keys(self, attrs: list[str]) -> list[str]:
         """The columns a top-n filter or join may use: categories, and now and then the
-        binned k (refused in an IN subquery or a JOIN condition)."""
+        binned k, whose bins hold one value (answered in an IN subquery and a JOIN
+        condition as a label is)."""
         cats = [a for a in attrs if a in ("c", "r", "pr", "ci")]
-        return cats if cats and not self.chance(0.15) else [a for a in attrs if a == "k"]
+        return cats if cats and not self.chance(0.3) else [a for a in attrs if a == "k"]
 
     def keys(self, attrs: list[str], q: str, n: int) -> list[str]:
         groupable = [a for a in attrs if a in KEYS]
@@ -324,18 +327,17 @@ class BiGen:
             return (f"SELECT {keys[0]} AS g0, {m} AS n, SUM({m}) OVER (ORDER BY {keys[0]} "
                     f"NULLS FIRST ROWS UNBOUNDED PRECEDING) AS cum FROM {table}{where} "
                     f"GROUP BY {keys[0]}", 1, tool)
-        if tool == "other":  # the top categories and 'Other'
-            plain = self.top_n_keys(attrs)
+        if tool == "other":  # the top categories and 'Other' (the filters apply to the
+            plain = self.top_n_keys(attrs)  # top n too, as Superset's series limit)
             if not plain:
                 return self.query()
             a = self.pick(plain)
             cast = f"CAST({a} AS VARCHAR)" if a == "k" else a
-            return (f"SELECT CASE WHEN {a} IN (SELECT {a} FROM {table} GROUP BY {a} ORDER BY "
-                    f"round(COUNT(*)) DESC, {a} NULLS LAST LIMIT {g.randint(1, 3)}) THEN "
+            return (f"SELECT CASE WHEN {a} IN (SELECT {a} FROM {table}{where} GROUP BY {a} "
+                    f"ORDER BY round(COUNT(*)) DESC, {a} NULLS LAST LIMIT {g.randint(1, 3)}) THEN "
                     f"{cast} ELSE 'Other' END AS g0, {m} AS n FROM {table}{where} GROUP BY 1",
                     1, tool)
-        if tool == "rollup" and " IS NULL" not in grp:  # a pivot table's subtotals
-            # (k IS NULL inside ROLLUP is a syntax error to sqlglot 30, not to DuckDB)
+        if tool == "rollup":  # a pivot table's subtotals
             return (f"SELECT {sel}, {m} AS n FROM {table}{where} GROUP BY ROLLUP ({grp})", kw,
                     tool)
         if tool == "grand_total":  # a table and its total row
