@@ -24,8 +24,9 @@ one group:
   its result and type are those DuckDB gives on the data (``width_bucket``, which DuckDB
   lacks, is spelled out as PostgreSQL defines it: 0 below ``low``, ``n + 1`` from
   ``high``). A bucket that cuts a bin is refused, naming the aligned widths;
-* on an attribute whose bins each hold one value (:func:`one_value_bins`: integers in
-  bins of 1, dates by day, timestamps by second, decimals by their resolution), any
+* on an attribute whose bins each hold one value (:func:`label_bins`: integers in
+  bins of 1, dates by day, decimals by their resolution; not timestamps, whose
+  fractions of a second the release does not keep), any
   other expression of the column (``CASE WHEN k < 10 ...``, ``CAST(k AS VARCHAR)``,
   ``strftime(d, '%Y-%m')``, ``p::INT``, also a bucket that would cut wider bins,
   ``floor(k / 2.5)``): the bins are labels, so the expression of each leaf node's value
@@ -110,7 +111,7 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
     write. ``level_widths()``: the node widths of the levels that hold ``a`` (asked for
     the message only)."""
     leaves = BinGroup(a.name, 1, 1, max(0, (a.bins or 1) - 1), column=col)
-    one_value = arg != "joins" and one_value_bins(a)  # a JOIN condition: join_bins
+    one_value = arg != "joins" and label_bins(a)  # a JOIN condition: join_bins
     call = bucket_call(col)
     if call is not None:
         found = BUCKETS[type(call)](call, col, a)
@@ -129,7 +130,8 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
             f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}"
-            f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}")
+            f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}"
+            f"{_FRACTION if one_value_bins(a) and a.value_type == 'timestamp' else ''}")
     return leaves
 
 
@@ -139,6 +141,16 @@ def one_value_bins(a: AttributeMeta) -> bool:
     if a.step is None or a.value_type not in ("integer", "decimal", "date", "timestamp"):
         return False
     return _leaf_grid(a)[1] == as_fraction(a.step)
+
+
+def label_bins(a: AttributeMeta) -> bool:
+    """The binned attribute ``a`` is a label: each bin holds one value of the data as the
+    source has it, so any expression of it is exact (:func:`one_value_bins`, but for
+    timestamps: the build cuts a fraction of a second off, so ``CAST(ts AS VARCHAR)``,
+    ``strftime(ts, '%f')`` or ``epoch_ms(ts)`` of a source with fractions would differ
+    from DuckDB's on the data, as ``millisecond(ts)`` would; a timestamp is grouped by
+    ``date_trunc`` and date parts, :mod:`~dpsql.planner.date_parts`)."""
+    return one_value_bins(a) and a.value_type != "timestamp"
 
 
 def _bands_text(a: AttributeMeta) -> str:
@@ -156,6 +168,11 @@ def _bands_text(a: AttributeMeta) -> str:
             f"FROM <table> GROUP BY {x}) GROUP BY 1 (without error columns; each bin is "
             f"read as its lower bound, so an edge inside a bin puts the whole bin in one "
             f"band)")
+
+
+_FRACTION = ("; its bins hold one second each, but not the fraction of a second a "
+             "source value may have (the build cuts it off), so other expressions of it "
+             "are not answered")
 
 
 def _whole_item(node: exp.Expression) -> bool:

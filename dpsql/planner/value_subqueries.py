@@ -5,8 +5,9 @@ COUNT(*) DESC LIMIT 3)``, Superset's and Tableau's "top N" of a dimension).
 A predicate on a binned attribute is otherwise a range of it, moved inside the read as
 bin filters (:mod:`~dpsql.planner.predicate_truth`), which needs its bounds as constants:
 a subquery that is no constant (``SELECT 5``) is refused there. Where each bin of the
-attribute holds one value (:func:`~dpsql.planner.group_bins.one_value_bins`) the values
-of a node are its one value, so the predicate is exact on the node rows as it stands:
+attribute holds one value (:func:`~dpsql.planner.group_bins.label_bins`: not a
+timestamp, whose fraction of a second the release does not keep) the values of a node
+are its one value, so the predicate is exact on the node rows as it stands:
 it stays in WHERE, the column becomes each leaf node's value in the data's type (the
 grouping :class:`~dpsql.planner.group_bins.BinGroup` of every leaf edge, ``value``),
 and DuckDB runs the subquery. The subquery over a private table is a query of its own,
@@ -25,7 +26,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.constant_bounds import constant_subquery
-from dpsql.planner.group_bins import _num, one_value_bins
+from dpsql.planner.group_bins import _num, label_bins
 from dpsql.release_file import AttributeMeta
 
 
@@ -47,16 +48,21 @@ def value_subquery(c: exp.Expression, a: AttributeMeta, is_attr) -> bool:
         return False  # IN (SELECT 5): its value, a range of the attribute
     except UnsupportedQueryError:
         pass
-    if one_value_bins(a):
+    if label_bins(a):
         return True
     raise UnsupportedQueryError(
         f"{c.sql('duckdb')!r}: the bins of the binned attribute {a.name!r} hold many "
-        f"values each ({_bins_text(a)}), so a bin's rows may be partly in the subquery's answer and partly "
+        f"values each ({_bins_text(a)}{_FRACTIONS if a.value_type == 'timestamp' else ''}), "
+        "so a bin's rows may be partly in the subquery's answer and partly "
         f"not, and no released count says how many. Count by {a.name} first and filter "
         f"the released bins: WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> GROUP "
         f"BY {a.name}) SELECT ... FROM q WHERE q.{a.name} IN (SELECT ...), or list the "
         f"values as literals ({a.name} IN (1, 2)); a subquery is answered where each bin "
-        "holds one value (integers in bins of 1, dates by day)")
+        "holds one value (integers in bins of 1, dates by day, decimals by their "
+        "resolution)")
+
+
+_FRACTIONS = ": a second holds its fractions, which the release does not keep"
 
 
 def _bins_text(a: AttributeMeta) -> str:
