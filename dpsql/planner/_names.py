@@ -132,9 +132,10 @@ def is_named_call(e: exp.Expression) -> bool:
 
 def output_name(e: exp.Expression) -> str:
     """PostgreSQL's name of an unaliased output: a function call (also under a cast or
-    as a window) is named by its function (as DuckDB spells it), ``count`` for ``COUNT(*)``, ``dp_stderr`` for
-    ``dp_stderr()`` (ORDER BY and HAVING may name it so, as in PostgreSQL); any other
-    expression keeps its SQL text, as DuckDB names it."""
+    as a window) is named by its function (as DuckDB spells it), ``count`` for
+    ``COUNT(*)``, ``dp_stderr`` for ``dp_stderr()`` (ORDER BY and HAVING may name it
+    so, as in PostgreSQL); any other expression keeps its SQL text, as DuckDB names
+    it."""
     if is_named_call(e):
         f = e.this if isinstance(e, (exp.Cast, exp.Window)) else e
         if isinstance(f, exp.Anonymous):

@@ -129,10 +129,16 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
         raise UnsupportedQueryError(
             f"the binned attribute {a.name!r} is used in {(parent or node).sql('duckdb')!r}; "
             f"its released values are bins, so group by the bins (GROUP BY {a.name}: one "
-            f"row per bin, holding its lower bound) or by {_buckets_text(a, level_widths)}"
+            f"row per bin, holding its lower bound) or by {buckets_text(a, level_widths)}"
             f"{_bands_text(a) if node.find_ancestor(exp.Case) else ''}"
             f"{_FRACTION if one_value_bins(a) and a.value_type == 'timestamp' else ''}")
     return leaves
+
+
+def bins_text(a: AttributeMeta) -> str:
+    """The released bins of ``a`` in a few words, for refusals: ``month bins``, ``bins
+    0.125 wide``."""
+    return f"{a.unit} bins" if a.unit else f"bins {num_text(a.width)} wide"
 
 
 def one_value_bins(a: AttributeMeta) -> bool:
@@ -309,7 +315,7 @@ def bucket_call(col: exp.Column) -> exp.Expression | None:
     return parent if isinstance(parent, tuple(BUCKETS)) else None
 
 
-def _buckets_text(a: AttributeMeta, level_widths) -> str:
+def buckets_text(a: AttributeMeta, level_widths) -> str:
     """The buckets of whole bins to suggest: calendar units for a date or timestamp (its
     day numbers are no values to divide), else widths on the bin grid."""
     if a.value_type in TRUNC_UNITS:
@@ -326,21 +332,22 @@ def _misaligned(call: exp.Expression, a: AttributeMeta, level_widths) -> Unsuppo
     if a.value_type in TRUNC_UNITS:
         return UnsupportedQueryError(
             f"{call.sql('duckdb')} cuts the released bins of {a.name!r} "
-            f"({a.unit or 'days'}): group by {_buckets_text(a, level_widths)}")
+            f"({a.unit or 'days'}): group by {buckets_text(a, level_widths)}")
     return UnsupportedQueryError(
-        f"{call.sql('duckdb')} cuts the released bins of {a.name!r} ({_num(a.width)} wide "
-        f"from {_num(a.lower)} to {_num(a.upper)}): a bucket must be a union of whole bins; "
+        f"{call.sql('duckdb')} cuts the released bins of {a.name!r} ({num_text(a.width)} wide "
+        f"from {num_text(a.lower)} to {num_text(a.upper)}): a bucket must be a union of "
+        "whole bins; "
         f"use {_widths_text(a, level_widths)}")
 
 
 def _widths_text(a: AttributeMeta, level_widths) -> str:
-    shown = ", ".join(_num(w) for w in sorted(set(level_widths())))
-    return (f"a width that is a multiple of {_num(a.width)} with edges on "
-            f"{_num(a.lower)} + k * {_num(a.width)} (the released levels hold widths "
+    shown = ", ".join(num_text(w) for w in sorted(set(level_widths())))
+    return (f"a width that is a multiple of {num_text(a.width)} with edges on "
+            f"{num_text(a.lower)} + k * {num_text(a.width)} (the released levels hold widths "
             f"{shown}: those read fewest nodes)")
 
 
-def _num(x: float) -> str:
+def num_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 

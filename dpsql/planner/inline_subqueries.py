@@ -34,12 +34,14 @@ hides:
 
 * the subquery has DISTINCT, GROUP BY, HAVING, aggregates, window functions, ORDER BY,
   LIMIT/OFFSET, QUALIFY, a join, a WITH, a sample, an unnamed expression in its SELECT
-  list, a volatile function or a nested query with a column in its SELECT list or WHERE (a constant one,
-  ``c = (SELECT 'z')``, means the same anywhere), or a column list on its alias;
+  list, a volatile function or a nested query with a column in its SELECT list or WHERE
+  (a constant one, ``c = (SELECT 'z')``, means the same anywhere), or a column list on
+  its alias;
 * it is on the side of an outer join that can be padded with NULLs and has a WHERE
   (a filter there belongs to the join's ON, not to the WHERE) or an expression (on a
-  padded row ``COALESCE(c, 'N/A')`` is 'N/A', where the subquery's column is NULL), or the outer SELECT joins
-  with USING or NATURAL (which name columns by the subquery's names);
+  padded row ``COALESCE(c, 'N/A')`` is 'N/A', where the subquery's column is NULL), or
+  the outer SELECT joins with USING or NATURAL (which name columns by the subquery's
+  names);
 * the outer query names a column of the private table that the subquery does not select
   (``SELECT region ... FROM (SELECT mode FROM trips) v``; ``dp_count`` and the release
   tables' own columns included), names ``alias.<column>`` the subquery does not have,

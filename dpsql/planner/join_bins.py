@@ -40,7 +40,7 @@ from dpsql.domains.calendar import (CALENDAR_TYPES, TRUNC_UNITS, aligned_units, 
                                     edges_of, grid_index)
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import conjuncts_of
-from dpsql.planner.group_bins import _buckets_text, _num, one_value_bins
+from dpsql.planner.group_bins import bins_text, buckets_text, num_text, one_value_bins
 from dpsql.planner.predicate_truth import (TRUE, predicate_truth, refuse_dropped_nulls,
                                            refuse_points)
 from dpsql.planner.value_intervals import Intervals, pieces_condition
@@ -121,7 +121,7 @@ def _inside_bin(c: exp.Expression, a: AttributeMeta, x: float) -> UnsupportedQue
     near = " and ".join(_value_text(a, e) for e in (edges[i - 1], edges[i]))
     return UnsupportedQueryError(
         f"the JOIN condition {c.sql('duckdb')!r} puts a bound of the binned attribute "
-        f"{a.name!r} at {_value_text(a, x)}, inside a released bin ({_bin_text(a)}; the "
+        f"{a.name!r} at {_value_text(a, x)}, inside a released bin ({bins_text(a)}; the "
         f"nearest edges are {near}): the release does not know the bin's rows on either "
         f"side of it, and a join keeps or drops each bin whole. Write the bound on a bin "
         f"edge; or, in an inner join, move the condition to WHERE, which answers a bound "
@@ -131,7 +131,7 @@ def _inside_bin(c: exp.Expression, a: AttributeMeta, x: float) -> UnsupportedQue
 def _value_text(a: AttributeMeta, x: float) -> str:
     if a.value_type in CALENDAR_TYPES:
         return f"{a.value_type.upper()} '{axis_text(a.value_type, float(x))}'"
-    return _num(float(x)) if math.isfinite(x) else str(x)
+    return num_text(float(x)) if math.isfinite(x) else str(x)
 
 
 def against_column(call: exp.Expression) -> bool:
@@ -170,7 +170,7 @@ def check_join_condition(col: exp.Column, a: AttributeMeta,
         return
     what = ("its bins hold one value each, but as DOUBLEs (the data's are DECIMALs), so "
             f"compare {a.name} itself with =, <>, <, <=, >, >=" if one_value_bins(a) else
-            f"its released bins hold many values ({_bin_text(a)}), each of which the join "
+            f"its released bins hold many values ({bins_text(a)}), each of which the join "
             "would read as its lower bound")
     part = _condition(col)
     where = "JOIN condition" if part.arg_key in ("on", "match_condition") else "join"
@@ -180,7 +180,7 @@ def check_join_condition(col: exp.Column, a: AttributeMeta,
         f" Count by its bins first "
         f"and join the released bins (WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> "
         f"GROUP BY {a.name}) SELECT ... FROM q JOIN ... ON q.{a.name} ...: each bin as its "
-        f"lower bound), join on {_buckets_text(a, level_widths)}, or filter {a.name} in WHERE with "
+        f"lower bound), join on {buckets_text(a, level_widths)}, or filter {a.name} in WHERE with "
         "literal bounds")
 
 
@@ -225,10 +225,6 @@ def _condition(col: exp.Column) -> exp.Expression:
     while node.parent is not None and not isinstance(node.parent, exp.Join):
         node = node.parent
     return node
-
-
-def _bin_text(a: AttributeMeta) -> str:
-    return a.unit + " bins" if a.unit else f"bins {_num(a.width)} wide"
 
 
 __all__ = ["JoinFilter", "against_column", "check_join_condition", "join_filters"]

@@ -46,9 +46,10 @@ attribute that is not a date or timestamp is refused
 (:func:`~dpsql.planner.group_bins.trunc_name`), and so is a comparison of a unit finer
 than a day of a date attribute, which DuckDB gets wrong
 (:func:`~dpsql.planner.group_bins.refuse_date_by_time`). The call may stand in
-parentheses, and a truncation to a day or longer in a cast to DATE (``CAST(date_trunc('month',
-d) AS DATE) >= DATE '2013-03-01'``, as Tableau writes it). A bound past the year 9999 (``next`` of a T in December 9999) is beyond
-every value.
+parentheses, and a truncation to a day or longer in a cast to DATE
+(``CAST(date_trunc('month', d) AS DATE) >= DATE '2013-03-01'``, as Tableau writes it:
+:func:`_undated`). A bound past the year 9999 (``next`` of a T in December 9999) is
+beyond every value.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from sqlglot import exp
 
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.constant_bounds import constant_subquery
-from dpsql.planner.group_bins import _num, label_bins
+from dpsql.planner.group_bins import bins_text, label_bins
 from dpsql.release_file import AttributeMeta
 
 
@@ -52,7 +52,7 @@ def value_subquery(c: exp.Expression, a: AttributeMeta, is_attr) -> bool:
         return True
     raise UnsupportedQueryError(
         f"{c.sql('duckdb')!r}: the bins of the binned attribute {a.name!r} hold many "
-        f"values each ({_bins_text(a)}{_FRACTIONS if a.value_type == 'timestamp' else ''}), "
+        f"values each ({bins_text(a)}{_FRACTIONS if a.value_type == 'timestamp' else ''}), "
         "so a bin's rows may be partly in the subquery's answer and partly "
         f"not, and no released count says how many. Count by {a.name} first and filter "
         f"the released bins: WITH q AS (SELECT {a.name}, COUNT(*) AS n FROM <table> GROUP "
@@ -63,7 +63,3 @@ def value_subquery(c: exp.Expression, a: AttributeMeta, is_attr) -> bool:
 
 
 _FRACTIONS = ": a second holds its fractions, which the release does not keep"
-
-
-def _bins_text(a: AttributeMeta) -> str:
-    return f"{a.unit} bins" if a.unit else f"bins {_num(a.width)} wide"
