@@ -37,8 +37,8 @@ from dpsql.planner.catalog import Catalog, ReleaseInfo, ViewInfo
 from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
-from dpsql.planner.group_bins import (TRUNCS, BinGroup, bin_group, compared, one_value_bins,
-                                     refuse_date_by_time, trunc_unit)
+from dpsql.planner.group_bins import BinGroup, bin_group, one_value_bins
+from dpsql.planner.trunc_units import TRUNCS, compared, refuse_date_by_time, trunc_unit
 from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.join_bins import (JoinFilter, against_column, check_join_condition,

@@ -43,9 +43,9 @@ from January, April, July and October, ISO years from the Monday of the week of 
 4, decades, centuries and millennia from a year that is a multiple of their length, so
 that 2000 starts a century). Another unit, a non-literal one, or ``date_trunc`` of an
 attribute that is not a date or timestamp is refused
-(:func:`~dpsql.planner.group_bins.trunc_name`), and so is a comparison of a unit finer
+(:func:`~dpsql.planner.trunc_units.trunc_name`), and so is a comparison of a unit finer
 than a day of a date attribute, which DuckDB gets wrong
-(:func:`~dpsql.planner.group_bins.refuse_date_by_time`). The call may stand in
+(:func:`~dpsql.planner.trunc_units.refuse_date_by_time`). The call may stand in
 parentheses, and a truncation to a day or longer in a cast to DATE
 (``CAST(date_trunc('month', d) AS DATE) >= DATE '2013-03-01'``, as Tableau writes it:
 :func:`_undated`). A bound past the year 9999 (``next`` of a T in December 9999) is
@@ -62,7 +62,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TIMESTAMP_AS_SECOND
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.group_bins import TRUNCS, refuse_date_by_time, trunc_name, unit_spelled
+from dpsql.planner.trunc_units import TRUNCS, refuse_date_by_time, trunc_name, unit_spelled
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
