@@ -39,8 +39,8 @@ one group:
 * anything else that computes with the column in the SELECT list or the GROUP BY
   (``hour + 1`` on bins of many values) is refused: its value inside a bin is unknown.
 
-:data:`BUCKETS` maps a sqlglot expression class to the function that reads its bucket
-edges, so that another bucketing function (``date_trunc`` for date bins) is one entry:
+:data:`~dpsql.planner.bucket_edges.BUCKETS` maps a sqlglot expression class to the
+function that reads its bucket edges, so that another bucketing function (``date_trunc`` for date bins) is one entry:
 it returns the edges as leaf-bin indices ``(first, step, count)``, or "misaligned", and
 the call is then evaluated on :func:`value_sql`'s value (a DATE for date attributes).
 Edges that are no arithmetic progression of leaf bins (calendar months over day bins)
@@ -52,16 +52,15 @@ in one unit (``Reference.truncs``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from sqlglot import exp
 
 from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, axis_to_value_sql
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
+from dpsql.planner.bucket_edges import BUCKETS, bucket_call, leaf_grid, number
 from dpsql.planner.classify_calls import as_fraction
 from dpsql.release_file import AttributeMeta
 
@@ -144,7 +143,7 @@ def one_value_bins(a: AttributeMeta) -> bool:
     integer, a decimal, a date or a second per bin): its lower bound is the value."""
     if a.step is None or a.value_type not in ("integer", "decimal", "date", "timestamp"):
         return False
-    return _leaf_grid(a)[1] == as_fraction(a.step)
+    return leaf_grid(a)[1] == as_fraction(a.step)
 
 
 def label_bins(a: AttributeMeta) -> bool:
@@ -195,122 +194,6 @@ def _whole_item(node: exp.Expression) -> bool:
     if isinstance(parent, exp.Order) and isinstance(parent.parent, exp.Window):
         return True
     return isinstance(parent, (exp.Select, exp.Group))
-
-
-def _number(x: exp.Expression) -> float | None:
-    neg = False
-    while isinstance(x, (exp.Paren, exp.Neg)):
-        neg ^= isinstance(x, exp.Neg)
-        x = x.this
-    if isinstance(x, exp.Literal) and not x.is_string:
-        try:
-            v = float(x.this)
-        except ValueError:
-            return None
-        return -v if neg else v
-    return None
-
-
-def _leaf_grid(a: AttributeMeta) -> tuple[Fraction, Fraction]:
-    """The exact lower bound and leaf-bin width of ``a``'s domain."""
-    lower = as_fraction(a.lower)
-    return lower, (as_fraction(a.upper) - lower) / a.bins
-
-
-def _leaf(a: AttributeMeta, x: Fraction) -> int | None:
-    """The leaf edge index of ``x``, or None off the grid (exactly: a bucket width of
-    4.0000000001 is not the bins' 4, whose edges it would cut by a hair)."""
-    lower, width = _leaf_grid(a)
-    b = (x - lower) / width
-    return int(b) if b.denominator == 1 else None
-
-
-def _progression(a: AttributeMeta, start: float, width: float | Fraction,
-                 stop: float | None) -> tuple[int, int, int] | str:
-    """Edges ``start + j·width`` (j ≥ 0, up to ``stop``), those inside the domain, as
-    (first, step, count) leaf indices; "misaligned" if one of them is off the grid.
-    Exact arithmetic on the decimals the numbers print as."""
-    lower, leaf = _leaf_grid(a)
-    start, width = as_fraction(start), as_fraction(width)
-    step = _leaf(a, lower + width) if width > 0 else None
-    if step is None or step <= 0:
-        return "misaligned"
-    j0 = max(0, math.floor((lower - start) / width) + 1)  # first edge above lower
-    lo_edge = start + j0 * width
-    if stop is not None and lo_edge > as_fraction(stop):
-        return (1, step, 0)
-    first = _leaf(a, lo_edge)
-    if first is None:
-        return "misaligned"
-    last = a.bins - 1 if stop is None else min(a.bins - 1,
-                                               math.floor((as_fraction(stop) - lower) / leaf))
-    count = 0 if last < first else (last - first) // step + 1
-    return (first, step, count) if count else (1, step, 0)
-
-
-def _floor_div(call: exp.Expression, col: exp.Column, a: AttributeMeta):
-    """``floor(x / w)``, ``floor(x)`` or ``x // w``: edges at every multiple of w."""
-    if isinstance(call, exp.Floor):
-        if call.args.get("decimals") is not None:
-            return None
-        inner = _strip(call.this)
-        if inner is col:
-            w: float | None = 1.0
-        elif isinstance(inner, exp.Div) and _strip(inner.this) is col:
-            w = _number(inner.expression)
-        else:
-            return None
-    else:  # IntDiv: x // w, a floor division on whole values from 0 up only (DuckDB's //
-        # truncates towards 0 and is a plain division on DOUBLEs)
-        # (and on DECIMALs: ``x // 2.0`` is x / 2.0, so only a whole-number literal)
-        if _strip(call.this) is not col or a.value_type != "integer" or a.lower < 0 \
-                or not (isinstance(call.expression, exp.Literal)
-                        and call.expression.this.isdigit()):
-            return None
-        w = _number(call.expression)
-    if w is None or w <= 0:
-        return "misaligned"
-    return _progression(a, 0.0, w, None)
-
-
-def _strip(x: exp.Expression) -> exp.Expression:
-    while isinstance(x, exp.Paren):
-        x = x.this
-    return x
-
-
-def _width_bucket(call: exp.Expression, col: exp.Column, a: AttributeMeta):
-    if _strip(call.this) is not col:
-        return None
-    low = _number(call.args["min_value"])
-    high = _number(call.args["max_value"])
-    n = _number(call.args["num_buckets"])
-    if low is None or high is None or n is None or n < 1 or n != int(n) or high <= low:
-        raise UnsupportedQueryError(
-            f"{call.sql('duckdb')}: width_bucket over a binned attribute needs numeric "
-            "literals low < high and a whole number of buckets n >= 1")
-    return _progression(a, low, (as_fraction(high) - as_fraction(low)) / int(n), high)
-
-
-BUCKETS: dict[type, Callable] = {exp.Floor: _floor_div, exp.IntDiv: _floor_div,
-                                 exp.WidthBucket: _width_bucket}
-"""Bucketing call class -> ``edges(call, node, attribute)``: (first, step, count) leaf
-edge indices, "misaligned", or None when the column is not the bucketed value."""
-
-
-def bucket_call(col: exp.Column) -> exp.Expression | None:
-    """The bucketing call that directly holds ``col`` (through a division for FLOOR)."""
-    node: exp.Expression = col
-    parent = col.parent
-    while isinstance(parent, exp.Paren):
-        node, parent = parent, parent.parent
-    if isinstance(parent, exp.Div) and _strip(parent.this) is _strip(node):
-        up = parent.parent
-        while isinstance(up, exp.Paren):
-            up = up.parent
-        if isinstance(up, exp.Floor):
-            return up
-    return parent if isinstance(parent, tuple(BUCKETS)) else None
 
 
 def buckets_text(a: AttributeMeta, level_widths) -> str:
@@ -397,8 +280,8 @@ def value_sql(a: AttributeMeta, lo: str, hi: str) -> str:
 def width_bucket_sql(call: exp.Expression, value: str) -> str:
     """PostgreSQL's ``width_bucket(value, low, high, n)`` (DuckDB has none): 0 below
     ``low``, ``n + 1`` from ``high``, else the 1-based bucket, as BIGINT."""
-    low, high = _number(call.args["min_value"]), _number(call.args["max_value"])
-    n = int(_number(call.args["num_buckets"]))
+    low, high = number(call.args["min_value"]), number(call.args["max_value"])
+    n = int(number(call.args["num_buckets"]))
     return (f"CASE WHEN {value} < {low!r} THEN 0 WHEN {value} >= {high!r} THEN {n + 1} "
             f"ELSE CAST(FLOOR(({value} - {low!r}) * {n} / {high - low!r}) AS BIGINT) + 1 END")
 
