@@ -38,7 +38,8 @@ from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
 from dpsql.planner.group_bins import BinGroup, bin_group, one_value_bins
-from dpsql.planner.trunc_units import TRUNCS, compared, refuse_date_by_time, trunc_unit
+from dpsql.planner.trunc_units import (TRUNCS, compared, day_of, refuse_date_by_time,
+                                      trunc_unit)
 from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
 from dpsql.planner.join_bins import (JoinFilter, against_column, check_join_condition,
@@ -460,6 +461,9 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             if compared(node.parent) and not (arg == "joins" and against_column(
                     node.parent)):  # as in WHERE (trunc_predicates), so that no answer
                 refuse_date_by_time(node.parent, a)  # differs from DuckDB's
+            continue
+        if a.kind == "range" and day_of(node, a):  # CAST(ts AS DATE): its day
+            truncs.append((node, a.name, "day"))
             continue
         part = date_part_call(node) if a.kind == "range" else None
         if part is not None:  # year(d), extract(dow FROM d): a function of a date_trunc

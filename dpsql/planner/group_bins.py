@@ -13,14 +13,23 @@ one group:
   columns by position (Superset drew a histogram of the inserted upper bounds as its
   counts when an ``<name>_high`` column followed the bound); the edges are public, in
   ``dpsql_domain__<name>`` and the spec;
-* **a bucketing expression** ``floor(x / w)`` (and any expression of it, such as
-  ``floor(x / w) * w``), ``x // w`` (integer attributes from 0 up and a whole-number
-  ``w``: DuckDB's ``//`` truncates, and divides DOUBLEs and DECIMALs plainly) or ``width_bucket(x, low, high, n)``: one row per
+* **a bucketing expression** ``floor(g(x))`` of an increasing affine ``g`` with
+  constants (``floor(x / w)``; Metabase's auto-binning ``floor((x - o) / w) * w + o``,
+  whose edges are ``o + j·w``; a multiplication by a reciprocal, ``floor(x * 2) / 2``;
+  :func:`~dpsql.planner.bucket_edges.bucket_call`), and any expression of it,
+  ``x // w`` (integer attributes from 0 up and a whole-number
+  ``w``: DuckDB's ``//`` truncates, and divides DOUBLEs and DECIMALs plainly) or
+  ``width_bucket(x, low, high, n)``: one row per
   bucket. Its edges must fall on the released bin grid, exactly (the decimals written,
-  no tolerance); then each bucket is a union of
+  no tolerance), and DuckDB's arithmetic on the data must keep them there (a ``/`` is a
+  DOUBLE division, and so is all arithmetic on a DOUBLE column: ``0.3 / 0.1`` is
+  2.9999999999999996, so ``floor(x / 0.1)`` puts 0.3 in bucket 2 while the bins hold it
+  in bucket 3; checked at each bucket's first and last value,
+  :func:`~dpsql.planner.bucket_edges._duck_cut`); then each bucket is a union of
   whole nodes, and the planner reads the coarsest level of the range tree whose nodes
   fit (``choose_view``). The expression is evaluated on a value inside each node (the
-  node's first whole value for integer and date attributes, its midpoint for reals), so
+  node's first whole value for integer and date attributes, a grid value near its
+  midpoint as a DECIMAL for decimals, its midpoint for reals), so
   its result and type are those DuckDB gives on the data (``width_bucket``, which DuckDB
   lacks, is spelled out as PostgreSQL defines it: 0 below ``low``, ``n + 1`` from
   ``high``). A bucket that cuts a bin is refused, naming the aligned widths;
@@ -47,7 +56,8 @@ Edges that are no arithmetic progression of leaf bins (calendar months over day 
 would need :class:`BinGroup` to carry the edge list itself. ``date_trunc(unit, d)`` of a
 date or timestamp attribute is checked in :mod:`~dpsql.planner.trunc_units` (the unit's
 boundaries must be bin edges) and answered from the coarsest level whose nodes each lie
-in one unit (``Reference.truncs``).
+in one unit (``Reference.truncs``), and so is a cast to DATE, ``CAST(ts AS DATE)`` or
+``ts::DATE``, the day (:func:`~dpsql.planner.trunc_units.day_of`).
 """
 
 from __future__ import annotations
@@ -60,7 +70,7 @@ from sqlglot import exp
 from dpsql.domains.calendar import TRUNC_UNITS, aligned_units, axis_to_value_sql
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner._names import output_name
-from dpsql.planner.bucket_edges import BUCKETS, bucket_call, leaf_grid, number
+from dpsql.planner.bucket_edges import BUCKETS, Misaligned, bucket_call, leaf_grid, number
 from dpsql.planner.classify_calls import as_fraction
 from dpsql.release_file import AttributeMeta
 
@@ -112,9 +122,9 @@ def bin_group(col: exp.Column, arg: str, a: AttributeMeta,
     call = bucket_call(col)
     if call is not None:
         found = BUCKETS[type(call)](call, col, a)
-        if found == "misaligned" and not one_value:
-            raise _misaligned(call, a, level_widths)
-        if found is not None and found != "misaligned":
+        if isinstance(found, Misaligned) and not one_value:
+            raise _misaligned(call, a, level_widths, found.why)
+        if isinstance(found, tuple):
             return BinGroup(a.name, *found, column=col, bucket=call)
     node: exp.Expression = col
     parent = col.parent
@@ -209,15 +219,16 @@ def buckets_text(a: AttributeMeta, level_widths) -> str:
             f"low, high, n), with {_widths_text(a, level_widths)})")
 
 
-def _misaligned(call: exp.Expression, a: AttributeMeta, level_widths) -> UnsupportedQueryError:
+def _misaligned(call: exp.Expression, a: AttributeMeta, level_widths,
+                why: str = "") -> UnsupportedQueryError:
     if a.value_type in TRUNC_UNITS:
         return UnsupportedQueryError(
             f"{call.sql('duckdb')} cuts the released bins of {a.name!r} "
             f"({a.unit or 'days'}): group by {buckets_text(a, level_widths)}")
     return UnsupportedQueryError(
         f"{call.sql('duckdb')} cuts the released bins of {a.name!r} ({num_text(a.width)} wide "
-        f"from {num_text(a.lower)} to {num_text(a.upper)}): a bucket must be a union of "
-        "whole bins; "
+        f"from {num_text(a.lower)} to {num_text(a.upper)}"
+        f"{': ' + why if why else ''}): a bucket must be a union of whole bins; "
         f"use {_widths_text(a, level_widths)}")
 
 
@@ -260,20 +271,30 @@ def one_value_sql(a: AttributeMeta, lo: str) -> str:
     bound = bound_sql(a, lo)
     if a.value_type != "decimal":
         return bound
+    return f"CAST({bound} AS DECIMAL(18, {_scale(a)}))"
+
+
+def _scale(a: AttributeMeta) -> int:
+    """The scale s of a decimal attribute of resolution 10⁻ˢ."""
     step, scale = as_fraction(a.step), 0
     while (step * 10 ** scale).denominator != 1:
         scale += 1
-    return f"CAST({bound} AS DECIMAL(18, {scale}))"
+    return scale
 
 
 def value_sql(a: AttributeMeta, lo: str, hi: str) -> str:
     """A value inside the node [lo, hi) (SQL), typed as the attribute: its first whole
-    value on an integer grid, its first date or timestamp, else its midpoint (far from
-    any aligned bucket edge, so rounding cannot move it across one)."""
+    value on an integer grid, its first date or timestamp, the decimal of the grid at or
+    below its midpoint as a DECIMAL (so that ``floor(p * 10)`` is a DECIMAL, as on the
+    data), else its midpoint (far from any aligned bucket edge, so rounding cannot move
+    it across one)."""
     if a.value_type in ("date", "timestamp"):
         return axis_to_value_sql(a.value_type, lo)
     if a.value_type == "integer":
         return f"CAST(CEIL({lo} - 1e-9) AS BIGINT)"
+    if a.value_type == "decimal":  # the grid value at or below the midpoint, a DECIMAL
+        m = 10 ** _scale(a)
+        return f"CAST(FLOOR((({lo}) + ({hi})) / 2 * {m}) / {m} AS DECIMAL(18, {_scale(a)}))"
     return f"(({lo}) + ({hi})) / 2"
 
 

@@ -62,7 +62,8 @@ from sqlglot import exp
 from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TIMESTAMP_AS_SECOND
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.trunc_units import TRUNCS, refuse_date_by_time, trunc_name, unit_spelled
+from dpsql.planner.trunc_units import (TRUNCS, refuse_date_by_time, to_date, trunc_name,
+                                      unit_spelled)
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
@@ -82,7 +83,7 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     the same predicate on the attribute itself (module doc); any other node unchanged."""
     if isinstance(node, _COMPARISONS):
         left, right, kind = _unparen(node.this), _unparen(node.expression), type(node)
-        left, right = _undated(left, [right]), _undated(right, [left])
+        left, right = _undated(left, [right], is_attr), _undated(right, [left], is_attr)
         if _trunc_of(right, is_attr) and not _trunc_of(left, is_attr):
             left, right, kind = right, left, _FLIP.get(kind, kind)
         if _trunc_of(left, is_attr) and not _mentions(right, is_attr):
@@ -93,10 +94,10 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
         return exp.Is(this=_unparen(node.this).this.copy(), expression=exp.Null())
     elif isinstance(node, (exp.Between, exp.In)) and _undated(
             node.this, [v for k, v in node.args.items() if k != "this" and
-                        isinstance(v, exp.Expression)] + list(node.expressions)
+                        isinstance(v, exp.Expression)] + list(node.expressions), is_attr
     ) is not node.this:
         node = node.copy()
-        node.set("this", _undated(node.this, []).copy())
+        node.set("this", _undated(node.this, [], is_attr).copy())
         return untrunc(node, meta, is_attr)
     elif isinstance(node, exp.Between) and _trunc_of(node.this, is_attr) and not any(
             _mentions(node.args[k], is_attr) for k in ("low", "high")):
@@ -129,20 +130,23 @@ def _unparen(node: exp.Expression) -> exp.Expression:
     return node
 
 
-def _undated(node: exp.Expression, values: list[exp.Expression]) -> exp.Expression:
+def _undated(node: exp.Expression, values: list[exp.Expression], is_attr) -> exp.Expression:
     """``node``, or the ``date_trunc`` inside it when it is one to a day or longer in a
-    cast to DATE (Tableau's ``CAST(DATE_TRUNC('MONTH', d) AS DATE)``) compared with
-    ``values`` that hold no bare string: the truncation is a midnight, which the DATE
-    holds as it is and which compares with a DATE or a TIMESTAMP as the TIMESTAMP does
-    (DuckDB compares a DATE with a TIMESTAMP as its midnight). A bare string would be
-    cast to DATE there (dropping a time of day) and to TIMESTAMP without the cast, and a
-    unit finer than a day of a timestamp loses its time in the DATE: those keep the
-    cast, and are refused as before."""
+    cast to DATE (Tableau's ``CAST(DATE_TRUNC('MONTH', d) AS DATE)``), or the attribute
+    itself in one (``CAST(ts AS DATE)``, ``ts::DATE``: ``date_trunc('day', ts)``, the
+    day :func:`~dpsql.planner.trunc_units.day_of` groups by), compared with ``values``
+    that hold no bare string: the truncation is a midnight, which the DATE holds as it
+    is and which compares with a DATE or a TIMESTAMP as the TIMESTAMP does (DuckDB
+    compares a DATE with a TIMESTAMP as its midnight). A bare string would be cast to
+    DATE there (dropping a time of day) and to TIMESTAMP without the cast, and a unit
+    finer than a day of a timestamp loses its time in the DATE: those keep the cast,
+    and are refused as before."""
     inner = _unparen(node)
-    if not (isinstance(inner, exp.Cast) and inner.to.is_type(exp.DataType.Type.DATE)
-            and not isinstance(inner, exp.TryCast)):
+    if not to_date(inner):
         return node
     call = _unparen(inner.this)
+    if isinstance(call, exp.Column) and is_attr(call):
+        call = exp.TimestampTrunc(this=call, unit=exp.Var(this="DAY"))
     if not isinstance(call, TRUNCS):
         return node
     name = unit_spelled(call)

@@ -9,6 +9,8 @@ on a DATE (:func:`refuse_date_by_time`).
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlglot import exp
 
 from dpsql.domains.calendar import (DATE_AS_DAY, TIMESTAMP_AS_SECOND, TRUNC_ALIASES,
@@ -19,6 +21,45 @@ from dpsql.release_file import AttributeMeta
 TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
 """``date_trunc`` as sqlglot parses it: a grouping of a date or timestamp attribute by
 calendar units, answered from the level whose nodes each lie in one unit."""
+
+
+def to_date(node: exp.Expression) -> bool:
+    """``node`` is a cast to DATE, ``CAST(x AS DATE)`` or ``x::DATE`` (not a TRY_CAST:
+    of a string it is NULL where the CAST fails)."""
+    return isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) \
+        and node.to.is_type(exp.DataType.Type.DATE)
+
+
+def day_of(col: exp.Column, a: AttributeMeta) -> bool:
+    """Whether ``col``, of the binned attribute ``a``, is the whole argument of a cast to
+    DATE (:func:`to_date`) of a date or timestamp: its day, ``date_trunc('day', col)``
+    typed DATE, which BI tools write for a day (Metabase's day of a timestamp on
+    PostgreSQL, Tableau's ``CAST(DATE_TRUNC('DAY', CAST(ts AS DATE)) AS DATE)``): a
+    grouping by the unit ``'day'``, answered from the coarsest level whose nodes each
+    lie in one day, with any expression around the cast evaluated there. Refused where
+    a bin holds parts of two days (bins of 90 minutes, week bins)."""
+    parent = col.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if not to_date(parent) or a.value_type not in ("date", "timestamp"):
+        return False
+    if not trunc_aligned(a, "day", 1):
+        fits = aligned_units(a)
+        raise UnsupportedQueryError(
+            f"{parent.sql('duckdb')} is the day of {a.name!r}, and its released bins "
+            f"({f'{a.unit} bins' if a.unit else f'bins of {_duration(a)}'}) do not each "
+            "lie in one day: the rows of a bin may fall on two days or more. "
+            + (f"Group by units that align: {', '.join(f'date_trunc({u!r}, {a.name})' for u in fits)}"
+               if fits else "No date_trunc unit aligns with these bins")
+            + f"; or count one day with WHERE {a.name} BETWEEN ...")
+    return True
+
+
+def _duration(a: AttributeMeta) -> str:
+    """The width of ``a``'s bins, in days for a date, as a time for a timestamp."""
+    if a.value_type == "date":
+        return f"{a.width:g} days"
+    return str(timedelta(seconds=a.width))
 
 
 def trunc_unit(call: exp.Expression, a: AttributeMeta) -> str:
