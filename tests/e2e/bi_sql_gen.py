@@ -1,6 +1,7 @@
 """The BI-tool differential hunt's release and query generator: seeded queries shaped as
 Superset, Metabase, Tableau, Power BI and Looker write them (nested aggregates with
-aliases, ``CAST(date_trunc(...) AS DATE)``, ``COALESCE(x, 'N/A')`` and ``CASE``
+aliases, ``CAST(date_trunc(...) AS DATE)``, ``CAST(ts AS DATE)``, Metabase's auto-binning
+``((floor(((x - 0.0) / w)) * w) + 0.0)``, ``COALESCE(x, 'N/A')`` and ``CASE``
 labels, ``COUNT(1)``/``SUM(1)``, quoted and mixed-case names, ``"schema"."table"``,
 Superset's virtual datasets and Power BI's nested filters over the table, renamed
 columns and named expressions of a native query,
@@ -94,7 +95,8 @@ KEYS = {
     # k (bins of 1) and d (day bins): bins of one value, labels (any expression of them)
     "k": ["{q}k", "floor({q}k / 5) * 5", "CASE WHEN {q}k < 10 THEN 'low' ELSE 'high' END",
           "{q}k IS NULL", "COALESCE({q}k, -1)", "CAST({q}k AS VARCHAR)", "({q}k >= 10)"],
-    "n": ["{q}n", "floor({q}n / 10) * 10"],
+    "n": ["{q}n", "floor({q}n / 10) * 10",
+          "((floor((({q}n - 0.0) / 10)) * 10) + 0.0)"],  # Metabase's auto-binning
     "d": ["CAST(date_trunc('month', {q}d) AS DATE)", "date_trunc('week', {q}d)",
           "date_trunc('year', {q}d)", "{q}d", "CAST(date_trunc('quarter', {q}d) AS DATE)",
           "DATE_TRUNC('MONTH', {q}d)::DATE", "strftime({q}d, '%Y-%m')",
@@ -102,9 +104,9 @@ KEYS = {
     "m": ["date_trunc('quarter', {q}m)", "CAST(date_trunc('year', {q}m) AS DATE)",
           "date_trunc('month', {q}m)"],
     "ts": ["date_trunc('day', {q}ts)", "CAST(date_trunc('hour', {q}ts) AS TIMESTAMP)",
-           "CAST(date_trunc('day', {q}ts) AS DATE)"],
-    "p": ["floor({q}p)"],
-    "x": ["floor({q}x)", "floor({q}x * 2) / 2"],
+           "CAST(date_trunc('day', {q}ts) AS DATE)", "CAST({q}ts AS DATE)", "{q}ts::DATE"],
+    "p": ["floor({q}p)", "floor({q}p * 10) / 10"],
+    "x": ["floor({q}x)", "floor({q}x * 2) / 2", "((floor((({q}x - 0.0) / 0.5)) * 0.5) + 0.0)"],
 }
 # a renamed column's keys and a filter on it ({x}: its new name)
 RENAMED = {
