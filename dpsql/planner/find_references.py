@@ -38,7 +38,7 @@ from dpsql.planner.dropped_nulls import null_safe
 from dpsql.planner._names import (conjuncts_of, home_catalog, is_named_call, long_name_binds,
                                   names_cte, output_name, scope_tables, split_columns)
 from dpsql.planner.group_bins import BinGroup, bin_group, one_value_bins
-from dpsql.planner.trunc_units import (TRUNCS, compared, day_of, refuse_date_by_time,
+from dpsql.planner.trunc_units import (compared, day_of, refuse_date_by_time, trunc_call,
                                       trunc_unit)
 from dpsql.planner.date_parts import date_part_call, part_unit
 from dpsql.planner.group_distinct import group_distinct
@@ -455,12 +455,12 @@ def _analyse(select: exp.Select, table: exp.Table, release: ReleaseInfo,
             continue
         if a is None:
             raise not_an_attribute(name, release)
-        if a.kind == "range" and isinstance(node.parent, TRUNCS) \
-                and node.parent.this is node:
-            truncs.append((node, a.name, trunc_unit(node.parent, a)))
-            if compared(node.parent) and not (arg == "joins" and against_column(
-                    node.parent)):  # as in WHERE (trunc_predicates), so that no answer
-                refuse_date_by_time(node.parent, a)  # differs from DuckDB's
+        call = trunc_call(node) if a.kind == "range" else None
+        if call is not None:
+            truncs.append((node, a.name, trunc_unit(call, a)))
+            if compared(call) and not (arg == "joins" and against_column(
+                    call)):  # as in WHERE (trunc_predicates), so that no answer
+                refuse_date_by_time(call, a)  # differs from DuckDB's
             continue
         if a.kind == "range" and day_of(node, a):  # CAST(ts AS DATE): its day
             truncs.append((node, a.name, "day"))

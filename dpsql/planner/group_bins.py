@@ -56,8 +56,9 @@ Edges that are no arithmetic progression of leaf bins (calendar months over day 
 would need :class:`BinGroup` to carry the edge list itself. ``date_trunc(unit, d)`` of a
 date or timestamp attribute is checked in :mod:`~dpsql.planner.trunc_units` (the unit's
 boundaries must be bin edges) and answered from the coarsest level whose nodes each lie
-in one unit (``Reference.truncs``), and so is a cast to DATE, ``CAST(ts AS DATE)`` or
-``ts::DATE``, the day (:func:`~dpsql.planner.trunc_units.day_of`).
+in one unit (``Reference.truncs``), also of ``CAST(d AS TIMESTAMP)``
+(:func:`~dpsql.planner.trunc_units.trunc_call`), and so is a cast to DATE, ``CAST(ts
+AS DATE)`` or ``ts::DATE``, the day (:func:`~dpsql.planner.trunc_units.day_of`).
 """
 
 from __future__ import annotations

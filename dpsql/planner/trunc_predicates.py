@@ -62,8 +62,8 @@ from sqlglot import exp
 from dpsql.domains.calendar import DATE_AS_DAY, EPOCH, TIMESTAMP_AS_SECOND
 from dpsql.planner.constant_bounds import (EQUALITY, OPS, bound_value, list_values, listed,
                                            one_row, quantified, refuse_empty_type)
-from dpsql.planner.trunc_units import (TRUNCS, refuse_date_by_time, to_date, trunc_name,
-                                      unit_spelled)
+from dpsql.planner.trunc_units import (TRUNCS, refuse_date_by_time, to_date, trunc_column,
+                                      trunc_name, unit_spelled)
 from dpsql.planner.refuse_loose_syntax import refuse_list_membership
 from dpsql.planner.value_intervals import Axis
 
@@ -91,7 +91,7 @@ def untrunc(node: exp.Expression, meta, is_attr) -> exp.Expression:
     elif isinstance(node, exp.Is) and _trunc_of(node.this, is_attr) \
             and isinstance(node.expression, exp.Null):  # NULL exactly where attr is
         trunc_name(_unparen(node.this), meta)  # the unit checked, as DuckDB checks it
-        return exp.Is(this=_unparen(node.this).this.copy(), expression=exp.Null())
+        return exp.Is(this=trunc_column(_unparen(node.this)).copy(), expression=exp.Null())
     elif isinstance(node, (exp.Between, exp.In)) and _undated(
             node.this, [v for k, v in node.args.items() if k != "this" and
                         isinstance(v, exp.Expression)] + list(node.expressions), is_attr
@@ -159,9 +159,9 @@ def _undated(node: exp.Expression, values: list[exp.Expression], is_attr) -> exp
 
 
 def _trunc_of(node: exp.Expression, is_attr) -> bool:
-    """``date_trunc(unit, attr)``, in parentheses or not."""
+    """``date_trunc(unit, attr)`` (or of ``CAST(attr AS TIMESTAMP)``), in parentheses or not."""
     node = _unparen(node)
-    return isinstance(node, TRUNCS) and is_attr(node.this)
+    return isinstance(node, TRUNCS) and is_attr(trunc_column(node))
 
 
 def _mentions(node: exp.Expression, is_attr, skip: exp.Expression | None = None) -> bool:
@@ -176,7 +176,7 @@ class _Trunc:
     def __init__(self, call: exp.Expression, meta) -> None:
         self.unit = trunc_name(call, meta)
         refuse_date_by_time(call, meta)
-        self.column = call.this
+        self.column = trunc_column(call)
         self.what = f"the value compared with {call.sql('duckdb')}"
         # compared as a TIMESTAMP column compares (date_trunc returns TIMESTAMP)
         self.axis = _timestamp_axis(call.sql("duckdb"))

@@ -23,6 +23,34 @@ TRUNCS = (exp.TimestampTrunc, exp.DateTrunc)
 calendar units, answered from the level whose nodes each lie in one unit."""
 
 
+_PLAIN_TIMESTAMPS = tuple(getattr(exp.DataType.Type, n) for n in ("TIMESTAMP", "TIMESTAMPNTZ")
+                          if hasattr(exp.DataType.Type, n))
+"""``TIMESTAMP`` as sqlglot 28 and 30 parse DuckDB's (and ``DATETIME``): no zone, microseconds."""
+
+
+def trunc_call(col: exp.Column) -> exp.Expression | None:
+    """The ``date_trunc`` that truncates ``col``: its direct argument, or through a cast
+    of it to a plain ``TIMESTAMP`` (Metabase's ``date_trunc('month', CAST(d AS
+    timestamp))`` of a date column on PostgreSQL): a DATE's midnight and a TIMESTAMP
+    itself have the unit start of the value. Not a TRY_CAST, nor a ``TIMESTAMPTZ`` (in
+    the session's time zone) or a ``TIMESTAMP_S`` (its own precision)."""
+    node, parent = col, col.parent
+    if isinstance(parent, exp.Cast) and not isinstance(parent, exp.TryCast) \
+            and parent.this is col and parent.to.is_type(*_PLAIN_TIMESTAMPS):
+        node, parent = parent, parent.parent
+    return parent if isinstance(parent, TRUNCS) and parent.this is node else None
+
+
+def trunc_column(call: exp.Expression) -> exp.Expression:
+    """What ``call`` (a ``date_trunc``) truncates, through a cast to a plain
+    ``TIMESTAMP`` (:func:`trunc_call`)."""
+    x = call.this
+    if isinstance(x, exp.Cast) and not isinstance(x, exp.TryCast) \
+            and x.to.is_type(*_PLAIN_TIMESTAMPS):
+        return x.this
+    return x
+
+
 def to_date(node: exp.Expression) -> bool:
     """``node`` is a cast to DATE, ``CAST(x AS DATE)`` or ``x::DATE`` (not a TRY_CAST:
     of a string it is NULL where the CAST fails)."""
@@ -161,7 +189,12 @@ def refuse_date_by_time(call: exp.Expression, a: AttributeMeta) -> None:
     '2013-05-05 00:00:00')`` is true, and ``date_trunc('minute', d) > '2013-05-05
     12:00'`` is true there. Released nodes are not a DATE column (the planner evaluates
     the call on each node's first day, where DuckDB answers by SQL), so an answer would
-    differ from DuckDB's on the data whichever it gave: none is given."""
+    differ from DuckDB's on the data whichever it gave: none is given. Of ``CAST(d AS
+    TIMESTAMP)`` (:func:`trunc_call`) DuckDB compares right (``date_trunc('hour',
+    CAST(d AS TIMESTAMP)) = TIMESTAMP '2013-05-05 00:00:00'`` is true on 2013-05-05):
+    answered."""
+    if trunc_column(call) is not call.this:
+        return
     raw = call.args.get("unit")
     spelled = raw.name.lower() if isinstance(raw, (exp.Var, exp.Literal)) else None
     if a.value_type == "date" and spelled in _MISCOMPARED:

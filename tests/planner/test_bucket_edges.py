@@ -1,8 +1,9 @@
 """The bucket edges of a grouping expression (dpsql.planner.bucket_edges): which leaf-bin
 edges ``floor(g(x))`` puts on a binned attribute, for the spellings BI tools write
 (Metabase's ``floor((x - o) / w) * w + o``, ``floor(x * m)``), exactly where they are
-exact, in the query's decimals and in DuckDB's DOUBLE arithmetic on the data; and the
-day of a cast to DATE (dpsql.planner.trunc_units.day_of)."""
+exact, in the query's decimals and in DuckDB's DOUBLE arithmetic on the data; the day
+of a cast to DATE (dpsql.planner.trunc_units.day_of) and ``date_trunc`` of a cast to
+TIMESTAMP (trunc_call)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlglot import exp
 from dpsql.domains.bin_edges import DECIMAL
 from dpsql.errors import UnsupportedQueryError
 from dpsql.planner.bucket_edges import BUCKETS, Misaligned, bucket_call
-from dpsql.planner.trunc_units import day_of
+from dpsql.planner.trunc_units import day_of, trunc_call, trunc_column
 from dpsql.release_file import AttributeMeta
 
 REAL = AttributeMeta("x", "range", ("x",), "d_x", 0.0, 10.0, 100, "real",
@@ -101,3 +102,21 @@ def test_a_cast_to_date_is_a_day_where_days_are_bin_edges():
     with pytest.raises(UnsupportedQueryError) as e:
         day("CAST(x AS DATE)", SEVEN)
     assert "is the day of 'x'" in str(e.value) and "bins of 7:00:00" in str(e.value)
+
+
+@pytest.mark.parametrize("sql, through", [
+    ("date_trunc('month', x)", True), ("date_trunc('month', CAST(x AS timestamp))", True),
+    ("date_trunc('month', x::TIMESTAMP)", True),
+    ("date_trunc('month', CAST(x AS DATETIME))", True),
+    ("date_trunc('month', CAST(x AS TIMESTAMPTZ))", False),  # the session's zone
+    ("date_trunc('month', CAST(x AS TIMESTAMP_S))", False),
+    ("date_trunc('month', TRY_CAST(x AS TIMESTAMP))", False),
+    ("date_trunc('month', CAST(x AS DATE))", False),  # the day: day_of
+    ("date_trunc('month', x + INTERVAL 1 DAY)", False),
+])
+def test_date_trunc_reads_through_a_cast_to_a_plain_timestamp(sql, through):
+    col = sqlglot.parse_one(sql, read="duckdb").find(exp.Column)
+    call = trunc_call(col)
+    assert (call is not None) is through
+    if through:
+        assert trunc_column(call) is col
