@@ -236,9 +236,12 @@ def _duck_cut(call: exp.Expression, ops, a: AttributeMeta, found: tuple[int, int
         bad = np.nonzero(_bucket(ops, x0) != _bucket(ops, x1))[0]
         pairs = [(float(x0[i]), float(x1[i])) for i in bad[:1]]
     else:
-        pairs = [(x0, x1) for x0, x1 in ((_first_value(a, int(lo)), _last_value(a, int(hi)))
-                                         for lo, hi in zip(cuts, cuts[1:]))
-                 if x0 <= x1 and _bucket(ops, x0) != _bucket(ops, x1)][:1]
+        pairs = _grid_pairs(a, ops, cuts)
+        if pairs is None:  # numbers beyond 2**53: one bucket at a time, exactly
+            pairs = [(x0, x1) for x0, x1 in ((_first_value(a, int(lo)),
+                                              _last_value(a, int(hi)))
+                                             for lo, hi in zip(cuts, cuts[1:]))
+                     if x0 <= x1 and _bucket(ops, x0) != _bucket(ops, x1)][:1]
     for x0, x1 in pairs:
         return Misaligned(
             f"DuckDB computes it in DOUBLE, where it is {_bucket(ops, x0):g} at {a.name} = "
@@ -246,6 +249,45 @@ def _duck_cut(call: exp.Expression, ops, a: AttributeMeta, found: tuple[int, int
             f"bins; floor({a.name} / w) with a power of two w (0.5, 0.25, 2, 4) is exact "
             "in DOUBLE")
     return None
+
+
+_EXACT_INT = 2 ** 53
+
+
+def _grid_pairs(a: AttributeMeta, ops, cuts: np.ndarray) -> list | None:
+    """:func:`_duck_cut` for integer and decimal values, all buckets at once: the first
+    and last grid values ``k·step`` of each bucket's bins as integer indices ``k``; the
+    exact steps before the first DOUBLE one make ``(A·k + B) / D``, which is one correctly
+    rounded division of exact doubles while ``|A·k + B|`` and ``D`` stay within 2⁵³ (as
+    DuckDB's cast of the exact value to DOUBLE rounds it); the rest in numpy's IEEE
+    arithmetic. The first bucket whose ends differ, as exact values, or None when the
+    numbers leave that range."""
+    lower, leaf = leaf_grid(a)
+    step = as_fraction(a.step or 1)
+    p, u = lower / step, leaf / step  # grid index of edge b: ceil(p + b·u)
+    q = math.lcm(p.denominator, u.denominator)
+    pn, un = int(p * q), int(u * q)
+    if abs(pn) + abs(un) * a.bins >= 2 ** 62 or q >= 2 ** 62:
+        return None
+    b = cuts.astype(np.int64)
+    first = -((-(pn + b * un)) // q)  # the first grid index at or above each edge
+    k0, k1 = first[:-1], first[1:] - 1
+    keep = k0 <= k1
+    k0, k1 = k0[keep], k1[keep]
+    scale, shift, i = step, Fraction(0), 0  # the value k·step, then the exact steps
+    while i < len(ops) and ops[i][0] != "div" and isinstance(ops[i][2], Fraction):
+        scale, shift = _EXACT[ops[i][0]](scale, shift, ops[i][2])
+        i += 1
+    d = math.lcm(scale.denominator, shift.denominator)
+    big, small = int(scale * d), int(shift * d)
+    top = max(abs(big) * int(max(np.abs(k0).max(initial=0), np.abs(k1).max(initial=0)))
+              + abs(small), d)
+    if top > _EXACT_INT:
+        return None
+    ends = [np.float64(big * k + small) / np.float64(d) for k in (k0, k1)]
+    f0, f1 = (_bucket(ops[i:], x) for x in ends)
+    bad = np.nonzero(f0 != f1)[0]
+    return [(int(k0[j]) * step, int(k1[j]) * step) for j in bad[:1]]
 
 
 def _bucket(ops, x):
