@@ -52,8 +52,11 @@ def trunc_column(call: exp.Expression) -> exp.Expression:
 
 
 def to_date(node: exp.Expression) -> bool:
-    """``node`` is a cast to DATE, ``CAST(x AS DATE)`` or ``x::DATE`` (not a TRY_CAST:
-    of a string it is NULL where the CAST fails)."""
+    """``node`` is a cast to DATE, ``CAST(x AS DATE)``, ``x::DATE`` or ``date(x)`` (DuckDB
+    and MySQL's, one argument), not a TRY_CAST (of a string it is NULL where the CAST
+    fails)."""
+    if isinstance(node, exp.Date):
+        return all(not v or k == "this" for k, v in node.args.items())
     return isinstance(node, exp.Cast) and not isinstance(node, exp.TryCast) \
         and node.to.is_type(exp.DataType.Type.DATE)
 

@@ -94,7 +94,7 @@ def day(sql: str, a: AttributeMeta) -> bool:
 
 
 def test_a_cast_to_date_is_a_day_where_days_are_bin_edges():
-    assert day("CAST(x AS DATE)", HOURS) and day("x::DATE", HOURS)
+    assert day("CAST(x AS DATE)", HOURS) and day("x::DATE", HOURS) and day("date(x)", HOURS)
     assert day("CAST((x) AS DATE)", HOURS)
     assert not day("TRY_CAST(x AS DATE)", HOURS)  # not a BI spelling; as before
     assert not day("CAST(x AS TIMESTAMP)", HOURS) and not day("x", HOURS)
