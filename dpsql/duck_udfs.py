@@ -52,7 +52,8 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import cover_bound, interval_offsets, measured_estimate
+from dpsql.accuracy.inftda_answers import interval_offsets, measured_estimate
+from dpsql.accuracy.inftda_bounds import cover_bound
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_parents_of
 from dpsql.domains.calendar import edges_of
 from dpsql.errors import OperationalError, ProgrammingError

@@ -26,7 +26,7 @@ m·B_k; and since all |V_k| nodes of a level sum to the (possibly noisy) root, a
 most B_root + (|V_k| − m)·B_k. ``sum_bound`` returns the smaller. With the release's
 support (which nodes came out positive, their parents and fan-outs) the answer path
 tightens this further with the minimal cover: every whole sibling set is bounded
-through its parent (:func:`dpsql.accuracy.inftda_answers.cover_bound`).
+through its parent (:func:`dpsql.accuracy.inftda_bounds.cover_bound`).
 
 **Per-answer intervals.** A release built by this version also stores a
 :class:`~dpsql.accuracy.inftda_answers.Calibration` (``calibration``): the model then

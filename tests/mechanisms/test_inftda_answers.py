@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dpsql.accuracy.inftda_answers import (Calibration, answer_error, cover_bound,
-                                           interval_offsets, near_zero_bias, t_value)
+from dpsql.accuracy.inftda_answers import (Calibration, answer_error, interval_offsets,
+                                           near_zero_bias, t_value)
+from dpsql.accuracy.inftda_bounds import cover_bound
 from dpsql.accuracy.inftda_support import (DEEP_ZERO, Support, linear_variance, node_variances,
                                            split_rows, zero_code)
 from dpsql.accuracy.inftda_zeros import (child_shifts, false_positive_reach, zero_allowance,
