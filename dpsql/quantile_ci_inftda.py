@@ -22,8 +22,11 @@ it: ``tests/e2e/test_quantile_ci_inftda.py`` checks that every edge's offsets eq
 function's on the same rows (a change to how an answer's parts are gathered that this
 module does not follow fails there). The rare cases it does not follow are left to that
 function, edge by edge (:data:`EXACT`): a sum that holds the whole level (its interval
-is the root's), a sum whose variance is 0 (its skipped zeros), and a group whose rows
-repeat a node (a join: :mod:`dpsql.accuracy.multiset`), which gets None.
+is the root's), a sum whose variance is 0 (its skipped zeros), a sum dominated by its
+bias, which may get the estimate's interval instead
+(:func:`~dpsql.accuracy.inftda_answers.switched_offsets`: it reads each node's own
+measurement), and a group whose rows repeat a node (a join:
+:mod:`dpsql.accuracy.multiset`), which gets None.
 """
 
 from __future__ import annotations
@@ -186,6 +189,8 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
         & ((cum(codes == DEEP_ZERO)[sizes] > 0) | (not any(zeros[:-1]))) \
         & bool(support.fanout[0].size)
     exact = ((var == 0) & (n_rel > 0)) | whole
+    if support.measured and y is not None:  # it may switch to the estimate's interval
+        exact |= bias * bias > var
     below[exact] = np.nan
     above[exact] = np.nan
     return below, above, exact

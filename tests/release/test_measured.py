@@ -10,12 +10,14 @@
   times √(nodes); a ROLLUP total sums its rows' measurements; a real-valued view's
   estimate is its count; a public total is its own exact estimate.
 * A release written before the measurements were stored (the table dropped) answers
-  with the same intervals (they are the calibrated model's either way) and a NULL
-  estimate.
+  with the same counts and standard errors and a NULL estimate; its intervals are the
+  count's, where the release that keeps them gives a bias-dominated sum the estimate's
+  (tests/e2e/test_estimate_switch.py).
 """
 
 from __future__ import annotations
 
+import math
 import shutil
 import warnings
 
@@ -24,6 +26,7 @@ import pytest
 
 import dpsql
 from dpsql import duck
+from dpsql.accuracy.base import z_value
 from dpsql.dbapi import SeededReleaseWarning
 from dpsql.planner.level_rows import dense_nodes_sql
 from dpsql.release_file import open_release
@@ -120,9 +123,24 @@ def test_a_release_without_measurements_keeps_its_intervals_and_has_no_estimate(
         con = connect_seeded(str(path))
         got[path] = con.execute(query).fetchall()
         con.close()
-    assert [r[:5] for r in got[old]] == [r[:5] for r in got[trips_release]]
+    assert [r[:3] for r in got[old]] == [r[:3] for r in got[trips_release]]
     assert all(r[5] is None and r[6] is None for r in got[old])
     assert all(r[5] is not None and r[6] > 0 for r in got[trips_release])
+    assert _switched(got[old], got[trips_release], 3) >= 1
+
+
+def _switched(without: list, kept: list, at: int) -> int:
+    """How many rows of ``kept`` (a release that keeps its measurements) have another
+    interval (columns ``at``, ``at`` + 1, then the estimate and its standard error) than
+    the same rows of ``without``: each must be the estimate's, at whole counts."""
+    n = 0
+    for a, b in zip(without, kept):
+        if a[at:at + 2] != b[at:at + 2]:
+            est, se = b[at + 2], b[at + 3]
+            k = math.ceil(z_value(0.95) * se - 0.5)
+            assert b[at:at + 2] == (max(est - k, 0), est + k), (a, b)
+            n += 1
+    return n
 
 
 @pytest.mark.parametrize("query, message", [
@@ -162,15 +180,16 @@ def test_a_view_with_too_many_measurements_keeps_none(trips_data, tmp_path, monk
         monkeypatch.setattr(build, "MAX_MEASUREMENTS", cap)
         paths[cap] = tmp_path / f"r{cap}.duckdb"
         build_release(spec, paths[cap], seed=4, progress=False)
-    query = ("SELECT mode, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95), dp_estimate() "
-             "FROM geo_mode GROUP BY mode ORDER BY mode")
+    query = ("SELECT mode, COUNT(*), dp_ci_low(0.95), dp_ci_high(0.95), dp_estimate(), "
+             "dp_estimate_stderr() FROM geo_mode GROUP BY mode ORDER BY mode")
     got = {}
     for cap, path in paths.items():
         con = connect_seeded(str(path))
         got[cap] = con.execute(query).fetchall()
         con.close()
-    assert [r[:4] for r in got[50]] == [r[:4] for r in got[default]]
+    assert [r[:2] for r in got[50]] == [r[:2] for r in got[default]]
     assert all(r[4] is None for r in got[50]) and all(r[4] is not None for r in got[default])
+    _switched(got[50], got[default], 2)  # the count's intervals, or the estimate's
     raw = duckdb.connect(str(paths[50]), read_only=True)
     tables = {t for (t,) in raw.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     info = raw.execute("SELECT info FROM dpsql_views WHERE name = 'geo_mode'").fetchone()[0]
