@@ -52,7 +52,7 @@ import pyarrow as pa
 
 from dpsql.accuracy import multiset
 from dpsql.accuracy.base import Variance, count_interval
-from dpsql.accuracy.inftda_answers import (count_offsets, interval_offsets, measured_estimate,
+from dpsql.accuracy.inftda_answers import (CountOffsets, count_offsets, measured_estimate,
                                            switched_offsets)
 from dpsql.accuracy.inftda_bounds import cover_bound
 from dpsql.accuracy.inftda_support import DEEP_ZERO, Support, zero_code, zero_parents_of
@@ -197,7 +197,7 @@ def _dp_interval(st: _State | None, what, key, level, nodes, conf, count) -> pa.
             continue
         if w not in ("low", "high"):
             raise ProgrammingError(f"dp_interval: unknown end {w!r} (low or high)")
-        below, above = _offsets(st, _view(st, k), lv, _node_ids(ids), p)
+        below, above = _offsets(st, _view(st, k), lv, _node_ids(ids), p, count=float(c))
         end = count_interval(float(c), below, above)[0 if w == "low" else 1]
         out.append(None if math.isnan(end) else end)
     return pa.array(out, pa.float64())
@@ -257,20 +257,38 @@ def _estimate(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray,
 
 
 def _offsets(st: _State | None, v: ViewInfo, level: int, ids: np.ndarray, conf: float,
-             memo: bool = True) -> tuple[float, float]:
-    """How far below and above the group's count its interval at ``conf`` reaches:
-    calibrated InfTDA offsets, ±z·se of a variance, or ±``dp_bound(1 - conf)``.
-    ``memo=False``: not kept in the answers memo (a quantile interval's many partial
-    sums, which would crowd out the answers that repeat)."""
+             memo: bool = True, count: float | None = None) -> tuple[float, float]:
+    """How far below and above the group's count its interval at ``conf`` reaches
+    (below may be negative: an InfTDA interval that switched to the estimate's lies above
+    a count biased low): calibrated InfTDA offsets, ±z·se of a variance, or
+    ±``dp_bound(1 - conf)``. ``memo=False``: not kept in the answers memo (a quantile
+    interval's many partial sums, which would crowd out the answers that repeat).
+
+    ``count``: the count the interval is taken around, when it may not be the sum of
+    the group's released nodes (an interpolated range's ends, from the bins wholly
+    inside or from every touched bin; ``COUNT(attr)``, which leaves out the NULL
+    category's nodes). An InfTDA answer switches to the estimate's interval
+    (:func:`~dpsql.accuracy.inftda_answers.switched_offsets`) only when the count is
+    that sum: the estimate is of every node's truth, so around another count its
+    interval would be off by the difference between released counts and
+    measurements."""
     if not v.model.reads_support:
         return multiset.model_offsets(v.model, level, ids, conf)
     ms = _rows_multiset(ids)
+    model = v.model
+    support = st.supports[v.key]
     if memo:
         parts = [_support_answer(st, v, level, t, conf) for t in ms.layers]
     else:
-        model = v.model
-        parts = [interval_offsets(st.supports[v.key], model.calibration, model.sigma2,
-                                  model.root_sigma2, level, t, conf) for t in ms.layers]
+        parts = [count_offsets(support, model.calibration, model.sigma2, model.root_sigma2,
+                               level, t, conf) for t in ms.layers]
+    switch = count is None or (all(p.y is not None for p in parts) and math.isclose(
+        ms.scale * sum(w * p.y for w, p in zip(ms.weights, parts)), count,
+        rel_tol=1e-9, abs_tol=1e-6))
+    if switch:
+        parts = [switched_offsets(support, model.calibration, model.sigma2,
+                                  model.root_sigma2, level, t, conf, p)
+                 for t, p in zip(ms.layers, parts)]
     return (ms.scale * sum(w * p[1] for w, p in zip(ms.weights, parts)),
             ms.scale * sum(w * p[2] for w, p in zip(ms.weights, parts)))
 
@@ -301,9 +319,10 @@ _MAX_ANSWERS = 8192
 
 
 def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf: float
-                    ) -> tuple[float, float, float]:
-    """(standard error, below, above) of a calibrated InfTDA answer
-    (:func:`~dpsql.accuracy.inftda_answers.interval_offsets`), computed once per node set:
+                    ) -> CountOffsets:
+    """The count's interval of a calibrated InfTDA answer (standard error, below, above,
+    and the parts :func:`_offsets` reads to switch to the estimate's:
+    :func:`~dpsql.accuracy.inftda_answers.count_offsets`), computed once per node set:
     a row's ``dp_ci_low`` and ``dp_ci_high`` are two UDF calls on the same nodes, and the
     groups of a sparse GROUP BY whose released zeros have the same parents have the same
     answer (nycflights13's 4,374 origin × destination groups: 430 → 62 ms). A
@@ -314,8 +333,8 @@ def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf:
     the multiset layers them first), at most :data:`_MAX_ANSWERS` entries, about a
     megabyte. The switch to the estimate's interval
     (:func:`~dpsql.accuracy.inftda_answers.switched_offsets`) reads each zero's own
-    measurement, so it runs on the exact codes, outside the memo (a comparison, unless it
-    switches)."""
+    measurement, so :func:`_offsets` makes it on the exact codes, outside the memo (a
+    comparison, unless it switches); ``dp_stderr()`` reads the memo alone."""
     if rows.size == 1:  # most groups of a sparse GROUP BY: no array work
         c = int(rows[0])
         nodes: Any = c if c > -2 else zero_code(zero_parents_of(c))
@@ -325,16 +344,15 @@ def _support_answer(st: _State, v: ViewInfo, level: int, rows: np.ndarray, conf:
             else rows
         nodes = hashlib.blake2b(shared.tobytes(), digest_size=16).digest()
     key = (v.key, level, conf, nodes)
-    model = v.model
     got = st.answers.get(key)
     if got is None:
+        model = v.model
         got = count_offsets(st.supports[v.key], model.calibration, model.sigma2,
                             model.root_sigma2, level, rows, conf)
         if len(st.answers) >= _MAX_ANSWERS:
             st.answers.clear()
         st.answers[key] = got
-    return switched_offsets(st.supports[v.key], model.calibration, model.sigma2,
-                            model.root_sigma2, level, rows, conf, got)
+    return got
 
 
 def hist_quantile(counts: np.ndarray, lo: np.ndarray, hi: np.ndarray, p: float) -> float | None:

@@ -189,8 +189,11 @@ def nested_offsets(support: Support, calibration: Calibration, sigma2: Sequence[
         & ((cum(codes == DEEP_ZERO)[sizes] > 0) | (not any(zeros[:-1]))) \
         & bool(support.fanout[0].size)
     exact = ((var == 0) & (n_rel > 0)) | whole
-    if support.measured and y is not None:  # it may switch to the estimate's interval
-        exact |= bias * bias > var
+    if support.measured and y is not None:  # it may switch to the estimate's interval:
+        # bias-dominated, and the estimate's variance, at least σ² per measured node,
+        # within the count's bias and variance (switched_offsets)
+        nodes = cum(codes != DEEP_ZERO)[sizes]
+        exact |= (bias * bias > var) & (sigma * sigma * nodes <= var + bias * bias)
     below[exact] = np.nan
     above[exact] = np.nan
     return below, above, exact

@@ -204,7 +204,7 @@ def near_zero_bias(support: Support, calibration: Calibration, sigma2: Sequence[
     signed: the zeros' false-positive mass (positive) and the small counts' losses
     (negative) offset each other as they do in the bootstrap. One node's interval is not
     spanned (0 here: a single released node or released zero, whatever deep zeros come
-    with it): what one zero or one small count may hide is :func:`interval_offsets`'s
+    with it): what one zero or one small count may hide is :func:`count_offsets`'s
     widening near zero."""
     if level == 0:
         return 0.0
@@ -366,7 +366,7 @@ def combine_offsets(confidence: float, replicates: int, var: Any, bias: Any, nea
     when it holds none), its released sum ``y`` (None: not known, no widening for it)
     over ``n_released`` released nodes, and the largest push to 0 of their and its zeros'
     parents (:func:`child_shifts`). Scalars or arrays of answers alike: it is the one
-    statement of the rules of :func:`interval_offsets`, which gives the parts of one
+    statement of the rules of :func:`count_offsets`, which gives the parts of one
     answer, and of :func:`dpsql.quantile_ci_inftda.nested_offsets`, which gives them
     for every prefix of a group's rows at once."""
     half = t_value(confidence, replicates - 1) * np.sqrt(var)
@@ -424,7 +424,10 @@ def switched_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     model's account, so what is left of the bias is of its order too) and the
     measurements' sum is at least as precise as the count is accurate by that account
     (σ²_est ≤ var + bias²), the interval is the estimate's (:func:`measured_estimate`:
-    unbiased, its variance exact): estimate ± z·σ_est, at whole counts. Nothing else
+    unbiased, its variance exact): estimate ± z·σ_est, at whole counts. An answer some of
+    whose released nodes were never measured (reconciliation made them positive under a
+    pruned parent) keeps the count's interval: its estimate would stand them in with
+    their calibrated counts, which are neither unbiased nor of exact variance. Nothing else
     changes: the count is still the released one and may lie outside its interval (it
     is biased), and ``dp_stderr()`` is still its standard error. Whole measurements make
     the estimate a whole count, so the interval holds the errors up to k = ⌈z·σ_est −
@@ -439,10 +442,10 @@ def switched_offsets(support: Support, calibration: Calibration, sigma2: Sequenc
     bias² alone, without the bias test, swaps calibrated intervals at shallow levels,
     where the two are about as precise, and the Gaussian-tree-sized standard errors
     there make the estimate's interval step between 0.92 and 0.98 on whole counts."""
-    if count.y is None or count.bias * count.bias <= count.var or not support.measured:
+    if count.y is None or not count.bias * count.bias > count.var or not support.measured:
         return count.se, count.below, count.above
-    got = measured_estimate(support, sigma2, root_sigma2, level, rows, None, calibration)
-    if got is None or got[1] > count.var + count.bias * count.bias:
+    got = measured_estimate(support, sigma2, root_sigma2, level, rows)  # no stand-ins
+    if got is None or not got[1] <= count.var + count.bias * count.bias:
         return count.se, count.below, count.above
     est, est_var = got
     half = z_value(confidence) * math.sqrt(est_var)
@@ -523,5 +526,5 @@ def count_offsets(support: Support, calibration: Calibration, sigma2: Sequence[f
 
 __all__ = ["Calibration", "CountOffsets", "NEAR_ZERO_SIGMAS", "NEAR_ZERO_SPAN",
            "answer_error", "combine_offsets", "count_offsets", "interval_offsets",
-           "measured_estimate", "switched_offsets",
-           "near_zero_bias", "prediction_variance", "t_value"]
+           "measured_estimate", "near_zero_bias", "prediction_variance",
+           "switched_offsets", "t_value"]
