@@ -238,8 +238,10 @@ def _describe_one(ref: Reference, choice: Choice) -> dict[str, Any]:
         notes.append("InfTDA per-answer intervals: dp_stderr/dp_ci_* come from the linear "
                      "support model calibrated by a parametric bootstrap at release time "
                      "(approximate; around the count minus its estimated bias, a sum's "
-                     "near-zero bias spanned from 0 to twice its estimate; whole counts, "
-                     "never below 0); dp_bound is the guaranteed simultaneous bound")
+                     "near-zero bias spanned from 0 to twice its estimate, or where that "
+                     "bias exceeds the standard error dp_estimate()'s interval; whole "
+                     "counts, never below 0); dp_bound is the guaranteed simultaneous "
+                     "bound")
     if rel.seeded:
         notes.append("the release was built with a fixed seed: NOT PRIVATE (tests/demos only)")
     return {

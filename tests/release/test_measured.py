@@ -17,19 +17,23 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import warnings
 
 import duckdb
+import numpy as np
 import pytest
 
 import dpsql
 from dpsql import duck
+from dpsql.accuracy import load
 from dpsql.accuracy.base import z_value
+from dpsql.accuracy.inftda_answers import CountOffsets, switched_offsets
 from dpsql.dbapi import SeededReleaseWarning
 from dpsql.planner.level_rows import dense_nodes_sql
-from dpsql.release_file import open_release
+from dpsql.release_file import open_release, read_catalog, read_support
 from conftest import connect_seeded
 
 
@@ -260,3 +264,19 @@ def test_nodes_reconciliation_made_positive_stand_in_with_their_calibrated_count
     con.close()
     assert est == pytest.approx(want, rel=1e-12)
     assert se >= (nodes * sigma2[4]) ** 0.5 * (1 - 1e-12)
+    # the error columns never switch to an estimate that stands such nodes in: it is
+    # neither unbiased nor of exact variance (inftda_answers.switched_offsets)
+    raw = duckdb.connect(str(path), read_only=True)
+    view = read_catalog(raw, str(path)).views["geo_dist"]
+    support = read_support(raw, view)
+    model = load(json.loads(raw.execute("SELECT error_model FROM dpsql_views WHERE name "
+                                        "= 'geo_dist'").fetchone()[0]))
+    unmeasured, measured = (raw.execute(
+        f"SELECT rowid, dp_count FROM geo_dist__l5 WHERE dp_measured IS {t} NULL "
+        "ORDER BY rowid LIMIT 1").fetchone() for t in ("", "NOT"))
+    raw.close()
+    for (code, y), switches in ((unmeasured, False), (measured, True)):
+        biased = CountOffsets(1.0, 2.0, 3.0, bias=1e6, var=1.0, y=float(y))
+        got = switched_offsets(support, model.calibration, model.sigma2, model.root_sigma2,
+                               5, np.array([code]), 0.95, biased)
+        assert (got != (1.0, 2.0, 3.0)) == switches, (code, got)
